@@ -1,0 +1,1 @@
+//! krust-log: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! krust-metadata: see ARCHITECTURE.md.

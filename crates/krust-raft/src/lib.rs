@@ -1,0 +1,1 @@
+//! krust-raft: see ARCHITECTURE.md.

@@ -1,0 +1,1 @@
+//! krust-testkit: see ARCHITECTURE.md.
