@@ -1,5 +1,6 @@
 //! krust-testkit: placeholder docs, rewritten below.
 mod dist;
+mod dump_log;
 mod error;
 mod kafka;
 mod krust;
@@ -9,6 +10,9 @@ mod process;
 pub use dist::{
     DEFAULT_TOOL_TIMEOUT, JVM_MAX_HEAP, KAFKA_VERSION, KafkaDist, ToolCommand, ToolOutput, class,
     random_kafka_uuid, workspace_root,
+};
+pub use dump_log::{
+    DumpLog, DumpParseError, DumpedBatch, DumpedFile, DumpedRecord, parse_dump_log,
 };
 pub use error::{HarnessError, Result};
 pub use kafka::{
