@@ -1,1 +1,2 @@
 //! krust-raft: see ARCHITECTURE.md.
+pub mod snapshot;
