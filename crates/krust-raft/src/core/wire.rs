@@ -1,0 +1,586 @@
+//! Raft RPCs as the `kafka-protocol` crate defines them, and the narrow views the core works on.
+//!
+//! Every Raft RPC names exactly one topic (`__cluster_metadata`) and one partition (0). The
+//! `*_args` functions check that shape and pull out the fields the core needs; the `*_response`
+//! functions build answers. A request of another shape is answered with `INVALID_REQUEST` at the
+//! top level, as Kafka 3.9 does ("until we support multi-raft").
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    BeginQuorumEpochRequest, BeginQuorumEpochResponse, BrokerId, DescribeQuorumRequest,
+    DescribeQuorumResponse, EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest,
+    FetchResponse, TopicName, VoteRequest, VoteResponse, begin_quorum_epoch_request,
+    begin_quorum_epoch_response, describe_quorum_response, end_quorum_epoch_request,
+    end_quorum_epoch_response, fetch_request, fetch_response, vote_request, vote_response,
+};
+use kafka_protocol::protocol::StrBytes;
+use uuid::Uuid;
+
+use crate::types::{LeaderEpoch, LogOffset, NodeId, OffsetAndEpoch};
+
+/// The metadata topic's name.
+pub const METADATA_TOPIC_NAME: &str = "__cluster_metadata";
+/// The metadata partition.
+pub const METADATA_PARTITION: i32 = 0;
+/// `Uuid.METADATA_TOPIC_ID` (msb 0, lsb 1; `AAAAAAAAAAAAAAAAAAAAAQ`).
+pub const METADATA_TOPIC_ID: Uuid = Uuid::from_u64_pair(0, 1);
+/// Kafka 3.9's `INVALID_VOTER_KEY` (125); `kafka-protocol` 0.15 predates it.
+pub const INVALID_VOTER_KEY: ResponseError = ResponseError::Unknown(125);
+
+/// A Raft request the core handles.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RaftRequest {
+    /// Vote (52).
+    Vote(VoteRequest),
+    /// BeginQuorumEpoch (53).
+    BeginQuorumEpoch(BeginQuorumEpochRequest),
+    /// EndQuorumEpoch (54).
+    EndQuorumEpoch(EndQuorumEpochRequest),
+    /// Fetch (1), as sent by followers and observers of the metadata partition.
+    Fetch(FetchRequest),
+    /// DescribeQuorum (55).
+    DescribeQuorum(DescribeQuorumRequest),
+}
+
+/// A Raft response the core handles or produces.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RaftResponse {
+    /// Vote (52).
+    Vote(VoteResponse),
+    /// BeginQuorumEpoch (53).
+    BeginQuorumEpoch(BeginQuorumEpochResponse),
+    /// EndQuorumEpoch (54).
+    EndQuorumEpoch(EndQuorumEpochResponse),
+    /// Fetch (1).
+    Fetch(FetchResponse),
+    /// DescribeQuorum (55).
+    DescribeQuorum(DescribeQuorumResponse),
+}
+
+fn topic_name() -> TopicName {
+    TopicName(StrBytes::from_static_str(METADATA_TOPIC_NAME))
+}
+
+fn is_metadata_topic(name: &TopicName) -> bool {
+    name.0.as_str() == METADATA_TOPIC_NAME
+}
+
+/// `Some(partition)` if `topics` is exactly one metadata topic holding exactly partition 0.
+fn single<'a, T, P>(
+    topics: &'a [T],
+    name_ok: impl Fn(&T) -> bool,
+    partitions: impl Fn(&'a T) -> &'a [P],
+    index: impl Fn(&P) -> i32,
+) -> Option<&'a P> {
+    match topics {
+        [topic] if name_ok(topic) => match partitions(topic) {
+            [p] if index(p) == METADATA_PARTITION => Some(p),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Whether a request's cluster id (null = not checked) matches ours.
+pub(crate) fn cluster_id_matches(request: Option<&StrBytes>, mine: &str) -> bool {
+    request.is_none_or(|id| id.as_str() == mine)
+}
+
+/// The fields of a VoteRequest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct VoteArgs {
+    pub voter_id: i32,
+    pub candidate_epoch: i32,
+    pub candidate_id: i32,
+    pub last_offset_epoch: i32,
+    pub last_offset: i64,
+}
+
+pub(crate) fn vote_args(request: &VoteRequest) -> Option<VoteArgs> {
+    let p = single(
+        &request.topics,
+        |t| is_metadata_topic(&t.topic_name),
+        |t| &t.partitions,
+        |p| p.partition_index,
+    )?;
+    Some(VoteArgs {
+        voter_id: request.voter_id.0,
+        candidate_epoch: p.candidate_epoch,
+        candidate_id: p.candidate_id.0,
+        last_offset_epoch: p.last_offset_epoch,
+        last_offset: p.last_offset,
+    })
+}
+
+/// The fields of a Begin- or EndQuorumEpochRequest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct QuorumEpochArgs {
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    /// EndQuorumEpoch only: preferred successors, best first.
+    pub preferred: Vec<NodeId>,
+}
+
+pub(crate) fn begin_quorum_epoch_args(
+    request: &BeginQuorumEpochRequest,
+) -> Option<QuorumEpochArgs> {
+    let p = single(
+        &request.topics,
+        |t| is_metadata_topic(&t.topic_name),
+        |t| &t.partitions,
+        |p| p.partition_index,
+    )?;
+    Some(QuorumEpochArgs {
+        leader_id: p.leader_id.0,
+        leader_epoch: p.leader_epoch,
+        preferred: Vec::new(),
+    })
+}
+
+pub(crate) fn end_quorum_epoch_args(request: &EndQuorumEpochRequest) -> Option<QuorumEpochArgs> {
+    let p = single(
+        &request.topics,
+        |t| is_metadata_topic(&t.topic_name),
+        |t| &t.partitions,
+        |p| p.partition_index,
+    )?;
+    // v0 carries PreferredSuccessors, v1 PreferredCandidates; take whichever is filled.
+    let preferred = if p.preferred_candidates.is_empty() {
+        p.preferred_successors
+            .iter()
+            .map(|id| NodeId(*id))
+            .collect()
+    } else {
+        p.preferred_candidates
+            .iter()
+            .map(|c| NodeId(c.candidate_id.0))
+            .collect()
+    };
+    Some(QuorumEpochArgs {
+        leader_id: p.leader_id.0,
+        leader_epoch: p.leader_epoch,
+        preferred,
+    })
+}
+
+/// The fields of a Raft FetchRequest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FetchArgs {
+    pub replica_id: i32,
+    pub max_wait_ms: i32,
+    pub current_leader_epoch: i32,
+    pub fetch_offset: i64,
+    pub last_fetched_epoch: i32,
+}
+
+pub(crate) fn fetch_args(request: &FetchRequest) -> Option<FetchArgs> {
+    let p = single(
+        &request.topics,
+        |t| t.topic_id == METADATA_TOPIC_ID || is_metadata_topic(&t.topic),
+        |t| &t.partitions,
+        |p| p.partition,
+    )?;
+    // v15+ moves the replica id into ReplicaState; older versions use the top-level field.
+    let replica_id = if request.replica_state.replica_id.0 >= 0 {
+        request.replica_state.replica_id.0
+    } else {
+        request.replica_id.0
+    };
+    Some(FetchArgs {
+        replica_id,
+        max_wait_ms: request.max_wait_ms,
+        current_leader_epoch: p.current_leader_epoch,
+        fetch_offset: p.fetch_offset,
+        last_fetched_epoch: p.last_fetched_epoch,
+    })
+}
+
+pub(crate) fn describe_quorum_is_valid(request: &DescribeQuorumRequest) -> bool {
+    single(
+        &request.topics,
+        |t| is_metadata_topic(&t.topic_name),
+        |t| &t.partitions,
+        |p| p.partition_index,
+    )
+    .is_some()
+}
+
+fn code(error: Option<ResponseError>) -> i16 {
+    error.map_or(0, |e| e.code())
+}
+
+fn str_bytes(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_string())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------------------------
+
+pub(crate) fn vote_request(
+    cluster_id: &str,
+    voter_id: NodeId,
+    candidate_epoch: LeaderEpoch,
+    candidate_id: NodeId,
+    last: OffsetAndEpoch,
+) -> VoteRequest {
+    let partition = vote_request::PartitionData::default()
+        .with_partition_index(METADATA_PARTITION)
+        .with_candidate_epoch(candidate_epoch.0)
+        .with_candidate_id(BrokerId(candidate_id.0))
+        .with_last_offset_epoch(last.epoch.0)
+        .with_last_offset(last.offset.0);
+    VoteRequest::default()
+        .with_cluster_id(Some(str_bytes(cluster_id)))
+        .with_voter_id(BrokerId(voter_id.0))
+        .with_topics(vec![
+            vote_request::TopicData::default()
+                .with_topic_name(topic_name())
+                .with_partitions(vec![partition]),
+        ])
+}
+
+pub(crate) fn begin_quorum_epoch_request(
+    cluster_id: &str,
+    voter_id: NodeId,
+    leader_id: NodeId,
+    epoch: LeaderEpoch,
+) -> BeginQuorumEpochRequest {
+    let partition = begin_quorum_epoch_request::PartitionData::default()
+        .with_partition_index(METADATA_PARTITION)
+        .with_leader_id(BrokerId(leader_id.0))
+        .with_leader_epoch(epoch.0);
+    BeginQuorumEpochRequest::default()
+        .with_cluster_id(Some(str_bytes(cluster_id)))
+        .with_voter_id(BrokerId(voter_id.0))
+        .with_topics(vec![
+            begin_quorum_epoch_request::TopicData::default()
+                .with_topic_name(topic_name())
+                .with_partitions(vec![partition]),
+        ])
+}
+
+pub(crate) fn end_quorum_epoch_request(
+    cluster_id: &str,
+    leader_id: NodeId,
+    epoch: LeaderEpoch,
+    preferred: &[NodeId],
+) -> EndQuorumEpochRequest {
+    let candidates = preferred
+        .iter()
+        .map(|id| {
+            end_quorum_epoch_request::ReplicaInfo::default().with_candidate_id(BrokerId(id.0))
+        })
+        .collect();
+    let partition = end_quorum_epoch_request::PartitionData::default()
+        .with_partition_index(METADATA_PARTITION)
+        .with_leader_id(BrokerId(leader_id.0))
+        .with_leader_epoch(epoch.0)
+        .with_preferred_successors(preferred.iter().map(|id| id.0).collect())
+        .with_preferred_candidates(candidates);
+    EndQuorumEpochRequest::default()
+        .with_cluster_id(Some(str_bytes(cluster_id)))
+        .with_topics(vec![
+            end_quorum_epoch_request::TopicData::default()
+                .with_topic_name(topic_name())
+                .with_partitions(vec![partition]),
+        ])
+}
+
+pub(crate) fn fetch_request(
+    cluster_id: &str,
+    replica_id: NodeId,
+    epoch: LeaderEpoch,
+    position: OffsetAndEpoch,
+    max_wait_ms: u64,
+    max_bytes: usize,
+) -> FetchRequest {
+    let partition = fetch_request::FetchPartition::default()
+        .with_partition(METADATA_PARTITION)
+        .with_current_leader_epoch(epoch.0)
+        .with_fetch_offset(position.offset.0)
+        .with_last_fetched_epoch(position.epoch.0)
+        .with_partition_max_bytes(i32::try_from(max_bytes).unwrap_or(i32::MAX));
+    FetchRequest::default()
+        .with_cluster_id(Some(str_bytes(cluster_id)))
+        .with_replica_id(BrokerId(replica_id.0))
+        .with_replica_state(
+            fetch_request::ReplicaState::default().with_replica_id(BrokerId(replica_id.0)),
+        )
+        .with_max_wait_ms(i32::try_from(max_wait_ms).unwrap_or(i32::MAX))
+        .with_max_bytes(i32::try_from(max_bytes).unwrap_or(i32::MAX))
+        .with_topics(vec![
+            fetch_request::FetchTopic::default()
+                .with_topic(topic_name())
+                .with_topic_id(METADATA_TOPIC_ID)
+                .with_partitions(vec![partition]),
+        ])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Responses
+// ---------------------------------------------------------------------------------------------
+
+/// `(partition error, leader id or -1, epoch)` carried by every Raft response partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LeaderInfo {
+    pub error: Option<ResponseError>,
+    pub leader_id: Option<NodeId>,
+    pub epoch: LeaderEpoch,
+}
+
+fn leader_id_raw(leader: Option<NodeId>) -> BrokerId {
+    BrokerId(leader.map_or(-1, |n| n.0))
+}
+
+fn node_or_none(raw: i32) -> Option<NodeId> {
+    (raw >= 0).then_some(NodeId(raw))
+}
+
+pub(crate) fn vote_response_top(error: ResponseError) -> VoteResponse {
+    VoteResponse::default().with_error_code(error.code())
+}
+
+pub(crate) fn vote_response(info: LeaderInfo, granted: bool) -> VoteResponse {
+    let partition = vote_response::PartitionData::default()
+        .with_partition_index(METADATA_PARTITION)
+        .with_error_code(code(info.error))
+        .with_leader_id(leader_id_raw(info.leader_id))
+        .with_leader_epoch(info.epoch.0)
+        .with_vote_granted(granted);
+    VoteResponse::default().with_topics(vec![
+        vote_response::TopicData::default()
+            .with_topic_name(topic_name())
+            .with_partitions(vec![partition]),
+    ])
+}
+
+/// `(top-level error, partition info, granted)`; `None` if the response has the wrong shape.
+/// A parsed response: the top-level error, or the partition's payload.
+pub(crate) type Parsed<T> = Option<(Option<ResponseError>, Option<T>)>;
+
+pub(crate) fn parse_vote_response(r: &VoteResponse) -> Parsed<(LeaderInfo, bool)> {
+    let top = ResponseError::try_from_code(r.error_code);
+    if top.is_some() {
+        return Some((top, None));
+    }
+    let p = single(
+        &r.topics,
+        |t| is_metadata_topic(&t.topic_name),
+        |t| &t.partitions,
+        |p| p.partition_index,
+    )?;
+    let info = LeaderInfo {
+        error: ResponseError::try_from_code(p.error_code),
+        leader_id: node_or_none(p.leader_id.0),
+        epoch: LeaderEpoch(p.leader_epoch),
+    };
+    Some((None, Some((info, p.vote_granted))))
+}
+
+pub(crate) fn begin_quorum_epoch_response_top(error: ResponseError) -> BeginQuorumEpochResponse {
+    BeginQuorumEpochResponse::default().with_error_code(error.code())
+}
+
+pub(crate) fn begin_quorum_epoch_response(info: LeaderInfo) -> BeginQuorumEpochResponse {
+    let partition = begin_quorum_epoch_response::PartitionData::default()
+        .with_partition_index(METADATA_PARTITION)
+        .with_error_code(code(info.error))
+        .with_leader_id(leader_id_raw(info.leader_id))
+        .with_leader_epoch(info.epoch.0);
+    BeginQuorumEpochResponse::default().with_topics(vec![
+        begin_quorum_epoch_response::TopicData::default()
+            .with_topic_name(topic_name())
+            .with_partitions(vec![partition]),
+    ])
+}
+
+pub(crate) fn parse_begin_quorum_epoch_response(
+    r: &BeginQuorumEpochResponse,
+) -> Option<(Option<ResponseError>, Option<LeaderInfo>)> {
+    let top = ResponseError::try_from_code(r.error_code);
+    if top.is_some() {
+        return Some((top, None));
+    }
+    let p = single(
+        &r.topics,
+        |t| is_metadata_topic(&t.topic_name),
+        |t| &t.partitions,
+        |p| p.partition_index,
+    )?;
+    Some((
+        None,
+        Some(LeaderInfo {
+            error: ResponseError::try_from_code(p.error_code),
+            leader_id: node_or_none(p.leader_id.0),
+            epoch: LeaderEpoch(p.leader_epoch),
+        }),
+    ))
+}
+
+pub(crate) fn end_quorum_epoch_response_top(error: ResponseError) -> EndQuorumEpochResponse {
+    EndQuorumEpochResponse::default().with_error_code(error.code())
+}
+
+pub(crate) fn end_quorum_epoch_response(info: LeaderInfo) -> EndQuorumEpochResponse {
+    let partition = end_quorum_epoch_response::PartitionData::default()
+        .with_partition_index(METADATA_PARTITION)
+        .with_error_code(code(info.error))
+        .with_leader_id(leader_id_raw(info.leader_id))
+        .with_leader_epoch(info.epoch.0);
+    EndQuorumEpochResponse::default().with_topics(vec![
+        end_quorum_epoch_response::TopicData::default()
+            .with_topic_name(topic_name())
+            .with_partitions(vec![partition]),
+    ])
+}
+
+pub(crate) fn parse_end_quorum_epoch_response(
+    r: &EndQuorumEpochResponse,
+) -> Option<(Option<ResponseError>, Option<LeaderInfo>)> {
+    let top = ResponseError::try_from_code(r.error_code);
+    if top.is_some() {
+        return Some((top, None));
+    }
+    let p = single(
+        &r.topics,
+        |t| is_metadata_topic(&t.topic_name),
+        |t| &t.partitions,
+        |p| p.partition_index,
+    )?;
+    Some((
+        None,
+        Some(LeaderInfo {
+            error: ResponseError::try_from_code(p.error_code),
+            leader_id: node_or_none(p.leader_id.0),
+            epoch: LeaderEpoch(p.leader_epoch),
+        }),
+    ))
+}
+
+/// What a Fetch response partition tells the fetcher.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct FetchAnswer {
+    pub info: LeaderInfo,
+    pub high_watermark: Option<LogOffset>,
+    pub diverging: Option<OffsetAndEpoch>,
+    pub snapshot_id: Option<OffsetAndEpoch>,
+    /// Set when exactly one of the snapshot id's fields is negative: a protocol error.
+    pub malformed_snapshot_id: bool,
+    pub records: Bytes,
+}
+
+pub(crate) fn fetch_response_top(error: ResponseError) -> FetchResponse {
+    FetchResponse::default().with_error_code(error.code())
+}
+
+pub(crate) fn fetch_response(answer: &FetchAnswer) -> FetchResponse {
+    let diverging = answer.diverging.unwrap_or(OffsetAndEpoch::new(-1, -1));
+    let snapshot = answer.snapshot_id.unwrap_or(OffsetAndEpoch::new(-1, -1));
+    let partition = fetch_response::PartitionData::default()
+        .with_partition_index(METADATA_PARTITION)
+        .with_error_code(code(answer.info.error))
+        .with_high_watermark(answer.high_watermark.map_or(-1, |o| o.0))
+        .with_diverging_epoch(
+            fetch_response::EpochEndOffset::default()
+                .with_epoch(diverging.epoch.0)
+                .with_end_offset(diverging.offset.0),
+        )
+        .with_current_leader(
+            fetch_response::LeaderIdAndEpoch::default()
+                .with_leader_id(leader_id_raw(answer.info.leader_id))
+                .with_leader_epoch(answer.info.epoch.0),
+        )
+        .with_snapshot_id(
+            fetch_response::SnapshotId::default()
+                .with_end_offset(snapshot.offset.0)
+                .with_epoch(snapshot.epoch.0),
+        )
+        .with_records(Some(answer.records.clone()));
+    FetchResponse::default().with_responses(vec![
+        fetch_response::FetchableTopicResponse::default()
+            .with_topic(topic_name())
+            .with_topic_id(METADATA_TOPIC_ID)
+            .with_partitions(vec![partition]),
+    ])
+}
+
+pub(crate) fn parse_fetch_response(
+    r: &FetchResponse,
+) -> Option<(Option<ResponseError>, Option<FetchAnswer>)> {
+    let top = ResponseError::try_from_code(r.error_code);
+    if top.is_some() {
+        return Some((top, None));
+    }
+    let p = single(
+        &r.responses,
+        |t| t.topic_id == METADATA_TOPIC_ID || is_metadata_topic(&t.topic),
+        |t| &t.partitions,
+        |p| p.partition_index,
+    )?;
+    let diverging = (p.diverging_epoch.epoch >= 0 && p.diverging_epoch.end_offset >= 0)
+        .then(|| OffsetAndEpoch::new(p.diverging_epoch.end_offset, p.diverging_epoch.epoch));
+    let (snap_offset, snap_epoch) = (p.snapshot_id.end_offset, p.snapshot_id.epoch);
+    let snapshot_id =
+        (snap_offset >= 0 && snap_epoch >= 0).then(|| OffsetAndEpoch::new(snap_offset, snap_epoch));
+    Some((
+        None,
+        Some(FetchAnswer {
+            info: LeaderInfo {
+                error: ResponseError::try_from_code(p.error_code),
+                leader_id: node_or_none(p.current_leader.leader_id.0),
+                epoch: LeaderEpoch(p.current_leader.leader_epoch),
+            },
+            high_watermark: (p.high_watermark >= 0).then_some(LogOffset(p.high_watermark)),
+            diverging,
+            snapshot_id,
+            malformed_snapshot_id: (snap_offset >= 0) != (snap_epoch >= 0),
+            records: p.records.clone().unwrap_or_default(),
+        }),
+    ))
+}
+
+pub(crate) fn describe_quorum_response_top(error: ResponseError) -> DescribeQuorumResponse {
+    DescribeQuorumResponse::default().with_error_code(error.code())
+}
+
+/// One row of DescribeQuorum's voter or observer list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ReplicaRow {
+    pub replica_id: NodeId,
+    pub log_end_offset: Option<LogOffset>,
+    pub last_fetch_timestamp_ms: Option<i64>,
+    pub last_caught_up_timestamp_ms: Option<i64>,
+}
+
+pub(crate) fn describe_quorum_response(
+    info: LeaderInfo,
+    high_watermark: Option<LogOffset>,
+    voters: &[ReplicaRow],
+    observers: &[ReplicaRow],
+) -> DescribeQuorumResponse {
+    let row = |r: &ReplicaRow| {
+        describe_quorum_response::ReplicaState::default()
+            .with_replica_id(BrokerId(r.replica_id.0))
+            .with_log_end_offset(r.log_end_offset.map_or(-1, |o| o.0))
+            .with_last_fetch_timestamp(r.last_fetch_timestamp_ms.unwrap_or(-1))
+            .with_last_caught_up_timestamp(r.last_caught_up_timestamp_ms.unwrap_or(-1))
+    };
+    let mut partition = describe_quorum_response::PartitionData::default()
+        .with_partition_index(METADATA_PARTITION)
+        .with_error_code(code(info.error))
+        .with_leader_id(leader_id_raw(info.leader_id))
+        .with_leader_epoch(info.epoch.0)
+        .with_high_watermark(high_watermark.map_or(-1, |o| o.0))
+        .with_current_voters(voters.iter().map(row).collect())
+        .with_observers(observers.iter().map(row).collect());
+    if let Some(e) = info.error {
+        partition = partition.with_error_message(Some(str_bytes(&e.to_string())));
+    }
+    DescribeQuorumResponse::default().with_topics(vec![
+        describe_quorum_response::TopicData::default()
+            .with_topic_name(topic_name())
+            .with_partitions(vec![partition]),
+    ])
+}
