@@ -576,8 +576,9 @@ impl KafkaNode {
     /// `kafka-console-producer.sh`: sends `input` (one record per line) to `topic` with
     /// `acks=all`, then exits once everything is acknowledged. `properties` are passed as
     /// `--property k=v` (e.g. `parse.key=true`, `key.separator=:`, `parse.headers=true`) and
-    /// `producer_properties` as `--producer-property k=v` (e.g. `compression.type=gzip`,
-    /// `linger.ms=100`).
+    /// `producer_properties` as `--producer-property k=v` (e.g. `linger.ms=100`, `batch.size=600`;
+    /// `compression.type=gzip` is passed as `--compression-codec gzip`, which the tool would
+    /// otherwise force to `none`).
     ///
     /// # Errors
     /// `ToolFailed` or `ToolTimeout`.
@@ -601,8 +602,15 @@ impl KafkaNode {
             args.push(format!("{key}={value}"));
         }
         for (key, value) in producer_properties {
-            args.push("--producer-property".to_owned());
-            args.push(format!("{key}={value}"));
+            if *key == "compression.type" {
+                // The console producer overwrites `compression.type` with its own
+                // `--compression-codec` option (default none), so set that instead.
+                args.push("--compression-codec".to_owned());
+                args.push((*value).to_owned());
+            } else {
+                args.push("--producer-property".to_owned());
+                args.push(format!("{key}={value}"));
+            }
         }
         self.dist
             .tool(class::CONSOLE_PRODUCER)
