@@ -1,1 +1,32 @@
-//! krust-metadata: see ARCHITECTURE.md.
+//! krust-metadata: KRaft metadata records and what a node is formatted with — byte-compatible
+//! with Apache Kafka 3.9. Pure data in, data out: this crate does no IO.
+//!
+//! # Layout
+//!
+//! - [`frame`]: the `ApiMessageAndVersion` frame around every metadata record (facts §3.4).
+//! - [`records`]: the record catalogue (api keys, versions) and one module per record type
+//!   (so far `FeatureLevelRecord`; the rest are carried opaquely until their codecs land).
+//! - [`codec`]: checked readers/writers for Kafka's flexible encoding.
+//! - [`metadata_version`]: the `metadata.version` table of Kafka 3.9 (facts §5).
+//! - [`features`]: `kraft.version`, `transaction.version` and the format-time feature rules.
+//! - [`bootstrap`]: `bootstrap.checkpoint` (facts §4.7), via [`krust_raft::snapshot`].
+//! - [`dynamic_voters`]: `--initial-controllers` and the `VotersRecord` of the bootstrap snapshot.
+//! - [`meta_properties`]: `meta.properties` v0/v1 (facts §4.6).
+//! - [`properties`]: Java `.properties` text.
+//! - [`kafka_uuid`]: Kafka's base64 UUID text (cluster, directory and topic ids).
+
+pub mod bootstrap;
+pub mod codec;
+pub mod dynamic_voters;
+pub mod features;
+pub mod frame;
+pub mod kafka_uuid;
+pub mod meta_properties;
+pub mod metadata_version;
+pub mod properties;
+pub mod records;
+
+pub use bootstrap::{BOOTSTRAP_FILE_NAME, BootstrapError, BootstrapMetadata};
+pub use frame::{ApiMessageAndVersion, FrameError};
+pub use meta_properties::{MetaProperties, MetaPropertiesError, MetaPropertiesVersion};
+pub use metadata_version::MetadataVersion;

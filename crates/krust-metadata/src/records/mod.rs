@@ -1,0 +1,349 @@
+//! Metadata record types (Kafka 3.9 `metadata/src/main/resources/common/metadata/*.json`).
+//!
+//! One module per record type. [`MetadataRecordType`] is the catalogue of every api key Kafka 3.9
+//! defines, with the highest version each has; a record whose body codec krust does not have yet
+//! stays opaque ([`MetadataRecord::Opaque`]) so it can be carried and re-written byte for byte.
+//! Adding a record type means: a module here, a variant in [`MetadataRecord`], and one arm in
+//! [`MetadataRecord::decode_body`] / [`MetadataRecord::encode_body`].
+
+mod feature_level;
+
+pub use feature_level::FeatureLevelRecord;
+
+use bytes::Bytes;
+use thiserror::Error;
+
+use crate::codec::DecodeError;
+
+/// The metadata record types of Kafka 3.9, by api key (facts §3.2). Keys 6 and 16 are retired and
+/// 13 was never assigned: they decode as [`RecordError::UnknownType`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MetadataRecordType {
+    /// 0
+    RegisterBroker,
+    /// 1
+    UnregisterBroker,
+    /// 2
+    Topic,
+    /// 3
+    Partition,
+    /// 4
+    Config,
+    /// 5
+    PartitionChange,
+    /// 7 (only before 3.3-IV2)
+    FenceBroker,
+    /// 8 (only before 3.3-IV2)
+    UnfenceBroker,
+    /// 9
+    RemoveTopic,
+    /// 10
+    DelegationToken,
+    /// 11
+    UserScramCredential,
+    /// 12
+    FeatureLevel,
+    /// 14
+    ClientQuota,
+    /// 15
+    ProducerIds,
+    /// 17
+    BrokerRegistrationChange,
+    /// 18
+    AccessControlEntry,
+    /// 19
+    RemoveAccessControlEntry,
+    /// 20
+    NoOp,
+    /// 21
+    ZkMigrationState,
+    /// 22
+    RemoveUserScramCredential,
+    /// 23
+    BeginTransaction,
+    /// 24
+    EndTransaction,
+    /// 25
+    AbortTransaction,
+    /// 26
+    RemoveDelegationToken,
+    /// 27
+    RegisterController,
+}
+
+impl MetadataRecordType {
+    /// Every type, in api-key order.
+    pub const ALL: [Self; 25] = [
+        Self::RegisterBroker,
+        Self::UnregisterBroker,
+        Self::Topic,
+        Self::Partition,
+        Self::Config,
+        Self::PartitionChange,
+        Self::FenceBroker,
+        Self::UnfenceBroker,
+        Self::RemoveTopic,
+        Self::DelegationToken,
+        Self::UserScramCredential,
+        Self::FeatureLevel,
+        Self::ClientQuota,
+        Self::ProducerIds,
+        Self::BrokerRegistrationChange,
+        Self::AccessControlEntry,
+        Self::RemoveAccessControlEntry,
+        Self::NoOp,
+        Self::ZkMigrationState,
+        Self::RemoveUserScramCredential,
+        Self::BeginTransaction,
+        Self::EndTransaction,
+        Self::AbortTransaction,
+        Self::RemoveDelegationToken,
+        Self::RegisterController,
+    ];
+
+    /// The api key written in the frame.
+    #[must_use]
+    pub const fn api_key(self) -> i16 {
+        match self {
+            Self::RegisterBroker => 0,
+            Self::UnregisterBroker => 1,
+            Self::Topic => 2,
+            Self::Partition => 3,
+            Self::Config => 4,
+            Self::PartitionChange => 5,
+            Self::FenceBroker => 7,
+            Self::UnfenceBroker => 8,
+            Self::RemoveTopic => 9,
+            Self::DelegationToken => 10,
+            Self::UserScramCredential => 11,
+            Self::FeatureLevel => 12,
+            Self::ClientQuota => 14,
+            Self::ProducerIds => 15,
+            Self::BrokerRegistrationChange => 17,
+            Self::AccessControlEntry => 18,
+            Self::RemoveAccessControlEntry => 19,
+            Self::NoOp => 20,
+            Self::ZkMigrationState => 21,
+            Self::RemoveUserScramCredential => 22,
+            Self::BeginTransaction => 23,
+            Self::EndTransaction => 24,
+            Self::AbortTransaction => 25,
+            Self::RemoveDelegationToken => 26,
+            Self::RegisterController => 27,
+        }
+    }
+
+    /// The highest record version Kafka 3.9 defines for this type.
+    #[must_use]
+    pub const fn max_version(self) -> i16 {
+        match self {
+            Self::RegisterBroker => 3,
+            Self::Partition | Self::PartitionChange | Self::BrokerRegistrationChange => 2,
+            _ => 0,
+        }
+    }
+
+    /// Looks a type up by api key.
+    #[must_use]
+    pub fn from_api_key(api_key: i16) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.api_key() == api_key)
+    }
+
+    /// Kafka's tooling name: the schema name in UPPER_SNAKE case, e.g. `FEATURE_LEVEL_RECORD`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::RegisterBroker => "REGISTER_BROKER_RECORD",
+            Self::UnregisterBroker => "UNREGISTER_BROKER_RECORD",
+            Self::Topic => "TOPIC_RECORD",
+            Self::Partition => "PARTITION_RECORD",
+            Self::Config => "CONFIG_RECORD",
+            Self::PartitionChange => "PARTITION_CHANGE_RECORD",
+            Self::FenceBroker => "FENCE_BROKER_RECORD",
+            Self::UnfenceBroker => "UNFENCE_BROKER_RECORD",
+            Self::RemoveTopic => "REMOVE_TOPIC_RECORD",
+            Self::DelegationToken => "DELEGATION_TOKEN_RECORD",
+            Self::UserScramCredential => "USER_SCRAM_CREDENTIAL_RECORD",
+            Self::FeatureLevel => "FEATURE_LEVEL_RECORD",
+            Self::ClientQuota => "CLIENT_QUOTA_RECORD",
+            Self::ProducerIds => "PRODUCER_IDS_RECORD",
+            Self::BrokerRegistrationChange => "BROKER_REGISTRATION_CHANGE_RECORD",
+            Self::AccessControlEntry => "ACCESS_CONTROL_ENTRY_RECORD",
+            Self::RemoveAccessControlEntry => "REMOVE_ACCESS_CONTROL_ENTRY_RECORD",
+            Self::NoOp => "NO_OP_RECORD",
+            Self::ZkMigrationState => "ZK_MIGRATION_STATE_RECORD",
+            Self::RemoveUserScramCredential => "REMOVE_USER_SCRAM_CREDENTIAL_RECORD",
+            Self::BeginTransaction => "BEGIN_TRANSACTION_RECORD",
+            Self::EndTransaction => "END_TRANSACTION_RECORD",
+            Self::AbortTransaction => "ABORT_TRANSACTION_RECORD",
+            Self::RemoveDelegationToken => "REMOVE_DELEGATION_TOKEN_RECORD",
+            Self::RegisterController => "REGISTER_CONTROLLER_RECORD",
+        }
+    }
+}
+
+impl std::fmt::Display for MetadataRecordType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a record body could not be decoded or encoded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RecordError {
+    /// The api key is not a Kafka 3.9 metadata record (includes retired keys 6, 16 and unused 13).
+    /// Remedy: the data was written by a newer Kafka, or is corrupt.
+    #[error("unknown metadata record type {api_key}")]
+    UnknownType {
+        /// The api key found in the frame.
+        api_key: i16,
+    },
+    /// The type is known but the version is above what Kafka 3.9 defines (or negative).
+    #[error("{record_type} version {version} is not supported (highest known: {max_version})")]
+    UnsupportedVersion {
+        /// The record type.
+        record_type: MetadataRecordType,
+        /// The version found.
+        version: i16,
+        /// The highest version krust knows.
+        max_version: i16,
+    },
+    /// The body does not parse at that version.
+    #[error("malformed {record_type} body (version {version})")]
+    MalformedBody {
+        /// The record type.
+        record_type: MetadataRecordType,
+        /// The version being read.
+        version: i16,
+        /// What went wrong.
+        #[source]
+        source: DecodeError,
+    },
+    /// Bytes were left after the body ("garbage after" in Kafka's serde).
+    #[error("{trailing} unexpected bytes after the {record_type} body")]
+    TrailingBytes {
+        /// The record type.
+        record_type: MetadataRecordType,
+        /// How many bytes were left.
+        trailing: usize,
+    },
+}
+
+/// A decoded metadata record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetadataRecord {
+    /// `FeatureLevelRecord` (api key 12).
+    FeatureLevel(FeatureLevelRecord),
+    /// A known record type whose body codec krust does not implement yet: kept as raw bytes so
+    /// it can be passed on and re-written unchanged.
+    Opaque {
+        /// The record type.
+        record_type: MetadataRecordType,
+        /// The body, exactly as read (no frame).
+        body: Bytes,
+    },
+}
+
+impl MetadataRecord {
+    /// The record type.
+    #[must_use]
+    pub fn record_type(&self) -> MetadataRecordType {
+        match self {
+            Self::FeatureLevel(_) => MetadataRecordType::FeatureLevel,
+            Self::Opaque { record_type, .. } => *record_type,
+        }
+    }
+
+    /// Decodes a body of `record_type` at `version`. The whole of `body` must be consumed.
+    ///
+    /// # Errors
+    /// [`RecordError::UnsupportedVersion`], [`RecordError::MalformedBody`] or
+    /// [`RecordError::TrailingBytes`].
+    pub fn decode_body(
+        record_type: MetadataRecordType,
+        version: i16,
+        body: &[u8],
+    ) -> Result<Self, RecordError> {
+        if !(0..=record_type.max_version()).contains(&version) {
+            return Err(RecordError::UnsupportedVersion {
+                record_type,
+                version,
+                max_version: record_type.max_version(),
+            });
+        }
+        let malformed = |source| RecordError::MalformedBody {
+            record_type,
+            version,
+            source,
+        };
+        match record_type {
+            MetadataRecordType::FeatureLevel => {
+                let mut reader = crate::codec::ByteReader::new(body);
+                let record = FeatureLevelRecord::decode(&mut reader, version).map_err(malformed)?;
+                if reader.remaining() > 0 {
+                    return Err(RecordError::TrailingBytes {
+                        record_type,
+                        trailing: reader.remaining(),
+                    });
+                }
+                Ok(Self::FeatureLevel(record))
+            }
+            _ => Ok(Self::Opaque {
+                record_type,
+                body: Bytes::copy_from_slice(body),
+            }),
+        }
+    }
+
+    /// Appends the body at `version` to `out`.
+    ///
+    /// # Errors
+    /// [`RecordError::UnsupportedVersion`] if `version` is not one this type has.
+    pub fn encode_body(&self, version: i16, out: &mut Vec<u8>) -> Result<(), RecordError> {
+        let record_type = self.record_type();
+        if !(0..=record_type.max_version()).contains(&version) {
+            return Err(RecordError::UnsupportedVersion {
+                record_type,
+                version,
+                max_version: record_type.max_version(),
+            });
+        }
+        match self {
+            Self::FeatureLevel(record) => record.encode(version, out),
+            Self::Opaque { body, .. } => out.extend_from_slice(body),
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_has_no_retired_or_unassigned_keys() {
+        for retired in [6, 13, 16, 28, 29, -1] {
+            assert_eq!(
+                MetadataRecordType::from_api_key(retired),
+                None,
+                "key {retired}"
+            );
+        }
+        for t in MetadataRecordType::ALL {
+            assert_eq!(MetadataRecordType::from_api_key(t.api_key()), Some(t));
+        }
+    }
+
+    #[test]
+    fn versions_above_the_catalogue_are_rejected() {
+        let err = MetadataRecord::decode_body(MetadataRecordType::FeatureLevel, 1, &[]);
+        assert_eq!(
+            err,
+            Err(RecordError::UnsupportedVersion {
+                record_type: MetadataRecordType::FeatureLevel,
+                version: 1,
+                max_version: 0
+            })
+        );
+    }
+}
