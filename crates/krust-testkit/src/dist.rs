@@ -277,71 +277,106 @@ impl ToolCommand<'_> {
         let mut command = Command::new(self.dist.java());
         command
             .args(self.dist.jvm_args(&self.class, false))
-            .args(&self.args)
-            .stdin(if self.stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(|source| HarnessError::Spawn {
-            program: format!("{} {}", self.dist.java().display(), self.class),
-            source,
-        })?;
-        // Three threads so a tool that fills one pipe while we write to another cannot deadlock.
-        let writer = match (child.stdin.take(), self.stdin) {
-            (Some(mut pipe), Some(bytes)) => Some(std::thread::spawn(move || {
-                // A tool that exits without reading everything closes the pipe: not our error.
-                let _ = pipe.write_all(&bytes);
-            })),
-            _ => None,
-        };
-        let stdout = child.stdout.take().map(drain);
-        let stderr = child.stderr.take().map(drain);
-        let deadline = Instant::now() + self.timeout;
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Some(status),
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break None;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    return Err(HarnessError::io(format!("waiting for {}", self.class), e));
-                }
+            .args(&self.args);
+        run_captured(command, self.class, self.args, self.stdin, self.timeout)
+    }
+}
+
+/// Runs any program to completion (or `timeout`, then SIGKILL) with stdout and stderr captured
+/// apart: e.g. a one-shot `krust storage format …` or `krust dump-log …`. `stdin`, if given, is
+/// written to its standard input, which is then closed.
+///
+/// # Errors
+/// `Spawn` if it cannot start; `ToolTimeout` (with what it printed) if it does not finish in time.
+pub fn run_binary<S: AsRef<str>>(
+    program: impl AsRef<Path>,
+    args: &[S],
+    stdin: Option<&[u8]>,
+    timeout: Duration,
+) -> Result<ToolOutput> {
+    let program = program.as_ref();
+    let args: Vec<String> = args.iter().map(|a| a.as_ref().to_owned()).collect();
+    let mut command = Command::new(program);
+    command.args(&args);
+    run_captured(
+        command,
+        program.display().to_string(),
+        args,
+        stdin.map(<[u8]>::to_vec),
+        timeout,
+    )
+}
+
+fn run_captured(
+    mut command: Command,
+    label: String,
+    args: Vec<String>,
+    stdin: Option<Vec<u8>>,
+    timeout: Duration,
+) -> Result<ToolOutput> {
+    command
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(|source| HarnessError::Spawn {
+        program: label.clone(),
+        source,
+    })?;
+    // Three threads so a program that fills one pipe while we write to another cannot deadlock.
+    let writer = match (child.stdin.take(), stdin) {
+        (Some(mut pipe), Some(bytes)) => Some(std::thread::spawn(move || {
+            // A program that exits without reading everything closes the pipe: not our error.
+            let _ = pipe.write_all(&bytes);
+        })),
+        _ => None,
+    };
+    let stdout = child.stdout.take().map(drain);
+    let stderr = child.stderr.take().map(drain);
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
             }
-        };
-        if let Some(writer) = writer {
-            let _ = writer.join();
+            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(HarnessError::io(format!("waiting for {label}"), e));
+            }
         }
-        let stdout = joined(stdout);
-        let stderr = joined(stderr);
-        match status {
-            Some(status) => Ok(ToolOutput {
-                class: self.class,
-                args: self.args,
-                status,
+    };
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    let stdout = joined(stdout);
+    let stderr = joined(stderr);
+    match status {
+        Some(status) => Ok(ToolOutput {
+            class: label,
+            args,
+            status,
+            stdout,
+            stderr,
+        }),
+        None => {
+            eprintln!(
+                "krust-testkit: {label} timed out after {timeout:?}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+            );
+            Err(HarnessError::ToolTimeout {
+                class: label,
+                args: args.join(" "),
+                waited: timeout,
                 stdout,
                 stderr,
-            }),
-            None => {
-                eprintln!(
-                    "krust-testkit: {} timed out after {:?}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
-                    self.class, self.timeout
-                );
-                Err(HarnessError::ToolTimeout {
-                    class: self.class,
-                    args: self.args.join(" "),
-                    waited: self.timeout,
-                    stdout,
-                    stderr,
-                })
-            }
+            })
         }
     }
 }
@@ -362,7 +397,7 @@ fn joined(handle: Option<JoinHandle<Vec<u8>>>) -> String {
 /// What a tool printed and how it exited.
 #[derive(Clone, Debug)]
 pub struct ToolOutput {
-    /// The main class that ran.
+    /// The Java main class (or, for [`run_binary`], the program) that ran.
     pub class: String,
     /// Its arguments.
     pub args: Vec<String>,

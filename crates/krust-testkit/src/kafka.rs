@@ -147,6 +147,10 @@ impl KafkaNodeBuilder {
     /// # Errors
     /// `Invalid` for a broker without `quorum_voters`; `Io`; `ToolFailed` if formatting fails.
     pub fn build(self) -> Result<KafkaNode> {
+        self.build_inner(true)
+    }
+
+    fn build_inner(self, format: bool) -> Result<KafkaNode> {
         let role = self.role;
         let mut fresh = free_ports(2)?.into_iter();
         let mut next_port = || fresh.next().unwrap_or(0);
@@ -202,8 +206,21 @@ impl KafkaNodeBuilder {
         let path = node.properties_path();
         std::fs::write(&path, props)
             .map_err(|e| HarnessError::io(format!("writing {}", path.display()), e))?;
-        node.format()?;
+        if format {
+            node.format()?;
+        }
         Ok(node)
+    }
+
+    /// Like [`KafkaNodeBuilder::build`] but leaves the storage unformatted: for formatting it
+    /// with another tool (e.g. `krust storage format -t <node.cluster_id()> -c
+    /// <node.properties_path()>`) and then proving with [`KafkaNode::start`] that Kafka accepts
+    /// the result.
+    ///
+    /// # Errors
+    /// As [`KafkaNodeBuilder::build`], without `ToolFailed`.
+    pub fn build_unformatted(self) -> Result<KafkaNode> {
+        self.build_inner(false)
     }
 
     /// [`KafkaNodeBuilder::build`], then [`KafkaNode::start`].

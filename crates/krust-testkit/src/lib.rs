@@ -1,4 +1,141 @@
-//! krust-testkit: placeholder docs, rewritten below.
+//! krust-testkit: the test harness that runs real Apache Kafka 3.9 and krust processes on
+//! 127.0.0.1, so krust's tests can check byte-for-byte compatibility against the real thing.
+//!
+//! **Test-only.** Take it as a `[dev-dependencies]` entry (`krust-testkit.workspace = true`);
+//! production code never links it, and it depends on no other krust crate.
+//!
+//! Guarantees every helper keeps:
+//! * every wait has a timeout and fails with a typed [`HarnessError`] that quotes the last lines
+//!   of the process's log (also printed to stderr, which `cargo test` shows for failed tests);
+//! * every process is SIGKILLed when its handle is dropped, including while a failed test
+//!   unwinds; temp dirs are removed after that (`KRUST_TESTKIT_KEEP=1` keeps them);
+//! * stdout/stderr of long-running processes go to a log file in the test's temp dir;
+//! * only 127.0.0.1 and ports from [`free_port`]/[`free_ports`] are used;
+//! * JVMs get `-Xmx512m`, serial GC and C1 only, to share a 2-core machine.
+//!
+//! # Layout
+//!
+//! - [`KafkaDist`] (`dist.rs`): the cached Kafka 3.9.1 jars (`scripts/fetch-kafka.sh`), the
+//!   `java` binary, and one-shot tool runs ([`KafkaDist::run_tool`], [`KafkaDist::tool`]); the
+//!   tool main classes are in [`class`]. [`run_binary`] runs any program the same way.
+//! - [`KafkaNode`], [`KafkaCluster`] (`kafka.rs`): KRaft nodes (broker, controller or combined):
+//!   `server.properties`, `StorageTool format`, start, readiness (`Kafka Server started` + ports),
+//!   `kill` (SIGKILL), `terminate` (SIGTERM), `restart`; topic creation and console producing.
+//! - [`KrustProcess`] (`krust.rs`): a `krust` binary (or any other) under supervision.
+//! - [`ManagedProcess`] (`process.rs`): the shared building block — log file, log-line and port
+//!   waits, signals, kill on drop.
+//! - [`free_port`], [`free_ports`] (`ports.rs`): loopback ports, never handed out twice per process.
+//! - [`parse_dump_log`], [`KafkaDist::dump_log_segments`] (`dump_log.rs`): Kafka's
+//!   `DumpLogSegments` output as data, to assert on Kafka's reading of files krust wrote.
+//! - [`HarnessError`] (`error.rs`).
+//!
+//! # Examples
+//!
+//! A Kafka 3.9 node, a topic with small segments, records produced by Kafka's console producer,
+//! then a clean stop so the partition folder can be read by krust:
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use krust_testkit::{KafkaDist, KafkaNode};
+//!
+//! # fn main() -> Result<(), krust_testkit::HarnessError> {
+//! let dist = KafkaDist::locate()?; // fetches Kafka on first use if it is not cached
+//! let mut node = KafkaNode::builder(&dist).segment_bytes(1024).start()?;
+//! node.create_topic("events", 1, &[("segment.bytes", "1024")])?;
+//! node.console_produce("events", "k1\tv1\nk2\tv2\n", &[("parse.key", "true")], &[])?;
+//! node.terminate(Duration::from_secs(60))?; // SIGTERM: segments closed, indexes trimmed
+//! let partition_dir = node.partition_dir("events", 0); // <log dir>/events-0
+//! # let _ = partition_dir;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## For `krust storage` (crate `krust`): checking `format` and `info` against Kafka
+//!
+//! Kafka writes a node's `server.properties` without formatting; `krust storage format` formats
+//! it; Kafka's own `StorageTool info` must accept the result and Kafka must start on it. The
+//! reverse direction (Kafka formats, krust reads) uses [`KafkaNodeBuilder::build`], which runs
+//! Kafka's `StorageTool format`.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use krust_testkit::{KafkaDist, KafkaNode, class, run_binary};
+//!
+//! # fn main() -> Result<(), krust_testkit::HarnessError> {
+//! # let krust_bin = "target/debug/krust"; // in the krust crate: env!("CARGO_BIN_EXE_krust")
+//! let dist = KafkaDist::locate()?;
+//! let mut node = KafkaNode::builder(&dist).build_unformatted()?;
+//! let props = node.properties_path().display().to_string();
+//!
+//! // krust formats the storage …
+//! let out = run_binary(krust_bin, &["storage", "format", "-t", node.cluster_id(), "-c", &props], None,
+//!                      Duration::from_secs(30))?
+//!     .ok()?; // ToolFailed with both streams if the exit code is not 0
+//! assert!(out.stdout.contains("Formatting metadata directory"));
+//!
+//! // … Kafka's `kafka-storage.sh info` agrees with what krust wrote …
+//! let info = dist.run_tool(class::STORAGE_TOOL, &["info", "-c", &props], Duration::from_secs(60))?.ok()?;
+//! assert!(info.stdout.contains(&format!("cluster.id={}", node.cluster_id())));
+//!
+//! // … and Kafka 3.9 starts on it.
+//! node.start()?;
+//!
+//! // Reverse: Kafka formats (StorageTool format), krust reads.
+//! let other = KafkaNode::builder(&dist).build()?;
+//! let info = run_binary(krust_bin, &["storage", "info", "-c", &other.properties_path().display().to_string()],
+//!                       None, Duration::from_secs(30))?;
+//! assert!(info.success(), "{}", info.stderr);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## A long-running `krust` process
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use krust_testkit::{KrustProcess, free_port, krust_binary};
+//!
+//! # fn main() -> Result<(), krust_testkit::HarnessError> {
+//! let port = free_port()?;
+//! let mut krust = KrustProcess::builder(krust_binary()?) // or env!("CARGO_BIN_EXE_krust")
+//!     .args(["dev", "--port", &port.to_string()])
+//!     .env("RUST_LOG", "info")
+//!     .start()?;
+//! krust.wait_for_port(port, Duration::from_secs(30))?;
+//! krust.wait_for_line("started", Duration::from_secs(30))?;
+//! krust.kill()?; // SIGKILL, a crash; `terminate(timeout)` sends SIGTERM
+//! krust.restart()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! ## Kafka's own reading of a krust-written log
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use std::time::Duration;
+//! use krust_testkit::KafkaDist;
+//!
+//! # fn main() -> Result<(), krust_testkit::HarnessError> {
+//! let dist = KafkaDist::locate()?;
+//! let segment = Path::new("/tmp/t-0/00000000000000000000.log");
+//! let dump = dist.dump_log_segments(&[segment], &["--deep-iteration", "--print-data-log"],
+//!                                   Duration::from_secs(60))?;
+//! for batch in dump.batches() {
+//!     assert!(batch.is_valid, "Kafka rejects the CRC of batch {}", batch.base_offset);
+//! }
+//! assert!(dump.problems.is_empty(), "{:?}", dump.problems);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Environment
+//!
+//! * `KRUST_KAFKA_HOME`: where Kafka's jars are (`libs/`); default `~/.cache/krust/kafka-3.9.1`.
+//! * `JAVA_HOME`: which `java`; default `java` on `PATH`.
+//! * `KRUST_BIN`: the `krust` binary for [`krust_binary`]; default `<target>/debug/krust`.
+//! * `KRUST_TESTKIT_KEEP=1`: keep Kafka nodes' temp dirs (data and `kafka.log`) for a post-mortem.
+
 mod dist;
 mod dump_log;
 mod error;
@@ -9,7 +146,7 @@ mod process;
 
 pub use dist::{
     DEFAULT_TOOL_TIMEOUT, JVM_MAX_HEAP, KAFKA_VERSION, KafkaDist, ToolCommand, ToolOutput, class,
-    random_kafka_uuid, workspace_root,
+    random_kafka_uuid, run_binary, workspace_root,
 };
 pub use dump_log::{
     DumpLog, DumpParseError, DumpedBatch, DumpedFile, DumpedRecord, parse_dump_log,

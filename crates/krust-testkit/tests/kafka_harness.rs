@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use krust_testkit::{HarnessError, KafkaDist, KafkaNode, KafkaRole, class};
+use krust_testkit::{HarnessError, KafkaCluster, KafkaDist, KafkaNode, KafkaRole, class};
 
 fn dist() -> KafkaDist {
     KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)")
@@ -70,4 +70,95 @@ fn combined_node_starts_serves_a_topic_restarts_and_dies_on_sigkill() {
         !krust_testkit::port_accepts(port),
         "a killed node must not listen"
     );
+}
+
+#[test]
+fn a_separate_controller_and_broker_form_a_cluster_that_serves_topics() {
+    let dist = dist();
+    let mut cluster = KafkaCluster::builder(&dist)
+        .controllers(1)
+        .brokers(1)
+        .start()
+        .expect("cluster starts");
+    let roles: Vec<KafkaRole> = cluster.nodes().iter().map(KafkaNode::role).collect();
+    assert_eq!(roles, vec![KafkaRole::Controller, KafkaRole::Broker]);
+    let broker = cluster.node_mut(2).expect("broker is node 2");
+    broker
+        .create_topic("on-broker", 2, &[])
+        .expect("create topic via the broker");
+    assert!(broker.partition_dir("on-broker", 1).is_dir());
+    let controller_dir = cluster.nodes()[0].log_dir();
+    assert!(controller_dir.join("__cluster_metadata-0").is_dir());
+    assert!(
+        !controller_dir.join("on-broker-0").exists(),
+        "a controller holds no partitions"
+    );
+}
+
+#[test]
+fn an_unformatted_node_is_refused_by_storage_info_then_starts_once_formatted() {
+    let dist = dist();
+    let mut node = KafkaNode::builder(&dist)
+        .build_unformatted()
+        .expect("properties written");
+    let props = node.properties_path().display().to_string();
+    let info = dist
+        .run_tool(
+            class::STORAGE_TOOL,
+            &["info", "-c", &props],
+            Duration::from_secs(60),
+        )
+        .expect("info runs");
+    assert!(
+        !info.success(),
+        "an unformatted dir is a problem: {}",
+        info.stdout
+    );
+    // Format it "by hand" (what `krust storage format` would do), then Kafka must start on it.
+    dist.run_tool(
+        class::STORAGE_TOOL,
+        &["format", "-t", node.cluster_id(), "-c", &props],
+        Duration::from_secs(60),
+    )
+    .expect("format runs")
+    .ok()
+    .expect("format succeeds");
+    let info = dist
+        .run_tool(
+            class::STORAGE_TOOL,
+            &["info", "-c", &props],
+            Duration::from_secs(60),
+        )
+        .expect("info runs")
+        .ok()
+        .expect("info is happy");
+    assert!(
+        info.stdout
+            .contains(&format!("cluster.id={}", node.cluster_id())),
+        "{}",
+        info.stdout
+    );
+    node.start().expect("Kafka starts on the formatted storage");
+}
+
+#[test]
+fn run_binary_captures_stdout_and_stderr_apart_and_feeds_stdin() {
+    let out = krust_testkit::run_binary(
+        "/bin/sh",
+        &["-c", "read line; echo \"got $line\"; echo oops >&2; exit 4"],
+        Some(b"hello\n"),
+        Duration::from_secs(10),
+    )
+    .expect("runs");
+    assert_eq!(out.stdout, "got hello\n");
+    assert_eq!(out.stderr, "oops\n");
+    assert_eq!(out.status.code(), Some(4));
+    let err = krust_testkit::run_binary(
+        "/bin/sh",
+        &["-c", "sleep 30"],
+        None,
+        Duration::from_millis(200),
+    )
+    .expect_err("times out");
+    assert!(matches!(err, HarnessError::ToolTimeout { .. }), "{err}");
 }
