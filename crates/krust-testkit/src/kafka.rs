@@ -22,6 +22,8 @@ use crate::process::{LOG_TAIL_LINES, LogMark, ManagedProcess, ProcessSpec};
 pub const KAFKA_STARTED_LINE: &str = "Kafka Server started";
 /// Default limit for a node to start (a JVM start takes 5–10 s on this machine, more when loaded).
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often [`KafkaNode::start`] retries with new ports after "Address already in use".
+pub const MAX_PORT_CONFLICT_RETRIES: u32 = 3;
 /// Default limit for a node to stop after SIGTERM.
 pub const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(60);
 /// Listener names the harness uses.
@@ -152,6 +154,9 @@ impl KafkaNodeBuilder {
 
     fn build_inner(self, format: bool) -> Result<KafkaNode> {
         let role = self.role;
+        let ports_chosen_by_harness = self.broker_port.is_none()
+            && self.controller_port.is_none()
+            && self.quorum_voters.is_none();
         let mut fresh = free_ports(2)?.into_iter();
         let mut next_port = || fresh.next().unwrap_or(0);
         let broker_port = role
@@ -200,12 +205,12 @@ impl KafkaNodeBuilder {
             quorum_voters,
             dir,
             start_timeout: self.start_timeout,
+            segment_bytes: self.segment_bytes,
+            extra_props: self.props,
+            ports_chosen_by_harness,
             _temp: temp,
         };
-        let props = node.server_properties(self.segment_bytes, &self.props);
-        let path = node.properties_path();
-        std::fs::write(&path, props)
-            .map_err(|e| HarnessError::io(format!("writing {}", path.display()), e))?;
+        node.write_properties()?;
         if format {
             node.format()?;
         }
@@ -252,6 +257,10 @@ pub struct KafkaNode {
     quorum_voters: String,
     dir: PathBuf,
     start_timeout: Duration,
+    segment_bytes: Option<u64>,
+    extra_props: Vec<(String, String)>,
+    /// Whether the harness picked every port (and so may pick new ones if one is taken).
+    ports_chosen_by_harness: bool,
     _temp: Option<TempDir>,
 }
 
@@ -279,6 +288,13 @@ impl KafkaNode {
     /// As [`KafkaNodeBuilder::start`].
     pub fn start_combined(dist: &KafkaDist) -> Result<KafkaNode> {
         Self::builder(dist).start()
+    }
+
+    fn write_properties(&self) -> Result<()> {
+        let props = self.server_properties(self.segment_bytes, &self.extra_props);
+        let path = self.properties_path();
+        std::fs::write(&path, props)
+            .map_err(|e| HarnessError::io(format!("writing {}", path.display()), e))
     }
 
     fn server_properties(&self, segment_bytes: Option<u64>, extra: &[(String, String)]) -> String {
@@ -353,11 +369,49 @@ impl KafkaNode {
     /// Starts the node (if it is not running) and waits until it is ready: the log says
     /// `Kafka Server started` and its listener ports accept connections.
     ///
+    /// Another process may grab a port between [`free_ports`] and Kafka's bind; if the harness
+    /// chose all of this node's ports and Kafka exits with "Address already in use", it picks
+    /// new ports, rewrites `server.properties` and tries again (up to
+    /// [`MAX_PORT_CONFLICT_RETRIES`] times).
+    ///
     /// # Errors
     /// `Spawn`, `Exited` or `Timeout` (quoting the node's log).
     pub fn start(&mut self) -> Result<()> {
-        self.spawn()?;
-        self.wait_ready(self.start_timeout)
+        let mut retries = 0;
+        loop {
+            self.spawn()?;
+            let result = self.wait_ready(self.start_timeout);
+            let port_conflict = matches!(result, Err(HarnessError::Exited { .. }))
+                && self
+                    .process
+                    .as_ref()
+                    .is_some_and(|p| p.log_since_start().contains("Address already in use"));
+            if port_conflict && self.ports_chosen_by_harness && retries < MAX_PORT_CONFLICT_RETRIES
+            {
+                retries += 1;
+                eprintln!(
+                    "krust-testkit: kafka node {}: a port was taken, retrying with new ports",
+                    self.node_id
+                );
+                self.reassign_ports()?;
+                continue;
+            }
+            return result;
+        }
+    }
+
+    fn reassign_ports(&mut self) -> Result<()> {
+        let mut fresh = free_ports(2)?.into_iter();
+        if self.broker_port.is_some() {
+            self.broker_port = fresh.next();
+        }
+        if self.controller_port.is_some() {
+            self.controller_port = fresh.next();
+        }
+        if let Some(port) = self.controller_port {
+            self.quorum_voters = format!("{}@127.0.0.1:{port}", self.node_id);
+        }
+        self.write_properties()
     }
 
     /// Starts the JVM without waiting (use [`KafkaNode::wait_ready`]); a no-op if it runs.

@@ -155,6 +155,7 @@ pub use error::{HarnessError, Result};
 pub use kafka::{
     BROKER_LISTENER, CONTROLLER_LISTENER, DEFAULT_START_TIMEOUT, DEFAULT_STOP_TIMEOUT,
     KAFKA_STARTED_LINE, KafkaCluster, KafkaClusterBuilder, KafkaNode, KafkaNodeBuilder, KafkaRole,
+    MAX_PORT_CONFLICT_RETRIES,
 };
 pub use krust::{KrustProcess, KrustProcessBuilder, krust_binary};
 pub use ports::{free_port, free_ports, port_accepts, wait_for_port};

@@ -162,3 +162,18 @@ fn run_binary_captures_stdout_and_stderr_apart_and_feeds_stdin() {
     .expect_err("times out");
     assert!(matches!(err, HarnessError::ToolTimeout { .. }), "{err}");
 }
+
+#[test]
+fn a_port_taken_before_start_is_replaced_and_the_node_still_starts() {
+    let dist = dist();
+    let mut node = KafkaNode::builder(&dist).build().expect("formatted");
+    let taken = node.broker_port().expect("broker port");
+    let squatter =
+        std::net::TcpListener::bind(("127.0.0.1", taken)).expect("occupy the broker port");
+    node.start().expect("starts on other ports");
+    assert_ne!(node.broker_port(), Some(taken));
+    assert!(krust_testkit::port_accepts(
+        node.broker_port().expect("port")
+    ));
+    drop(squatter);
+}
