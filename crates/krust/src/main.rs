@@ -1,1 +1,125 @@
-fn main() {}
+//! `krust`: the command-line entry point of krust, Apache Kafka's KRaft architecture in Rust.
+//! Argument parsing only; the commands live in the `krust` library (`krust::storage`, …).
+//!
+//! Exit codes follow Kafka's tools: 0 on success, 1 on any failure (including bad arguments).
+
+use krust::storage;
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// krust: Apache Kafka's KRaft architecture, in Rust.
+#[derive(Debug, Parser)]
+#[command(name = "krust", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// The Kafka storage tool (`kafka-storage.sh`).
+    Storage {
+        #[command(subcommand)]
+        command: StorageCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum StorageCommand {
+    /// Get information about the Kafka log directories on this node.
+    Info {
+        /// The Kafka configuration file to use.
+        #[arg(long, short = 'c')]
+        config: PathBuf,
+    },
+    /// Format the Kafka log directories on this node.
+    Format(FormatCli),
+    /// Print a random UUID.
+    RandomUuid,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("quorum").multiple(false))]
+struct FormatCli {
+    /// The Kafka configuration file to use.
+    #[arg(long, short = 'c')]
+    config: PathBuf,
+    /// The cluster ID to use.
+    #[arg(long = "cluster-id", short = 't')]
+    cluster_id: String,
+    /// Ignore directories that are already formatted and format the others.
+    #[arg(long = "ignore-formatted", short = 'g')]
+    ignore_formatted: bool,
+    /// The release version to use for the initial feature settings. The minimum is 3.0-IV0; the
+    /// default is 3.9-IV0.
+    #[arg(long = "release-version", short = 'r')]
+    release_version: Option<String>,
+    /// The setting to use for a specific feature, in feature=level format. For example:
+    /// `kraft.version=1`.
+    #[arg(long = "feature", short = 'f')]
+    feature: Vec<String>,
+    /// Used to initialize a controller as a single-node dynamic quorum.
+    #[arg(long, short = 's', group = "quorum")]
+    standalone: bool,
+    /// Used to initialize a server without a dynamic quorum topology.
+    #[arg(long = "no-initial-controllers", short = 'N', group = "quorum")]
+    no_initial_controllers: bool,
+    /// Used to initialize a server with a specific dynamic quorum topology: a comma-separated
+    /// list of id@hostname:port:directory. The same values must be used to format all nodes.
+    #[arg(long = "initial-controllers", short = 'I', group = "quorum")]
+    initial_controllers: Option<String>,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with status 0; usage errors exit 1 like Kafka's tools.
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    let result = match cli.command {
+        Command::Storage { command } => match command {
+            StorageCommand::RandomUuid => storage::run_random_uuid(&mut stdout),
+            StorageCommand::Info { config } => storage::run_info(&config, &mut stdout),
+            StorageCommand::Format(args) => storage::run_format(
+                &storage::FormatArgs {
+                    config: args.config,
+                    cluster_id: args.cluster_id,
+                    release_version: args.release_version,
+                    features: args.feature,
+                    ignore_formatted: args.ignore_formatted,
+                    standalone: args.standalone,
+                    initial_controllers: args.initial_controllers,
+                    no_initial_controllers: args.no_initial_controllers,
+                },
+                &mut stdout,
+            ),
+        },
+    };
+    let _ = stdout.flush();
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(e) => {
+            eprintln!("{e:#}");
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,10 @@
+//! The `krust` command's library half: what the binary wires together, kept testable.
+//!
+//! # Layout
+//!
+//! - [`config`]: `server.properties` parsing and typed access (Kafka 3.9 names, defaults and
+//!   `KafkaConfig` validation messages).
+//! - [`storage`]: `krust storage random-uuid | format | info` (Kafka's `kafka-storage.sh`).
+
+pub mod config;
+pub mod storage;
