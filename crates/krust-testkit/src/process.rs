@@ -106,6 +106,8 @@ impl ProcessSpec {
 pub struct ManagedProcess {
     spec: ProcessSpec,
     child: Option<Child>,
+    /// Kills `child` if this test process dies without running `Drop` (see [`spawn_watchdog`]).
+    watchdog: Option<Child>,
     /// Where the current run's output starts in the log file.
     run_start: LogMark,
     last_status: Option<ExitStatus>,
@@ -120,6 +122,7 @@ impl ManagedProcess {
         let mut process = ManagedProcess {
             spec,
             child: None,
+            watchdog: None,
             run_start: LogMark(0),
             last_status: None,
         };
@@ -165,10 +168,14 @@ impl ManagedProcess {
         if let Some(dir) = &self.spec.current_dir {
             command.current_dir(dir);
         }
+        let token = format!("{}-{}", std::process::id(), rand::random::<u64>());
+        command.env(WATCHDOG_TOKEN_VAR, &token);
         let child = command.spawn().map_err(|source| HarnessError::Spawn {
             program: self.spec.program.display().to_string(),
             source,
         })?;
+        self.stop_watchdog();
+        self.watchdog = spawn_watchdog(child.id(), &token);
         self.child = Some(child);
         self.run_start = LogMark(start);
         self.last_status = None;
@@ -218,6 +225,7 @@ impl ManagedProcess {
             match child.try_wait() {
                 Ok(Some(status)) => {
                     self.child = None;
+                    self.stop_watchdog();
                     self.last_status = Some(status);
                     Ok(Some(status))
                 }
@@ -453,8 +461,48 @@ impl ManagedProcess {
     }
 }
 
+impl ManagedProcess {
+    fn stop_watchdog(&mut self) {
+        if let Some(mut watchdog) = self.watchdog.take() {
+            let _ = watchdog.kill();
+            let _ = watchdog.wait();
+        }
+    }
+}
+
+/// The environment variable that marks a child as ours for its watchdog.
+const WATCHDOG_TOKEN_VAR: &str = "KRUST_TESTKIT_TOKEN";
+
+/// `Drop` kills children when a test passes or panics, but not when the test process itself is
+/// SIGKILLed (e.g. by a timeout wrapper): then a JVM would live on. So each child gets a small
+/// `sh` watchdog that polls the test process once a second and, once it is gone, SIGKILLs the
+/// child — only if that pid still carries our token in its environment, so a reused pid is never
+/// hit. `None` if `sh` cannot be started (the child then relies on `Drop` alone).
+fn spawn_watchdog(child_pid: u32, token: &str) -> Option<Child> {
+    spawn_watchdog_for(std::process::id(), child_pid, token)
+}
+
+fn spawn_watchdog_for(guarded_pid: u32, child_pid: u32, token: &str) -> Option<Child> {
+    const SCRIPT: &str = "while kill -0 \"$1\" 2>/dev/null; do sleep 1; done; \
+        if tr '\\0' '\\n' < \"/proc/$2/environ\" 2>/dev/null | grep -qx \"$3=$4\"; then kill -9 \"$2\"; fi";
+    Command::new("/bin/sh")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg("krust-testkit-watchdog")
+        .arg(guarded_pid.to_string())
+        .arg(child_pid.to_string())
+        .arg(WATCHDOG_TOKEN_VAR)
+        .arg(token)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()
+}
+
 impl Drop for ManagedProcess {
     fn drop(&mut self) {
+        self.stop_watchdog();
         if let Some(child) = &mut self.child {
             // SIGKILL; errors are moot (already gone). `wait` reaps it so no zombie is left.
             let _ = child.kill();
@@ -542,6 +590,53 @@ mod tests {
                 .arg(script),
         )
         .expect("start sh")
+    }
+
+    fn wait_until_exited(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
+        None
+    }
+
+    #[test]
+    fn the_watchdog_kills_a_tagged_child_once_the_guarded_process_is_gone() {
+        let sleeper = || Command::new("sleep").arg("600").spawn().expect("sleep");
+        let mut guarded = sleeper();
+        let mut tagged = Command::new("sleep")
+            .arg("600")
+            .env(WATCHDOG_TOKEN_VAR, "token-1")
+            .spawn()
+            .expect("sleep");
+        let mut untagged = sleeper();
+        let mut w1 = spawn_watchdog_for(guarded.id(), tagged.id(), "token-1").expect("watchdog");
+        // Same token, but the child does not carry it: must survive.
+        let mut w2 = spawn_watchdog_for(guarded.id(), untagged.id(), "token-1").expect("watchdog");
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(
+            tagged.try_wait().expect("state").is_none(),
+            "alive while the guarded process runs"
+        );
+        let _ = guarded.kill();
+        let _ = guarded.wait();
+        let status = wait_until_exited(&mut tagged, Duration::from_secs(10))
+            .expect("killed by the watchdog");
+        assert!(!status.success());
+        assert!(
+            wait_until_exited(&mut w2, Duration::from_secs(10)).is_some(),
+            "watchdog 2 finished"
+        );
+        assert!(
+            untagged.try_wait().expect("state").is_none(),
+            "an untagged pid is never killed"
+        );
+        let _ = untagged.kill();
+        let _ = untagged.wait();
+        let _ = w1.wait();
     }
 
     #[test]
