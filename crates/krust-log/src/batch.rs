@@ -159,6 +159,8 @@ pub enum RecordDefect {
     NegativeHeaderKeyLength(i32),
     /// Header key is not UTF-8.
     HeaderKeyNotUtf8,
+    /// Leader path: the record's offset delta is not its position in the batch.
+    OffsetDeltaNotSequential(i32),
     /// The fields did not use exactly the declared record length.
     SizeMismatch {
         /// Declared body length.
@@ -184,6 +186,12 @@ impl fmt::Display for RecordDefect {
                 write!(f, "invalid negative header key length {n}")
             }
             RecordDefect::HeaderKeyNotUtf8 => write!(f, "header key is not UTF-8"),
+            RecordDefect::OffsetDeltaNotSequential(d) => {
+                write!(
+                    f,
+                    "offset delta {d} is not the record's position in the batch"
+                )
+            }
             RecordDefect::SizeMismatch { declared, read } => write!(
                 f,
                 "expected to read {declared} bytes in record payload, but read {read}"

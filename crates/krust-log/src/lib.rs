@@ -1,13 +1,65 @@
 //! krust-log: Kafka's segmented on-disk log, byte-compatible with Apache Kafka 3.9.
 //!
+//! A [`Log`] is one partition directory: segments `<20-digit base offset>.log` holding v2
+//! record batches, each with a sparse offset index (`.index`) and a time index
+//! (`.timeindex`), plus `leader-epoch-checkpoint` and `partition.metadata`. The crate knows
+//! nothing about Raft or topics beyond the names in Kafka's checkpoint file formats.
+//!
+//! # Durability
+//!
+//! Writes go to the OS page cache; nothing is fsynced behind the caller's back except where a
+//! change must be atomic to be safe:
+//! - [`Log::flush`] fsyncs data, then indexes (and the directory after segment creation) and
+//!   moves the recovery point to the log end offset. The caller decides when: Raft before it
+//!   acknowledges, a broker per `flush.messages`/`flush.ms`.
+//! - A roll fsyncs the sealed segment (data and trimmed indexes); truncation, recovery's tail
+//!   cut and segment deletion are fsynced at once, so removed bytes never come back.
+//! - Checkpoint files are replaced with [`fs::write_atomically`] (tmp → fsync → rename →
+//!   fsync dir).
+//! - A failed fsync is returned, never retried: the caller must take the log dir offline.
+//!
+//! After a crash, [`Log::open`] re-checks every batch from the recovery point on and cuts a
+//! torn or corrupt tail (see `recovery.rs`); reads CRC-check every batch they return.
+//!
 //! # Layout
 //!
-//! - [`batch`]: the v2 record batch codec (CRC-32C, records, builder, reader over a buffer).
+//! - [`batch`]: v2 record batch codec (CRC-32C, records, builder, [`BatchReader`]), Kafka error
+//!   codes.
 //! - [`varint`]: zig-zag varints used inside records.
+//! - [`log`]: [`Log`] — append (leader/follower), read, timestamp lookup, truncation,
+//!   `delete_records`, roll, flush.
+//! - [`recovery`]: [`Log::open`] / [`Log::open_with`] and crash recovery.
+//! - [`retention`]: [`Log::apply_retention`] (`retention.ms`, `retention.bytes`, log start).
+//! - [`segment`]: one segment (`.log` + indexes); tail recovery.
+//! - [`offset_index`], [`time_index`]: the two index files (pre-allocated, trimmed on roll).
+//! - [`leader_epoch`]: [`LeaderEpochCache`] and `leader-epoch-checkpoint`.
+//! - [`checkpoint`]: per-log-dir offset checkpoints, `partition.metadata`.
+//! - [`fs`]: [`fs::write_atomically`], segment file names.
+//! - [`config`]: [`LogConfig`] with Kafka's names and defaults.
+//! - [`error`]: [`LogError`] and its Kafka error codes.
 pub mod batch;
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod fs;
+mod index_file;
+pub mod leader_epoch;
+pub mod log;
+pub mod offset_index;
+pub mod recovery;
+pub mod retention;
+pub mod segment;
+pub mod time_index;
 pub mod varint;
 
 pub use batch::{
     BatchError, BatchReader, Compression, Header, Record, RecordBatch, RecordBatchBuilder,
     TimestampType,
 };
+pub use checkpoint::{CheckpointError, PartitionMetadata, TopicPartition};
+pub use config::LogConfig;
+pub use error::LogError;
+pub use leader_epoch::{EpochEndOffset, EpochEntry, LeaderEpochCache};
+pub use log::{AppendInfo, Log, LogReadResult, TimestampAndOffset};
+pub use recovery::{LogOpenOptions, RecoveryReport};
+pub use retention::RetentionOutcome;

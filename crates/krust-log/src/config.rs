@@ -1,0 +1,123 @@
+//! Per-log configuration with Kafka 3.9's topic-level names and defaults
+//! (`org.apache.kafka.storage.internals.log.LogConfig`, `ServerLogConfigs`).
+
+use crate::batch::{RECORD_BATCH_OVERHEAD, TimestampType};
+use crate::offset_index::OFFSET_INDEX_ENTRY_SIZE;
+use crate::time_index::TIME_INDEX_ENTRY_SIZE;
+
+/// Kafka's default `segment.bytes` (`log.segment.bytes`): 1 GiB.
+pub const DEFAULT_SEGMENT_BYTES: u32 = 1024 * 1024 * 1024;
+/// Kafka's default `segment.ms` (`log.roll.ms`/`log.roll.hours`): 7 days.
+pub const DEFAULT_SEGMENT_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's default `segment.index.bytes` (`log.index.size.max.bytes`): 10 MiB.
+pub const DEFAULT_SEGMENT_INDEX_BYTES: u32 = 10 * 1024 * 1024;
+/// Kafka's default `index.interval.bytes` (`log.index.interval.bytes`).
+pub const DEFAULT_INDEX_INTERVAL_BYTES: u32 = 4096;
+/// Kafka's default `retention.ms` (`log.retention.hours=168`).
+pub const DEFAULT_RETENTION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+/// Kafka's default `max.message.bytes` (`message.max.bytes`): 1 MiB + 12 bytes of log overhead.
+pub const DEFAULT_MAX_MESSAGE_BYTES: u32 = 1024 * 1024 + 12;
+/// Kafka's default `log.retention.check.interval.ms`.
+pub const DEFAULT_RETENTION_CHECK_INTERVAL_MS: i64 = 300_000;
+/// Kafka's default `file.delete.delay.ms`.
+pub const DEFAULT_FILE_DELETE_DELAY_MS: i64 = 60_000;
+
+/// Configuration of one log. Field names are Kafka's config names with `.` → `_`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes`: roll when the active segment would grow beyond this.
+    pub segment_bytes: u32,
+    /// `segment.ms`: roll when the active segment's first batch is older than this.
+    pub segment_ms: i64,
+    /// `segment.jitter.ms`: subtracted from `segment_ms` (Kafka picks a random value up to it
+    /// per segment; krust uses it as a fixed amount so behaviour stays deterministic).
+    pub segment_jitter_ms: i64,
+    /// `segment.index.bytes`: maximum size of an offset/time index; roll when one is full.
+    pub segment_index_bytes: u32,
+    /// `index.interval.bytes`: bytes of batches between two offset index entries.
+    pub index_interval_bytes: u32,
+    /// `retention.ms`: delete segments whose newest timestamp is older (-1 = forever).
+    pub retention_ms: i64,
+    /// `retention.bytes`: delete oldest segments while the log is larger (-1 = unlimited).
+    pub retention_bytes: i64,
+    /// `max.message.bytes`: largest batch accepted on append.
+    pub max_message_bytes: u32,
+    /// `message.timestamp.type`: `LogAppendTime` makes the leader stamp batches.
+    pub message_timestamp_type: TimestampType,
+    /// `log.retention.check.interval.ms` (broker-level): how often the caller should run
+    /// [`crate::Log::apply_retention`]. krust-log never runs timers itself.
+    pub retention_check_interval_ms: i64,
+    /// `file.delete.delay.ms`: kept for config compatibility; krust deletes segment files
+    /// at once (readers hold their own `Bytes`, so no reader can see a file disappear).
+    pub file_delete_delay_ms: i64,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: DEFAULT_SEGMENT_BYTES,
+            segment_ms: DEFAULT_SEGMENT_MS,
+            segment_jitter_ms: 0,
+            segment_index_bytes: DEFAULT_SEGMENT_INDEX_BYTES,
+            index_interval_bytes: DEFAULT_INDEX_INTERVAL_BYTES,
+            retention_ms: DEFAULT_RETENTION_MS,
+            retention_bytes: -1,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            message_timestamp_type: TimestampType::CreateTime,
+            retention_check_interval_ms: DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+            file_delete_delay_ms: DEFAULT_FILE_DELETE_DELAY_MS,
+        }
+    }
+}
+
+/// A configuration value Kafka would reject.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LogConfigError {
+    /// The named setting is outside its valid range.
+    #[error("invalid value {value} for {name}: must be at least {min}")]
+    BelowMinimum {
+        /// Kafka config name.
+        name: &'static str,
+        /// Value given.
+        value: i64,
+        /// Smallest accepted value.
+        min: i64,
+    },
+}
+
+impl LogConfig {
+    /// Checks ranges the way Kafka's `ConfigDef` validators do (`segment.bytes` ≥ 14 — krust
+    /// needs one batch header, 61 — `segment.index.bytes` ≥ 4 index entries, `segment.ms` ≥ 1,
+    /// `max.message.bytes` ≥ 0, `index.interval.bytes` ≥ 0, `retention.ms` ≥ -1).
+    ///
+    /// # Errors
+    /// [`LogConfigError::BelowMinimum`] naming the first bad setting.
+    pub fn validate(&self) -> Result<(), LogConfigError> {
+        let checks: [(&'static str, i64, i64); 6] = [
+            (
+                "segment.bytes",
+                i64::from(self.segment_bytes),
+                RECORD_BATCH_OVERHEAD as i64,
+            ),
+            (
+                "segment.index.bytes",
+                i64::from(self.segment_index_bytes),
+                4 * TIME_INDEX_ENTRY_SIZE.max(OFFSET_INDEX_ENTRY_SIZE) as i64,
+            ),
+            ("segment.ms", self.segment_ms, 1),
+            ("segment.jitter.ms", self.segment_jitter_ms, 0),
+            ("retention.ms", self.retention_ms, -1),
+            (
+                "max.message.bytes",
+                i64::from(self.max_message_bytes),
+                RECORD_BATCH_OVERHEAD as i64,
+            ),
+        ];
+        for (name, value, min) in checks {
+            if value < min {
+                return Err(LogConfigError::BelowMinimum { name, value, min });
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,220 @@
+//! Shared file handling of the two index kinds: fixed-size entries kept in memory, written to a
+//! pre-allocated file (Kafka pre-allocates `segment.index.bytes`, rounded down to whole
+//! entries) and trimmed to the entries on roll/close so closed segments match Kafka's files.
+//!
+//! Durability: entries are only written out by [`IndexFile::flush`] (called by the segment's
+//! flush, roll and close). That is safe because indexes are never trusted beyond the recovery
+//! point: recovery rebuilds them from the data.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::error::LogError;
+
+/// One fixed-size index entry.
+pub(crate) trait IndexEntry: Copy + std::fmt::Debug + PartialEq {
+    const SIZE: usize;
+    fn encode(&self, out: &mut Vec<u8>);
+    fn decode(bytes: &[u8]) -> Self;
+}
+
+/// Why an index file on disk was not usable (the caller rebuilds it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum IndexDefect {
+    Missing,
+    /// Length is not a multiple of the entry size.
+    PartialEntry(u64),
+    /// Entries out of order, out of range, or pointing nowhere.
+    Inconsistent(&'static str),
+}
+
+#[derive(Debug)]
+pub(crate) struct IndexFile<E: IndexEntry> {
+    path: PathBuf,
+    file: File,
+    pub(crate) entries: Vec<E>,
+    max_entries: usize,
+    /// Entries already written to the file.
+    persisted: usize,
+    /// Whether the file is currently pre-allocated (longer than its entries).
+    preallocated: bool,
+}
+
+fn max_entries_for<E: IndexEntry>(max_index_bytes: u32) -> usize {
+    (max_index_bytes as usize / E::SIZE).max(1)
+}
+
+impl<E: IndexEntry> IndexFile<E> {
+    /// Creates (or empties) the file and pre-allocates it.
+    pub(crate) fn create(path: &Path, max_index_bytes: u32) -> Result<Self, LogError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| LogError::io(path, e))?;
+        let mut index = IndexFile {
+            path: path.to_path_buf(),
+            file,
+            entries: Vec::new(),
+            max_entries: max_entries_for::<E>(max_index_bytes),
+            persisted: 0,
+            preallocated: false,
+        };
+        index.preallocate()?;
+        Ok(index)
+    }
+
+    /// Reads an existing file. `Ok(Err(defect))` if it is missing or structurally bad; the
+    /// caller validates the entries' meaning and rebuilds with [`IndexFile::create`].
+    pub(crate) fn open(
+        path: &Path,
+        max_index_bytes: u32,
+    ) -> Result<Result<Self, IndexDefect>, LogError> {
+        let file = match OpenOptions::new().read(true).write(true).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Err(IndexDefect::Missing)),
+            Err(e) => return Err(LogError::io(path, e)),
+        };
+        let len = file.metadata().map_err(|e| LogError::io(path, e))?.len();
+        if len % E::SIZE as u64 != 0 {
+            return Ok(Err(IndexDefect::PartialEntry(len)));
+        }
+        let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(usize::MAX)];
+        file.read_exact_at(&mut bytes, 0)
+            .map_err(|e| LogError::io(path, e))?;
+        // A pre-allocated file (the active segment's index before a crash) ends in zeros:
+        // those slots were never written.
+        let used = bytes
+            .chunks_exact(E::SIZE)
+            .rposition(|chunk| chunk.iter().any(|&b| b != 0))
+            .map_or(0, |last| last + 1);
+        let entries: Vec<E> = bytes[..used * E::SIZE]
+            .chunks_exact(E::SIZE)
+            .map(E::decode)
+            .collect();
+        let max_entries = max_entries_for::<E>(max_index_bytes).max(entries.len());
+        let persisted = entries.len();
+        Ok(Ok(IndexFile {
+            path: path.to_path_buf(),
+            file,
+            entries,
+            max_entries,
+            persisted,
+            preallocated: used * E::SIZE < bytes.len(),
+        }))
+    }
+
+    fn preallocate(&mut self) -> Result<(), LogError> {
+        let len = (self.max_entries * E::SIZE) as u64;
+        self.file
+            .set_len(len)
+            .map_err(|e| LogError::io(&self.path, e))?;
+        self.preallocated = true;
+        Ok(())
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub(crate) fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+
+    pub(crate) fn last(&self) -> Option<E> {
+        self.entries.last().copied()
+    }
+
+    pub(crate) fn push(&mut self, entry: E) {
+        assert!(
+            self.entries.len() < self.max_entries,
+            "index {} is full; the segment must roll first",
+            self.path.display()
+        );
+        self.entries.push(entry);
+    }
+
+    /// Keeps the first `n` entries; the file is cut to match (and re-extended if it was
+    /// pre-allocated) so no stale entry survives on disk.
+    pub(crate) fn truncate_entries(&mut self, n: usize) -> Result<(), LogError> {
+        if n >= self.entries.len() {
+            return Ok(());
+        }
+        self.entries.truncate(n);
+        if self.persisted > n {
+            self.persisted = n;
+            self.file
+                .set_len((n * E::SIZE) as u64)
+                .map_err(|e| LogError::io(&self.path, e))?;
+            if self.preallocated {
+                self.preallocate()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops every entry (before a rebuild).
+    pub(crate) fn clear(&mut self) -> Result<(), LogError> {
+        self.entries.clear();
+        self.persisted = 0;
+        self.file
+            .set_len(0)
+            .map_err(|e| LogError::io(&self.path, e))?;
+        self.preallocate()
+    }
+
+    /// Writes entries not yet on disk and fsyncs the file.
+    pub(crate) fn flush(&mut self) -> Result<(), LogError> {
+        self.write_pending()?;
+        // The index must be durable before the recovery point moves past its entries.
+        self.file
+            .sync_data()
+            .map_err(|e| LogError::io(&self.path, e))
+    }
+
+    fn write_pending(&mut self) -> Result<(), LogError> {
+        if self.persisted == self.entries.len() {
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity((self.entries.len() - self.persisted) * E::SIZE);
+        for e in &self.entries[self.persisted..] {
+            e.encode(&mut buf);
+        }
+        self.file
+            .write_all_at(&buf, (self.persisted * E::SIZE) as u64)
+            .map_err(|e| LogError::io(&self.path, e))?;
+        self.persisted = self.entries.len();
+        Ok(())
+    }
+
+    /// Writes pending entries, cuts the file to exactly its entries, and fsyncs: what Kafka
+    /// does when a segment stops being active or the log is closed.
+    pub(crate) fn trim_and_flush(&mut self) -> Result<(), LogError> {
+        self.write_pending()?;
+        self.file
+            .set_len((self.entries.len() * E::SIZE) as u64)
+            .map_err(|e| LogError::io(&self.path, e))?;
+        self.preallocated = false;
+        self.file
+            .sync_all()
+            .map_err(|e| LogError::io(&self.path, e))
+    }
+
+    /// Deletes the file (its segment is being deleted).
+    pub(crate) fn delete(self) -> Result<(), LogError> {
+        drop(self.file);
+        match std::fs::remove_file(&self.path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(LogError::io(&self.path, e)),
+        }
+    }
+}

@@ -1,0 +1,676 @@
+//! [`Log`]: one partition directory of segments — append (leader and follower paths), read,
+//! timestamp lookup, truncation, `delete_records`, flush. Opening and crash recovery live in
+//! `recovery.rs`, retention in `retention.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use tracing::{info, warn};
+
+use crate::batch::{Compression, NO_TIMESTAMP, RecordBatch, TimestampType};
+use crate::config::LogConfig;
+use crate::error::LogError;
+use crate::fs::fsync_dir;
+use crate::leader_epoch::{EpochEndOffset, LeaderEpochCache};
+use crate::segment::Segment;
+
+/// What an append wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendInfo {
+    /// Offset of the first record written (`-1` if nothing was appended).
+    pub first_offset: i64,
+    /// Offset of the last record written (`-1` if nothing was appended).
+    pub last_offset: i64,
+    /// The append time stamped on the batches (`LogAppendTime` logs), else `None`.
+    pub log_append_time_ms: Option<i64>,
+    /// The batches as written (offsets, epoch and timestamps rewritten on the leader path).
+    pub batches: Vec<RecordBatch>,
+}
+
+/// Result of [`Log::read`]: whole batches, contiguous in `bytes`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogReadResult {
+    /// The batches' bytes, ready to go into a Fetch response.
+    pub bytes: Bytes,
+    /// The same batches, parsed and CRC-checked (they share `bytes`' memory).
+    pub batches: Vec<RecordBatch>,
+}
+
+/// Answer to a timestamp lookup (ListOffsets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampAndOffset {
+    /// Timestamp of the record found.
+    pub timestamp: i64,
+    /// Its offset.
+    pub offset: i64,
+    /// Leader epoch of its batch, `None` if the batch has none (-1).
+    pub leader_epoch: Option<i32>,
+}
+
+/// A partition's log: a directory of segments plus its leader epoch cache.
+///
+/// Single writer: mutating calls take `&mut self`; reads take `&self`. Wrap it in a lock to
+/// share it between threads.
+///
+/// # Durability
+/// Appends reach the OS page cache only. [`Log::flush`] fsyncs every segment with unflushed
+/// data and its indexes (and the directory if segments were created), then moves the
+/// recovery point to the log end offset. The caller decides when (Raft before acknowledging,
+/// brokers by `flush.messages`/`flush.ms`). Truncation, segment deletion and checkpoint files
+/// are made durable at once. After a crash everything from the recovery point on is checked
+/// again by [`Log::open`].
+#[derive(Debug)]
+pub struct Log {
+    pub(crate) dir: PathBuf,
+    pub(crate) config: LogConfig,
+    pub(crate) segments: BTreeMap<i64, Segment>,
+    pub(crate) log_start_offset: i64,
+    pub(crate) log_end_offset: i64,
+    pub(crate) recovery_point: i64,
+    pub(crate) high_watermark: Option<i64>,
+    pub(crate) leader_epoch_cache: LeaderEpochCache,
+    /// Segments were created or deleted since the last directory fsync.
+    pub(crate) dir_dirty: bool,
+    /// Latest `now_ms` a caller passed in (creation time of segments made by truncation and
+    /// deletion paths, which take no clock).
+    pub(crate) clock_ms: i64,
+}
+
+impl Log {
+    /// The partition directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// First offset still in the log.
+    #[must_use]
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    /// Offset the next appended record gets.
+    #[must_use]
+    pub fn log_end_offset(&self) -> i64 {
+        self.log_end_offset
+    }
+
+    /// Offsets below this are durable (fsynced). Persist it in
+    /// `recovery-point-offset-checkpoint` and pass it back to [`Log::open`].
+    #[must_use]
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    /// Sets the high watermark retention respects (never deletes data at or above it). Without
+    /// one, retention treats the log end offset as the high watermark.
+    pub fn set_high_watermark(&mut self, high_watermark: i64) {
+        self.high_watermark =
+            Some(high_watermark.clamp(self.log_start_offset, self.log_end_offset));
+    }
+
+    /// The segments, oldest first.
+    pub fn segments(&self) -> impl Iterator<Item = &Segment> {
+        self.segments.values()
+    }
+
+    /// Number of segments.
+    #[must_use]
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Total bytes of all segments.
+    #[must_use]
+    pub fn size_in_bytes(&self) -> u64 {
+        self.segments.values().map(Segment::size).sum()
+    }
+
+    /// The leader epoch cache (`leader-epoch-checkpoint`).
+    #[must_use]
+    pub fn leader_epoch_cache(&self) -> &LeaderEpochCache {
+        &self.leader_epoch_cache
+    }
+
+    /// Where `epoch` ends in this log (OffsetForLeaderEpoch).
+    #[must_use]
+    pub fn end_offset_for_epoch(&self, epoch: i32) -> EpochEndOffset {
+        self.leader_epoch_cache
+            .end_offset_for(epoch, self.log_end_offset)
+    }
+
+    /// Records that `epoch` starts at `start_offset` (normally done by appends).
+    ///
+    /// # Errors
+    /// [`LogError::Checkpoint`] if the checkpoint cannot be written.
+    pub fn assign_epoch_start_offset(
+        &mut self,
+        epoch: i32,
+        start_offset: i64,
+    ) -> Result<(), LogError> {
+        Ok(self.leader_epoch_cache.assign(epoch, start_offset)?)
+    }
+
+    fn active_segment(&self) -> &Segment {
+        // A log always has at least one segment: open and every deletion path keep one.
+        self.segments
+            .values()
+            .next_back()
+            .unwrap_or_else(|| unreachable!("a log always has an active segment"))
+    }
+
+    fn active_segment_mut(&mut self) -> &mut Segment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .unwrap_or_else(|| unreachable!("a log always has an active segment"))
+    }
+
+    fn check_size(&self, index: usize, batch: &RecordBatch) -> Result<(), LogError> {
+        if batch.size_in_bytes() > self.config.max_message_bytes as usize {
+            return Err(LogError::RecordTooLarge {
+                index,
+                size: batch.size_in_bytes(),
+                max: self.config.max_message_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    /// Leader path: assigns offsets from the log end offset, stamps `leader_epoch` and (for
+    /// `LogAppendTime` logs) `now_ms`, and appends. Batches are validated first — size,
+    /// record count against the offset range, and for uncompressed batches every record —
+    /// and nothing is written if any fails. CreateTime batches get `maxTimestamp` set to their
+    /// records' largest timestamp, as Kafka's `LogValidator` does.
+    ///
+    /// # Errors
+    /// [`LogError::RecordTooLarge`], [`LogError::InconsistentRecordCount`],
+    /// [`LogError::InvalidBatch`] (nothing written); [`LogError::Io`] (the partial append is
+    /// truncated away when possible).
+    pub fn append_as_leader(
+        &mut self,
+        batches: Vec<RecordBatch>,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let mut next_offset = self.log_end_offset;
+        let mut prepared = Vec::with_capacity(batches.len());
+        let log_append_time = self.config.message_timestamp_type == TimestampType::LogAppendTime;
+        for (index, mut batch) in batches.into_iter().enumerate() {
+            self.check_size(index, &batch)?;
+            let record_count = batch.record_count();
+            let offset_span = i64::from(batch.last_offset_delta()) + 1;
+            if record_count <= 0 || i64::from(record_count) != offset_span {
+                return Err(LogError::InconsistentRecordCount {
+                    index,
+                    record_count,
+                    offset_span,
+                });
+            }
+            let mut max_record_timestamp = None;
+            if batch.compression() == Compression::None {
+                let records = batch
+                    .records()
+                    .map_err(|source| LogError::InvalidBatch { index, source })?;
+                let mut max_ts = NO_TIMESTAMP;
+                for (i, record) in records.iter().enumerate() {
+                    if i64::from(record.offset_delta) != i as i64 {
+                        return Err(LogError::InvalidBatch {
+                            index,
+                            source: crate::batch::BatchError::InvalidRecord {
+                                index: i,
+                                defect: crate::batch::RecordDefect::OffsetDeltaNotSequential(
+                                    record.offset_delta,
+                                ),
+                            },
+                        });
+                    }
+                    max_ts = max_ts.max(
+                        batch
+                            .base_timestamp()
+                            .saturating_add(record.timestamp_delta),
+                    );
+                }
+                max_record_timestamp = Some(max_ts);
+            }
+            batch.set_base_offset(next_offset);
+            batch.set_partition_leader_epoch(leader_epoch);
+            if log_append_time {
+                batch.set_log_append_time(now_ms);
+            } else if let Some(max_ts) = max_record_timestamp {
+                batch.set_max_timestamp(TimestampType::CreateTime, max_ts);
+            }
+            next_offset = batch.next_offset();
+            prepared.push(batch);
+        }
+        let mut info = self.write_batches(prepared, now_ms)?;
+        if log_append_time && !info.batches.is_empty() {
+            info.log_append_time_ms = Some(now_ms);
+        }
+        Ok(info)
+    }
+
+    /// Follower path: appends batches as they are. The first must start at the log end offset
+    /// and each next one right after the previous one; batches are size-checked (CRC was
+    /// checked when they were parsed). Nothing is written if any check fails.
+    ///
+    /// # Errors
+    /// [`LogError::NonContiguousOffset`], [`LogError::NonMonotonicOffsets`],
+    /// [`LogError::RecordTooLarge`] (nothing written); [`LogError::Io`].
+    pub fn append_as_follower(
+        &mut self,
+        batches: Vec<RecordBatch>,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let mut expected = self.log_end_offset;
+        for (index, batch) in batches.iter().enumerate() {
+            self.check_size(index, batch)?;
+            if batch.base_offset() != expected {
+                return Err(LogError::NonContiguousOffset {
+                    index,
+                    expected,
+                    base_offset: batch.base_offset(),
+                });
+            }
+            if batch.last_offset() < batch.base_offset() {
+                return Err(LogError::NonMonotonicOffsets {
+                    index,
+                    base_offset: batch.base_offset(),
+                    last_offset: batch.last_offset(),
+                });
+            }
+            expected = batch.next_offset();
+        }
+        self.write_batches(batches, now_ms)
+    }
+
+    /// Writes validated batches with contiguous offsets starting at the log end offset.
+    fn write_batches(
+        &mut self,
+        batches: Vec<RecordBatch>,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let (Some(first), Some(last)) = (batches.first(), batches.last()) else {
+            return Ok(AppendInfo {
+                first_offset: -1,
+                last_offset: -1,
+                log_append_time_ms: None,
+                batches,
+            });
+        };
+        let (first_offset, last_offset) = (first.base_offset(), last.last_offset());
+        let start_end_offset = self.log_end_offset;
+        for batch in &batches {
+            if let Err(e) = self.write_one(batch, now_ms) {
+                warn!(dir = %self.dir.display(), error = %e, "append failed; removing the partial append");
+                if let Err(undo) = self.truncate_to(start_end_offset) {
+                    warn!(dir = %self.dir.display(), error = %undo, "could not remove the partial append");
+                }
+                return Err(e);
+            }
+        }
+        Ok(AppendInfo {
+            first_offset,
+            last_offset,
+            log_append_time_ms: None,
+            batches,
+        })
+    }
+
+    fn write_one(&mut self, batch: &RecordBatch, now_ms: i64) -> Result<(), LogError> {
+        self.clock_ms = self.clock_ms.max(now_ms);
+        self.maybe_roll(batch, now_ms)?;
+        let base = self.active_segment().base_offset();
+        if batch.last_offset() - base > i64::from(i32::MAX) {
+            return Err(LogError::OffsetOverflow {
+                offset: batch.last_offset(),
+                base_offset: base,
+            });
+        }
+        self.active_segment_mut().append(batch)?;
+        self.log_end_offset = batch.next_offset();
+        let epoch = batch.partition_leader_epoch();
+        if epoch >= 0 {
+            self.leader_epoch_cache.assign(epoch, batch.base_offset())?;
+        }
+        Ok(())
+    }
+
+    /// Rolls before `batch` if Kafka would (`LogSegment.shouldRoll`): the segment would
+    /// exceed `segment.bytes`, is older than `segment.ms - segment.jitter.ms` and not empty,
+    /// an index is full, or the batch's offsets do not fit the segment's relative offsets.
+    fn maybe_roll(&mut self, batch: &RecordBatch, now_ms: i64) -> Result<(), LogError> {
+        let config = &self.config;
+        let active = self.active_segment();
+        let size = active.size();
+        let too_big = size + batch.size_in_bytes() as u64 > u64::from(config.segment_bytes);
+        let too_old = size > 0
+            && active.time_waited_for_roll(now_ms, batch.max_timestamp())
+                > config.segment_ms - config.segment_jitter_ms;
+        let offsets_overflow = batch.last_offset() - active.base_offset() > i64::from(i32::MAX);
+        if (size > 0 && too_big) || too_old || active.indexes_full() || offsets_overflow {
+            self.roll(batch.base_offset(), now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Seals the active segment and starts a new one at `new_base_offset` (≥ the log end
+    /// offset). The sealed segment's data and trimmed indexes are fsynced now, so segments
+    /// other than the active one are always complete on disk.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn roll(&mut self, new_base_offset: i64, now_ms: i64) -> Result<(), LogError> {
+        let new_base_offset = new_base_offset.max(self.log_end_offset);
+        let active = self.active_segment_mut();
+        if active.base_offset() == new_base_offset && active.size() == 0 {
+            return Ok(());
+        }
+        active.seal()?;
+        info!(dir = %self.dir.display(), new_base_offset, "rolling to a new segment");
+        let segment = Segment::create(&self.dir, new_base_offset, &self.config, now_ms)?;
+        self.segments.insert(new_base_offset, segment);
+        self.dir_dirty = true;
+        Ok(())
+    }
+
+    /// fsyncs all unflushed data and indexes (and the directory if segments were created or
+    /// deleted), then sets the recovery point to the log end offset.
+    ///
+    /// # Errors
+    /// [`LogError::Io`]. A failed fsync is not retried: the page cache state is unknown, so
+    /// the caller must treat the log directory as failed.
+    pub fn flush(&mut self) -> Result<(), LogError> {
+        for segment in self.segments.values_mut() {
+            if segment.is_unflushed() || segment.base_offset() >= self.recovery_point {
+                segment.flush()?;
+            }
+        }
+        if self.dir_dirty {
+            // New segment files must survive a crash along with their data.
+            fsync_dir(&self.dir).map_err(|e| LogError::io(&self.dir, e))?;
+            self.dir_dirty = false;
+        }
+        self.recovery_point = self.log_end_offset;
+        Ok(())
+    }
+
+    /// Flushes, then seals the active segment (final time index entry, indexes trimmed), as
+    /// Kafka does on a clean shutdown. Reopen with the returned recovery point.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn close(mut self) -> Result<i64, LogError> {
+        self.flush()?;
+        self.active_segment_mut().seal()?;
+        Ok(self.recovery_point)
+    }
+
+    fn check_range(&self, offset: i64) -> Result<(), LogError> {
+        if offset < self.log_start_offset || offset > self.log_end_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: self.log_end_offset,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whole batches from the one holding `from_offset`, up to `max_bytes` — at least one
+    /// batch even if it is larger (as Kafka does) — from a single segment. Empty at the log
+    /// end offset. Every batch returned has passed its CRC check.
+    ///
+    /// # Errors
+    /// [`LogError::OffsetOutOfRange`] below the log start or beyond the log end offset;
+    /// [`LogError::CorruptSegment`] if the stored bytes fail validation; [`LogError::Io`].
+    pub fn read(&self, from_offset: i64, max_bytes: usize) -> Result<LogReadResult, LogError> {
+        self.read_up_to(from_offset, max_bytes, i64::MAX)
+    }
+
+    /// [`Log::read`] returning only batches whose last offset is below
+    /// `max_offset_exclusive` (e.g. the high watermark for consumers).
+    ///
+    /// # Errors
+    /// As [`Log::read`].
+    pub fn read_up_to(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+        max_offset_exclusive: i64,
+    ) -> Result<LogReadResult, LogError> {
+        self.check_range(from_offset)?;
+        if from_offset == self.log_end_offset {
+            return Ok(LogReadResult::default());
+        }
+        for segment in self
+            .segments
+            .range(..=from_offset)
+            .next_back()
+            .into_iter()
+            .chain(self.segments.range(from_offset + 1..))
+            .map(|(_, s)| s)
+        {
+            if let Some((bytes, batches)) =
+                segment.read(from_offset, max_bytes, max_offset_exclusive)?
+            {
+                return Ok(LogReadResult { bytes, batches });
+            }
+        }
+        Ok(LogReadResult::default())
+    }
+
+    /// The first record with timestamp ≥ `target_timestamp` at or after the log start offset
+    /// (ListOffsets by timestamp), `None` if every record is older. For a compressed batch
+    /// (krust does not decompress) the answer is the batch's first offset ≥ log start and its
+    /// `maxTimestamp`.
+    ///
+    /// # Errors
+    /// [`LogError::CorruptSegment`], [`LogError::Io`].
+    pub fn offset_for_timestamp(
+        &self,
+        target_timestamp: i64,
+    ) -> Result<Option<TimestampAndOffset>, LogError> {
+        let start = self.log_start_offset;
+        let Some(segment) = self
+            .segments
+            .values()
+            .find(|s| s.max_timestamp().timestamp >= target_timestamp)
+        else {
+            return Ok(None);
+        };
+        let from = segment
+            .time_index()
+            .lookup(target_timestamp)
+            .offset
+            .max(start);
+        let Some((mut pos, _)) = segment.translate_offset(from)? else {
+            return Ok(None);
+        };
+        // Scan batch by batch from there: the first batch whose maxTimestamp reaches the
+        // target holds the answer.
+        loop {
+            let Some(result) = segment.read_batch_at(pos)? else {
+                return Ok(None);
+            };
+            let batch = result;
+            pos += batch.size_in_bytes() as u64;
+            if batch.max_timestamp() < target_timestamp || batch.last_offset() < start {
+                continue;
+            }
+            let leader_epoch = Some(batch.partition_leader_epoch()).filter(|&e| e >= 0);
+            if batch.compression() != Compression::None {
+                return Ok(Some(TimestampAndOffset {
+                    timestamp: batch.max_timestamp(),
+                    offset: batch.base_offset().max(start),
+                    leader_epoch,
+                }));
+            }
+            let records = batch.records().map_err(|source| LogError::CorruptSegment {
+                path: segment.log_path().to_path_buf(),
+                position: pos - batch.size_in_bytes() as u64,
+                source,
+            })?;
+            for record in records {
+                let timestamp = match batch.timestamp_type() {
+                    TimestampType::LogAppendTime => batch.max_timestamp(),
+                    TimestampType::CreateTime => batch
+                        .base_timestamp()
+                        .saturating_add(record.timestamp_delta),
+                };
+                let offset = batch.base_offset() + i64::from(record.offset_delta);
+                if timestamp >= target_timestamp && offset >= start {
+                    return Ok(Some(TimestampAndOffset {
+                        timestamp,
+                        offset,
+                        leader_epoch,
+                    }));
+                }
+            }
+        }
+    }
+
+    /// Removes everything from `offset` on (follower divergence, Raft truncation): later
+    /// segments are deleted, the one holding `offset` is cut (its batch holding `offset`
+    /// goes whole) and its indexes trimmed; the leader epoch cache forgets epochs starting at
+    /// or after the new end. Below the log start offset, the log is emptied and restarts at
+    /// `offset`. A no-op at or beyond the log end offset. The cut is fsynced.
+    ///
+    /// Returns the new log end offset.
+    ///
+    /// # Errors
+    /// [`LogError::Io`], [`LogError::Checkpoint`].
+    pub fn truncate_to(&mut self, offset: i64) -> Result<i64, LogError> {
+        if offset >= self.log_end_offset {
+            return Ok(self.log_end_offset);
+        }
+        let first_base = self
+            .segments
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(self.log_start_offset);
+        if offset < self.log_start_offset || offset <= first_base {
+            self.truncate_fully_and_start_at(offset)?;
+            return Ok(self.log_end_offset);
+        }
+        info!(dir = %self.dir.display(), offset, log_end_offset = self.log_end_offset, "truncating log");
+        let later: Vec<i64> = self.segments.range(offset + 1..).map(|(b, _)| *b).collect();
+        for base in later.into_iter().rev() {
+            if let Some(segment) = self.segments.remove(&base) {
+                segment.delete()?;
+                self.dir_dirty = true;
+            }
+        }
+        let active = self.active_segment_mut();
+        active.truncate_to(offset)?;
+        let new_end = active.next_offset();
+        self.log_end_offset = new_end;
+        self.recovery_point = self.recovery_point.min(new_end);
+        if let Some(hw) = self.high_watermark {
+            self.high_watermark = Some(hw.min(new_end));
+        }
+        self.leader_epoch_cache.truncate_from_end(new_end)?;
+        if self.dir_dirty {
+            fsync_dir(&self.dir).map_err(|e| LogError::io(&self.dir, e))?;
+            self.dir_dirty = false;
+        }
+        Ok(new_end)
+    }
+
+    /// Deletes every segment and starts an empty one at `offset` (Kafka's
+    /// `truncateFullyAndStartAt`, e.g. when a follower restores from a snapshot).
+    ///
+    /// # Errors
+    /// [`LogError::Io`], [`LogError::Checkpoint`].
+    pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        info!(dir = %self.dir.display(), offset, "emptying log and restarting it");
+        let all = std::mem::take(&mut self.segments);
+        for segment in all.into_values() {
+            segment.delete()?;
+        }
+        let segment = Segment::create(&self.dir, offset, &self.config, self.clock_ms)?;
+        self.segments.insert(offset, segment);
+        fsync_dir(&self.dir).map_err(|e| LogError::io(&self.dir, e))?;
+        self.dir_dirty = false;
+        self.log_start_offset = offset;
+        self.log_end_offset = offset;
+        self.recovery_point = offset;
+        self.high_watermark = self.high_watermark.map(|_| offset);
+        self.leader_epoch_cache.clear()?;
+        Ok(())
+    }
+
+    /// Advances the log start offset to `offset` (DeleteRecords; KRaft after a snapshot) and
+    /// deletes the segments wholly below it. Never moves the start backwards; `offset` may
+    /// not exceed the high watermark (or the log end offset without one).
+    ///
+    /// Returns the new log start offset.
+    ///
+    /// # Errors
+    /// [`LogError::OffsetOutOfRange`] beyond the high watermark; [`LogError::Io`],
+    /// [`LogError::Checkpoint`].
+    pub fn delete_records(&mut self, offset: i64) -> Result<i64, LogError> {
+        let limit = self.high_watermark.unwrap_or(self.log_end_offset);
+        if offset > limit {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log_start_offset,
+                log_end_offset: limit,
+            });
+        }
+        if offset > self.log_start_offset {
+            self.log_start_offset = offset;
+            self.leader_epoch_cache.truncate_from_start(offset)?;
+        }
+        self.delete_log_start_offset_breached_segments()?;
+        Ok(self.log_start_offset)
+    }
+
+    /// Deletes the `count` oldest segments; if that is all of them, rolls first so the log
+    /// keeps an (empty) active segment. Advances the log start offset to the first remaining
+    /// segment's base.
+    pub(crate) fn delete_oldest_segments(&mut self, count: usize) -> Result<(), LogError> {
+        if count == 0 {
+            return Ok(());
+        }
+        if count >= self.segments.len() {
+            self.roll(self.log_end_offset, self.clock_ms)?;
+        }
+        for _ in 0..count {
+            if self.segments.len() <= 1 {
+                break;
+            }
+            if let Some((base, segment)) = self.segments.pop_first() {
+                info!(dir = %self.dir.display(), base_offset = base, size = segment.size(), "deleting segment");
+                segment.delete()?;
+                self.dir_dirty = true;
+            }
+        }
+        let first_base = self.active_first_base();
+        if first_base > self.log_start_offset {
+            self.log_start_offset = first_base;
+            self.leader_epoch_cache.truncate_from_start(first_base)?;
+        }
+        self.recovery_point = self.recovery_point.max(self.log_start_offset);
+        // Deleted data must not come back after a crash.
+        fsync_dir(&self.dir).map_err(|e| LogError::io(&self.dir, e))?;
+        self.dir_dirty = false;
+        Ok(())
+    }
+
+    fn active_first_base(&self) -> i64 {
+        self.segments
+            .keys()
+            .next()
+            .copied()
+            .unwrap_or(self.log_start_offset)
+    }
+}

@@ -1,0 +1,750 @@
+//! One log segment: `<base>.log` (consecutive v2 batches) with its `.index` and `.timeindex`.
+//!
+//! A segment trusts its own bytes only after checking them: recovery ([`Segment::recover`])
+//! re-reads a range of the file, checks every batch (framing, magic, CRC-32C, increasing
+//! offsets within the segment's 32-bit relative range), rebuilds the index entries for it and
+//! truncates the file at the first bad batch. Reads re-check the CRC of every batch they return.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::{Bytes, BytesMut};
+use tracing::warn;
+
+use crate::batch::{
+    BatchError, LOG_OVERHEAD, MAX_BATCH_BYTES, NO_TIMESTAMP, RECORD_BATCH_OVERHEAD, RecordBatch,
+    peek_batch_size,
+};
+use crate::config::LogConfig;
+use crate::error::LogError;
+use crate::fs::offset_file_path;
+use crate::fs::{
+    INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
+};
+use crate::offset_index::OffsetIndex;
+use crate::time_index::{TimeIndex, TimestampOffset};
+
+/// Bytes read per I/O call when scanning a segment during recovery.
+const SCAN_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// What made recovery stop before the end of a segment's file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TailDefect {
+    /// The bytes at the position are not a valid batch.
+    Batch(BatchError),
+    /// The batch's base offset is not above the previous batch's last offset (or below the
+    /// segment's base offset).
+    OffsetNotIncreasing {
+        /// The batch's base offset.
+        base_offset: i64,
+        /// Smallest acceptable base offset.
+        expected_min: i64,
+    },
+    /// The batch's last offset is below its base offset, or does not fit the segment's
+    /// 32-bit relative offsets.
+    OffsetOutsideSegment {
+        /// The batch's base offset.
+        base_offset: i64,
+        /// The batch's last offset.
+        last_offset: i64,
+    },
+}
+
+/// Result of [`Segment::recover`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryOutcome {
+    /// Valid batches found.
+    pub batches: usize,
+    /// Bytes cut from the end of the file.
+    pub truncated_bytes: u64,
+    /// Where and why the scan stopped early, if it did.
+    pub stop: Option<(u64, TailDefect)>,
+}
+
+/// The fixed-size fields of a batch header that locating reads need (no CRC check).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BatchHeader {
+    pub(crate) base_offset: i64,
+    pub(crate) last_offset: i64,
+    pub(crate) size: u64,
+    pub(crate) max_timestamp: i64,
+}
+
+fn parse_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+    let size = peek_batch_size(buf, MAX_BATCH_BYTES)?;
+    if buf.len() < RECORD_BATCH_OVERHEAD {
+        return Err(BatchError::Truncated {
+            need: RECORD_BATCH_OVERHEAD,
+            have: buf.len(),
+        });
+    }
+    let i64_at = |at: usize| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&buf[at..at + 8]);
+        i64::from_be_bytes(a)
+    };
+    let base_offset = i64_at(0);
+    let last_offset_delta = i32::from_be_bytes([buf[23], buf[24], buf[25], buf[26]]);
+    Ok(BatchHeader {
+        base_offset,
+        last_offset: base_offset.saturating_add(i64::from(last_offset_delta)),
+        size: size as u64,
+        max_timestamp: i64_at(35),
+    })
+}
+
+/// Reads up to `len` bytes at `pos`; shorter only at end of file.
+fn read_at(file: &File, path: &Path, pos: u64, len: usize) -> Result<Bytes, LogError> {
+    let mut buf = BytesMut::zeroed(len);
+    let mut filled = 0;
+    while filled < len {
+        match file.read_at(&mut buf[filled..], pos + filled as u64) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(LogError::io(path, e)),
+        }
+    }
+    buf.truncate(filled);
+    Ok(buf.freeze())
+}
+
+/// A segment of the log.
+#[derive(Debug)]
+pub struct Segment {
+    base_offset: i64,
+    log_path: PathBuf,
+    file: File,
+    /// Bytes of valid batches (the file is never longer once the segment is open).
+    size: u64,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    index_interval_bytes: u64,
+    bytes_since_last_index_entry: u64,
+    /// Largest batch `maxTimestamp` so far and the last offset of its batch.
+    max_timestamp: TimestampOffset,
+    /// Offset after the last batch (the base offset when empty). For an inactive segment
+    /// opened without a scan it is the next segment's base offset.
+    next_offset: i64,
+    /// `maxTimestamp` of the first batch (Kafka's `rollingBasedTimestamp`), for `segment.ms`.
+    rolling_based_timestamp: Option<i64>,
+    /// When the segment was created or opened (for `segment.ms` when it has no timestamps).
+    created_ms: i64,
+    /// Bytes written since the last fsync.
+    unflushed: bool,
+}
+
+impl Segment {
+    /// Creates an empty segment at `base_offset` (files are created or emptied).
+    pub(crate) fn create(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+    ) -> Result<Segment, LogError> {
+        let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)
+            .map_err(|e| LogError::io(&log_path, e))?;
+        let offset_index = OffsetIndex::create(
+            &offset_file_path(dir, base_offset, INDEX_FILE_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let time_index = TimeIndex::create(
+            &offset_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        Ok(Segment {
+            base_offset,
+            log_path,
+            file,
+            size: 0,
+            offset_index,
+            time_index,
+            index_interval_bytes: u64::from(config.index_interval_bytes),
+            bytes_since_last_index_entry: 0,
+            max_timestamp: TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: base_offset,
+            },
+            next_offset: base_offset,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            unflushed: true,
+        })
+    }
+
+    /// Opens an existing segment. Its indexes are loaded and sanity-checked; if one is
+    /// missing or inconsistent the whole segment is recovered (rescanned, indexes rebuilt,
+    /// bad tail cut), which the returned outcome reports. `next_offset_bound` is the next
+    /// segment's base offset for an inactive segment (`None` for the last one).
+    ///
+    /// Without recovery the segment's bytes are taken as they are (they lie below the
+    /// recovery point, so they were fsynced); reads still check every CRC.
+    pub(crate) fn open(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+        next_offset_bound: Option<i64>,
+    ) -> Result<(Segment, Option<RecoveryOutcome>), LogError> {
+        let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&log_path)
+            .map_err(|e| LogError::io(&log_path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| LogError::io(&log_path, e))?
+            .len();
+        let index_path = offset_file_path(dir, base_offset, INDEX_FILE_SUFFIX);
+        let time_index_path = offset_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX);
+        let last_offset_bound = next_offset_bound.map_or(i64::MAX, |n| n - 1);
+        let offset_index =
+            OffsetIndex::open(&index_path, base_offset, config.segment_index_bytes, size)?;
+        let time_index = TimeIndex::open(
+            &time_index_path,
+            base_offset,
+            config.segment_index_bytes,
+            last_offset_bound,
+        )?;
+        let mut needs_recovery = None;
+        let offset_index = match offset_index {
+            Ok(i) => i,
+            Err(defect) => {
+                needs_recovery = Some(format!("offset index: {defect:?}"));
+                OffsetIndex::create(&index_path, base_offset, config.segment_index_bytes)?
+            }
+        };
+        let time_index = match time_index {
+            Ok(i) => i,
+            Err(defect) => {
+                needs_recovery = Some(format!("time index: {defect:?}"));
+                TimeIndex::create(&time_index_path, base_offset, config.segment_index_bytes)?
+            }
+        };
+        let mut segment = Segment {
+            base_offset,
+            log_path,
+            file,
+            size,
+            max_timestamp: time_index.last_entry(),
+            offset_index,
+            time_index,
+            index_interval_bytes: u64::from(config.index_interval_bytes),
+            bytes_since_last_index_entry: 0,
+            next_offset: next_offset_bound.unwrap_or(base_offset),
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            unflushed: false,
+        };
+        if needs_recovery.is_none() {
+            // Kafka's sanity check, made precise: the last entry must point at a batch
+            // boundary whose last offset is the entry's offset.
+            let last = segment.offset_index.last_entry();
+            if last.position > 0 {
+                match segment.read_header(u64::from(last.position))? {
+                    Ok(Some(h)) if h.last_offset == last.offset => {}
+                    _ => needs_recovery = Some("last offset index entry".to_string()),
+                }
+            }
+        }
+        if let Some(reason) = needs_recovery {
+            warn!(segment = %segment.log_path.display(), reason, "index unusable; rebuilding from the log");
+            let outcome = segment.recover(None)?;
+            return Ok((segment, Some(outcome)));
+        }
+        segment.rolling_based_timestamp = match segment.read_header(0)? {
+            Ok(Some(h)) => Some(h.max_timestamp),
+            _ => None,
+        };
+        Ok((segment, None))
+    }
+
+    /// First offset this segment may hold.
+    #[must_use]
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    /// Bytes of batches in the segment.
+    #[must_use]
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The `.log` file.
+    #[must_use]
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// The offset index.
+    #[must_use]
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.offset_index
+    }
+
+    /// The time index.
+    #[must_use]
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.time_index
+    }
+
+    /// Largest batch timestamp and the last offset of its batch (`NO_TIMESTAMP` if none).
+    #[must_use]
+    pub fn max_timestamp(&self) -> TimestampOffset {
+        self.max_timestamp
+    }
+
+    pub(crate) fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+
+    pub(crate) fn set_next_offset_bound(&mut self, next: i64) {
+        self.next_offset = next;
+    }
+
+    pub(crate) fn is_unflushed(&self) -> bool {
+        self.unflushed
+    }
+
+    /// Reads the header of the batch at `pos`: `Ok(None)` at the end of the segment,
+    /// `Ok(Err(_))` if the bytes there are not a batch header.
+    pub(crate) fn read_header(
+        &self,
+        pos: u64,
+    ) -> Result<Result<Option<BatchHeader>, BatchError>, LogError> {
+        if pos >= self.size {
+            return Ok(Ok(None));
+        }
+        let buf = read_at(&self.file, &self.log_path, pos, RECORD_BATCH_OVERHEAD)?;
+        Ok(match parse_header(&buf) {
+            Ok(h) if h.size > self.size - pos => Err(BatchError::Truncated {
+                need: h.size as usize,
+                have: (self.size - pos) as usize,
+            }),
+            other => other.map(Some),
+        })
+    }
+
+    fn corrupt(&self, position: u64, source: BatchError) -> LogError {
+        LogError::CorruptSegment {
+            path: self.log_path.clone(),
+            position,
+            source,
+        }
+    }
+
+    /// Position and header of the first batch whose last offset is ≥ `target`, starting from
+    /// `start` (a batch boundary). `None` if no such batch.
+    fn scan_headers_from(
+        &self,
+        target: i64,
+        mut pos: u64,
+    ) -> Result<Option<(u64, BatchHeader)>, LogError> {
+        loop {
+            match self.read_header(pos)? {
+                Ok(None) => return Ok(None),
+                Ok(Some(h)) if h.last_offset >= target => return Ok(Some((pos, h))),
+                Ok(Some(h)) => pos += h.size,
+                Err(e) => return Err(self.corrupt(pos, e)),
+            }
+        }
+    }
+
+    /// Position and header of the first batch whose last offset is ≥ `target` (Kafka's
+    /// `translateOffset`). Uses the offset index; if the entry it finds does not match the
+    /// bytes, warns and scans from the start of the segment instead.
+    pub(crate) fn translate_offset(
+        &self,
+        target: i64,
+    ) -> Result<Option<(u64, BatchHeader)>, LogError> {
+        let entry = self.offset_index.lookup(target);
+        if entry.position > 0 {
+            match self.read_header(u64::from(entry.position))? {
+                Ok(Some(h)) if h.last_offset == entry.offset => {}
+                _ => {
+                    warn!(segment = %self.log_path.display(), entry_offset = entry.offset,
+                        position = entry.position, "offset index entry does not match the log; scanning");
+                    return self.scan_headers_from(target, 0);
+                }
+            }
+        }
+        self.scan_headers_from(target, u64::from(entry.position))
+    }
+
+    /// Whole batches starting with the one holding `from_offset`, up to `max_bytes` (at least
+    /// one batch, however large), only batches with last offset < `max_offset_exclusive`.
+    /// Every returned batch has passed its CRC check.
+    pub(crate) fn read(
+        &self,
+        from_offset: i64,
+        max_bytes: usize,
+        max_offset_exclusive: i64,
+    ) -> Result<Option<(Bytes, Vec<RecordBatch>)>, LogError> {
+        let Some((pos, first)) = self.translate_offset(from_offset)? else {
+            return Ok(None);
+        };
+        if first.last_offset >= max_offset_exclusive {
+            return Ok(Some((Bytes::new(), Vec::new())));
+        }
+        let available = (self.size - pos) as usize;
+        let len = max_bytes.max(first.size as usize).min(available);
+        let buf = read_at(&self.file, &self.log_path, pos, len)?;
+        let mut rest = buf.clone();
+        let mut batches = Vec::new();
+        let mut used = 0usize;
+        while !rest.is_empty() {
+            match RecordBatch::parse(rest.clone(), MAX_BATCH_BYTES) {
+                Ok((batch, tail)) => {
+                    if batch.last_offset() >= max_offset_exclusive {
+                        break;
+                    }
+                    used += batch.size_in_bytes();
+                    batches.push(batch);
+                    rest = tail;
+                }
+                // The read cut the next batch short: it belongs to the next fetch.
+                Err(BatchError::Truncated { .. }) if !batches.is_empty() => break,
+                Err(e) if batches.is_empty() => return Err(self.corrupt(pos, e)),
+                Err(e) => {
+                    // Serve the good batches; the next read starting here reports the error.
+                    warn!(segment = %self.log_path.display(), position = pos + used as u64,
+                        error = %e, "corrupt batch found by a read");
+                    break;
+                }
+            }
+        }
+        Ok(Some((buf.slice(..used), batches)))
+    }
+
+    /// Reads and CRC-checks the whole batch at `pos`; `None` at the end of the segment.
+    pub(crate) fn read_batch_at(&self, pos: u64) -> Result<Option<RecordBatch>, LogError> {
+        let header = match self.read_header(pos)? {
+            Ok(Some(h)) => h,
+            Ok(None) => return Ok(None),
+            Err(source) => return Err(self.corrupt(pos, source)),
+        };
+        let buf = read_at(&self.file, &self.log_path, pos, header.size as usize)?;
+        RecordBatch::parse(buf, MAX_BATCH_BYTES)
+            .map(|(batch, _)| Some(batch))
+            .map_err(|source| self.corrupt(pos, source))
+    }
+
+    /// Appends a batch whose offsets the log has checked. The data goes to the OS page cache;
+    /// it is durable only after [`Segment::flush`].
+    pub(crate) fn append(&mut self, batch: &RecordBatch) -> Result<(), LogError> {
+        let position = self.size;
+        self.file
+            .write_all_at(batch.as_bytes(), position)
+            .map_err(|e| LogError::io(&self.log_path, e))?;
+        self.unflushed = true;
+        self.index_batch(
+            position,
+            batch.last_offset(),
+            batch.max_timestamp(),
+            batch.size_in_bytes() as u64,
+        );
+        self.next_offset = batch.next_offset();
+        Ok(())
+    }
+
+    /// Index bookkeeping for the batch at `position` (append and recovery use the same rule:
+    /// an entry when more than `index.interval.bytes` were written since the last one).
+    fn index_batch(&mut self, position: u64, last_offset: i64, max_timestamp: i64, size: u64) {
+        if self.rolling_based_timestamp.is_none() && position == 0 {
+            self.rolling_based_timestamp = Some(max_timestamp);
+        }
+        if max_timestamp > self.max_timestamp.timestamp {
+            self.max_timestamp = TimestampOffset {
+                timestamp: max_timestamp,
+                offset: last_offset,
+            };
+        }
+        if self.bytes_since_last_index_entry > self.index_interval_bytes
+            && !self.offset_index.is_full()
+        {
+            // Positions fit u32: segment.bytes is a u32 and recovery stops at an overflow.
+            self.offset_index.append(last_offset, position as u32);
+            self.time_index.maybe_append(
+                self.max_timestamp.timestamp,
+                self.max_timestamp.offset,
+                false,
+            );
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += size;
+        self.size = position + size;
+    }
+
+    /// Re-reads the segment from the batch holding `from_offset` (from its offset index
+    /// entry; `None` = all of it), checks every batch, rebuilds index entries for the range,
+    /// and truncates the file at the first bad batch (fsynced, logged with `warn!`).
+    pub(crate) fn recover(
+        &mut self,
+        from_offset: Option<i64>,
+    ) -> Result<RecoveryOutcome, LogError> {
+        let file_len = self
+            .file
+            .metadata()
+            .map_err(|e| LogError::io(&self.log_path, e))?
+            .len();
+        let entry = from_offset.map(|o| self.offset_index.lookup(o));
+        let start = match entry {
+            Some(e) if e.position > 0 => {
+                self.offset_index.truncate_to_position(e.position)?;
+                self.time_index.truncate_to_offset(e.offset)?;
+                u64::from(e.position)
+            }
+            _ => {
+                self.offset_index.clear()?;
+                self.time_index.clear()?;
+                0
+            }
+        };
+        let outcome = self.rescan(start, file_len)?;
+        if start > 0 && outcome.batches == 0 {
+            // Nothing valid after the index entry: the entries before it do not say where the
+            // previous batch ends, so scan the whole segment.
+            let full = self.recover(None)?;
+            return Ok(RecoveryOutcome {
+                batches: full.batches,
+                truncated_bytes: outcome.truncated_bytes + full.truncated_bytes,
+                stop: outcome.stop.or(full.stop),
+            });
+        }
+        Ok(outcome)
+    }
+
+    /// Scans `[start, end)` (start is a batch boundary whose index entries were removed).
+    fn rescan(&mut self, start: u64, end: u64) -> Result<RecoveryOutcome, LogError> {
+        let previous = self.offset_index.last_entry();
+        self.bytes_since_last_index_entry = start - u64::from(previous.position);
+        self.max_timestamp = self.time_index.last_entry();
+        let mut expected_min = if previous.position > 0 {
+            previous.offset + 1
+        } else {
+            self.base_offset
+        };
+        self.next_offset = self.base_offset;
+        if start == 0 {
+            self.rolling_based_timestamp = None;
+        } else {
+            self.rolling_based_timestamp = None;
+            self.size = end; // read_header below needs a bound
+            if let Ok(Some(h)) = self.read_header(0)? {
+                self.rolling_based_timestamp = Some(h.max_timestamp);
+            }
+        }
+        self.size = start;
+        let mut pos = start;
+        let mut buf = Bytes::new();
+        let mut batches = 0;
+        let mut stop = None;
+        while pos < end {
+            let remaining = end - pos;
+            if buf.len() < LOG_OVERHEAD {
+                buf = read_at(
+                    &self.file,
+                    &self.log_path,
+                    pos,
+                    SCAN_CHUNK_BYTES.min(remaining as usize),
+                )?;
+            }
+            let need = match peek_batch_size(&buf, MAX_BATCH_BYTES) {
+                Ok(n) => n,
+                Err(e) => {
+                    stop = Some((pos, TailDefect::Batch(e)));
+                    break;
+                }
+            };
+            if need as u64 > remaining {
+                stop = Some((
+                    pos,
+                    TailDefect::Batch(BatchError::Truncated {
+                        need,
+                        have: remaining as usize,
+                    }),
+                ));
+                break;
+            }
+            if buf.len() < need {
+                buf = read_at(
+                    &self.file,
+                    &self.log_path,
+                    pos,
+                    need.max(SCAN_CHUNK_BYTES.min(remaining as usize)),
+                )?;
+            }
+            let (batch, rest) = match RecordBatch::parse(buf.clone(), MAX_BATCH_BYTES) {
+                Ok(parsed) => parsed,
+                Err(e) => {
+                    stop = Some((pos, TailDefect::Batch(e)));
+                    break;
+                }
+            };
+            let (base, last) = (batch.base_offset(), batch.last_offset());
+            if base < expected_min {
+                stop = Some((
+                    pos,
+                    TailDefect::OffsetNotIncreasing {
+                        base_offset: base,
+                        expected_min,
+                    },
+                ));
+                break;
+            }
+            if last < base
+                || last - self.base_offset > i64::from(i32::MAX)
+                || pos + batch.size_in_bytes() as u64 > u64::from(u32::MAX)
+            {
+                stop = Some((
+                    pos,
+                    TailDefect::OffsetOutsideSegment {
+                        base_offset: base,
+                        last_offset: last,
+                    },
+                ));
+                break;
+            }
+            self.index_batch(
+                pos,
+                last,
+                batch.max_timestamp(),
+                batch.size_in_bytes() as u64,
+            );
+            self.next_offset = batch.next_offset();
+            expected_min = batch.next_offset();
+            pos += batch.size_in_bytes() as u64;
+            batches += 1;
+            buf = rest;
+        }
+        let truncated_bytes = end - pos;
+        if let Some((position, defect)) = &stop {
+            warn!(segment = %self.log_path.display(), position, truncated_bytes, defect = ?defect,
+                "truncating invalid bytes at the end of the segment");
+            self.truncate_file(*position)?;
+        }
+        Ok(RecoveryOutcome {
+            batches,
+            truncated_bytes,
+            stop,
+        })
+    }
+
+    fn truncate_file(&mut self, position: u64) -> Result<(), LogError> {
+        self.file
+            .set_len(position)
+            .map_err(|e| LogError::io(&self.log_path, e))?;
+        // The cut must be durable: otherwise a crash could bring back bytes that were
+        // already judged bad, or (after truncate_to) bytes a new leader overwrote.
+        self.file
+            .sync_all()
+            .map_err(|e| LogError::io(&self.log_path, e))?;
+        self.size = position;
+        Ok(())
+    }
+
+    /// Removes every batch whose last offset is ≥ `offset` (the batch holding `offset` goes
+    /// whole). Returns the bytes removed.
+    pub(crate) fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {
+        let Some((position, _)) = self.translate_offset(offset)? else {
+            return Ok(0);
+        };
+        let removed = self.size - position;
+        self.truncate_file(position)?;
+        self.offset_index.truncate_to_position(position as u32)?;
+        self.time_index.truncate_to_offset(offset)?;
+        // Re-derive the in-memory state (index bookkeeping, max timestamp, next offset) from
+        // the last index entry on.
+        let outcome = self.recover(Some(i64::MAX))?;
+        debug_assert!(outcome.stop.is_none(), "truncated segment has a bad tail");
+        if self.size == 0 {
+            self.rolling_based_timestamp = None;
+        }
+        Ok(removed)
+    }
+
+    /// Time `segment.ms` compares with: between the first batch's timestamp and the newest
+    /// one being appended, or since creation if there are no timestamps (Kafka's
+    /// `timeWaitedForRoll`).
+    pub(crate) fn time_waited_for_roll(&self, now_ms: i64, newest_timestamp: i64) -> i64 {
+        match self.rolling_based_timestamp {
+            Some(ts) if ts >= 0 => newest_timestamp.saturating_sub(ts),
+            _ => now_ms.saturating_sub(self.created_ms),
+        }
+    }
+
+    /// Whether an index is full (the segment must roll before the next append).
+    pub(crate) fn indexes_full(&self) -> bool {
+        self.offset_index.is_full() || self.time_index.is_full()
+    }
+
+    /// fsyncs the data and the indexes.
+    pub(crate) fn flush(&mut self) -> Result<(), LogError> {
+        if self.unflushed {
+            // Data first: an index entry must never point past durable data.
+            self.file
+                .sync_data()
+                .map_err(|e| LogError::io(&self.log_path, e))?;
+            self.unflushed = false;
+        }
+        self.offset_index.flush()?;
+        self.time_index.flush()
+    }
+
+    /// The segment stops being active (roll) or the log closes: write the final time index
+    /// entry, trim both indexes to their entries and fsync everything (Kafka's
+    /// `onBecomeInactiveSegment` + `close`).
+    pub(crate) fn seal(&mut self) -> Result<(), LogError> {
+        self.time_index.maybe_append(
+            self.max_timestamp.timestamp,
+            self.max_timestamp.offset,
+            true,
+        );
+        if self.unflushed {
+            self.file
+                .sync_data()
+                .map_err(|e| LogError::io(&self.log_path, e))?;
+            self.unflushed = false;
+        }
+        self.offset_index.trim_and_flush()?;
+        self.time_index.trim_and_flush()
+    }
+
+    /// Deletes the segment's files: `.log` first, so a crash half-way leaves orphan index
+    /// files (removed on open), never a log without its index state.
+    pub(crate) fn delete(self) -> Result<(), LogError> {
+        let Segment {
+            log_path,
+            file,
+            offset_index,
+            time_index,
+            ..
+        } = self;
+        drop(file);
+        remove_if_exists(&log_path)?;
+        offset_index.delete()?;
+        time_index.delete()?;
+        let txn = log_path.with_extension(&TXN_INDEX_FILE_SUFFIX[1..]);
+        remove_if_exists(&txn)
+    }
+}
+
+pub(crate) fn remove_if_exists(path: &Path) -> Result<(), LogError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(LogError::io(path, e)),
+    }
+}
