@@ -274,6 +274,10 @@ impl RaftCore {
     ) -> Result<Self, InitError> {
         let log = RaftLog::new(recovered)?;
         let start = log.start_offset();
+        let mut rng = rng;
+        // Request ids start at a random point so a restarted replica never reuses the ids of its
+        // previous life (a late answer to an old request is then simply unknown).
+        let first_request_id = u64::from(rng.r#gen::<u32>()) << 32;
         let mut core = Self {
             config,
             rng,
@@ -290,7 +294,7 @@ impl RaftCore {
             delivered_end: start,
             timers: Timers::default(),
             inflight: BTreeMap::new(),
-            next_request_id: 1,
+            next_request_id: first_request_id,
             actions: VecDeque::new(),
             last_leader_change: None,
             shutting_down: false,
