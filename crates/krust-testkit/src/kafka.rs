@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use tempfile::TempDir;
 
+use crate::clients::ProducerPerfSummary;
 use crate::dist::{KafkaDist, ToolOutput, class, random_kafka_uuid};
 use crate::error::{HarnessError, Result};
 use crate::ports::free_ports;
@@ -615,8 +616,7 @@ impl KafkaNode {
         &self.dist
     }
 
-    /// `kafka-topics.sh --create`: a topic with `partitions` partitions, replication factor 1
-    /// and the given topic configs (e.g. `("segment.bytes", "1024")`).
+    /// [`KafkaDist::create_topic`] on this node (replication factor 1).
     ///
     /// # Errors
     /// `ToolFailed` (with Kafka's message) or `ToolTimeout`.
@@ -626,30 +626,11 @@ impl KafkaNode {
         partitions: u32,
         configs: &[(&str, &str)],
     ) -> Result<ToolOutput> {
-        let mut args = vec![
-            "--bootstrap-server".to_owned(),
-            self.bootstrap_servers(),
-            "--create".to_owned(),
-            "--topic".to_owned(),
-            topic.to_owned(),
-            "--partitions".to_owned(),
-            partitions.to_string(),
-            "--replication-factor".to_owned(),
-            "1".to_owned(),
-        ];
-        for (key, value) in configs {
-            args.push("--config".to_owned());
-            args.push(format!("{key}={value}"));
-        }
-        self.dist.tool(class::TOPIC_COMMAND).args(args).run()?.ok()
+        self.dist
+            .create_topic(&self.bootstrap_servers(), topic, partitions, 1, configs)
     }
 
-    /// `kafka-console-producer.sh`: sends `input` (one record per line) to `topic` with
-    /// `acks=all`, then exits once everything is acknowledged. `properties` are passed as
-    /// `--property k=v` (e.g. `parse.key=true`, `key.separator=:`, `parse.headers=true`) and
-    /// `producer_properties` as `--producer-property k=v` (e.g. `linger.ms=100`, `batch.size=600`;
-    /// `compression.type=gzip` is passed as `--compression-codec gzip`, which the tool would
-    /// otherwise force to `none`).
+    /// [`KafkaDist::console_produce`] to this node.
     ///
     /// # Errors
     /// `ToolFailed` or `ToolTimeout`.
@@ -660,35 +641,53 @@ impl KafkaNode {
         properties: &[(&str, &str)],
         producer_properties: &[(&str, &str)],
     ) -> Result<ToolOutput> {
-        let mut args = vec![
-            "--bootstrap-server".to_owned(),
-            self.bootstrap_servers(),
-            "--topic".to_owned(),
-            topic.to_owned(),
-            "--producer-property".to_owned(),
-            "acks=all".to_owned(),
-        ];
-        for (key, value) in properties {
-            args.push("--property".to_owned());
-            args.push(format!("{key}={value}"));
-        }
-        for (key, value) in producer_properties {
-            if *key == "compression.type" {
-                // The console producer overwrites `compression.type` with its own
-                // `--compression-codec` option (default none), so set that instead.
-                args.push("--compression-codec".to_owned());
-                args.push((*value).to_owned());
-            } else {
-                args.push("--producer-property".to_owned());
-                args.push(format!("{key}={value}"));
-            }
-        }
-        self.dist
-            .tool(class::CONSOLE_PRODUCER)
-            .args(args)
-            .stdin(input.as_bytes())
-            .run()?
-            .ok()
+        self.dist.console_produce(
+            &self.bootstrap_servers(),
+            topic,
+            input,
+            properties,
+            producer_properties,
+        )
+    }
+
+    /// [`KafkaDist::console_consume`] from this node.
+    ///
+    /// # Errors
+    /// `ToolFailed` or `ToolTimeout`.
+    pub fn console_consume(
+        &self,
+        topic: &str,
+        max_messages: usize,
+        properties: &[(&str, &str)],
+        timeout: Duration,
+    ) -> Result<ToolOutput> {
+        self.dist.console_consume(
+            &self.bootstrap_servers(),
+            topic,
+            max_messages,
+            properties,
+            timeout,
+        )
+    }
+
+    /// [`KafkaDist::producer_perf`] against this node.
+    ///
+    /// # Errors
+    /// `ToolFailed`, `ToolTimeout`, or `Invalid` if the summary line is missing.
+    pub fn producer_perf(
+        &self,
+        topic: &str,
+        num_records: u64,
+        record_size: usize,
+        producer_props: &[(&str, &str)],
+    ) -> Result<ProducerPerfSummary> {
+        self.dist.producer_perf(
+            &self.bootstrap_servers(),
+            topic,
+            num_records,
+            record_size,
+            producer_props,
+        )
     }
 }
 

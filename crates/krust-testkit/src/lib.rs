@@ -21,6 +21,9 @@
 //! - [`KafkaNode`], [`KafkaCluster`] (`kafka.rs`): KRaft nodes (broker, controller or combined):
 //!   `server.properties`, `StorageTool format`, start, readiness (`Kafka Server started` + ports),
 //!   `kill` (SIGKILL), `terminate` (SIGTERM), `restart`; topic creation and console producing.
+//! - [`KafkaDist::create_topic`], [`KafkaDist::console_produce`], [`KafkaDist::console_consume`],
+//!   [`KafkaDist::producer_perf`] (`clients.rs`): Kafka's client tools against any bootstrap
+//!   address — a Kafka node or a krust broker.
 //! - [`KrustProcess`] (`krust.rs`): a `krust` binary (or any other) under supervision.
 //! - [`ManagedProcess`] (`process.rs`): the shared building block — log file, log-line and port
 //!   waits, signals, kill on drop.
@@ -136,6 +139,7 @@
 //! * `KRUST_BIN`: the `krust` binary for [`krust_binary`]; default `<target>/debug/krust`.
 //! * `KRUST_TESTKIT_KEEP=1`: keep Kafka nodes' temp dirs (data and `kafka.log`) for a post-mortem.
 
+mod clients;
 mod dist;
 mod dump_log;
 mod error;
@@ -144,6 +148,7 @@ mod krust;
 mod ports;
 mod process;
 
+pub use clients::ProducerPerfSummary;
 pub use dist::{
     DEFAULT_TOOL_TIMEOUT, JVM_MAX_HEAP, KAFKA_VERSION, KafkaDist, ToolCommand, ToolOutput, class,
     random_kafka_uuid, run_binary, workspace_root,

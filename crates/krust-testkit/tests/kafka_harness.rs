@@ -51,13 +51,33 @@ fn combined_node_starts_serves_a_topic_restarts_and_dies_on_sigkill() {
     assert!(meta.contains("node.id=1"), "{meta}");
 
     node.create_topic("harness", 1, &[]).expect("create topic");
-    node.console_produce("harness", "a\nb\n", &[], &[])
+    node.console_produce("harness", "k1\ta\nk2\tb\n", &[("parse.key", "true")], &[])
         .expect("produce");
     assert!(
         node.partition_dir("harness", 0)
             .join("00000000000000000000.log")
             .is_file()
     );
+    let consumed = node
+        .console_consume(
+            "harness",
+            2,
+            &[("print.key", "true"), ("print.offset", "true")],
+            Duration::from_secs(30),
+        )
+        .expect("consume");
+    let lines: Vec<&str> = consumed.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        vec!["Offset:0\tk1\ta", "Offset:1\tk2\tb"],
+        "{}",
+        consumed.stderr
+    );
+    let perf = node
+        .producer_perf("harness", 500, 100, &[("linger.ms", "5")])
+        .expect("perf");
+    assert_eq!(perf.records_sent, 500, "{}", perf.output.stdout);
+    assert!(perf.records_per_sec > 0.0 && perf.max_latency_ms >= perf.avg_latency_ms);
 
     node.terminate(Duration::from_secs(60))
         .expect("clean shutdown");
