@@ -1092,6 +1092,27 @@ impl RecordBatchBuilder {
     }
 }
 
+/// Parses a buffer that must hold only whole, valid batches (a produce request's records or
+/// a fetched partition on the follower path). Returns the index of the first bad batch and
+/// why.
+///
+/// # Errors
+/// `(index, error)` for the first batch that fails [`RecordBatch::parse`].
+pub fn parse_all(
+    buf: Bytes,
+    max_batch_bytes: usize,
+) -> Result<Vec<RecordBatch>, (usize, BatchError)> {
+    let mut rest = buf;
+    let mut batches = Vec::new();
+    while !rest.is_empty() {
+        let (batch, tail) =
+            RecordBatch::parse(rest, max_batch_bytes).map_err(|e| (batches.len(), e))?;
+        batches.push(batch);
+        rest = tail;
+    }
+    Ok(batches)
+}
+
 /// Where and why a [`BatchReader`] stopped before the end of its buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadStop {

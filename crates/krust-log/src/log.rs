@@ -257,6 +257,42 @@ impl Log {
         Ok(info)
     }
 
+    /// [`Log::append_as_leader`] for raw bytes (a produce request's records): every batch is
+    /// parsed and checked (length, magic, CRC-32C) first; nothing is written if one fails.
+    ///
+    /// # Errors
+    /// [`LogError::InvalidBatch`] with the Kafka code of the parse failure, then as
+    /// [`Log::append_as_leader`].
+    pub fn append_records_as_leader(
+        &mut self,
+        records: Bytes,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let batches = self.parse_records(records)?;
+        self.append_as_leader(batches, leader_epoch, now_ms)
+    }
+
+    /// [`Log::append_as_follower`] for raw bytes (a fetched partition's records).
+    ///
+    /// # Errors
+    /// [`LogError::InvalidBatch`], then as [`Log::append_as_follower`].
+    pub fn append_records_as_follower(
+        &mut self,
+        records: Bytes,
+        now_ms: i64,
+    ) -> Result<AppendInfo, LogError> {
+        let batches = self.parse_records(records)?;
+        self.append_as_follower(batches, now_ms)
+    }
+
+    fn parse_records(&self, records: Bytes) -> Result<Vec<RecordBatch>, LogError> {
+        // Framing accepts anything up to the format's limit so an oversized batch is reported
+        // as MESSAGE_TOO_LARGE by the size check, as Kafka does.
+        crate::batch::parse_all(records, crate::batch::MAX_BATCH_BYTES)
+            .map_err(|(index, source)| LogError::InvalidBatch { index, source })
+    }
+
     /// Follower path: appends batches as they are. The first must start at the log end offset
     /// and each next one right after the previous one; batches are size-checked (CRC was
     /// checked when they were parsed). Nothing is written if any check fails.

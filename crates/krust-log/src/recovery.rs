@@ -152,10 +152,10 @@ impl Log {
         // Fix up inactive segments' next offsets now that all bases are known.
         let keys: Vec<i64> = segments.keys().copied().collect();
         for pair in keys.windows(2) {
-            if let Some(s) = segments.get_mut(&pair[0]) {
-                if s.next_offset() > pair[1] {
-                    s.set_next_offset_bound(pair[1]);
-                }
+            if let Some(s) = segments.get_mut(&pair[0])
+                && s.next_offset() > pair[1]
+            {
+                s.set_next_offset_bound(pair[1]);
             }
         }
         if !report.deleted_segments.is_empty() || !report.removed_files.is_empty() {
@@ -217,13 +217,10 @@ fn scan_dir(dir: &Path, report: &mut RecoveryReport) -> Result<Vec<i64>, LogErro
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
         let path = entry.path();
-        if name.ends_with(DELETED_FILE_SUFFIX) || name.ends_with(CLEANED_FILE_SUFFIX) {
-            remove_if_exists(&path)?;
-            report.removed_files.push(name.to_string());
-        } else if OWN_TMP_FILES
+        let own_tmp = OWN_TMP_FILES
             .iter()
-            .any(|own| name.strip_suffix(TMP_FILE_SUFFIX) == Some(*own))
-        {
+            .any(|own| name.strip_suffix(TMP_FILE_SUFFIX) == Some(*own));
+        if name.ends_with(DELETED_FILE_SUFFIX) || name.ends_with(CLEANED_FILE_SUFFIX) || own_tmp {
             remove_if_exists(&path)?;
             report.removed_files.push(name.to_string());
         } else if name.ends_with(SWAP_FILE_SUFFIX) {
