@@ -182,7 +182,7 @@ impl DynamicVoters {
                     .with_endpoints(vec![
                         Endpoint::default()
                             .with_name(StrBytes::from_string(listener.clone()))
-                            .with_host(StrBytes::from_string(v.host.clone()))
+                            .with_host(StrBytes::from_string(java_host_string(&v.host)))
                             .with_port(v.port),
                     ])
                     .with_k_raft_version_feature(
@@ -201,6 +201,20 @@ impl std::fmt::Display for DynamicVoters {
         let parts: Vec<String> = self.voters.values().map(ToString::to_string).collect();
         f.write_str(&parts.join(","))
     }
+}
+
+/// What `new InetSocketAddress(host, port).getHostString()` gives in Kafka: IP literals come back
+/// in Java's `getHostAddress` form (IPv6 as eight uncompressed lower-case hex groups, IPv4-mapped
+/// IPv6 as IPv4), names as given.
+fn java_host_string(host: &str) -> String {
+    if let Ok(v6) = host.parse::<std::net::Ipv6Addr>() {
+        if let Some(v4) = v6.to_ipv4_mapped() {
+            return v4.to_string();
+        }
+        let groups: Vec<String> = v6.segments().iter().map(|g| format!("{g:x}")).collect();
+        return groups.join(":");
+    }
+    host.to_owned()
 }
 
 /// Iteration order of `new HashMap<>(source)` where `source` is a default `HashMap` filled with
@@ -305,6 +319,15 @@ mod tests {
             let err = DynamicVoters::parse(&input).expect_err(&input);
             assert_eq!(err.to_string(), message, "{input}");
         }
+    }
+
+    #[test]
+    fn ip_literals_are_written_as_java_prints_them() {
+        assert_eq!(java_host_string("::1"), "0:0:0:0:0:0:0:1");
+        assert_eq!(java_host_string("fe80::AB:1"), "fe80:0:0:0:0:0:ab:1");
+        assert_eq!(java_host_string("::ffff:10.0.0.1"), "10.0.0.1");
+        assert_eq!(java_host_string("127.0.0.1"), "127.0.0.1");
+        assert_eq!(java_host_string("localhost"), "localhost");
     }
 
     #[test]

@@ -231,7 +231,7 @@ pub fn run_format(args: &FormatArgs, out: &mut dyn Write) -> anyhow::Result<i32>
 
     let mut taken: Vec<Uuid> = formatted.values().filter_map(|p| p.directory_id).collect();
     let bootstrap_bytes = bootstrap.to_checkpoint_bytes(now_ms())?;
-    for dir in &empty_dirs {
+    for dir in &java_hash_set_order(&empty_dirs) {
         let directory_type = if *dir != metadata_log_dir {
             DirectoryType::Log
         } else {
@@ -282,6 +282,27 @@ pub fn run_format(args: &FormatArgs, out: &mut dyn Write) -> anyhow::Result<i32>
     Ok(0)
 }
 
+/// Kafka formats (and prints) the new directories in the iteration order of a
+/// `java.util.HashMap<String, _>`: by hash bucket of the path, ties in sorted order. Matching it
+/// keeps our output line for line identical to Kafka's.
+fn java_hash_set_order(dirs: &[String]) -> Vec<String> {
+    fn java_string_hash(s: &str) -> i32 {
+        s.encode_utf16().fold(0i32, |h, unit| {
+            h.wrapping_mul(31).wrapping_add(i32::from(unit))
+        })
+    }
+    let mut capacity = 16usize;
+    while dirs.len() > capacity * 3 / 4 {
+        capacity *= 2;
+    }
+    let mut sorted: Vec<String> = dirs.to_vec();
+    sorted.sort_by_key(|dir| {
+        let h = java_string_hash(dir) as u32;
+        (((h ^ (h >> 16)) as usize) & (capacity - 1), dir.clone())
+    });
+    sorted
+}
+
 /// Writes `__cluster_metadata-0/00000000000000000000-0000000000.checkpoint` holding the initial
 /// voter set (Kafka's `Formatter.writeDynamicQuorumSnapshot`): via a `.checkpoint.part` file that
 /// is fsynced and then renamed, so a crash never leaves a partial snapshot under the real name.
@@ -320,6 +341,13 @@ fn write_dynamic_quorum_snapshot(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn directories_come_in_java_hash_map_order() {
+        // "/a".hashCode() = 1554 → bucket 2; "/b" = 1555 → bucket 3; "/q" = 1570 → bucket 2.
+        let dirs = ["/b".to_owned(), "/q".to_owned(), "/a".to_owned()];
+        assert_eq!(java_hash_set_order(&dirs), ["/a", "/q", "/b"]);
+    }
 
     #[test]
     fn feature_arguments_parse_like_kafka() {

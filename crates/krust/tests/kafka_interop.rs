@@ -1,0 +1,401 @@
+//! `krust storage` against real Apache Kafka 3.9 (jars from `scripts/fetch-kafka.sh`, run through
+//! `krust-testkit`):
+//!
+//! * directories formatted by `krust storage format` (controller-only, broker-only, combined;
+//!   static quorum, `--standalone`, `--initial-controllers`) are accepted by Kafka's
+//!   `StorageTool info`, and a Kafka 3.9 node starts on them (`Kafka Server started` and its
+//!   ports accept connections; then it is killed);
+//! * `bootstrap.checkpoint`, the bootstrap snapshot and `meta.properties` equal what Kafka's own
+//!   `StorageTool format` writes for the same inputs, except for what Kafka makes up at run time
+//!   (batch timestamps and the CRCs covering them, `LastContainedLogTimestamp` of the bootstrap
+//!   snapshot, random directory ids, the date comment of `meta.properties`);
+//! * directories formatted by Kafka are read by `krust storage info`, which prints exactly what
+//!   Kafka's `info` prints, with the same exit code (v1 and v0 `meta.properties`).
+//!
+//! Every process is killed on drop (krust-testkit), every wait has a timeout, only 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use krust_log::batch::RecordBatch;
+use krust_raft::snapshot::ControlRecordType;
+use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ToolOutput, class, free_port, run_binary};
+use tempfile::TempDir;
+
+const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+const START_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One Kafka JVM server at a time: the machine has two cores.
+static KAFKA_SERVER: Mutex<()> = Mutex::new(());
+
+fn dist() -> KafkaDist {
+    KafkaDist::locate().expect("Apache Kafka 3.9 (scripts/fetch-kafka.sh) and java are required")
+}
+
+fn krust(args: &[&str]) -> ToolOutput {
+    run_binary(env!("CARGO_BIN_EXE_krust"), args, None, TOOL_TIMEOUT).expect("krust runs")
+}
+
+fn kafka_storage(dist: &KafkaDist, args: &[&str]) -> ToolOutput {
+    dist.run_tool(class::STORAGE_TOOL, args, TOOL_TIMEOUT)
+        .expect("Kafka's StorageTool runs")
+}
+
+fn path_str(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// Formats `node`'s storage with krust, checks Kafka's `info` agrees, and starts Kafka on it.
+fn krust_format_then_kafka_starts(mut node: KafkaNode, extra: &[&str], expect_line: &str) {
+    let dist = node.dist().clone();
+    let props = path_str(&node.properties_path());
+    let cluster_id = node.cluster_id().to_owned();
+    let mut args = vec!["storage", "format", "-t", &cluster_id, "-c", &props];
+    args.extend_from_slice(extra);
+    let out = krust(&args);
+    assert!(
+        out.success(),
+        "krust format failed: {}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    assert!(out.stdout.contains(expect_line), "{}", out.stdout);
+
+    let kafka_info = kafka_storage(&dist, &["info", "-c", &props]);
+    assert!(
+        kafka_info.success(),
+        "Kafka's info rejected krust's format:\n{}\n{}",
+        kafka_info.stdout,
+        kafka_info.stderr
+    );
+    assert!(
+        kafka_info
+            .stdout
+            .contains(&format!("cluster.id={cluster_id}"))
+    );
+    let krust_info = krust(&["storage", "info", "-c", &props]);
+    assert_eq!(krust_info.stdout, kafka_info.stdout, "info output differs");
+
+    if node.role() == KafkaRole::Broker {
+        return; // a broker alone never finishes starting: it waits for its controllers.
+    }
+    let _one_at_a_time = KAFKA_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    node.start()
+        .expect("Kafka 3.9 starts on storage formatted by krust");
+    node.kill().expect("kill Kafka");
+}
+
+#[test]
+fn kafka_starts_on_a_static_controller_formatted_by_krust() {
+    let node = KafkaNode::builder(&dist())
+        .role(KafkaRole::Controller)
+        .start_timeout(START_TIMEOUT)
+        .build_unformatted()
+        .expect("node");
+    krust_format_then_kafka_starts(node, &[], "Formatting metadata directory");
+}
+
+#[test]
+fn kafka_starts_on_a_standalone_controller_formatted_by_krust() {
+    let port = free_port().expect("port");
+    let node = KafkaNode::builder(&dist())
+        .role(KafkaRole::Controller)
+        .controller_port(port)
+        .quorum_voters("")
+        .prop(
+            "controller.quorum.bootstrap.servers",
+            format!("127.0.0.1:{port}"),
+        )
+        .start_timeout(START_TIMEOUT)
+        .build_unformatted()
+        .expect("node");
+    krust_format_then_kafka_starts(
+        node,
+        &["--standalone"],
+        "Formatting dynamic metadata voter directory",
+    );
+}
+
+#[test]
+fn kafka_starts_on_a_combined_node_formatted_by_krust() {
+    let node = KafkaNode::builder(&dist())
+        .role(KafkaRole::Combined)
+        .start_timeout(START_TIMEOUT)
+        .build_unformatted()
+        .expect("node");
+    krust_format_then_kafka_starts(node, &[], "Formatting metadata directory");
+}
+
+#[test]
+fn kafka_info_accepts_broker_directories_formatted_by_krust() {
+    let tmp = TempDir::new().expect("tmp");
+    let node = KafkaNode::builder(&dist())
+        .role(KafkaRole::Broker)
+        .quorum_voters("1@127.0.0.1:19093")
+        .node_id(2)
+        .prop(
+            "log.dirs",
+            format!(
+                "{},{}",
+                path_str(&tmp.path().join("a")),
+                path_str(&tmp.path().join("b"))
+            ),
+        )
+        .prop("metadata.log.dir", path_str(&tmp.path().join("meta")))
+        .build_unformatted()
+        .expect("node");
+    krust_format_then_kafka_starts(node, &[], "Formatting data directory");
+}
+
+/// A node's `server.properties` in its own temp dir, for running both formatters on the same
+/// inputs.
+struct Twin {
+    dir: TempDir,
+}
+
+impl Twin {
+    fn new(props: &str) -> Self {
+        let dir = TempDir::new().expect("tmp");
+        let text = props.replace("{dir}", &path_str(dir.path()));
+        std::fs::write(dir.path().join("server.properties"), text).expect("write");
+        Self { dir }
+    }
+
+    fn config(&self) -> String {
+        path_str(&self.dir.path().join("server.properties"))
+    }
+
+    fn file(&self, rel: &str) -> Vec<u8> {
+        std::fs::read(self.dir.path().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+}
+
+/// A batch with everything Kafka takes from the clock removed: base/max timestamps, the CRC that
+/// covers them, and the `LastContainedLogTimestamp` inside a `SnapshotHeader` record.
+#[derive(Debug, PartialEq)]
+struct TimelessBatch {
+    base_offset: i64,
+    partition_leader_epoch: i32,
+    attributes: i16,
+    last_offset_delta: i32,
+    producer: (i64, i16, i32),
+    size_in_bytes: usize,
+    records: Vec<(i32, i64, Option<Bytes>, Option<Bytes>)>,
+}
+
+fn timeless(bytes: &[u8]) -> Vec<TimelessBatch> {
+    let mut rest = Bytes::copy_from_slice(bytes);
+    let mut out = Vec::new();
+    while !rest.is_empty() {
+        let (batch, tail) = RecordBatch::parse_default(rest).expect("valid batch");
+        let records = batch
+            .records()
+            .expect("records")
+            .into_iter()
+            .map(|r| {
+                let mut value = r.value.clone();
+                let is_header = batch.is_control()
+                    && r.key.as_deref() == Some(&ControlRecordType::SnapshotHeader.key()[..]);
+                if is_header {
+                    let mut v = value.as_deref().expect("header value").to_vec();
+                    v[2..10].fill(0); // LastContainedLogTimestamp
+                    value = Some(Bytes::from(v));
+                }
+                (r.offset_delta, r.timestamp_delta, r.key, value)
+            })
+            .collect();
+        out.push(TimelessBatch {
+            base_offset: batch.base_offset(),
+            partition_leader_epoch: batch.partition_leader_epoch(),
+            attributes: batch.attributes(),
+            last_offset_delta: batch.last_offset_delta(),
+            producer: (
+                batch.producer_id(),
+                batch.producer_epoch(),
+                batch.base_sequence(),
+            ),
+            size_in_bytes: batch.size_in_bytes(),
+            records,
+        });
+        rest = tail;
+    }
+    out
+}
+
+/// `meta.properties` without the `#<date>` comment line.
+fn without_date(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .filter(|l| !(l.starts_with('#') && l.len() > 1))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn format_both(dist: &KafkaDist, props: &str, args: &[&str]) -> (Twin, Twin) {
+    let ours = Twin::new(props);
+    let theirs = Twin::new(props);
+    let cluster_id = "RXmJz-cpSbqo1IMdXqyzRA";
+    let run = |twin: &Twin, kafka: bool| {
+        let config = twin.config();
+        let mut full = vec!["format", "-t", cluster_id, "-c", &config];
+        full.extend_from_slice(args);
+        let out = if kafka {
+            kafka_storage(dist, &full)
+        } else {
+            let mut with_storage = vec!["storage"];
+            with_storage.extend_from_slice(&full);
+            krust(&with_storage)
+        };
+        assert!(
+            out.success(),
+            "kafka={kafka} {args:?}: {}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        out.stdout.replace(&path_str(twin.dir.path()), "{dir}")
+    };
+    assert_eq!(
+        run(&ours, false),
+        run(&theirs, true),
+        "format output differs for {args:?}"
+    );
+    (ours, theirs)
+}
+
+#[test]
+fn bootstrap_files_match_what_kafka_writes() {
+    let dist = dist();
+    let static_controller = "process.roles=controller\nnode.id=1\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:19093\ncontroller.quorum.voters=1@127.0.0.1:19093\nlog.dirs={dir}/meta\n";
+    for args in [
+        &[][..],
+        &["-r", "3.7"][..],
+        &["--release-version", "3.3-IV0"][..],
+    ] {
+        let (ours, theirs) = format_both(&dist, static_controller, args);
+        let (a, b) = (
+            ours.file("meta/bootstrap.checkpoint"),
+            theirs.file("meta/bootstrap.checkpoint"),
+        );
+        assert_eq!(a.len(), b.len(), "{args:?}");
+        assert_eq!(
+            timeless(&a),
+            timeless(&b),
+            "bootstrap.checkpoint for {args:?}"
+        );
+    }
+
+    // A voter directory gets the directory id from --initial-controllers, so here even
+    // meta.properties and the bootstrap snapshot's voter set must be identical.
+    let dynamic_controller = "process.roles=controller\nnode.id=2\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:19094\ncontroller.quorum.bootstrap.servers=127.0.0.1:19093\nlog.dirs={dir}/logs\nmetadata.log.dir={dir}/meta\n";
+    let voters = "3@127.0.0.1:19095:07R5amHmR32VDA6jHkGbTA,1@127.0.0.1:19093:MvDxzVmcRsaTz33bUuRU6A,2@localhost:19094:JEXY6aqzQY-32P5TStzaFg,9@[::1]:19096:RXmJz-cpSbqo1IMdXqyzRA";
+    let (ours, theirs) = format_both(
+        &dist,
+        dynamic_controller,
+        &["--initial-controllers", voters],
+    );
+    let snapshot = "meta/__cluster_metadata-0/00000000000000000000-0000000000.checkpoint";
+    let (a, b) = (ours.file(snapshot), theirs.file(snapshot));
+    assert_eq!(a.len(), b.len());
+    assert_eq!(timeless(&a), timeless(&b), "bootstrap snapshot");
+    assert_eq!(
+        timeless(&ours.file("meta/bootstrap.checkpoint")),
+        timeless(&theirs.file("meta/bootstrap.checkpoint"))
+    );
+    assert_eq!(
+        without_date(&ours.file("meta/meta.properties")),
+        without_date(&theirs.file("meta/meta.properties")),
+        "meta.properties of the voter directory"
+    );
+    // Data directories get random ids: same keys, different directory.id.
+    let strip_id = |bytes: &[u8]| -> String {
+        without_date(bytes)
+            .lines()
+            .filter(|l| !l.starts_with("directory.id="))
+            .collect()
+    };
+    assert_eq!(
+        strip_id(&ours.file("logs/meta.properties")),
+        strip_id(&theirs.file("logs/meta.properties"))
+    );
+}
+
+/// Kafka formats; `krust storage info` must print what Kafka's `info` prints.
+fn compare_info(dist: &KafkaDist, config: &str) {
+    let kafka = kafka_storage(dist, &["info", "-c", config]);
+    let ours = krust(&["storage", "info", "-c", config]);
+    assert_eq!(ours.stdout, kafka.stdout, "info stdout for {config}");
+    assert_eq!(
+        ours.status.code(),
+        kafka.status.code(),
+        "info exit code for {config}"
+    );
+}
+
+#[test]
+fn krust_info_reads_directories_formatted_by_kafka() {
+    let dist = dist();
+    for role in [
+        KafkaRole::Controller,
+        KafkaRole::Broker,
+        KafkaRole::Combined,
+    ] {
+        let mut builder = KafkaNode::builder(&dist).role(role);
+        if role == KafkaRole::Broker {
+            builder = builder.node_id(2).quorum_voters("1@127.0.0.1:19093");
+        }
+        let node = builder.build().expect("Kafka formats");
+        let config = path_str(&node.properties_path());
+        compare_info(&dist, &config);
+        let out = krust(&["storage", "info", "-c", &config]);
+        assert!(out.success(), "{role:?}: {}", out.stdout);
+        assert!(
+            out.stdout
+                .contains(&format!("cluster.id={}", node.cluster_id()))
+        );
+    }
+
+    // Standalone, several log dirs, one of them missing afterwards.
+    let twin = Twin::new(
+        "process.roles=broker,controller\nnode.id=1\ncontroller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\ncontroller.quorum.bootstrap.servers=127.0.0.1:19093\nlog.dirs={dir}/a,{dir}/b\n",
+    );
+    let out = kafka_storage(
+        &dist,
+        &[
+            "format",
+            "-t",
+            "RXmJz-cpSbqo1IMdXqyzRA",
+            "-c",
+            &twin.config(),
+            "-s",
+        ],
+    );
+    assert!(out.success(), "{}", out.stderr);
+    compare_info(&dist, &twin.config());
+    std::fs::remove_dir_all(twin.dir.path().join("b")).expect("rm");
+    compare_info(&dist, &twin.config());
+
+    // v0 files (ZooKeeper mode), read with a ZooKeeper config and with a KRaft config.
+    let zk = Twin::new("zookeeper.connect=127.0.0.1:2181\nbroker.id=0\nlog.dirs={dir}/a\n");
+    let kraft = Twin::new(
+        "process.roles=broker\nnode.id=0\ncontroller.quorum.voters=1@127.0.0.1:19093\ncontroller.listener.names=CONTROLLER\nlistener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\nlisteners=PLAINTEXT://127.0.0.1:19092\nlog.dirs={dir}/a\n",
+    );
+    for twin in [&zk, &kraft] {
+        let dir: PathBuf = twin.dir.path().join("a");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(
+            dir.join("meta.properties"),
+            "#\n#Thu Jan 01 00:00:00 UTC 1970\nbroker.id=0\nversion=0\ncluster.id=RXmJz-cpSbqo1IMdXqyzRA\n",
+        )
+        .expect("write v0");
+        compare_info(&dist, &twin.config());
+    }
+    // A v1 directory under a ZooKeeper config.
+    std::fs::write(
+        zk.dir.path().join("a/meta.properties"),
+        "version=1\nnode.id=0\ncluster.id=RXmJz-cpSbqo1IMdXqyzRA\n",
+    )
+    .expect("write v1");
+    compare_info(&dist, &zk.config());
+}
