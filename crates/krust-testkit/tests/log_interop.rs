@@ -1,25 +1,32 @@
 //! Log interop between krust-log and Apache Kafka 3.9, in both directions.
 //!
-//! * krust → Kafka: segments written from krust-log's batch codec are read by Kafka's own
-//!   `DumpLogSegments --deep-iteration --print-data-log`; every batch must be reported valid with
-//!   the offsets, counts, CRCs, sizes and positions we wrote, and every record with its offset,
-//!   timestamp, key, payload and header keys.
-//! * Kafka → krust: a real Kafka 3.9 node writes a partition (several segments, keys, headers,
+//! * krust → Kafka: a partition written by krust-log's [`Log`] (several segments, one record /
+//!   many records, null and non-null keys, values and header values, a transaction with its
+//!   COMMIT marker, an empty compacted-away batch, gzip batches, leader epochs 0 → 3):
+//!   - Kafka's `DumpLogSegments --deep-iteration --print-data-log` must report every batch valid
+//!     with the offsets, counts, CRCs, sizes and positions we wrote, every record with its
+//!     offset, timestamp, key, payload and header keys, and no index problem;
+//!     `--index-sanity-check` must pass for every `.index` and `.timeindex`;
+//!   - a real Kafka 3.9 broker must recover that partition (unclean start: every batch is
+//!     re-validated) and serve every record to Kafka's console consumer.
+//! * Kafka → krust: a real Kafka 3.9 node writes partitions (several segments, keys, headers,
 //!   null keys/values, gzip batches); after a clean stop (SIGTERM) and after a crash (SIGKILL)
-//!   krust-log reads every batch back, checks every CRC and gets every record we produced.
+//!   krust-log opens them, reads every record back, and reads Kafka's indexes, leader epoch
+//!   checkpoint, `partition.metadata` and `recovery-point-offset-checkpoint`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
+use krust_log::checkpoint::read_offset_checkpoint;
 use krust_log::{
-    BatchReader, Compression, Header, Record, RecordBatch, RecordBatchBuilder, TimestampType,
+    Compression, EpochEntry, Header, Log, LogConfig, LogOpenOptions, PartitionMetadata, Record,
+    RecordBatch, RecordBatchBuilder, RecoveryReport, TimestampType, TopicPartition,
 };
-use krust_testkit::{DumpLog, DumpedRecord, KafkaDist, KafkaNode};
+use krust_testkit::{DumpLog, DumpedRecord, KafkaDist, KafkaNode, class};
 
-/// Upper bound of a batch read from disk in these tests (Kafka's default `message.max.bytes` is
-/// ~1 MiB; nothing here comes close).
-const MAX_BATCH_BYTES: usize = 8 * 1024 * 1024;
+/// Bytes asked for per `Log::read` when reading a whole partition back.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// A fixed base timestamp so the dump can be compared exactly.
 const BASE_TIMESTAMP: i64 = 1_700_000_000_000;
 
@@ -261,56 +268,85 @@ impl OffsetCounter {
     }
 }
 
-/// Writes `batches` as Kafka segment files in `dir`, rolling to a new segment (named after its
-/// first batch's base offset) before a batch that would take a segment past `segment_bytes`.
-fn write_segments(dir: &Path, batches: &[RecordBatch], segment_bytes: usize) -> Vec<PathBuf> {
-    let mut segments: Vec<(i64, Vec<u8>)> = Vec::new();
-    for batch in batches {
-        let roll = segments.last().is_none_or(|(_, bytes)| {
-            !bytes.is_empty() && bytes.len() + batch.size_in_bytes() > segment_bytes
-        });
-        if roll {
-            segments.push((batch.base_offset(), Vec::new()));
-        }
-        if let Some((_, bytes)) = segments.last_mut() {
-            bytes.extend_from_slice(batch.as_bytes());
-        }
+/// The krust-log configuration of the krust → Kafka tests: 1 KiB segments and an index entry
+/// every 128 bytes, so a few dozen batches make several segments with several index entries.
+fn small_log_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 1024,
+        index_interval_bytes: 128,
+        ..LogConfig::default()
     }
-    segments
-        .into_iter()
-        .map(|(base, bytes)| {
-            let path = dir.join(format!("{base:020}.log"));
-            std::fs::write(&path, bytes).expect("write segment");
-            path
+}
+
+/// Writes [`krust_batches`] into a fresh partition directory with krust-log — data batches on
+/// the leader path (offsets and epoch assigned by the log), the COMMIT marker and the empty
+/// batch on the follower path (as replicated) — and closes the log cleanly. Returns the specs
+/// and the batches as written.
+fn write_with_krust_log(dir: &Path) -> (Vec<BatchSpec>, Vec<RecordBatch>) {
+    let specs = krust_batches();
+    let mut log = Log::open(dir, small_log_config(), 0).expect("open a new log");
+    let mut written = Vec::new();
+    for spec in &specs {
+        let batch = spec.build();
+        let info = if spec.commit_marker.is_some() || spec.empty_covering.is_some() {
+            log.append_as_follower(vec![batch], BASE_TIMESTAMP)
+                .expect("follower append")
+        } else {
+            log.append_as_leader(vec![batch], spec.leader_epoch, BASE_TIMESTAMP)
+                .expect("leader append")
+        };
+        assert_eq!(info.batches.len(), 1);
+        assert_eq!(
+            info.first_offset, spec.base_offset,
+            "the log assigned the offsets we expect"
+        );
+        written.extend(info.batches);
+    }
+    assert!(
+        log.segment_count() >= 3,
+        "the data must span several segments, got {}",
+        log.segment_count()
+    );
+    log.close().expect("clean close");
+    (specs, written)
+}
+
+/// The segment and index files of a partition directory, by base offset then suffix.
+fn segment_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("partition dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|e| e == "log" || e == "index" || e == "timeindex")
         })
-        .collect()
+        .collect();
+    files.sort();
+    files
 }
 
 #[test]
-fn kafka_dump_log_reads_every_batch_and_record_written_by_krust_log() {
+fn kafka_dump_log_reads_every_batch_and_index_written_by_krust_log() {
     let dist = dist();
     let dir = tempfile::tempdir().expect("tempdir");
     let partition = dir.path().join("krust-interop-0");
-    std::fs::create_dir_all(&partition).expect("partition dir");
-    let specs = krust_batches();
-    let batches: Vec<RecordBatch> = specs.iter().map(BatchSpec::build).collect();
-    let segments = write_segments(&partition, &batches, 1024);
-    assert!(
-        segments.len() >= 3,
-        "the data must span several segments, got {segments:?}"
-    );
+    let (specs, batches) = write_with_krust_log(&partition);
+    let files = segment_files(&partition);
+    let paths: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
 
-    let files: Vec<&Path> = segments.iter().map(PathBuf::as_path).collect();
     let dump = dist
         .dump_log_segments(
-            &files,
+            &paths,
             &["--deep-iteration", "--print-data-log"],
             Duration::from_secs(120),
         )
         .expect("DumpLogSegments runs");
     check_dump_matches(&dump, &specs, &batches);
 
-    // The only complaint Kafka may have: the offsets skipped by the empty (compacted) batch.
+    // Kafka checks every index entry against the log (offset → batch whose last offset it is;
+    // timestamp → batch max timestamp, increasing). The only complaint allowed: the offsets
+    // skipped by the empty (compacted) batch.
     let empty = specs
         .iter()
         .find(|s| s.empty_covering.is_some())
@@ -324,6 +360,112 @@ fn kafka_dump_log_reads_every_batch_and_record_written_by_krust_log() {
             .all(|p| p.starts_with("Non-consecutive offsets in ") || *p == expected_problem),
         "unexpected problems reported by Kafka: {:#?}",
         dump.problems
+    );
+    let index_entries: usize = dump.files.iter().map(|f| f.index_entries.len()).sum();
+    let time_index_entries: usize = dump.files.iter().map(|f| f.time_index_entries.len()).sum();
+    assert!(index_entries > 0, "krust-log wrote no offset index entries");
+    assert!(
+        time_index_entries > 0,
+        "krust-log wrote no time index entries"
+    );
+
+    // The check Kafka runs on every index when it loads a log.
+    let indexes: Vec<&Path> = paths
+        .iter()
+        .copied()
+        .filter(|p| p.extension().is_some_and(|e| e != "log"))
+        .collect();
+    let sanity = dist
+        .dump_log_segments(
+            &indexes,
+            &["--index-sanity-check"],
+            Duration::from_secs(120),
+        )
+        .expect("index sanity check runs");
+    for file in &sanity.files {
+        assert!(
+            file.passed_sanity_check || file.empty,
+            "{}: Kafka's sanity check failed: {:?} {:?}",
+            file.path,
+            file.other_lines,
+            sanity.problems
+        );
+    }
+    assert_eq!(sanity.files.len(), indexes.len());
+}
+
+/// Kafka as the reader of last resort: a topic is created in Kafka, its (empty) partition files
+/// are replaced by krust-log's, the clean-shutdown marker is removed so Kafka's log loader
+/// re-validates every batch and rebuilds producer state, and Kafka's console consumer must then
+/// get every data record we wrote.
+#[test]
+fn kafka_recovers_and_serves_a_partition_written_by_krust_log() {
+    let dist = dist();
+    let mut node = KafkaNode::builder(&dist).start().expect("kafka starts");
+    node.create_topic("from-krust", 1, &[])
+        .expect("create topic");
+    node.terminate(Duration::from_secs(60))
+        .expect("clean shutdown");
+
+    let krust_dir = tempfile::tempdir().expect("tempdir");
+    let (specs, _) = write_with_krust_log(&krust_dir.path().join("from-krust-0"));
+    let partition = node.partition_dir("from-krust", 0);
+    for entry in std::fs::read_dir(&partition)
+        .expect("kafka partition")
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        // Keep partition.metadata (the topic id Kafka knows); replace data and epochs.
+        if name != "partition.metadata" {
+            std::fs::remove_file(entry.path()).expect("remove Kafka's file");
+        }
+    }
+    for entry in std::fs::read_dir(krust_dir.path().join("from-krust-0"))
+        .expect("krust partition")
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name != "partition.metadata" {
+            std::fs::copy(entry.path(), partition.join(&name)).expect("copy krust's file");
+        }
+    }
+    let marker = node.log_dir().join(".kafka_cleanshutdown");
+    if marker.exists() {
+        std::fs::remove_file(&marker).expect("remove the clean shutdown marker");
+    }
+    node.start().expect("kafka starts on krust's partition");
+
+    let expected: Vec<&Expected> = specs
+        .iter()
+        .filter(|s| s.commit_marker.is_none())
+        .flat_map(|s| s.records.iter())
+        .collect();
+    let consumed = node
+        .console_consume(
+            "from-krust",
+            expected.len(),
+            &[("print.key", "true"), ("print.offset", "true")],
+            Duration::from_secs(30),
+        )
+        .expect("Kafka serves every record krust wrote");
+    let lines: Vec<String> = consumed.stdout.lines().map(str::to_owned).collect();
+    let wanted: Vec<String> = expected
+        .iter()
+        .map(|r| {
+            format!(
+                "Offset:{}\t{}\t{}",
+                r.offset,
+                text(&r.key).unwrap_or_else(|| "null".to_owned()),
+                text(&r.value).unwrap_or_else(|| "null".to_owned())
+            )
+        })
+        .collect();
+    assert_eq!(lines, wanted, "records as Kafka served them");
+    let kafka_log = std::fs::read_to_string(node.log_path()).unwrap_or_default();
+    assert!(
+        !kafka_log.contains("CorruptRecordException")
+            && !kafka_log.contains("Found invalid messages"),
+        "Kafka found bad batches in krust's log"
     );
 }
 
@@ -352,6 +494,9 @@ fn check_dump_matches(dump: &DumpLog, specs: &[BatchSpec], batches: &[RecordBatc
             .and_then(|s| s.to_str())
             .and_then(|s| s.parse().ok())
             .expect("segment name is an offset");
+        if !file.path.ends_with(".log") {
+            continue;
+        }
         assert_eq!(file.log_start_offset, Some(base));
         let mut position = 0;
         for batch in &file.batches {
@@ -528,61 +673,34 @@ struct ReadBack {
     headers: Vec<(String, Option<Vec<u8>>)>,
 }
 
-/// Reads every segment of a Kafka partition directory with krust-log's batch reader: every CRC
-/// must check, segments must chain (each starts where the previous ended), and compressed
-/// batches are gunzipped here and decoded by krust-log. With `allow_torn_tail`, the last
-/// segment may end in an incomplete batch (a crash), which is ignored as Kafka's recovery would.
-fn read_partition(dir: &Path, allow_torn_tail: bool) -> (Vec<ReadBack>, Vec<RecordBatch>) {
-    let mut segments: Vec<(i64, PathBuf)> = std::fs::read_dir(dir)
-        .expect("partition dir")
-        .flatten()
-        .filter_map(|entry| {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            let base = name.strip_suffix(".log")?.parse().ok()?;
-            Some((base, entry.path()))
-        })
-        .collect();
-    segments.sort();
-    assert!(!segments.is_empty(), "{}: no segments", dir.display());
+/// Opens a Kafka partition directory with krust-log (recovery point as given, e.g. from Kafka's
+/// `recovery-point-offset-checkpoint`) and reads every batch from the log start to the log end
+/// offset. Compressed batches are gunzipped here (krust-log stores them as opaque payloads) and
+/// their records decoded by krust-log.
+fn read_partition(
+    dir: &Path,
+    recovery_point: i64,
+) -> (Log, RecoveryReport, Vec<ReadBack>, Vec<RecordBatch>) {
+    let (log, report) = Log::open_with(
+        dir,
+        LogConfig::default(),
+        LogOpenOptions::new(recovery_point),
+    )
+    .expect("krust-log opens Kafka's partition");
     let mut records = Vec::new();
     let mut batches = Vec::new();
-    let mut next_offset: Option<i64> = None;
-    let last_index = segments.len() - 1;
-    for (index, (base, path)) in segments.iter().enumerate() {
-        let bytes = Bytes::from(std::fs::read(path).expect("read segment"));
-        let (segment_batches, stop) = BatchReader::new(bytes, MAX_BATCH_BYTES).read_all();
-        if let Some(stop) = stop {
-            assert!(
-                allow_torn_tail && index == last_index,
-                "{}: krust-log stopped at position {}: {}",
-                path.display(),
-                stop.position,
-                stop.error
-            );
-        }
-        if let Some(first) = segment_batches.first() {
-            assert_eq!(
-                first.base_offset(),
-                *base,
-                "{}: first batch is the segment's base offset",
-                path.display()
-            );
-        }
-        for batch in segment_batches {
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let read = log.read(offset, READ_CHUNK_BYTES).expect("read");
+        assert!(!read.batches.is_empty(), "no batch at offset {offset}");
+        for batch in read.batches {
             assert!(
                 batch.is_crc_valid(),
                 "batch {} has a bad CRC",
                 batch.base_offset()
             );
-            if let Some(expected) = next_offset {
-                assert_eq!(
-                    batch.base_offset(),
-                    expected,
-                    "{}: offsets are contiguous",
-                    path.display()
-                );
-            }
-            next_offset = Some(batch.next_offset());
+            assert_eq!(batch.base_offset(), offset, "offsets are contiguous");
+            offset = batch.next_offset();
             let decoded = match batch.compression() {
                 Compression::None => batch.records().expect("decode records"),
                 Compression::Gzip => {
@@ -617,7 +735,94 @@ fn read_partition(dir: &Path, allow_torn_tail: bool) -> (Vec<ReadBack>, Vec<Reco
             batches.push(batch);
         }
     }
-    (records, batches)
+    (log, report, records, batches)
+}
+
+/// What Kafka's `recovery-point-offset-checkpoint` says for `topic`-0 (read by krust-log).
+fn kafka_recovery_point(node: &KafkaNode, topic: &str) -> i64 {
+    let checkpoint =
+        read_offset_checkpoint(&node.log_dir().join("recovery-point-offset-checkpoint"))
+            .expect("krust-log reads Kafka's recovery-point-offset-checkpoint");
+    checkpoint
+        .get(&TopicPartition::new(topic, 0))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// The topic id Kafka reports for `topic` (`kafka-topics.sh --describe`).
+fn kafka_topic_id(node: &KafkaNode, topic: &str) -> String {
+    let out = node
+        .dist()
+        .run_tool(
+            class::TOPIC_COMMAND,
+            &[
+                "--bootstrap-server",
+                &node.bootstrap_servers(),
+                "--describe",
+                "--topic",
+                topic,
+            ],
+            Duration::from_secs(60),
+        )
+        .expect("describe runs")
+        .ok()
+        .expect("describe succeeds");
+    out.stdout
+        .split_whitespace()
+        .skip_while(|t| *t != "TopicId:")
+        .nth(1)
+        .expect("TopicId in the describe output")
+        .to_owned()
+}
+
+/// Checks that krust-log took Kafka's index files as they are: every segment below the recovery
+/// point was loaded without being recovered, and every offset-index entry points at the batch
+/// whose last offset it names.
+fn check_kafka_indexes_accepted(
+    topic: &str,
+    log: &Log,
+    report: &RecoveryReport,
+    recovery_point: i64,
+) {
+    let rebuilt: Vec<i64> = report
+        .recovered_segments
+        .iter()
+        .map(|(base, _)| *base)
+        .collect();
+    let last_base = log.segments().last().map_or(0, |s| s.base_offset());
+    assert!(
+        rebuilt
+            .iter()
+            .all(|base| *base == last_base || *base >= recovery_point),
+        "{topic}: krust-log re-checked segments below the recovery point {recovery_point}: {rebuilt:?}"
+    );
+    assert_eq!(
+        report.truncated_bytes(),
+        0,
+        "{topic}: nothing to cut after a clean stop"
+    );
+    let mut entries = 0;
+    for segment in log.segments() {
+        for entry in segment.offset_index().entries() {
+            entries += 1;
+            let read = log.read(entry.offset, 1).expect("read at an index entry");
+            let batch = read.batches.first().expect("a batch");
+            assert_eq!(
+                batch.last_offset(),
+                entry.offset,
+                "{topic}: index entry names a batch's last offset"
+            );
+        }
+        let times = segment.time_index().entries();
+        assert!(
+            times.windows(2).all(|w| w[0].timestamp < w[1].timestamp),
+            "{topic}: time index timestamps increase"
+        );
+    }
+    assert!(
+        entries > 0,
+        "{topic}: Kafka wrote index entries (index.interval.bytes=128)"
+    );
 }
 
 fn check_read_back(topic: &str, read: &[ReadBack], expected: &[Expected], window: (i64, i64)) {
@@ -652,9 +857,11 @@ fn now_ms() -> i64 {
 
 /// One Kafka node for both phases (a JVM start is the expensive part):
 /// 1. clean stop: topics `plain` (uncompressed) and `gzipped` with 1 KiB segments, SIGTERM,
-///    then krust-log reads both partitions;
-/// 2. crash: restart, produce to `crashed`, SIGKILL, then krust-log reads it (the segment is
-///    left as the page cache had it; the preallocated index is not trimmed).
+///    then krust-log opens both partitions with Kafka's recovery point, takes Kafka's indexes
+///    as they are, reads every record, the leader epoch cache and `partition.metadata`;
+/// 2. crash: restart, produce to `crashed`, SIGKILL, then krust-log recovers it (the segment is
+///    left as the page cache had it, the index files are still pre-allocated) and reads every
+///    acknowledged record.
 #[test]
 fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
     let dist = dist();
@@ -666,6 +873,7 @@ fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
         .expect("create plain");
     node.create_topic("gzipped", 1, &small_segments)
         .expect("create gzipped");
+    let topic_id = kafka_topic_id(&node, "plain");
     let plain = produced_records("plain", 120);
     let gzipped = produced_records("gzipped", 80);
     produce(&node, "plain", &plain, &[]);
@@ -674,21 +882,53 @@ fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
         .expect("clean shutdown");
     let window = (start, now_ms());
 
-    let (read, batches) = read_partition(&node.partition_dir("plain", 0), false);
+    let recovery_point = kafka_recovery_point(&node, "plain");
+    assert_eq!(
+        recovery_point, 120,
+        "Kafka flushed everything on a clean stop"
+    );
+    let (log, report, read, batches) =
+        read_partition(&node.partition_dir("plain", 0), recovery_point);
     check_read_back("plain", &read, &plain, window);
     assert!(batches.len() > 1, "plain: expected several batches");
     assert!(batches.iter().all(|b| b.compression() == Compression::None));
-    let segments = std::fs::read_dir(node.partition_dir("plain", 0))
-        .expect("dir")
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
-        .count();
     assert!(
-        segments > 2,
-        "plain: expected the log to roll, got {segments} segments"
+        log.segment_count() > 2,
+        "plain: expected the log to roll, got {} segments",
+        log.segment_count()
     );
+    check_kafka_indexes_accepted("plain", &log, &report, recovery_point);
+    assert_eq!(
+        log.leader_epoch_cache().entries(),
+        &[EpochEntry {
+            epoch: 0,
+            start_offset: 0
+        }],
+        "Kafka's leader-epoch-checkpoint"
+    );
+    let metadata = PartitionMetadata::read(&node.partition_dir("plain", 0))
+        .expect("krust-log reads Kafka's partition.metadata")
+        .expect("partition.metadata exists");
+    assert_eq!(metadata.topic_id_base64(), topic_id);
+    // A timestamp lookup through Kafka's time index finds the first record at or after it.
+    let middle = &read[read.len() / 2];
+    let found = log
+        .offset_for_timestamp(middle.timestamp)
+        .expect("timestamp lookup")
+        .expect("a record at or after it");
+    let first_at_or_after = read
+        .iter()
+        .find(|r| r.timestamp >= middle.timestamp)
+        .expect("exists");
+    assert_eq!(
+        (found.offset, found.timestamp),
+        (first_at_or_after.offset, first_at_or_after.timestamp)
+    );
+    drop(log);
 
-    let (read, batches) = read_partition(&node.partition_dir("gzipped", 0), false);
+    let recovery_point = kafka_recovery_point(&node, "gzipped");
+    let (log, report, read, batches) =
+        read_partition(&node.partition_dir("gzipped", 0), recovery_point);
     check_read_back("gzipped", &read, &gzipped, window);
     assert!(batches.iter().all(|b| b.compression() == Compression::Gzip));
     // The idempotent producer (default in 3.9) numbers its batches.
@@ -697,6 +937,8 @@ fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
             .iter()
             .all(|b| b.producer_id() >= 0 && b.base_sequence() >= 0)
     );
+    assert_eq!(report.truncated_bytes(), 0);
+    drop(log);
 
     node.start().expect("kafka restarts");
     let start = now_ms();
@@ -707,7 +949,10 @@ fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
     node.kill().expect("SIGKILL");
     let window = (start, now_ms());
     // Acknowledged (acks=all) records were written to the segment before the ack, and a process
-    // crash does not lose the page cache: all of them must be there.
-    let (read, _) = read_partition(&node.partition_dir("crashed", 0), true);
+    // crash does not lose the page cache: all of them must be there. The recovery point Kafka
+    // checkpointed (if any) is stale, so krust-log re-checks the tail.
+    let recovery_point = kafka_recovery_point(&node, "crashed");
+    let (log, _, read, _) = read_partition(&node.partition_dir("crashed", 0), recovery_point);
     check_read_back("crashed", &read, &crashed, window);
+    assert_eq!(log.log_end_offset(), 60);
 }
