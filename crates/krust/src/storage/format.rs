@@ -16,7 +16,9 @@ use krust_metadata::metadata_version::MetadataVersion;
 use krust_raft::snapshot::{SnapshotId, SnapshotWriterOptions, write_snapshot};
 use uuid::Uuid;
 
-use super::{load_config, write_atomically};
+use krust_log::fs::write_atomically;
+
+use super::load_config;
 use crate::config::ProcessRole;
 
 /// The directory of the metadata log partition inside the metadata log directory.

@@ -8,8 +8,8 @@
 mod format;
 mod info;
 
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io::Write;
+use std::path::Path;
 
 use anyhow::Context as _;
 
@@ -28,29 +28,6 @@ pub fn run_random_uuid(out: &mut dyn Write) -> anyhow::Result<i32> {
         krust_metadata::kafka_uuid::to_kafka_string(&uuid)
     )?;
     Ok(0)
-}
-
-/// Replaces `path` with `contents` crash-safely: `<path>.tmp` → fsync → rename → fsync the
-/// directory (as Kafka writes `meta.properties` and `bootstrap.checkpoint`).
-///
-/// Same contract as `krust_log::fs::write_atomically`, which is not exported by krust-log yet.
-pub(crate) fn write_atomically(path: &Path, contents: &[u8]) -> io::Result<()> {
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = PathBuf::from(tmp_name);
-    {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(contents)?;
-        // The bytes must be durable before the rename makes them visible under `path`.
-        file.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    // The rename itself must survive a crash.
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    std::fs::File::open(parent)?.sync_all()
 }
 
 /// Loads and validates `server.properties` the way `new KafkaConfig(Utils.loadProps(path))`
