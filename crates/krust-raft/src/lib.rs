@@ -42,6 +42,9 @@ pub mod snapshot;
 pub mod types;
 
 pub use crate::config::RaftConfig;
-pub use crate::core::{Action, AppendError, FatalError, InitError, RaftCore, RaftRequest, RaftResponse, RecoveredLog, RoleKind, Timer};
+pub use crate::core::{
+    Action, AppendError, FatalError, InitError, RaftCore, RaftRequest, RaftResponse, RecoveredLog,
+    RoleKind, Timer,
+};
 pub use crate::quorum_state::{QuorumStateData, QuorumStateError};
 pub use crate::types::{LeaderEpoch, LogOffset, NodeId, OffsetAndEpoch, RequestId};

@@ -1,1 +1,1593 @@
+//! Scenario tests for one [`RaftCore`], ported from Kafka 3.9's `KafkaRaftClientTest` and
+//! `KafkaRaftClientSnapshotTest` (names in each test's doc line). Each test drives the core with
+//! explicit virtual time and asserts on the actions it emits.
 
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    BeginQuorumEpochRequest, DescribeQuorumRequest, EndQuorumEpochRequest, FetchRequest,
+    VoteRequest, describe_quorum_request,
+};
+use kafka_protocol::protocol::StrBytes;
+use krust_log::batch::{RecordBatch, RecordBatchBuilder};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::wire::{self, FetchAnswer};
+use super::*;
+
+const CLUSTER: &str = "test-cluster";
+
+fn batch(base: i64, epoch: i32, records: usize) -> RecordBatch {
+    let mut b = RecordBatchBuilder::new(base).partition_leader_epoch(epoch);
+    for i in 0..records {
+        b.append_kv(0, None, Some(Bytes::from(format!("r{}", base + i as i64))));
+    }
+    b.build()
+}
+
+/// Batches of `(epoch, records)` laid end to end from offset 0.
+fn log_of(shape: &[(i32, usize)]) -> Vec<RecordBatch> {
+    let mut out: Vec<RecordBatch> = Vec::new();
+    for (epoch, n) in shape {
+        let base = out.last().map_or(0, RecordBatch::next_offset);
+        out.push(batch(base, *epoch, *n));
+    }
+    out
+}
+
+fn concat(batches: &[RecordBatch]) -> Bytes {
+    let mut out = Vec::new();
+    for b in batches {
+        out.extend_from_slice(b.as_bytes());
+    }
+    Bytes::from(out)
+}
+
+fn n(id: i32) -> NodeId {
+    NodeId(id)
+}
+
+/// The test harness: one core, virtual time, collected actions.
+struct Ctx {
+    core: RaftCore,
+    now: Instant,
+    next_inbound: u64,
+}
+
+struct Builder {
+    me: i32,
+    voters: Vec<i32>,
+    state: Option<QuorumStateData>,
+    log: RecoveredLog,
+    tune: fn(&mut RaftConfig),
+}
+
+impl Builder {
+    fn new(me: i32, voters: &[i32]) -> Self {
+        Self {
+            me,
+            voters: voters.to_vec(),
+            state: None,
+            log: RecoveredLog::default(),
+            tune: |_| {},
+        }
+    }
+
+    fn state(mut self, epoch: i32, leader: Option<i32>, voted: Option<i32>) -> Self {
+        self.state = Some(QuorumStateData {
+            leader_epoch: LeaderEpoch(epoch),
+            leader_id: leader.map(NodeId),
+            voted_id: voted.map(NodeId),
+            voted_directory_id: uuid::Uuid::nil(),
+            current_voters: None,
+            data_version: 0,
+        });
+        self
+    }
+
+    fn log(mut self, batches: Vec<RecordBatch>) -> Self {
+        self.log.batches = batches;
+        self
+    }
+
+    fn snapshot_at_start(mut self, start: i64, epoch: i32) -> Self {
+        self.log.log_start_offset = LogOffset(start);
+        self.log.latest_snapshot = Some(OffsetAndEpoch::new(start, epoch));
+        self.log.earliest_snapshot = Some(OffsetAndEpoch::new(start, epoch));
+        self
+    }
+
+    fn tune(mut self, f: fn(&mut RaftConfig)) -> Self {
+        self.tune = f;
+        self
+    }
+
+    fn build(self) -> Ctx {
+        let mut config = RaftConfig::new(
+            NodeId(self.me),
+            CLUSTER,
+            self.voters.iter().map(|v| NodeId(*v)),
+        );
+        (self.tune)(&mut config);
+        let now = Instant::now();
+        let core = RaftCore::new(config, self.state, self.log, StdRng::seed_from_u64(42), now)
+            .expect("core starts");
+        Ctx {
+            core,
+            now,
+            next_inbound: 1_000,
+        }
+    }
+}
+
+impl Ctx {
+    fn take(&mut self) -> Vec<Action> {
+        std::iter::from_fn(|| self.core.poll_action()).collect()
+    }
+
+    fn advance(&mut self, ms: u64) -> Vec<Action> {
+        self.now += Duration::from_millis(ms);
+        self.core.handle_timeout(self.now);
+        self.take()
+    }
+
+    /// Advances until `handle_timeout` is due (at most `max_ms`) and fires it.
+    fn run_timers(&mut self, max_ms: u64) -> Vec<Action> {
+        let limit = self.now + Duration::from_millis(max_ms);
+        let mut out = Vec::new();
+        while let Some(at) = self.core.poll_timeout() {
+            if at > limit {
+                break;
+            }
+            self.now = self.now.max(at);
+            self.core.handle_timeout(self.now);
+            out.extend(self.take());
+        }
+        out
+    }
+
+    fn request(&mut self, from: i32, request: RaftRequest) -> (RequestId, Vec<Action>) {
+        self.next_inbound += 1;
+        let id = RequestId(self.next_inbound);
+        self.core.handle_request(self.now, n(from), id, request);
+        (id, self.take())
+    }
+
+    /// Reports every requested flush as done.
+    fn flush_all(&mut self, actions: &[Action]) -> Vec<Action> {
+        let mut out = Vec::new();
+        for a in actions {
+            if let Action::Flush { end_offset } = a {
+                self.core.handle_flushed(self.now, *end_offset);
+                out.extend(self.take());
+            }
+        }
+        out
+    }
+
+    fn vote(&mut self, from: i32, epoch: i32, last_epoch: i32, last_offset: i64) -> Vec<Action> {
+        let me = self.core.config().node_id;
+        let r = wire::vote_request(
+            CLUSTER,
+            me,
+            LeaderEpoch(epoch),
+            n(from),
+            OffsetAndEpoch::new(last_offset, last_epoch),
+        );
+        self.request(from, RaftRequest::Vote(r)).1
+    }
+
+    fn fetch(
+        &mut self,
+        from: i32,
+        epoch: i32,
+        offset: i64,
+        last_epoch: i32,
+        max_wait_ms: u64,
+    ) -> (RequestId, Vec<Action>) {
+        let r = wire::fetch_request(
+            CLUSTER,
+            n(from),
+            LeaderEpoch(epoch),
+            OffsetAndEpoch::new(offset, last_epoch),
+            max_wait_ms,
+            1 << 20,
+        );
+        self.request(from, RaftRequest::Fetch(r))
+    }
+
+    fn begin_epoch(&mut self, from: i32, epoch: i32) -> Vec<Action> {
+        let me = self.core.config().node_id;
+        let r = wire::begin_quorum_epoch_request(CLUSTER, me, n(from), LeaderEpoch(epoch));
+        self.request(from, RaftRequest::BeginQuorumEpoch(r)).1
+    }
+
+    fn end_epoch(&mut self, from: i32, epoch: i32, preferred: &[i32]) -> Vec<Action> {
+        let preferred: Vec<NodeId> = preferred.iter().map(|p| n(*p)).collect();
+        let r = wire::end_quorum_epoch_request(CLUSTER, n(from), LeaderEpoch(epoch), &preferred);
+        self.request(from, RaftRequest::EndQuorumEpoch(r)).1
+    }
+
+    fn respond(&mut self, from: i32, id: RequestId, response: RaftResponse) -> Vec<Action> {
+        self.core.handle_response(self.now, n(from), id, response);
+        self.take()
+    }
+
+    /// Makes this (voter) core the leader of the next epoch with the given voters granting.
+    fn elect(&mut self) -> Vec<Action> {
+        let mut actions = self.take();
+        while !matches!(self.core.role(), RoleKind::Candidate | RoleKind::Leader) {
+            let at = self.core.poll_timeout().expect("an election timer");
+            self.now = self.now.max(at);
+            self.core.handle_timeout(self.now);
+            actions.extend(self.take());
+        }
+        let requests = vote_requests(&actions);
+        assert!(
+            !requests.is_empty() || self.core.role() == RoleKind::Leader,
+            "no election started: {actions:?}"
+        );
+        for (to, id) in requests {
+            let epoch = self.core.epoch();
+            let info = wire::LeaderInfo {
+                error: None,
+                leader_id: None,
+                epoch,
+            };
+            actions.extend(self.respond(
+                to.0,
+                id,
+                RaftResponse::Vote(wire::vote_response(info, true)),
+            ));
+            if self.core.role() == RoleKind::Leader {
+                break;
+            }
+        }
+        assert_eq!(self.core.role(), RoleKind::Leader);
+        actions
+    }
+}
+
+fn vote_requests(actions: &[Action]) -> Vec<(NodeId, RequestId)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SendRequest {
+                to,
+                id,
+                request: RaftRequest::Vote(_),
+            } => Some((*to, *id)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn fetch_requests(actions: &[Action]) -> Vec<(NodeId, RequestId, FetchRequest)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SendRequest {
+                to,
+                id,
+                request: RaftRequest::Fetch(r),
+            } => Some((*to, *id, r.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn vote_answer(actions: &[Action]) -> (Option<ResponseError>, Option<ResponseError>, bool) {
+    for a in actions {
+        if let Action::SendResponse {
+            response: RaftResponse::Vote(r),
+            ..
+        } = a
+        {
+            let (top, part) = wire::parse_vote_response(r).expect("well-formed");
+            return match part {
+                Some((info, granted)) => (top, info.error, granted),
+                None => (top, None, false),
+            };
+        }
+    }
+    panic!("no VoteResponse in {actions:?}");
+}
+
+fn fetch_answer(actions: &[Action]) -> (Option<ResponseError>, Option<FetchAnswer>) {
+    for a in actions {
+        if let Action::SendResponse {
+            response: RaftResponse::Fetch(r),
+            ..
+        } = a
+        {
+            return wire::parse_fetch_response(r).expect("well-formed");
+        }
+    }
+    panic!("no FetchResponse in {actions:?}");
+}
+
+fn partition_error<T>(
+    answer: (Option<ResponseError>, Option<T>),
+    get: impl Fn(&T) -> Option<ResponseError>,
+) -> Option<ResponseError> {
+    answer.0.or_else(|| answer.1.as_ref().and_then(get))
+}
+
+fn persisted(actions: &[Action]) -> Vec<QuorumStateData> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::PersistQuorumState(s) => Some(s.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn appended(actions: &[Action]) -> Vec<RecordBatch> {
+    actions
+        .iter()
+        .flat_map(|a| match a {
+            Action::Append { batches } => batches.clone(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+fn hw_advances(actions: &[Action]) -> Vec<LogOffset> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::HighWatermarkAdvanced(o) => Some(*o),
+            _ => None,
+        })
+        .collect()
+}
+
+// -------------------------------------------------------------------------------------------------
+// Initialisation
+// -------------------------------------------------------------------------------------------------
+
+/// testInitializeSingleMemberQuorum / testLeaderAppendSingleMemberQuorum: a lone voter is
+/// leader at once, writes the LeaderChange control batch, and commits on its own flush.
+#[test]
+fn single_member_quorum_becomes_leader_and_commits_alone() {
+    let mut ctx = Builder::new(1, &[1]).build();
+    let actions = ctx.take();
+    assert_eq!(ctx.core.role(), RoleKind::Leader);
+    assert_eq!(ctx.core.epoch(), LeaderEpoch(1));
+    let batches = appended(&actions);
+    assert_eq!(batches.len(), 1);
+    assert!(
+        batches[0].is_control(),
+        "first batch of the epoch is the LeaderChange control batch"
+    );
+    assert_eq!(batches[0].partition_leader_epoch(), 1);
+    let after = ctx.flush_all(&actions);
+    assert_eq!(hw_advances(&after), vec![LogOffset(1)]);
+    let last = ctx
+        .core
+        .append(ctx.now, LeaderEpoch(1), vec![Bytes::from_static(b"a")])
+        .expect("leader appends");
+    assert_eq!(last, LogOffset(1));
+    let actions = ctx.advance(25); // linger
+    let after = ctx.flush_all(&actions);
+    assert_eq!(hw_advances(&after), vec![LogOffset(2)]);
+    assert!(
+        after
+            .iter()
+            .any(|a| matches!(a, Action::Commit { batches } if batches[0].base_offset() == 1))
+    );
+}
+
+/// testInitializeAsResignedAndBecomeCandidate: a restarted leader never writes in its old epoch;
+/// it is Resigned, then stands for election in the next epoch.
+#[test]
+fn restarted_leader_resigns_then_stands_in_the_next_epoch() {
+    let mut ctx = Builder::new(1, &[1, 2, 3])
+        .state(5, Some(1), None)
+        .log(log_of(&[(5, 2)]))
+        .build();
+    assert_eq!(ctx.core.role(), RoleKind::Resigned);
+    assert_eq!(ctx.core.epoch(), LeaderEpoch(5));
+    let actions = ctx.take();
+    assert!(persisted(&actions).is_empty(), "Resigned is soft state");
+    let ends = actions
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Action::SendRequest {
+                    request: RaftRequest::EndQuorumEpoch(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(ends, 2, "EndQuorumEpoch to both other voters");
+    let actions = ctx.run_timers(2_000);
+    assert_eq!(ctx.core.role(), RoleKind::Candidate);
+    assert_eq!(ctx.core.epoch(), LeaderEpoch(6));
+    assert_eq!(persisted(&actions)[0].voted_id, Some(n(1)));
+}
+
+/// testInitializeAsCandidateFromStateStore: restarting after voting for itself resumes the
+/// candidacy in the same epoch (it already voted there).
+#[test]
+fn restarted_self_voter_is_candidate_in_the_same_epoch() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(4, None, Some(1)).build();
+    assert_eq!(
+        (ctx.core.role(), ctx.core.epoch()),
+        (RoleKind::Candidate, LeaderEpoch(4))
+    );
+    assert_eq!(vote_requests(&ctx.take()).len(), 2);
+}
+
+/// QuorumState.initialize: a persisted epoch behind the log's last epoch moves up to it.
+#[test]
+fn persisted_epoch_behind_the_log_is_raised_to_the_log_epoch() {
+    let ctx = Builder::new(1, &[1, 2, 3])
+        .state(2, None, None)
+        .log(log_of(&[(2, 1), (4, 1)]))
+        .build();
+    assert_eq!(
+        (ctx.core.role(), ctx.core.epoch()),
+        (RoleKind::Unattached, LeaderEpoch(4))
+    );
+}
+
+/// Restart as follower: a persisted leader that is not us makes us its follower, fetching at once.
+#[test]
+fn restarted_follower_fetches_from_its_leader() {
+    let mut ctx = Builder::new(1, &[1, 2, 3])
+        .state(3, Some(2), None)
+        .log(log_of(&[(3, 2)]))
+        .build();
+    assert_eq!(ctx.core.role(), RoleKind::Follower);
+    let fetches = fetch_requests(&ctx.take());
+    assert_eq!(fetches.len(), 1);
+    let args = wire::fetch_args(&fetches[0].2).expect("raft fetch");
+    assert_eq!(
+        (
+            fetches[0].0,
+            args.fetch_offset,
+            args.last_fetched_epoch,
+            args.current_leader_epoch
+        ),
+        (n(2), 2, 3, 3)
+    );
+    assert_eq!(args.max_wait_ms, 500);
+}
+
+// -------------------------------------------------------------------------------------------------
+// Elections
+// -------------------------------------------------------------------------------------------------
+
+/// testInitializeAsCandidateAndBecomeLeaderQuorumOfThree: the election timer fires within
+/// [T, 2T), the candidate persists its self-vote before asking, and one grant makes a leader
+/// that announces itself with BeginQuorumEpoch.
+#[test]
+fn candidate_with_a_majority_becomes_leader() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    assert!(ctx.take().is_empty() || ctx.core.role() == RoleKind::Unattached);
+    let deadline = ctx.core.poll_timeout().expect("election timer armed");
+    let wait = deadline - ctx.now;
+    assert!(
+        wait >= Duration::from_millis(1000) && wait < Duration::from_millis(2000),
+        "{wait:?}"
+    );
+    let actions = ctx.run_timers(2_000);
+    assert!(
+        matches!(actions[0], Action::PersistQuorumState(_)),
+        "self-vote is durable before the requests: {actions:?}"
+    );
+    assert_eq!(ctx.core.role(), RoleKind::Candidate);
+    let requests = vote_requests(&actions);
+    assert_eq!(requests.len(), 2);
+    let (to, id) = requests[0];
+    let info = wire::LeaderInfo {
+        error: None,
+        leader_id: None,
+        epoch: LeaderEpoch(1),
+    };
+    let actions = ctx.respond(
+        to.0,
+        id,
+        RaftResponse::Vote(wire::vote_response(info, true)),
+    );
+    assert_eq!(ctx.core.role(), RoleKind::Leader);
+    let state = persisted(&actions);
+    assert_eq!(state[0].leader_id, Some(n(1)));
+    let first_persist = actions
+        .iter()
+        .position(|a| matches!(a, Action::PersistQuorumState(_)));
+    let first_append = actions
+        .iter()
+        .position(|a| matches!(a, Action::Append { .. }));
+    assert!(
+        first_persist < first_append,
+        "the election is durable before the first append"
+    );
+    let begins = actions
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Action::SendRequest {
+                    request: RaftRequest::BeginQuorumEpoch(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(begins, 2);
+}
+
+/// testRetryElection: rejected by everyone, the candidate backs off and stands again in epoch + 1.
+#[test]
+fn rejected_candidate_backs_off_and_retries_with_a_higher_epoch() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    let actions = ctx.run_timers(2_000);
+    for (to, id) in vote_requests(&actions) {
+        let info = wire::LeaderInfo {
+            error: None,
+            leader_id: None,
+            epoch: LeaderEpoch(1),
+        };
+        ctx.respond(
+            to.0,
+            id,
+            RaftResponse::Vote(wire::vote_response(info, false)),
+        );
+    }
+    assert_eq!(
+        (ctx.core.role(), ctx.core.epoch()),
+        (RoleKind::Candidate, LeaderEpoch(1))
+    );
+    let backoff = ctx.core.poll_timeout().expect("backoff armed") - ctx.now;
+    assert!(
+        backoff <= Duration::from_millis(100),
+        "first backoff is 0 or 100 ms, got {backoff:?}"
+    );
+    let actions = ctx.run_timers(100);
+    assert_eq!(
+        (ctx.core.role(), ctx.core.epoch()),
+        (RoleKind::Candidate, LeaderEpoch(2))
+    );
+    assert_eq!(vote_requests(&actions).len(), 2);
+}
+
+/// testVoteRequestTimeout: an unanswered VoteRequest is sent again after request.timeout.ms.
+#[test]
+fn unanswered_vote_requests_are_retried() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    ctx.run_timers(2_000);
+    let actions = ctx.advance(2_000);
+    assert_eq!(vote_requests(&actions).len(), 2, "{actions:?}");
+    assert_eq!(ctx.core.epoch(), LeaderEpoch(1), "still the same election");
+}
+
+/// testVoterBecomeCandidateAfterFetchTimeout / testFollowerAsObserverDoesNotBecomeCandidateAfterFetchTimeout.
+#[test]
+fn fetch_timeout_makes_a_voter_candidate_but_not_an_observer() {
+    let mut voter = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+    voter.take();
+    voter.advance(2_000);
+    assert_eq!(
+        (voter.core.role(), voter.core.epoch()),
+        (RoleKind::Candidate, LeaderEpoch(3))
+    );
+
+    let mut observer = Builder::new(9, &[1, 2, 3]).state(2, Some(2), None).build();
+    assert_eq!(observer.core.role(), RoleKind::Observer);
+    observer.take();
+    let actions = observer.advance(2_000);
+    assert_eq!(observer.core.role(), RoleKind::Observer);
+    assert_eq!(
+        fetch_requests(&actions).len(),
+        1,
+        "observer looks for the leader at a voter instead"
+    );
+}
+
+/// testUnattachedAsObserverDoesNotBecomeCandidateAfterElectionTimeout.
+#[test]
+fn unattached_observer_never_stands_for_election() {
+    let mut observer = Builder::new(9, &[1, 2, 3]).build();
+    observer.take();
+    observer.run_timers(20_000);
+    assert_ne!(observer.core.role(), RoleKind::Candidate);
+    assert_eq!(observer.core.epoch(), LeaderEpoch(0));
+}
+
+// -------------------------------------------------------------------------------------------------
+// Vote handling
+// -------------------------------------------------------------------------------------------------
+
+/// testHandleValidVoteRequestAsUnattached + Appendix C.1: the vote is persisted before the
+/// response that grants it.
+#[test]
+fn vote_is_durable_before_it_is_granted() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(1, None, None).build();
+    ctx.take();
+    let actions = ctx.vote(2, 2, 0, 0);
+    let persist = actions
+        .iter()
+        .rposition(|a| matches!(a, Action::PersistQuorumState(s) if s.voted_id == Some(n(2))));
+    let respond = actions
+        .iter()
+        .position(|a| matches!(a, Action::SendResponse { .. }));
+    assert!(persist.is_some() && persist < respond, "{actions:?}");
+    assert_eq!(vote_answer(&actions), (None, None, true));
+    assert_eq!(
+        (ctx.core.role(), ctx.core.voted_for()),
+        (RoleKind::Voted, Some(n(2)))
+    );
+}
+
+/// Vote rules: one vote per epoch, idempotent re-grant to the same candidate.
+#[test]
+fn a_voter_grants_one_candidate_per_epoch() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    ctx.take();
+    assert!(vote_answer(&ctx.vote(2, 1, 0, 0)).2);
+    assert!(
+        vote_answer(&ctx.vote(2, 1, 0, 0)).2,
+        "same candidate again: granted"
+    );
+    assert!(persisted(&ctx.vote(3, 1, 0, 0)).is_empty());
+    assert!(
+        !vote_answer(&ctx.vote(3, 1, 0, 0)).2,
+        "other candidate, same epoch: rejected"
+    );
+    assert!(
+        vote_answer(&ctx.vote(3, 2, 0, 0)).2,
+        "a higher epoch frees the vote"
+    );
+}
+
+/// testHandleVoteRequestAsFollowerWithElectedLeader / rejected because the log is behind.
+#[test]
+fn votes_are_refused_to_stale_logs_and_when_a_leader_is_known() {
+    let mut ctx = Builder::new(1, &[1, 2, 3])
+        .state(2, None, None)
+        .log(log_of(&[(1, 3), (2, 2)]))
+        .build();
+    ctx.take();
+    let cases = [
+        ("older last epoch", 3, 1, 10, false),
+        ("same epoch, shorter log", 3, 2, 4, false),
+        ("same epoch, same length", 3, 2, 5, true),
+    ];
+    for (reason, epoch, last_epoch, last_offset, want) in cases {
+        let mut fresh = Builder::new(1, &[1, 2, 3])
+            .state(2, None, None)
+            .log(log_of(&[(1, 3), (2, 2)]))
+            .build();
+        fresh.take();
+        assert_eq!(
+            vote_answer(&fresh.vote(2, epoch, last_epoch, last_offset)).2,
+            want,
+            "{reason}"
+        );
+    }
+    let mut follower = Builder::new(1, &[1, 2, 3]).state(2, Some(3), None).build();
+    follower.take();
+    assert!(
+        !vote_answer(&follower.vote(2, 2, 1, 100)).2,
+        "follower of a known leader never grants"
+    );
+    let _ = ctx;
+}
+
+/// testHandleInvalidVoteRequestWithOlderEpoch / testInvalidVoteRequest / testInvalidVoterReplicaVoteRequest.
+#[test]
+fn bad_vote_requests_get_kafka_error_codes() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(5, None, None).build();
+    ctx.take();
+    assert_eq!(
+        vote_answer(&ctx.vote(2, 4, 0, 0)).1,
+        Some(ResponseError::FencedLeaderEpoch)
+    );
+    assert_eq!(
+        vote_answer(&ctx.vote(2, 6, 6, 0)).1,
+        Some(ResponseError::InvalidRequest),
+        "last epoch ≥ candidate epoch"
+    );
+    assert_eq!(
+        vote_answer(&ctx.vote(2, 6, 1, -1)).1,
+        Some(ResponseError::InvalidRequest),
+        "negative offset"
+    );
+    let wrong_voter = wire::vote_request(
+        CLUSTER,
+        n(3),
+        LeaderEpoch(6),
+        n(2),
+        OffsetAndEpoch::new(0, 0),
+    );
+    let (_, actions) = ctx.request(2, RaftRequest::Vote(wrong_voter));
+    assert_eq!(
+        vote_answer(&actions),
+        (None, Some(INVALID_VOTER_KEY), false)
+    );
+    let mut foreign = wire::vote_request(
+        CLUSTER,
+        n(1),
+        LeaderEpoch(7),
+        n(2),
+        OffsetAndEpoch::new(0, 0),
+    );
+    foreign.cluster_id = Some(StrBytes::from_static_str("other"));
+    let (_, actions) = ctx.request(2, RaftRequest::Vote(foreign));
+    assert_eq!(
+        vote_answer(&actions).0,
+        Some(ResponseError::InconsistentClusterId)
+    );
+    let (_, actions) = ctx.request(2, RaftRequest::Vote(VoteRequest::default()));
+    assert_eq!(
+        vote_answer(&actions).0,
+        Some(ResponseError::InvalidRequest),
+        "no partition"
+    );
+}
+
+/// testLeaderIgnoreVoteRequestOnSameEpoch / testCandidateIgnoreVoteRequestOnSameEpoch.
+#[test]
+fn leaders_and_candidates_reject_votes_in_their_own_epoch() {
+    let mut leader = Builder::new(1, &[1, 2, 3]).build();
+    leader.elect();
+    let epoch = leader.core.epoch().0;
+    assert_eq!(
+        vote_answer(&leader.vote(2, epoch, 0, 100)),
+        (None, None, false)
+    );
+    assert_eq!(leader.core.role(), RoleKind::Leader);
+
+    let mut candidate = Builder::new(1, &[1, 2, 3]).build();
+    candidate.run_timers(2_000);
+    let epoch = candidate.core.epoch().0;
+    assert!(!vote_answer(&candidate.vote(2, epoch, 0, 100)).2);
+}
+
+/// testGrantVotesFromHigherEpochAfterResigning / testRejectVotesFromSameEpochAfterResigning.
+#[test]
+fn resigned_leader_rejects_same_epoch_and_grants_higher_epoch() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(5, Some(1), None).build();
+    ctx.take();
+    assert!(!vote_answer(&ctx.vote(2, 5, 0, 0)).2);
+    assert!(vote_answer(&ctx.vote(2, 6, 0, 0)).2);
+    assert_eq!(ctx.core.epoch(), LeaderEpoch(6));
+}
+
+/// testHandleVoteRequestAsObserver (static quorum): observers never vote (Appendix C.10).
+#[test]
+fn observers_do_not_vote() {
+    let mut ctx = Builder::new(9, &[1, 2, 3]).build();
+    ctx.take();
+    assert!(!vote_answer(&ctx.vote(2, 1, 0, 0)).2);
+    assert_eq!(ctx.core.epoch(), LeaderEpoch(1), "but they learn the epoch");
+}
+
+/// testVoteResponseIgnoredAfterBecomingFollower.
+#[test]
+fn vote_responses_after_becoming_follower_are_ignored() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    let requests = vote_requests(&ctx.run_timers(2_000));
+    ctx.begin_epoch(3, 1);
+    assert_eq!(ctx.core.role(), RoleKind::Follower);
+    let (to, id) = requests[0];
+    let info = wire::LeaderInfo {
+        error: None,
+        leader_id: None,
+        epoch: LeaderEpoch(1),
+    };
+    ctx.respond(
+        to.0,
+        id,
+        RaftResponse::Vote(wire::vote_response(info, true)),
+    );
+    assert_eq!(
+        (ctx.core.role(), ctx.core.leader()),
+        (RoleKind::Follower, Some(n(3)))
+    );
+}
+
+// -------------------------------------------------------------------------------------------------
+// BeginQuorumEpoch / EndQuorumEpoch
+// -------------------------------------------------------------------------------------------------
+
+/// testHandleBeginQuorumRequest: an unattached voter follows the announced leader.
+#[test]
+fn begin_quorum_epoch_makes_the_sender_our_leader() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(1, None, Some(2)).build();
+    ctx.take();
+    let actions = ctx.begin_epoch(2, 2);
+    assert_eq!(
+        (ctx.core.role(), ctx.core.leader(), ctx.core.epoch()),
+        (RoleKind::Follower, Some(n(2)), LeaderEpoch(2))
+    );
+    assert_eq!(
+        persisted(&actions).last().map(|s| s.leader_id),
+        Some(Some(n(2)))
+    );
+    assert_eq!(fetch_requests(&actions).len(), 1);
+    let stale = ctx.begin_epoch(3, 1);
+    let error = stale.iter().find_map(|a| match a {
+        Action::SendResponse {
+            response: RaftResponse::BeginQuorumEpoch(r),
+            ..
+        } => wire::parse_begin_quorum_epoch_response(r)
+            .and_then(|(_, i)| i)
+            .and_then(|i| i.error),
+        _ => None,
+    });
+    assert_eq!(error, Some(ResponseError::FencedLeaderEpoch));
+    let mut foreign = wire::begin_quorum_epoch_request(CLUSTER, n(1), n(3), LeaderEpoch(9));
+    foreign.cluster_id = Some(StrBytes::from_static_str("other"));
+    let (_, actions) = ctx.request(3, RaftRequest::BeginQuorumEpoch(foreign));
+    assert!(actions.iter().any(|a| matches!(a, Action::SendResponse { response: RaftResponse::BeginQuorumEpoch(r), .. } if r.error_code == ResponseError::InconsistentClusterId.code())));
+    let (_, actions) = ctx.request(
+        3,
+        RaftRequest::BeginQuorumEpoch(BeginQuorumEpochRequest::default()),
+    );
+    assert!(actions.iter().any(|a| matches!(a, Action::SendResponse { response: RaftResponse::BeginQuorumEpoch(r), .. } if r.error_code == ResponseError::InvalidRequest.code())));
+}
+
+/// testBeginQuorumEpochHeartbeat: the leader re-sends BeginQuorumEpoch every fetch.timeout/2
+/// to voters that have not fetched.
+#[test]
+fn leader_resends_begin_quorum_epoch_to_silent_voters() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    ctx.elect();
+    let epoch = ctx.core.epoch().0;
+    ctx.advance(500);
+    ctx.fetch(2, epoch, 0, 0, 0);
+    let actions = ctx.advance(500);
+    let targets: Vec<NodeId> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SendRequest {
+                to,
+                request: RaftRequest::BeginQuorumEpoch(_),
+                ..
+            } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        targets,
+        vec![n(3)],
+        "voter 2 fetched recently, voter 3 did not"
+    );
+}
+
+/// testHandleEndQuorumRequestWithLowerPriorityToBecomeLeader / testHandleEndQuorumRequest:
+/// the first preferred successor runs at once, later ones wait exponentially longer.
+#[test]
+fn end_quorum_epoch_orders_the_successors_elections() {
+    // Me first in the list: election immediately.
+    let mut first = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+    first.take();
+    first.end_epoch(2, 2, &[1, 3]);
+    first.advance(0);
+    assert_eq!(first.core.role(), RoleKind::Candidate);
+    // Second of two: (1000 >> 1) << 0 = 500 ms.
+    let mut second = Builder::new(3, &[1, 2, 3]).state(2, Some(2), None).build();
+    second.take();
+    second.end_epoch(2, 2, &[1, 3]);
+    second.advance(499);
+    assert_eq!(second.core.role(), RoleKind::Follower);
+    second.advance(1);
+    assert_eq!(second.core.role(), RoleKind::Candidate);
+}
+
+/// testEndQuorumStartsNewElectionImmediatelyIfFollowerUnattached.
+#[test]
+fn end_quorum_epoch_hurries_an_unattached_voter() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(2, None, None).build();
+    ctx.take();
+    ctx.end_epoch(2, 2, &[1]);
+    ctx.advance(0);
+    assert_eq!(
+        (ctx.core.role(), ctx.core.epoch()),
+        (RoleKind::Candidate, LeaderEpoch(3))
+    );
+}
+
+/// testLeaderGracefulShutdown / testEndQuorumEpochSentBasedOnFetchOffset: a leader that shuts
+/// down resigns and names its successors in descending fetch-offset order.
+#[test]
+fn graceful_shutdown_names_successors_by_fetch_offset() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    let actions = ctx.elect();
+    ctx.flush_all(&actions);
+    let epoch = ctx.core.epoch().0;
+    ctx.fetch(3, epoch, 1, epoch, 0);
+    ctx.fetch(2, epoch, 0, 0, 0);
+    ctx.core.begin_shutdown(ctx.now);
+    let actions = ctx.take();
+    assert_eq!(ctx.core.role(), RoleKind::Resigned);
+    let ends: Vec<(NodeId, EndQuorumEpochRequest)> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SendRequest {
+                to,
+                request: RaftRequest::EndQuorumEpoch(r),
+                ..
+            } => Some((*to, r.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ends.len(), 2);
+    let args = wire::end_quorum_epoch_args(&ends[0].1).expect("valid");
+    assert_eq!(args.preferred, vec![n(3), n(2)]);
+    ctx.run_timers(10_000);
+    assert_ne!(
+        ctx.core.role(),
+        RoleKind::Candidate,
+        "a node shutting down never stands again"
+    );
+}
+
+/// testEndQuorumEpochRetriesWhileResigned.
+#[test]
+fn resigned_leader_retries_end_quorum_epoch_until_acknowledged() {
+    let mut ctx = Builder::new(1, &[1, 2, 3])
+        .tune(|c| c.election_timeout_ms = 100_000)
+        .build();
+    ctx.elect();
+    ctx.core.resign(ctx.now, ctx.core.epoch());
+    ctx.take();
+    let actions = ctx.advance(2_000);
+    let resent = actions
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Action::SendRequest {
+                    request: RaftRequest::EndQuorumEpoch(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(resent, 2);
+}
+
+// -------------------------------------------------------------------------------------------------
+// Fetch: leader side
+// -------------------------------------------------------------------------------------------------
+
+/// A leader at epoch 5 with log [epoch 1: 0..3, epoch 3: 3..5, epoch 5: 5..6 (LeaderChange)].
+fn leader_with_history() -> Ctx {
+    let mut ctx = Builder::new(1, &[1, 2, 3])
+        .state(4, None, None)
+        .log(log_of(&[(1, 3), (3, 2)]))
+        .build();
+    let actions = ctx.elect();
+    assert_eq!(ctx.core.epoch(), LeaderEpoch(5));
+    let after = ctx.flush_all(&actions);
+    assert!(
+        hw_advances(&after).is_empty(),
+        "the leader alone is not a majority"
+    );
+    ctx
+}
+
+/// testLeaderImmediatelySendsDivergingEpoch / testFollowerLogReconciliation (leader side).
+#[test]
+fn leader_answers_divergent_fetches_with_the_diverging_epoch() {
+    let mut ctx = leader_with_history();
+    let cases: [(&str, i64, i32, Option<OffsetAndEpoch>); 5] = [
+        (
+            "epoch 2 never led here: end of epoch 1",
+            4,
+            2,
+            Some(OffsetAndEpoch::new(3, 1)),
+        ),
+        (
+            "epoch 1 but past its end",
+            4,
+            1,
+            Some(OffsetAndEpoch::new(3, 1)),
+        ),
+        (
+            "past the log end in epoch 5",
+            9,
+            5,
+            Some(OffsetAndEpoch::new(6, 5)),
+        ),
+        ("exactly at the end of epoch 1: valid", 3, 1, None),
+        ("empty follower: valid", 0, 0, None),
+    ];
+    for (reason, offset, last_epoch, want) in cases {
+        let (_, actions) = ctx.fetch(2, 5, offset, last_epoch, 0);
+        let (_, answer) = fetch_answer(&actions);
+        let answer = answer.expect("partition");
+        assert_eq!(answer.info.error, None, "{reason}");
+        assert_eq!(answer.diverging, want, "{reason}");
+        if want.is_none() {
+            assert!(!answer.records.is_empty(), "{reason}: records follow");
+        }
+    }
+}
+
+/// KafkaRaftClientSnapshotTest: fetch offset 0, or below the log start, or an epoch older
+/// than the snapshot's, is answered with the latest snapshot id.
+#[test]
+fn leader_answers_fetches_below_its_snapshot_with_the_snapshot_id() {
+    let snapshot = OffsetAndEpoch::new(10, 2);
+    let mut ctx = Builder::new(1, &[1, 2, 3])
+        .state(2, None, None)
+        .snapshot_at_start(10, 2)
+        .log(vec![batch(10, 2, 2)])
+        .build();
+    ctx.elect();
+    let epoch = ctx.core.epoch().0;
+    let cases: [(&str, i64, i32, Option<OffsetAndEpoch>); 4] = [
+        ("fetch offset 0", 0, 0, Some(snapshot)),
+        ("below log start", 5, 1, Some(snapshot)),
+        ("at log start with another epoch", 10, 1, Some(snapshot)),
+        ("at log start with the snapshot epoch", 10, 2, None),
+    ];
+    for (reason, offset, last_epoch, want) in cases {
+        let (_, actions) = ctx.fetch(2, epoch, offset, last_epoch, 0);
+        let answer = fetch_answer(&actions).1.expect("partition");
+        assert_eq!(answer.snapshot_id, want, "{reason}");
+    }
+}
+
+/// testInvalidFetchRequest and the epoch checks of §1.3.
+#[test]
+fn bad_fetches_get_kafka_error_codes() {
+    let mut ctx = leader_with_history();
+    let err = |ctx: &mut Ctx, epoch: i32, offset: i64, last: i32| {
+        let (_, actions) = ctx.fetch(2, epoch, offset, last, 0);
+        partition_error(fetch_answer(&actions), |a: &FetchAnswer| a.info.error)
+    };
+    assert_eq!(
+        err(&mut ctx, 5, -1, 0),
+        Some(ResponseError::InvalidRequest),
+        "negative offset"
+    );
+    assert_eq!(
+        err(&mut ctx, 5, 0, -1),
+        Some(ResponseError::InvalidRequest),
+        "negative epoch"
+    );
+    assert_eq!(
+        err(&mut ctx, 5, 0, 6),
+        Some(ResponseError::InvalidRequest),
+        "last fetched epoch above current"
+    );
+    assert_eq!(
+        err(&mut ctx, 4, 0, 0),
+        Some(ResponseError::FencedLeaderEpoch)
+    );
+    assert_eq!(
+        err(&mut ctx, 6, 0, 0),
+        Some(ResponseError::UnknownLeaderEpoch)
+    );
+    let mut foreign = wire::fetch_request(
+        CLUSTER,
+        n(2),
+        LeaderEpoch(5),
+        OffsetAndEpoch::new(0, 0),
+        0,
+        100,
+    );
+    foreign.cluster_id = Some(StrBytes::from_static_str("other"));
+    let (_, actions) = ctx.request(2, RaftRequest::Fetch(foreign));
+    assert_eq!(
+        fetch_answer(&actions).0,
+        Some(ResponseError::InconsistentClusterId)
+    );
+    let (_, actions) = ctx.request(2, RaftRequest::Fetch(FetchRequest::default()));
+    assert_eq!(
+        fetch_answer(&actions).0,
+        Some(ResponseError::InvalidRequest),
+        "not the metadata partition"
+    );
+
+    let mut follower = Builder::new(1, &[1, 2, 3]).state(5, Some(2), None).build();
+    follower.take();
+    assert_eq!(
+        err(&mut follower, 5, 0, 0),
+        Some(ResponseError::NotLeaderOrFollower)
+    );
+}
+
+/// The leader's HW is unknown until a record of its own epoch is on a majority (Raft §5.4.2),
+/// and it only counts voters (testFetchShouldBeTreatedAsLeaderAcknowledgement).
+#[test]
+fn high_watermark_waits_for_a_record_of_the_current_epoch() {
+    let mut ctx = leader_with_history();
+    // Follower 2 has the old entries only: still no HW (5 = epoch start offset).
+    let (_, actions) = ctx.fetch(2, 5, 5, 3, 0);
+    assert!(hw_advances(&actions).is_empty());
+    assert_eq!(
+        fetch_answer(&actions).1.expect("partition").high_watermark,
+        None
+    );
+    // An observer with everything does not count.
+    let (_, actions) = ctx.fetch(9, 5, 6, 5, 0);
+    assert!(hw_advances(&actions).is_empty());
+    // Follower 3 has the LeaderChange batch: HW = 6.
+    let (_, actions) = ctx.fetch(3, 5, 6, 5, 0);
+    assert_eq!(hw_advances(&actions), vec![LogOffset(6)]);
+    assert_eq!(ctx.core.high_watermark(), LogOffset(6));
+    let committed: Vec<i64> = actions
+        .iter()
+        .flat_map(|a| match a {
+            Action::Commit { batches } => batches.iter().map(RecordBatch::base_offset).collect(),
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(
+        committed,
+        vec![0, 3, 5],
+        "every batch below the HW is handed up once, in order"
+    );
+}
+
+/// A leader counts its own log only once flushed: with both followers caught up but the
+/// leader's own write not yet fsynced, a 3-voter quorum still commits on the two followers.
+#[test]
+fn leader_counts_only_its_flushed_log() {
+    let mut ctx = Builder::new(1, &[1, 2, 3, 4, 5]).build();
+    ctx.elect();
+    let epoch = ctx.core.epoch().0;
+    ctx.fetch(2, epoch, 1, epoch, 0);
+    let (_, actions) = ctx.fetch(3, epoch, 1, epoch, 0);
+    assert!(
+        hw_advances(&actions).is_empty(),
+        "2 followers + an unflushed leader are not 3 of 5"
+    );
+    let actions = ctx.advance(0);
+    let _ = actions;
+    ctx.core.handle_flushed(ctx.now, LogOffset(1));
+    assert_eq!(hw_advances(&ctx.take()), vec![LogOffset(1)]);
+}
+
+/// testPurgatoryFetchTimeout / testPurgatoryFetchSatisfiedByWrite / testResignWillCompleteFetchPurgatory.
+#[test]
+fn long_poll_fetches_wait_for_data_or_their_deadline() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    let actions = ctx.elect();
+    ctx.flush_all(&actions);
+    let epoch = ctx.core.epoch();
+    let (id, actions) = ctx.fetch(2, epoch.0, 1, epoch.0, 500);
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::SendResponse { .. })),
+        "parked"
+    );
+    ctx.core
+        .append(ctx.now, epoch, vec![Bytes::from_static(b"x")])
+        .expect("append");
+    let actions = ctx.advance(25);
+    let answered = actions
+        .iter()
+        .find(|a| matches!(a, Action::SendResponse { id: i, .. } if *i == id));
+    assert!(
+        answered.is_some(),
+        "the append completes the parked fetch: {actions:?}"
+    );
+    let (_, answer) = fetch_answer(&actions);
+    assert!(!answer.expect("partition").records.is_empty());
+
+    let (id, _) = ctx.fetch(3, epoch.0, 2, epoch.0, 500);
+    let actions = ctx.advance(499);
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::SendResponse { id: i, .. } if *i == id))
+    );
+    let actions = ctx.advance(1);
+    let answer = fetch_answer(&actions).1.expect("partition");
+    assert!(
+        answer.records.is_empty() && answer.info.error.is_none(),
+        "empty answer at the deadline"
+    );
+
+    let (id, _) = ctx.fetch(3, epoch.0, 2, epoch.0, 500);
+    ctx.core.resign(ctx.now, epoch);
+    let actions = ctx.take();
+    let resigned_answer = actions.iter().find_map(|a| match a {
+        Action::SendResponse {
+            id: i,
+            response: RaftResponse::Fetch(r),
+            ..
+        } if *i == id => wire::parse_fetch_response(r),
+        _ => None,
+    });
+    assert_eq!(
+        resigned_answer
+            .and_then(|(_, a)| a)
+            .and_then(|a| a.info.error),
+        Some(ResponseError::NotLeaderOrFollower)
+    );
+}
+
+/// testLeaderShouldResignLeadershipIfNotGetFetchRequestFromMajorityVoters /
+/// testLeaderShouldNotResignLeadershipIfOnlyOneVoters.
+#[test]
+fn leader_resigns_when_a_majority_stops_fetching() {
+    let mut ctx = Builder::new(1, &[1, 2, 3, 4, 5]).build();
+    ctx.elect();
+    let epoch = ctx.core.epoch().0;
+    ctx.advance(2_000);
+    ctx.fetch(2, epoch, 0, 0, 0);
+    ctx.fetch(3, epoch, 0, 0, 0);
+    ctx.advance(2_999);
+    assert_eq!(
+        ctx.core.role(),
+        RoleKind::Leader,
+        "two fetched: window restarted"
+    );
+    ctx.fetch(2, epoch, 0, 0, 0);
+    ctx.advance(3_000);
+    assert_eq!(
+        ctx.core.role(),
+        RoleKind::Resigned,
+        "only one voter fetched in the window"
+    );
+
+    let mut alone = Builder::new(1, &[1]).build();
+    alone.take();
+    alone.advance(60_000);
+    assert_eq!(alone.core.role(), RoleKind::Leader);
+}
+
+/// testDescribeQuorum*: the leader reports voters and observers; others answer NOT_LEADER_OR_FOLLOWER.
+#[test]
+fn describe_quorum_is_answered_by_the_leader_only() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    let actions = ctx.elect();
+    ctx.flush_all(&actions);
+    ctx.core.set_wall_clock(ctx.now, 1_700_000_000_000);
+    let epoch = ctx.core.epoch().0;
+    ctx.fetch(2, epoch, 1, epoch, 0);
+    ctx.fetch(7, epoch, 0, 0, 0);
+    let request = DescribeQuorumRequest::default().with_topics(vec![
+        describe_quorum_request::TopicData::default()
+            .with_topic_name(kafka_protocol::messages::TopicName(
+                StrBytes::from_static_str(METADATA_TOPIC_NAME),
+            ))
+            .with_partitions(vec![describe_quorum_request::PartitionData::default()]),
+    ]);
+    let (_, actions) = ctx.request(5, RaftRequest::DescribeQuorum(request.clone()));
+    let Some(Action::SendResponse {
+        response: RaftResponse::DescribeQuorum(r),
+        ..
+    }) = actions.first()
+    else {
+        panic!("{actions:?}")
+    };
+    let p = &r.topics[0].partitions[0];
+    assert_eq!(
+        (
+            p.error_code,
+            p.leader_id.0,
+            p.leader_epoch,
+            p.high_watermark
+        ),
+        (0, 1, epoch, 1)
+    );
+    let voters: Vec<(i32, i64)> = p
+        .current_voters
+        .iter()
+        .map(|v| (v.replica_id.0, v.log_end_offset))
+        .collect();
+    assert_eq!(voters, vec![(1, 1), (2, 1), (3, -1)]);
+    assert_eq!(
+        p.observers
+            .iter()
+            .map(|o| o.replica_id.0)
+            .collect::<Vec<_>>(),
+        vec![7]
+    );
+    assert_eq!(p.current_voters[1].last_fetch_timestamp, 1_700_000_000_000);
+
+    let mut follower = Builder::new(2, &[1, 2, 3]).state(1, Some(1), None).build();
+    let (_, actions) = follower.request(5, RaftRequest::DescribeQuorum(request));
+    let Some(Action::SendResponse {
+        response: RaftResponse::DescribeQuorum(r),
+        ..
+    }) = actions.last()
+    else {
+        panic!("{actions:?}")
+    };
+    assert_eq!(
+        r.topics[0].partitions[0].error_code,
+        ResponseError::NotLeaderOrFollower.code()
+    );
+}
+
+// -------------------------------------------------------------------------------------------------
+// Fetch: follower side
+// -------------------------------------------------------------------------------------------------
+
+fn answer(leader: i32, epoch: i32, hw: Option<i64>, records: Bytes) -> FetchAnswer {
+    FetchAnswer {
+        info: wire::LeaderInfo {
+            error: None,
+            leader_id: Some(n(leader)),
+            epoch: LeaderEpoch(epoch),
+        },
+        high_watermark: hw.map(LogOffset),
+        diverging: None,
+        snapshot_id: None,
+        malformed_snapshot_id: false,
+        records,
+    }
+}
+
+/// testFollowerReplication: records are appended, flushed before the next fetch (the fetch
+/// offset acknowledges durable data), and the HW follows the leader's, capped at our end.
+#[test]
+fn follower_appends_flushes_then_fetches_again() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+    let (_, id, _) = fetch_requests(&ctx.take()).remove(0);
+    let records = concat(&log_of(&[(1, 2), (2, 1)]));
+    let actions = ctx.respond(
+        2,
+        id,
+        RaftResponse::Fetch(wire::fetch_response(&answer(2, 2, Some(10), records))),
+    );
+    assert_eq!(appended(&actions).len(), 2);
+    assert!(
+        fetch_requests(&actions).is_empty(),
+        "no fetch before the flush"
+    );
+    assert_eq!(
+        hw_advances(&actions),
+        vec![LogOffset(3)],
+        "HW capped at the local log end"
+    );
+    let after = ctx.flush_all(&actions);
+    let fetches = fetch_requests(&after);
+    assert_eq!(fetches.len(), 1);
+    let args = wire::fetch_args(&fetches[0].2).expect("fetch");
+    assert_eq!((args.fetch_offset, args.last_fetched_epoch), (3, 2));
+}
+
+/// testFollowerLogReconciliation: a diverging epoch truncates to where the logs agree.
+#[test]
+fn follower_truncates_to_the_diverging_epoch() {
+    let mut ctx = Builder::new(1, &[1, 2, 3])
+        .state(4, Some(2), None)
+        .log(log_of(&[(1, 3), (2, 3)]))
+        .build();
+    let (_, id, _) = fetch_requests(&ctx.take()).remove(0);
+    let mut a = answer(2, 4, None, Bytes::new());
+    a.diverging = Some(OffsetAndEpoch::new(4, 1));
+    let actions = ctx.respond(2, id, RaftResponse::Fetch(wire::fetch_response(&a)));
+    assert!(
+        actions.contains(&Action::Truncate {
+            end_offset: LogOffset(3)
+        }),
+        "epoch 1 ends at 3 locally: {actions:?}"
+    );
+    let fetches = fetch_requests(&actions);
+    let args = wire::fetch_args(&fetches[0].2).expect("fetch");
+    assert_eq!((args.fetch_offset, args.last_fetched_epoch), (3, 1));
+}
+
+/// Appendix C.6: a follower never truncates below its HW; that is fatal, not silent data loss.
+#[test]
+fn truncation_below_the_high_watermark_is_fatal() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+    let (_, id, _) = fetch_requests(&ctx.take()).remove(0);
+    let records = concat(&log_of(&[(1, 4)]));
+    let actions = ctx.respond(
+        2,
+        id,
+        RaftResponse::Fetch(wire::fetch_response(&answer(2, 2, Some(4), records))),
+    );
+    let after = ctx.flush_all(&actions);
+    let (_, id, _) = fetch_requests(&after).remove(0);
+    let mut a = answer(2, 2, None, Bytes::new());
+    a.diverging = Some(OffsetAndEpoch::new(1, 1));
+    let actions = ctx.respond(2, id, RaftResponse::Fetch(wire::fetch_response(&a)));
+    assert!(actions.iter().any(|a| matches!(
+        a,
+        Action::Fatal(FatalError::TruncateBelowHighWatermark { .. })
+    )));
+    assert!(!actions.iter().any(|a| matches!(a, Action::Truncate { .. })));
+    assert_eq!(ctx.core.log_end().offset, LogOffset(4));
+}
+
+/// Corrupt or non-contiguous records from the wire are refused, never appended.
+#[test]
+fn corrupt_or_misplaced_fetched_records_are_refused() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+    let (_, id, _) = fetch_requests(&ctx.take()).remove(0);
+    let mut bytes = concat(&log_of(&[(1, 2)])).to_vec();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    let actions = ctx.respond(
+        2,
+        id,
+        RaftResponse::Fetch(wire::fetch_response(&answer(
+            2,
+            2,
+            None,
+            Bytes::from(bytes),
+        ))),
+    );
+    assert!(appended(&actions).is_empty(), "CRC mismatch");
+    let actions = ctx.advance(20);
+    let (_, id, _) = fetch_requests(&actions).remove(0);
+    let misplaced = concat(&[batch(5, 1, 1)]);
+    let actions = ctx.respond(
+        2,
+        id,
+        RaftResponse::Fetch(wire::fetch_response(&answer(2, 2, None, misplaced))),
+    );
+    assert!(
+        appended(&actions).is_empty(),
+        "does not start at our log end"
+    );
+    let actions = ctx.advance(20);
+    let (_, id, _) = fetch_requests(&actions).remove(0);
+    let future = concat(&[batch(0, 3, 1)]);
+    let actions = ctx.respond(
+        2,
+        id,
+        RaftResponse::Fetch(wire::fetch_response(&answer(2, 2, None, future))),
+    );
+    assert!(appended(&actions).is_empty(), "epoch above the leader's");
+}
+
+/// A snapshot id answer asks the driver to download it (KIP-630) and stops fetching.
+#[test]
+fn follower_told_to_load_a_snapshot_asks_the_driver() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+    let (_, id, _) = fetch_requests(&ctx.take()).remove(0);
+    let mut a = answer(2, 2, Some(100), Bytes::new());
+    a.snapshot_id = Some(OffsetAndEpoch::new(100, 2));
+    let actions = ctx.respond(2, id, RaftResponse::Fetch(wire::fetch_response(&a)));
+    assert!(actions.contains(&Action::FetchSnapshotRequired {
+        leader: n(2),
+        snapshot_id: OffsetAndEpoch::new(100, 2)
+    }));
+    assert!(fetch_requests(&actions).is_empty());
+    assert_eq!(
+        ctx.core.high_watermark(),
+        LogOffset(0),
+        "HW capped at the (empty) log"
+    );
+}
+
+/// testFetchResponseIgnoredAfterBecomingCandidate / duplicate responses: answers to requests
+/// that are no longer outstanding change nothing.
+#[test]
+fn stale_and_duplicate_fetch_responses_are_ignored() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+    let (_, id, _) = fetch_requests(&ctx.take()).remove(0);
+    let response = RaftResponse::Fetch(wire::fetch_response(&answer(
+        2,
+        2,
+        None,
+        concat(&log_of(&[(1, 1)])),
+    )));
+    let first = ctx.respond(2, id, response.clone());
+    assert_eq!(appended(&first).len(), 1);
+    let again = ctx.respond(2, id, response.clone());
+    assert!(again.is_empty(), "duplicate: {again:?}");
+    ctx.flush_all(&first);
+    ctx.advance(2_000);
+    assert_eq!(ctx.core.role(), RoleKind::Candidate);
+    assert!(ctx.respond(2, id, response).is_empty());
+}
+
+/// Common response handling: an error naming a newer leader moves us to it; UNKNOWN_LEADER_EPOCH
+/// is ignored (testObserverHandleRetryFetchToLeader).
+#[test]
+fn fetch_errors_carrying_a_newer_leader_redirect_the_fetcher() {
+    let mut observer = Builder::new(9, &[1, 2, 3]).build();
+    let (to, id, _) = fetch_requests(&observer.take()).remove(0);
+    let mut a = answer(3, 4, None, Bytes::new());
+    a.info.error = Some(ResponseError::FencedLeaderEpoch);
+    let actions = observer.respond(to.0, id, RaftResponse::Fetch(wire::fetch_response(&a)));
+    assert_eq!(
+        (
+            observer.core.role(),
+            observer.core.leader(),
+            observer.core.epoch()
+        ),
+        (RoleKind::Observer, Some(n(3)), LeaderEpoch(4))
+    );
+    let fetches = fetch_requests(&actions);
+    assert_eq!(fetches[0].0, n(3), "fetches from the leader now");
+    let mut unknown = answer(3, 5, None, Bytes::new());
+    unknown.info.error = Some(ResponseError::UnknownLeaderEpoch);
+    observer.respond(
+        3,
+        fetches[0].1,
+        RaftResponse::Fetch(wire::fetch_response(&unknown)),
+    );
+    assert_eq!(observer.core.epoch(), LeaderEpoch(4));
+}
+
+// -------------------------------------------------------------------------------------------------
+// Appends
+// -------------------------------------------------------------------------------------------------
+
+/// testAppendFailedWithNotLeaderException / FencedEpoch / RecordBatchTooLarge.
+#[test]
+fn appends_fail_with_typed_errors() {
+    let mut follower = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+    let now = follower.now;
+    assert!(matches!(
+        follower
+            .core
+            .append(now, LeaderEpoch(2), vec![Bytes::new()]),
+        Err(AppendError::NotLeader { .. })
+    ));
+    let mut leader = Builder::new(1, &[1, 2, 3])
+        .tune(|c| c.max_batch_size_bytes = 1024)
+        .build();
+    leader.elect();
+    let epoch = leader.core.epoch();
+    let now = leader.now;
+    assert!(matches!(
+        leader
+            .core
+            .append(now, LeaderEpoch(epoch.0 - 1), vec![Bytes::new()]),
+        Err(AppendError::NotLeader { .. })
+    ));
+    assert!(matches!(
+        leader.core.append(now, epoch.next(), vec![Bytes::new()]),
+        Err(AppendError::FutureEpoch { .. })
+    ));
+    assert!(matches!(
+        leader
+            .core
+            .append(now, epoch, vec![Bytes::from(vec![0; 2048])]),
+        Err(AppendError::RecordBatchTooLarge { .. })
+    ));
+}
+
+/// testAccumulatorClearedAfterBecomingFollower: buffered appends die with the leadership and
+/// nothing is written in the old epoch afterwards.
+#[test]
+fn losing_leadership_drops_buffered_appends() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    ctx.elect();
+    let epoch = ctx.core.epoch();
+    ctx.core
+        .append(ctx.now, epoch, vec![Bytes::from_static(b"lost")])
+        .expect("buffered");
+    ctx.begin_epoch(2, epoch.0 + 1);
+    assert_eq!(ctx.core.role(), RoleKind::Follower);
+    let actions = ctx.advance(100);
+    assert!(appended(&actions).is_empty());
+}
+
+/// Linger: appends within `append.linger.ms` share one batch.
+#[test]
+fn appends_within_the_linger_share_a_batch() {
+    let mut ctx = Builder::new(1, &[1]).build();
+    let actions = ctx.take();
+    ctx.flush_all(&actions);
+    let epoch = ctx.core.epoch();
+    for i in 0..3u8 {
+        ctx.core
+            .append(ctx.now, epoch, vec![Bytes::from(vec![i])])
+            .expect("append");
+        ctx.advance(5);
+    }
+    let actions = ctx.advance(10);
+    let batches = appended(&actions);
+    assert_eq!(batches.len(), 1);
+    assert_eq!(
+        (batches[0].base_offset(), batches[0].record_count()),
+        (1, 3)
+    );
+}
