@@ -47,8 +47,14 @@ fn path_str(path: &Path) -> String {
     path.display().to_string()
 }
 
-/// Formats `node`'s storage with krust, checks Kafka's `info` agrees, and starts Kafka on it.
-fn krust_format_then_kafka_starts(mut node: KafkaNode, extra: &[&str], expect_line: &str) {
+/// Formats `node`'s storage with krust, checks Kafka's `info` agrees, starts Kafka on it, runs
+/// `check` against the running node, then kills it.
+fn krust_format_then_kafka_starts(
+    mut node: KafkaNode,
+    extra: &[&str],
+    expect_line: &str,
+    check: impl FnOnce(&mut KafkaNode),
+) {
     let dist = node.dist().clone();
     let props = path_str(&node.properties_path());
     let cluster_id = node.cluster_id().to_owned();
@@ -84,6 +90,7 @@ fn krust_format_then_kafka_starts(mut node: KafkaNode, extra: &[&str], expect_li
     let _one_at_a_time = KAFKA_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     node.start()
         .expect("Kafka 3.9 starts on storage formatted by krust");
+    check(&mut node);
     node.kill().expect("kill Kafka");
 }
 
@@ -94,7 +101,38 @@ fn kafka_starts_on_a_static_controller_formatted_by_krust() {
         .start_timeout(START_TIMEOUT)
         .build_unformatted()
         .expect("node");
-    krust_format_then_kafka_starts(node, &[], "Formatting metadata directory");
+    krust_format_then_kafka_starts(
+        node,
+        &["--release-version", "3.7"],
+        "Formatting metadata directory",
+        |node| {
+            // The controller took its metadata.version from krust's bootstrap.checkpoint.
+            let features = run_against_controller(node, class::FEATURE_COMMAND, &["describe"]);
+            assert!(
+                features.contains("Feature: metadata.version")
+                    && features.contains("FinalizedVersionLevel: 3.7-IV4"),
+                "{features}"
+            );
+        },
+    );
+}
+
+/// Runs a Kafka admin tool with `--bootstrap-controller` pointing at `node`.
+fn run_against_controller(node: &KafkaNode, tool: &str, args: &[&str]) -> String {
+    let address = node.bootstrap_controller();
+    let mut full = vec!["--bootstrap-controller", address.as_str()];
+    full.extend_from_slice(args);
+    let out = node
+        .dist()
+        .run_tool(tool, &full, TOOL_TIMEOUT)
+        .expect("tool runs");
+    assert!(
+        out.success(),
+        "{tool} {args:?}: {}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    out.stdout
 }
 
 #[test]
@@ -111,10 +149,29 @@ fn kafka_starts_on_a_standalone_controller_formatted_by_krust() {
         .start_timeout(START_TIMEOUT)
         .build_unformatted()
         .expect("node");
+    let meta_properties = node.log_dir().join("meta.properties");
     krust_format_then_kafka_starts(
         node,
         &["--standalone"],
         "Formatting dynamic metadata voter directory",
+        |node| {
+            // The quorum is the voter set of krust's bootstrap snapshot: node 1 with the
+            // directory id krust wrote into meta.properties, and it leads.
+            let text = std::fs::read_to_string(&meta_properties).expect("meta.properties");
+            let directory_id = text
+                .lines()
+                .find_map(|l| l.strip_prefix("directory.id="))
+                .expect("directory.id")
+                .to_owned();
+            let status =
+                run_against_controller(node, class::METADATA_QUORUM, &["describe", "--status"]);
+            let leader = status
+                .lines()
+                .find_map(|l| l.strip_prefix("LeaderId:"))
+                .map(str::trim);
+            assert_eq!(leader, Some("1"), "{status}");
+            assert!(status.contains(&directory_id), "{status}");
+        },
     );
 }
 
@@ -125,7 +182,7 @@ fn kafka_starts_on_a_combined_node_formatted_by_krust() {
         .start_timeout(START_TIMEOUT)
         .build_unformatted()
         .expect("node");
-    krust_format_then_kafka_starts(node, &[], "Formatting metadata directory");
+    krust_format_then_kafka_starts(node, &[], "Formatting metadata directory", |_| {});
 }
 
 #[test]
@@ -146,7 +203,7 @@ fn kafka_info_accepts_broker_directories_formatted_by_krust() {
         .prop("metadata.log.dir", path_str(&tmp.path().join("meta")))
         .build_unformatted()
         .expect("node");
-    krust_format_then_kafka_starts(node, &[], "Formatting data directory");
+    krust_format_then_kafka_starts(node, &[], "Formatting data directory", |_| {});
 }
 
 /// A node's `server.properties` in its own temp dir, for running both formatters on the same
