@@ -437,25 +437,23 @@ impl RaftCore {
         }
     }
 
-    /// Tells the core that the driver's fsync requested by `Action::Flush { end_offset }`
-    /// completed. Calls must come in the order the flushes were requested.
+    /// Tells the core that the fsync requested by the oldest outstanding `Action::Flush` is
+    /// done. Call it exactly once per `Flush`, in the order the flushes were requested, with
+    /// that action's `end_offset`. (A truncation issued after the flush lowers what it covers.)
     pub fn handle_flushed(&mut self, now: Instant, end_offset: LogOffset) {
-        while let Some(front) = self.pending_flushes.front().copied() {
-            if front > end_offset && self.pending_flushes.len() > 1 {
-                break;
-            }
-            self.pending_flushes.pop_front();
-            let durable = front.min(end_offset).min(self.log.end_offset());
-            self.flushed_end = self.flushed_end.max(durable);
-            if front >= end_offset {
-                break;
-            }
-        }
-        match &mut self.role {
-            Role::Leader(_) => {
-                self.update_leader_own_progress(now);
-            }
-            Role::Follower(_) | Role::Unattached { .. } => self.maybe_send_fetch(now),
+        let Some(covered) = self.pending_flushes.pop_front() else {
+            warn!(
+                node = self.config.node_id.0,
+                end_offset = end_offset.0,
+                "flush completion without a pending flush"
+            );
+            return;
+        };
+        let durable = covered.min(end_offset).min(self.log.end_offset());
+        self.flushed_end = self.flushed_end.max(durable);
+        match &self.role {
+            Role::Leader(_) => self.update_leader_own_progress(now),
+            Role::Follower(_) => self.maybe_send_fetch(now),
             _ => {}
         }
     }
@@ -674,7 +672,7 @@ impl RaftCore {
 
     /// Leaves the current role: parked fetches are answered, buffered appends dropped,
     /// outstanding requests forgotten, role timers stopped.
-    fn leave_role(&mut self, now: Instant) {
+    fn leave_role(&mut self) {
         let old = std::mem::replace(
             &mut self.role,
             Role::Unattached {
@@ -704,7 +702,6 @@ impl RaftCore {
             }
         }
         self.inflight.clear();
-        let _ = now;
         self.timers.clear();
     }
 
@@ -738,7 +735,7 @@ impl RaftCore {
             to = epoch.0,
             "becoming unattached"
         );
-        self.leave_role(now);
+        self.leave_role();
         self.epoch = epoch;
         self.role = Role::Unattached {
             voted: None,
@@ -796,7 +793,7 @@ impl RaftCore {
             leader = leader.0,
             "becoming follower"
         );
-        self.leave_role(now);
+        self.leave_role();
         self.epoch = epoch;
         self.role = Role::Follower(FollowerState {
             leader,
@@ -825,7 +822,7 @@ impl RaftCore {
             retries,
             "becoming candidate"
         );
-        self.leave_role(now);
+        self.leave_role();
         self.epoch = epoch;
         self.role = Role::Candidate {
             granted: BTreeSet::from([self.config.node_id]),
@@ -854,7 +851,7 @@ impl RaftCore {
         );
         let me = self.config.node_id;
         info!(node = me.0, epoch = self.epoch.0, "becoming leader");
-        self.leave_role(now);
+        self.leave_role();
         let start = self.log.end_offset();
         let mut voters: BTreeMap<NodeId, ReplicaProgress> = self
             .config
@@ -902,7 +899,7 @@ impl RaftCore {
             ?preferred,
             "resigning"
         );
-        self.leave_role(now);
+        self.leave_role();
         let unacked = self.other_voters().collect();
         // Resigned is soft state: not persisted (a restart comes back Resigned anyway).
         self.role = Role::Resigned { unacked, preferred };
@@ -1176,6 +1173,10 @@ impl RaftCore {
     }
 
     /// Follower (voter or observer): one Fetch at a time, only once the log end is flushed.
+    ///
+    /// fsync point: the Fetch offset tells the leader "I durably hold everything below this",
+    /// and the leader counts it toward the high watermark. Sending it before the driver reported
+    /// the flush (`handle_flushed`) could commit data that a crash of this voter then loses.
     fn maybe_send_fetch(&mut self, now: Instant) {
         let Role::Follower(f) = &self.role else {
             return;
@@ -1788,7 +1789,11 @@ impl RaftCore {
             return;
         };
         if self.handle_common_response(now, answer.info) == Handled::Yes {
-            self.maybe_send_fetch(now);
+            // Still following the same leader (e.g. it resigned and answers with an error):
+            // back off instead of asking again at once. A new leader was already sent a Fetch.
+            if matches!(&self.role, Role::Follower(f) if f.fetch_in_flight.is_none()) {
+                self.timers.set(Timer::FetchRetry, now + retry);
+            }
             return;
         }
         if answer.info.error.is_some() {
