@@ -181,3 +181,28 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Arbitrary record values give a frame or a typed error, never a panic.
+        #[test]
+        fn arbitrary_values_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = ApiMessageAndVersion::decode(&bytes);
+        }
+
+        /// FeatureLevelRecords round-trip.
+        #[test]
+        fn feature_level_records_round_trip(name in "\\PC{0,40}", level in any::<i16>()) {
+            let record = ApiMessageAndVersion::new(
+                MetadataRecord::FeatureLevel(crate::records::FeatureLevelRecord::new(name, level)),
+                0,
+            );
+            let bytes = record.encode().expect("encodes");
+            prop_assert_eq!(ApiMessageAndVersion::decode(&bytes), Ok(record));
+        }
+    }
+}

@@ -406,3 +406,32 @@ mod tests {
         assert_eq!(java_date_utc(951_782_400), "Tue Feb 29 00:00:00 UTC 2000");
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// What `format_properties` writes, `parse_properties` reads back unchanged.
+        #[test]
+        fn written_properties_parse_back(
+            entries in proptest::collection::vec(("[^\u{0}]{1,12}", "[^\u{0}]{0,12}"), 0..8),
+        ) {
+            let pairs: Vec<(&str, &str)> = entries.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+            let text = format_properties(&pairs, 0);
+            let parsed: Vec<(String, String)> = parse_properties(&text)
+                .expect("our own output parses")
+                .into_iter()
+                .map(|e| (e.key, e.value))
+                .collect();
+            prop_assert_eq!(parsed, entries);
+        }
+
+        /// Arbitrary text gives entries or a typed error, never a panic.
+        #[test]
+        fn arbitrary_text_never_panics(text in "\\PC{0,200}") {
+            let _ = parse_properties(&text);
+        }
+    }
+}

@@ -1121,3 +1121,44 @@ mod tests {
         ));
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// However records are cut into batches, reading gives back exactly what was written.
+        #[test]
+        fn write_then_read_round_trips(
+            records in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 1..64), 0..40),
+            max_batch_bytes in 140usize..2048,
+            epoch in 0i32..1000,
+            timestamp in any::<i64>(),
+        ) {
+            let mut options = SnapshotWriterOptions::new(SnapshotId { end_offset: 1, epoch });
+            options.max_batch_bytes = max_batch_bytes;
+            options.append_timestamp_ms = timestamp;
+            options.last_contained_log_timestamp_ms = timestamp;
+            let values: Vec<Bytes> = records.into_iter().map(Bytes::from).collect();
+            let bytes = write_snapshot(options, values.clone()).expect("records fit");
+            let contents = read_snapshot(Bytes::from(bytes), Some(epoch)).expect("reads back");
+            prop_assert_eq!(contents.records, values);
+            prop_assert_eq!(contents.header.last_contained_log_timestamp, timestamp);
+        }
+
+        /// Arbitrary bytes give a typed error (or, by chance, a snapshot), never a panic.
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = read_snapshot(Bytes::from(bytes), None);
+        }
+
+        /// Names round-trip through their text form.
+        #[test]
+        fn file_names_round_trip(end_offset in 0i64..=i64::MAX, epoch in 0i32..=i32::MAX) {
+            let id = SnapshotId { end_offset, epoch };
+            let parsed = SnapshotFileName::parse(&id.file_name()).expect("valid name");
+            prop_assert_eq!(parsed, Some(SnapshotFileName { id, kind: SnapshotFileKind::Frozen }));
+        }
+    }
+}
