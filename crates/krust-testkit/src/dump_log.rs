@@ -104,6 +104,10 @@ pub struct DumpedFile {
     pub path: String,
     /// `Log starting offset:` (for `.log` files).
     pub log_start_offset: Option<i64>,
+    /// `Snapshot end offset: <offset>, epoch: <epoch>` (for `<offset>-<epoch>.checkpoint`).
+    pub snapshot_id: Option<(i64, i32)>,
+    /// `KRaft bootstrap snapshot` was printed (for `bootstrap.checkpoint`).
+    pub bootstrap_snapshot: bool,
     /// Batches of a `.log` (or snapshot) file.
     pub batches: Vec<DumpedBatch>,
     /// `(offset, position)` entries of a `.index` file.
@@ -202,6 +206,16 @@ pub fn parse_dump_log(stdout: &str, stderr: &str) -> Result<DumpLog, DumpParseEr
         let fields = Fields { line, line_number };
         if let Some(rest) = line.strip_prefix("Log starting offset: ") {
             file.log_start_offset = Some(fields.number("Log starting offset", rest)?);
+        } else if let Some(rest) = line.strip_prefix("Snapshot end offset: ") {
+            let (offset, epoch) = rest
+                .split_once(", epoch: ")
+                .ok_or_else(|| fields.bad("Snapshot end offset", "missing epoch"))?;
+            file.snapshot_id = Some((
+                fields.number("Snapshot end offset", offset)?,
+                fields.number("epoch", epoch)?,
+            ));
+        } else if line == "KRaft bootstrap snapshot" {
+            file.bootstrap_snapshot = true;
         } else if line.starts_with("baseOffset: ") {
             file.batches.push(fields.batch()?);
         } else if let Some(rest) = line.strip_prefix("| ") {
@@ -478,6 +492,10 @@ Dumping /tmp/t-0/00000000000000000000.timeindex
 timestamp: 1795963922890 offset: 1
 Dumping /tmp/t-0/00000000000000000005.index
 /tmp/t-0/00000000000000000005.index is empty.
+Dumping /tmp/m/__cluster_metadata-0/00000000000000000100-0000000001.checkpoint
+Snapshot end offset: 100, epoch: 1
+Dumping /tmp/m/bootstrap.checkpoint
+KRaft bootstrap snapshot
 ";
 
     #[test]
@@ -487,7 +505,15 @@ Dumping /tmp/t-0/00000000000000000005.index
             "[2024-01-01 00:00:00,000] WARN something (x)\nMismatches in :/tmp/t-0/00000000000000000000.index\n  Index offset: 0, log offset: 1\n",
         )
         .expect("parse");
-        assert_eq!(dump.files.len(), 4);
+        assert_eq!(dump.files.len(), 6);
+        assert_eq!(
+            dump.file(".checkpoint").and_then(|f| f.snapshot_id),
+            Some((100, 1))
+        );
+        assert!(
+            dump.file("bootstrap.checkpoint")
+                .is_some_and(|f| f.bootstrap_snapshot)
+        );
         let log = dump.file("00000000000000000000.log").expect("log block");
         assert_eq!(log.log_start_offset, Some(0));
         assert_eq!(log.invalid_trailing_bytes, Some(3));

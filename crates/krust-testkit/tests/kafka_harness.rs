@@ -82,6 +82,36 @@ fn combined_node_starts_serves_a_topic_restarts_and_dies_on_sigkill() {
     node.terminate(Duration::from_secs(60))
         .expect("clean shutdown");
     assert!(!node.is_running().expect("state"));
+
+    // The metadata log and the bootstrap snapshot, decoded by Kafka's own dump tool.
+    let metadata_log = node
+        .log_dir()
+        .join("__cluster_metadata-0/00000000000000000000.log");
+    let bootstrap = node.log_dir().join("bootstrap.checkpoint");
+    let dump = dist
+        .dump_log_segments(
+            &[&metadata_log, &bootstrap],
+            &["--cluster-metadata-decoder"],
+            Duration::from_secs(60),
+        )
+        .expect("dump the metadata log");
+    let payloads: Vec<&str> = dump
+        .batches()
+        .flat_map(|b| b.records.iter())
+        .filter_map(|r| r.payload.as_deref())
+        .collect();
+    assert!(
+        payloads
+            .iter()
+            .any(|p| p.contains("\"TOPIC_RECORD\"") && p.contains("\"harness\"")),
+        "{payloads:#?}"
+    );
+    assert!(dump.batches().all(|b| b.is_valid));
+    assert!(
+        dump.file("bootstrap.checkpoint")
+            .is_some_and(|f| f.bootstrap_snapshot && !f.batches.is_empty())
+    );
+
     node.start().expect("restart");
     let port = node.broker_port().expect("broker port");
     node.kill().expect("kill");
