@@ -149,6 +149,17 @@ impl Log {
             }
             segments.insert(base, segment);
         }
+        // Recovered segments that are no longer active get their rebuilt indexes written,
+        // trimmed and fsynced now, like any sealed segment (the active one is flushed by the
+        // caller's flush/close).
+        let last_base = segments.keys().next_back().copied();
+        for (base, _) in &report.recovered_segments {
+            if Some(*base) != last_base
+                && let Some(segment) = segments.get_mut(base)
+            {
+                segment.seal()?;
+            }
+        }
         // Fix up inactive segments' next offsets now that all bases are known.
         let keys: Vec<i64> = segments.keys().copied().collect();
         for pair in keys.windows(2) {

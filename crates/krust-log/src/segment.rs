@@ -258,6 +258,16 @@ impl Segment {
                 }
             }
         }
+        if needs_recovery.is_none() && !segment.time_index.is_empty() {
+            // The last time index entry is the segment's max timestamp (retention and
+            // timestamp lookups rely on it): it must name a batch with that timestamp.
+            let last = segment.time_index.last_entry();
+            let matches = matches!(segment.translate_offset(last.offset),
+                Ok(Some((_, h))) if h.last_offset == last.offset && h.max_timestamp == last.timestamp);
+            if !matches {
+                needs_recovery = Some("last time index entry".to_string());
+            }
+        }
         if let Some(reason) = needs_recovery {
             warn!(segment = %segment.log_path.display(), reason, "index unusable; rebuilding from the log");
             let outcome = segment.recover(None)?;
@@ -499,7 +509,21 @@ impl Segment {
             .metadata()
             .map_err(|e| LogError::io(&self.log_path, e))?
             .len();
-        let entry = from_offset.map(|o| self.offset_index.lookup(o));
+        let mut entry = from_offset.map(|o| self.offset_index.lookup(o));
+        if let Some(e) = entry.filter(|e| e.position > 0) {
+            // Start from the entry only if it is inside the file and points at a valid batch
+            // with the entry's last offset; a wrong entry must not make us cut good data.
+            let trusted = u64::from(e.position) < file_len && {
+                self.size = file_len;
+                matches!(self.read_batch_at(u64::from(e.position)),
+                    Ok(Some(b)) if b.last_offset() == e.offset)
+            };
+            if !trusted {
+                warn!(segment = %self.log_path.display(), entry_offset = e.offset,
+                    position = e.position, "offset index entry does not match the log; full scan");
+                entry = None;
+            }
+        }
         let start = match entry {
             Some(e) if e.position > 0 => {
                 self.offset_index.truncate_to_position(e.position)?;
