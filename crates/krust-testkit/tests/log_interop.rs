@@ -952,7 +952,57 @@ fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
     // crash does not lose the page cache: all of them must be there. The recovery point Kafka
     // checkpointed (if any) is stale, so krust-log re-checks the tail.
     let recovery_point = kafka_recovery_point(&node, "crashed");
-    let (log, _, read, _) = read_partition(&node.partition_dir("crashed", 0), recovery_point);
+    // A copy to tear below; the original stays as the crash left it.
+    let torn_dir = tempfile::tempdir().expect("tempdir");
+    let torn = torn_dir.path().join("crashed-0");
+    std::fs::create_dir_all(&torn).expect("torn dir");
+    for entry in std::fs::read_dir(node.partition_dir("crashed", 0))
+        .expect("partition")
+        .flatten()
+    {
+        std::fs::copy(entry.path(), torn.join(entry.file_name())).expect("copy");
+    }
+    let (log, _, read, batches) = read_partition(&node.partition_dir("crashed", 0), recovery_point);
     check_read_back("crashed", &read, &crashed, window);
     assert_eq!(log.log_end_offset(), 60);
+    drop(log);
+
+    // A torn write (what a power cut could leave): the last batch cut in half, then junk.
+    // krust-log must cut the tail back to the last whole batch and keep everything before it.
+    let last = batches.last().expect("batches");
+    let active = segment_files(&torn)
+        .into_iter()
+        .rfind(|p| p.extension().is_some_and(|e| e == "log"))
+        .expect("active segment");
+    let mut bytes = std::fs::read(&active).expect("read active segment");
+    let cut = bytes.len() - last.size_in_bytes() / 2;
+    bytes.truncate(cut);
+    bytes.extend_from_slice(&[0xAB; 37]);
+    std::fs::write(&active, bytes).expect("tear the tail");
+    let (log, report, read, _) = read_partition(&torn, 0);
+    assert_eq!(
+        log.log_end_offset(),
+        last.base_offset(),
+        "the torn batch is gone"
+    );
+    assert!(
+        report.truncated_bytes() > 0,
+        "recovery cut the tail: {report:?}"
+    );
+    let kept = usize::try_from(last.base_offset()).expect("small offset");
+    check_read_back("torn", &read, &crashed[..kept], window);
+    drop(log);
+
+    // Kafka restarts on the directory krust-log recovered (and re-indexed) after the crash and
+    // still serves every record.
+    node.start().expect("kafka restarts after the crash");
+    let consumed = node
+        .console_consume(
+            "crashed",
+            crashed.len(),
+            &[("print.offset", "true")],
+            Duration::from_secs(30),
+        )
+        .expect("Kafka serves every record after krust-log's recovery");
+    assert_eq!(consumed.stdout.lines().count(), crashed.len());
 }
