@@ -20,7 +20,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use krust_log::batch::RecordBatch;
-use krust_raft::snapshot::ControlRecordType;
+use krust_metadata::BootstrapMetadata;
+use krust_metadata::frame::ApiMessageAndVersion;
+use krust_metadata::metadata_version::MetadataVersion;
+use krust_metadata::records::{MetadataRecord, MetadataRecordType};
+use krust_raft::snapshot::{ControlRecordType, SnapshotFileKind, SnapshotFileName, read_snapshot};
 use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ToolOutput, class, free_port, run_binary};
 use tempfile::TempDir;
 
@@ -290,35 +294,45 @@ fn without_date(bytes: &[u8]) -> String {
         .collect()
 }
 
-fn format_both(dist: &KafkaDist, props: &str, args: &[&str]) -> (Twin, Twin) {
-    let ours = Twin::new(props);
-    let theirs = Twin::new(props);
+/// Formats the same `server.properties` (same paths) with Kafka and then with krust. Kafka's
+/// output directories are moved under `kafka/` first, so `twin.file("kafka/<rel>")` is Kafka's
+/// file and `twin.file("<rel>")` ours. The printed lines must be identical, in the same order.
+fn format_both(dist: &KafkaDist, props: &str, args: &[&str]) -> Twin {
+    let twin = Twin::new(props);
     let cluster_id = "RXmJz-cpSbqo1IMdXqyzRA";
-    let run = |twin: &Twin, kafka: bool| {
-        let config = twin.config();
-        let mut full = vec!["format", "-t", cluster_id, "-c", &config];
-        full.extend_from_slice(args);
-        let out = if kafka {
-            kafka_storage(dist, &full)
-        } else {
-            let mut with_storage = vec!["storage"];
-            with_storage.extend_from_slice(&full);
-            krust(&with_storage)
-        };
-        assert!(
-            out.success(),
-            "kafka={kafka} {args:?}: {}\n{}",
-            out.stdout,
-            out.stderr
-        );
-        out.stdout.replace(&path_str(twin.dir.path()), "{dir}")
-    };
+    let config = twin.config();
+    let mut kafka_args = vec!["format", "-t", cluster_id, "-c", &config];
+    kafka_args.extend_from_slice(args);
+    let kafka = kafka_storage(dist, &kafka_args);
+    assert!(
+        kafka.success(),
+        "Kafka {args:?}: {}\n{}",
+        kafka.stdout,
+        kafka.stderr
+    );
+    let moved = twin.dir.path().join("kafka");
+    std::fs::create_dir(&moved).expect("mkdir kafka");
+    for entry in std::fs::read_dir(twin.dir.path()).expect("read twin dir") {
+        let entry = entry.expect("entry");
+        let name = entry.file_name();
+        if name != "server.properties" && name != "kafka" {
+            std::fs::rename(entry.path(), moved.join(&name)).expect("move Kafka's output");
+        }
+    }
+    let mut krust_args = vec!["storage"];
+    krust_args.extend_from_slice(&kafka_args);
+    let ours = krust(&krust_args);
+    assert!(
+        ours.success(),
+        "krust {args:?}: {}\n{}",
+        ours.stdout,
+        ours.stderr
+    );
     assert_eq!(
-        run(&ours, false),
-        run(&theirs, true),
+        ours.stdout, kafka.stdout,
         "format output differs for {args:?}"
     );
-    (ours, theirs)
+    twin
 }
 
 #[test]
@@ -330,10 +344,10 @@ fn bootstrap_files_match_what_kafka_writes() {
         &["-r", "3.7"][..],
         &["--release-version", "3.3-IV0"][..],
     ] {
-        let (ours, theirs) = format_both(&dist, static_controller, args);
+        let twin = format_both(&dist, static_controller, args);
         let (a, b) = (
-            ours.file("meta/bootstrap.checkpoint"),
-            theirs.file("meta/bootstrap.checkpoint"),
+            twin.file("meta/bootstrap.checkpoint"),
+            twin.file("kafka/meta/bootstrap.checkpoint"),
         );
         assert_eq!(a.len(), b.len(), "{args:?}");
         assert_eq!(
@@ -343,26 +357,61 @@ fn bootstrap_files_match_what_kafka_writes() {
         );
     }
 
+    // Several directories: Kafka prints (and writes) them in java.util.HashMap order of their
+    // paths, which krust reproduces; random temp paths exercise different orders on every run.
+    let broker = "process.roles=broker\nnode.id=2\ncontroller.quorum.voters=1@127.0.0.1:19093\ncontroller.listener.names=CONTROLLER\nlisteners=PLAINTEXT://127.0.0.1:19092\nlog.dirs={dir}/a,{dir}/b,{dir}/c,{dir}/data-1,{dir}/data-2\nmetadata.log.dir={dir}/metadata\n";
+    for _ in 0..2 {
+        let twin = format_both(&dist, broker, &[]);
+        assert_eq!(
+            timeless(&twin.file("metadata/bootstrap.checkpoint")),
+            timeless(&twin.file("kafka/metadata/bootstrap.checkpoint"))
+        );
+    }
+
     // A voter directory gets the directory id from --initial-controllers, so here even
     // meta.properties and the bootstrap snapshot's voter set must be identical.
     let dynamic_controller = "process.roles=controller\nnode.id=2\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:19094\ncontroller.quorum.bootstrap.servers=127.0.0.1:19093\nlog.dirs={dir}/logs\nmetadata.log.dir={dir}/meta\n";
     let voters = "3@127.0.0.1:19095:07R5amHmR32VDA6jHkGbTA,1@127.0.0.1:19093:MvDxzVmcRsaTz33bUuRU6A,2@localhost:19094:JEXY6aqzQY-32P5TStzaFg,9@[::1]:19096:RXmJz-cpSbqo1IMdXqyzRA";
-    let (ours, theirs) = format_both(
+    let twin = format_both(
         &dist,
         dynamic_controller,
         &["--initial-controllers", voters],
     );
     let snapshot = "meta/__cluster_metadata-0/00000000000000000000-0000000000.checkpoint";
-    let (a, b) = (ours.file(snapshot), theirs.file(snapshot));
+    let (a, b) = (twin.file(snapshot), twin.file(&format!("kafka/{snapshot}")));
     assert_eq!(a.len(), b.len());
     assert_eq!(timeless(&a), timeless(&b), "bootstrap snapshot");
+    // krust's snapshot reader accepts Kafka's file and sees the same voter set.
+    let kafka_snapshot = read_snapshot(Bytes::from(b), Some(0)).expect("Kafka's snapshot reads");
+    let our_snapshot = read_snapshot(Bytes::from(a), Some(0)).expect("our snapshot reads");
+    assert_eq!(kafka_snapshot.voters, our_snapshot.voters);
+    assert_eq!(kafka_snapshot.kraft_version, Some(1));
+    let ids: Vec<i32> = kafka_snapshot
+        .voters
+        .iter()
+        .flat_map(|v| v.voters.iter().map(|voter| voter.voter_id.0))
+        .collect();
     assert_eq!(
-        timeless(&ours.file("meta/bootstrap.checkpoint")),
-        timeless(&theirs.file("meta/bootstrap.checkpoint"))
+        ids,
+        [1, 9, 2, 3],
+        "java.util.HashMap order, which krust reproduces"
+    );
+    let kafka_bootstrap = BootstrapMetadata::from_checkpoint_bytes(
+        Bytes::from(twin.file("kafka/meta/bootstrap.checkpoint")),
+        "Kafka's bootstrap.checkpoint",
+    )
+    .expect("Kafka's bootstrap.checkpoint reads");
+    assert_eq!(
+        kafka_bootstrap.metadata_version(),
+        MetadataVersion::IBP_3_9_IV0
     );
     assert_eq!(
-        without_date(&ours.file("meta/meta.properties")),
-        without_date(&theirs.file("meta/meta.properties")),
+        timeless(&twin.file("meta/bootstrap.checkpoint")),
+        timeless(&twin.file("kafka/meta/bootstrap.checkpoint"))
+    );
+    assert_eq!(
+        without_date(&twin.file("meta/meta.properties")),
+        without_date(&twin.file("kafka/meta/meta.properties")),
         "meta.properties of the voter directory"
     );
     // Data directories get random ids: same keys, different directory.id.
@@ -373,8 +422,8 @@ fn bootstrap_files_match_what_kafka_writes() {
             .collect()
     };
     assert_eq!(
-        strip_id(&ours.file("logs/meta.properties")),
-        strip_id(&theirs.file("logs/meta.properties"))
+        strip_id(&twin.file("logs/meta.properties")),
+        strip_id(&twin.file("kafka/logs/meta.properties"))
     );
 }
 
@@ -455,4 +504,72 @@ fn krust_info_reads_directories_formatted_by_kafka() {
     )
     .expect("write v1");
     compare_info(&dist, &zk.config());
+}
+
+/// A running Kafka 3.9 controller writes real metadata snapshots; krust's snapshot reader and
+/// record frame decoder must accept them (first record: the metadata.version FeatureLevelRecord).
+#[test]
+fn krust_reads_snapshots_kafka_writes() {
+    let mut node = KafkaNode::builder(&dist())
+        .role(KafkaRole::Combined)
+        .prop("metadata.log.max.snapshot.interval.ms", 1000)
+        .start_timeout(START_TIMEOUT)
+        .build()
+        .expect("Kafka formats");
+    let metadata_dir = node.log_dir().join("__cluster_metadata-0");
+    let _one_at_a_time = KAFKA_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    node.start().expect("Kafka starts");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let snapshot = loop {
+        let found = std::fs::read_dir(&metadata_dir)
+            .expect("metadata dir")
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                match SnapshotFileName::parse(&name) {
+                    Ok(Some(parsed))
+                        if parsed.kind == SnapshotFileKind::Frozen && parsed.id.end_offset > 0 =>
+                    {
+                        Some((parsed, e.path()))
+                    }
+                    _ => None,
+                }
+            })
+            .max_by_key(|(parsed, _)| parsed.id);
+        if let Some(found) = found {
+            break found;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no snapshot within 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let (name, path) = snapshot;
+    let bytes = std::fs::read(&path).expect("read snapshot");
+    node.kill().expect("kill Kafka");
+    let contents = read_snapshot(Bytes::from(bytes), Some(name.id.epoch))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(!contents.records.is_empty());
+    let records: Vec<ApiMessageAndVersion> = contents
+        .records
+        .iter()
+        .map(|v| ApiMessageAndVersion::decode(v).expect("every record frame decodes"))
+        .collect();
+    match &records[0].record {
+        MetadataRecord::FeatureLevel(f) => {
+            assert_eq!(f.name, "metadata.version");
+            assert_eq!(
+                f.feature_level,
+                MetadataVersion::LATEST_PRODUCTION.feature_level()
+            );
+        }
+        other => panic!("first record is {:?}", other.record_type()),
+    }
+    assert!(
+        records
+            .iter()
+            .any(|r| r.record.record_type() == MetadataRecordType::RegisterBroker),
+        "the combined node's registration is in the snapshot"
+    );
 }
