@@ -136,7 +136,7 @@ pub enum Violation {
         /// Why.
         reason: String,
     },
-    /// After healing, no leader committed a new append on every voter in time.
+    /// After healing, no append was known committed on every running node in time.
     Liveness {
         /// When the cluster was healed (µs).
         healed_at_us: u64,
@@ -242,7 +242,7 @@ impl fmt::Display for Violation {
                 high_watermarks,
             } => write!(
                 f,
-                "Liveness: healed at {healed_at_us} µs, no commit on every voter within {bound_us} µs (leader {leader:?}, high watermarks {high_watermarks:?})"
+                "Liveness: healed at {healed_at_us} µs, no commit known on every running node within {bound_us} µs (leader {leader:?}, high watermarks {high_watermarks:?})"
             ),
             Self::EventBudget { events } => write!(f, "EventBudget: gave up after {events} events"),
         }

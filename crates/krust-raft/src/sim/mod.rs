@@ -70,6 +70,8 @@ pub struct SimConfig {
     pub liveness_bound_us: u64,
     /// Hard cap on processed events (a run that hits it fails).
     pub max_events: u64,
+    /// Voters kept down after healing (fewer than a majority): the rest must still make progress.
+    pub voters_down_after_heal: usize,
 }
 
 impl SimConfig {
@@ -93,6 +95,7 @@ impl SimConfig {
             chaos_us: 6_000_000,
             liveness_bound_us: 20_000_000,
             max_events: 200_000,
+            voters_down_after_heal: rng.gen_range(0..=voters.saturating_sub(1) / 2),
         }
     }
 
@@ -114,6 +117,7 @@ impl SimConfig {
             chaos_us: 500_000,
             liveness_bound_us: 20_000_000,
             max_events: 100_000,
+            voters_down_after_heal: 0,
         }
     }
 }
@@ -781,22 +785,31 @@ impl SimCluster {
         self.chaos = false;
         self.blocked.clear();
         self.healed_at_us = Some(self.now_us);
+        // A minority of voters may stay down for good; the majority must carry on without them.
+        let mut down = BTreeSet::new();
+        while down.len() < self.config.voters_down_after_heal {
+            down.insert(self.rng.gen_range(0..self.config.voters));
+        }
         for node in 0..self.nodes.len() {
-            if !self.nodes[node].is_up() {
+            if down.contains(&node) {
+                self.crash(node);
+            } else if !self.nodes[node].is_up() {
                 self.start_node(node);
             }
         }
     }
 
-    /// Liveness goal: a probe appended after healing is known committed on every node
+    /// Liveness goal: a probe appended after healing is known committed on every running node
     /// (voters and observers).
     fn converged(&self) -> bool {
         let Some((probe, _)) = self.probe else {
             return false;
         };
+        // Voters kept down after healing are excused; every running node must know the commit.
         self.nodes
             .iter()
-            .all(|n| n.core.as_ref().is_some_and(|c| c.high_watermark() > probe))
+            .filter_map(|n| n.core.as_ref())
+            .all(|c| c.high_watermark() > probe)
     }
 
     fn step(&mut self, scheduled: Scheduled) -> Vec<usize> {
@@ -975,19 +988,27 @@ impl SimCluster {
             .checked_sub(1)
             .and_then(|i| n.disk.batches.get(i))
             .map_or(0, RecordBatch::next_offset);
-        let epochs: Vec<(i64, i32)> = n
-            .disk
-            .batches
-            .iter()
-            .map(|b| (b.base_offset(), b.partition_leader_epoch()))
-            .collect();
+        // The disk as runs of `e<epoch>@<first offset>`.
+        let mut runs: Vec<String> = Vec::new();
+        let mut last_epoch = None;
+        for b in &n.disk.batches {
+            if last_epoch != Some(b.partition_leader_epoch()) {
+                last_epoch = Some(b.partition_leader_epoch());
+                runs.push(format!(
+                    "e{}@{}",
+                    b.partition_leader_epoch(),
+                    b.base_offset()
+                ));
+            }
+        }
+        let epochs = runs.join(" ");
         match &n.core {
             None => format!(
-                "node {} down (incarnation {}), durable end {durable_end}, disk {epochs:?}",
+                "node {} down (incarnation {}), durable end {durable_end}, disk [{epochs}]",
                 n.id, n.incarnation
             ),
             Some(c) => format!(
-                "node {} {:?} epoch {} leader {:?} hw {} leo {} flushed {} durable end {durable_end}, disk {epochs:?}",
+                "node {} {:?} epoch {} leader {:?} hw {} leo {} flushed {} durable end {durable_end}, disk [{epochs}]",
                 n.id,
                 c.role(),
                 c.epoch(),

@@ -7,7 +7,7 @@ use super::*;
 
 /// Runs `count` seeds from `base` with swarm options; panics with the rerun line on failure.
 fn run_swarm(test: &str, base: u64, count: u64, voters: usize, observers: usize) -> Vec<SimStats> {
-    let mut all = Vec::new();
+    let mut all: Vec<SimStats> = Vec::new();
     for seed in seeds(base, count) {
         let config = SimConfig::swarm(seed, voters, observers);
         println!("seed {seed}: {config:?}");
@@ -21,6 +21,17 @@ fn run_swarm(test: &str, base: u64, count: u64, voters: usize, observers: usize)
             }
         }
     }
+    let max = |f: fn(&SimStats) -> u64| all.iter().map(f).max().unwrap_or(0);
+    let sum = |f: fn(&SimStats) -> u64| all.iter().map(f).sum::<u64>();
+    println!(
+        "{test}: {} seeds, {} events, {} crashes, {} messages dropped, max epoch {}, longest recovery after healing {} ms",
+        all.len(),
+        sum(|s| s.events),
+        sum(|s| s.crashes),
+        sum(|s| s.dropped),
+        max(|s| u64::try_from(s.max_epoch).unwrap_or(0)),
+        max(|s| s.recovery_us) / 1000,
+    );
     all
 }
 
