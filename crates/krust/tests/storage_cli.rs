@@ -440,3 +440,41 @@ fn info_on_a_zookeeper_config_with_v0_and_v1_files() {
         )
     );
 }
+
+#[test]
+fn unreadable_directories_are_skipped_like_kafka() {
+    let props = "process.roles=controller\nnode.id=1\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:19093\ncontroller.quorum.voters=1@127.0.0.1:19093\n";
+    // A log dir below a regular file cannot be read (ENOTDIR): Kafka ignores it with a message.
+    let only_bad = Node::new(&format!("{props}log.dirs={{dir}}/file/sub\n"));
+    std::fs::write(only_bad.path("file"), b"").expect("write file");
+    let out = only_bad.format(&[]);
+    assert_eq!(code(&out), Some(1));
+    assert_eq!(
+        out.stdout,
+        format!(
+            "I/O error trying to read log directory {}. Ignoring...\n",
+            only_bad.shown("file/sub")
+        )
+    );
+    assert!(
+        out.stderr
+            .contains("No available log directories to format."),
+        "{}",
+        out.stderr
+    );
+
+    let mixed = Node::new(&format!(
+        "{props}log.dirs={{dir}}/ok,{{dir}}/file/sub\nmetadata.log.dir={{dir}}/ok\n"
+    ));
+    std::fs::write(mixed.path("file"), b"").expect("write file");
+    let out = mixed.format(&[]);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!(
+            "I/O error trying to read log directory {}. Ignoring...\nFormatting metadata directory {} with metadata.version 3.9-IV0.\n",
+            mixed.shown("file/sub"),
+            mixed.shown("ok")
+        )
+    );
+}

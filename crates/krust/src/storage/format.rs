@@ -257,31 +257,45 @@ pub fn run_format(args: &FormatArgs, out: &mut dyn Write) -> anyhow::Result<i32>
             "Formatting {} {dir} with metadata.version {release_version}.",
             directory_type.description()
         )?;
-        let dir_path = Path::new(dir);
-        std::fs::create_dir_all(dir_path)
-            .with_context(|| format!("Unable to create storage directory {dir}"))?;
-        write_atomically(&dir_path.join(BOOTSTRAP_FILE_NAME), &bootstrap_bytes)
-            .with_context(|| format!("writing {BOOTSTRAP_FILE_NAME} in {dir}"))?;
-        if directory_type.is_dynamic_metadata()
-            && let Some(voters) = &initial_controllers
-        {
-            write_dynamic_quorum_snapshot(
-                dir_path,
-                voters,
-                kraft_version,
-                &controller_listener_name,
-            )?;
-        }
-
-        let props = MetaProperties::v1(args.cluster_id.clone(), node_id, Some(directory_id));
-        let unix_secs = now_ms() / 1000;
-        write_atomically(
-            &dir_path.join(META_PROPERTIES_NAME),
-            props.to_file_text(unix_secs).as_bytes(),
+        // Kafka reports any failure here as a failure to write this directory's meta.properties.
+        write_directory(
+            Path::new(dir),
+            &bootstrap_bytes,
+            initial_controllers
+                .as_ref()
+                .filter(|_| directory_type.is_dynamic_metadata()),
+            kraft_version,
+            &controller_listener_name,
+            &MetaProperties::v1(args.cluster_id.clone(), node_id, Some(directory_id)),
         )
-        .map_err(|e| anyhow!("Error while writing meta.properties file {dir}: {e}"))?;
+        .map_err(|e| anyhow!("Error while writing meta.properties file {dir}: {e:#}"))?;
     }
     Ok(0)
+}
+
+/// Writes one new directory: `bootstrap.checkpoint`, the bootstrap snapshot for a dynamic
+/// metadata directory, then `meta.properties` last, so a directory only counts as formatted once
+/// everything else is durable.
+fn write_directory(
+    dir: &Path,
+    bootstrap_bytes: &[u8],
+    dynamic_voters: Option<&DynamicVoters>,
+    kraft_version: i16,
+    controller_listener_name: &str,
+    props: &MetaProperties,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).context("Unable to create storage directory")?;
+    write_atomically(&dir.join(BOOTSTRAP_FILE_NAME), bootstrap_bytes)
+        .with_context(|| format!("writing {BOOTSTRAP_FILE_NAME}"))?;
+    if let Some(voters) = dynamic_voters {
+        write_dynamic_quorum_snapshot(dir, voters, kraft_version, controller_listener_name)?;
+    }
+    write_atomically(
+        &dir.join(META_PROPERTIES_NAME),
+        props.to_file_text(now_ms() / 1000).as_bytes(),
+    )
+    .with_context(|| format!("writing {META_PROPERTIES_NAME}"))?;
+    Ok(())
 }
 
 /// Kafka formats (and prints) the new directories in the iteration order of a
