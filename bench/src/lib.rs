@@ -1,1 +1,92 @@
-//! Shared helpers for the benchmarks in `src/bin/`.
+//! Shared helpers for the benchmarks in `src/bin/`: the machine description every benchmark
+//! prints, size parsing, throughput formatting.
+
+use std::path::Path;
+
+/// CPU model from `/proc/cpuinfo` (or "unknown").
+#[must_use]
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// Logical CPUs available to this process.
+#[must_use]
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+}
+
+/// `(mount point, fs type, device)` of the mount holding `dir`, from `/proc/mounts`.
+#[must_use]
+pub fn filesystem_of(dir: &Path) -> (String, String, String) {
+    let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+    let mut best: Option<(String, String, String)> = None;
+    for line in mounts.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 3 {
+            continue;
+        }
+        let (device, mount, fstype) = (fields[0], fields[1], fields[2]);
+        if dir.starts_with(mount) && best.as_ref().is_none_or(|b| mount.len() > b.0.len()) {
+            best = Some((mount.to_string(), fstype.to_string(), device.to_string()));
+        }
+    }
+    best.unwrap_or_else(|| ("?".into(), "?".into(), "?".into()))
+}
+
+/// Parses `512M`, `2G`, `16K`, `1048576` (binary units).
+///
+/// # Errors
+/// A message naming the bad value.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("invalid size {text:?}"))?;
+    let mult: u64 = match unit
+        .to_ascii_uppercase()
+        .trim_end_matches("IB")
+        .trim_end_matches('B')
+    {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return Err(format!("invalid size unit in {text:?}")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("size {text:?} too large"))
+}
+
+/// Bytes per second as MB/s (10^6).
+#[must_use]
+pub fn mb_per_s(bytes: u64, seconds: f64) -> f64 {
+    bytes as f64 / seconds.max(1e-9) / 1e6
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_units() {
+        assert_eq!(parse_size("512M"), Ok(512 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size("16k"), Ok(16 << 10));
+        assert_eq!(parse_size("100"), Ok(100));
+        assert!(parse_size("12X").is_err());
+        assert!(parse_size("").is_err());
+    }
+}

@@ -1,0 +1,221 @@
+//! `log-append`: krust-log append throughput against the disk's own sequential write speed.
+//!
+//! Appends batches of 1 KiB records (16 KiB per batch by default) through the leader path of
+//! [`krust_log::Log`] — validation, offset assignment, segment/index bookkeeping — with
+//! `flush()` every 64 MiB, and compares with a plain `write` + `fdatasync` of the same bytes,
+//! in the same chunks, to the same directory, in the same run. Then reads the whole log back
+//! sequentially (page cache warm). Each measurement runs `--runs` times (default 3), alternating
+//! which goes first, and the best run of each counts.
+//!
+//! ```text
+//! cargo run --release -p krust-bench --bin log-append -- --dir /tmp/bench --size 2G
+//! ```
+
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use bytes::Bytes;
+use clap::Parser;
+use krust_bench::{cores, cpu_model, filesystem_of, mb_per_s, parse_size};
+use krust_log::{Log, LogConfig, RecordBatch, RecordBatchBuilder};
+
+/// krust-log append throughput vs. plain sequential write + fdatasync.
+#[derive(Debug, Parser)]
+struct Args {
+    /// Directory to write to (a fresh subdirectory is created and removed).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Bytes to append per run (K/M/G suffixes).
+    #[arg(long, default_value = "2G", value_parser = parse_size)]
+    size: u64,
+    /// Target batch size.
+    #[arg(long, default_value = "16K", value_parser = parse_size)]
+    batch_bytes: u64,
+    /// Record value size.
+    #[arg(long, default_value = "1K", value_parser = parse_size)]
+    record_bytes: u64,
+    /// fsync every this many bytes.
+    #[arg(long, default_value = "64M", value_parser = parse_size)]
+    flush_bytes: u64,
+    /// Runs of each measurement (the best counts).
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+}
+
+fn template_batch(batch_bytes: u64, record_bytes: u64) -> RecordBatch {
+    let records = (batch_bytes / record_bytes.max(1)).max(1);
+    let mut builder = RecordBatchBuilder::new(0);
+    for i in 0..records {
+        let value: Vec<u8> = (0..record_bytes).map(|j| (i + j) as u8).collect();
+        builder.append_kv(
+            1_700_000_000_000 + i as i64,
+            Some(Bytes::from(format!("key-{i}"))),
+            Some(Bytes::from(value)),
+        );
+    }
+    builder.build()
+}
+
+/// Appends `count` copies of `template` to a fresh log; returns seconds and bytes written.
+fn run_log(dir: &Path, template: &RecordBatch, count: u64, flush_bytes: u64) -> Result<(f64, u64)> {
+    let mut log = Log::open(dir, LogConfig::default(), 0).context("open log")?;
+    let mut since_flush = 0u64;
+    let mut written = 0u64;
+    let start = Instant::now();
+    for _ in 0..count {
+        // A fresh buffer per batch, as a produce request would bring.
+        let batch = RecordBatch::parse_default(Bytes::copy_from_slice(template.as_bytes()))
+            .context("parse")?
+            .0;
+        let size = batch.size_in_bytes() as u64;
+        log.append_as_leader(vec![batch], 0, 1_700_000_000_000)
+            .context("append")?;
+        written += size;
+        since_flush += size;
+        if since_flush >= flush_bytes {
+            log.flush().context("flush")?;
+            since_flush = 0;
+        }
+    }
+    log.flush().context("final flush")?;
+    let seconds = start.elapsed().as_secs_f64();
+    log.close().context("close")?;
+    Ok((seconds, written))
+}
+
+/// Writes `count` copies of the batch bytes to one file with `write` + `fdatasync`.
+fn run_plain(
+    path: &Path,
+    template: &RecordBatch,
+    count: u64,
+    flush_bytes: u64,
+) -> Result<(f64, u64)> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .context("create plain file")?;
+    let bytes = template.as_bytes();
+    let mut since_flush = 0u64;
+    let mut written = 0u64;
+    let start = Instant::now();
+    for _ in 0..count {
+        // The same per-chunk copy the log run makes.
+        let chunk = Bytes::copy_from_slice(bytes);
+        file.write_all(&chunk).context("write")?;
+        written += chunk.len() as u64;
+        since_flush += chunk.len() as u64;
+        if since_flush >= flush_bytes {
+            file.sync_data().context("fdatasync")?;
+            since_flush = 0;
+        }
+    }
+    file.sync_data().context("final fdatasync")?;
+    Ok((start.elapsed().as_secs_f64(), written))
+}
+
+/// Reads the whole log sequentially; returns seconds and bytes read.
+fn run_read(dir: &Path) -> Result<(f64, u64)> {
+    let log = Log::open(dir, LogConfig::default(), i64::MAX).context("reopen log")?;
+    let start = Instant::now();
+    let mut offset = log.log_start_offset();
+    let mut bytes = 0u64;
+    while offset < log.log_end_offset() {
+        let read = log.read(offset, 1 << 20).context("read")?;
+        let Some(last) = read.batches.last() else {
+            bail!("read at {offset} returned nothing");
+        };
+        offset = last.next_offset();
+        bytes += read.bytes.len() as u64;
+    }
+    Ok((start.elapsed().as_secs_f64(), bytes))
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let parent = match &args.dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            d.clone()
+        }
+        None => std::env::temp_dir(),
+    };
+    let work = tempfile::Builder::new()
+        .prefix("log-append-")
+        .tempdir_in(&parent)
+        .context("creating work dir")?;
+    let template = template_batch(args.batch_bytes, args.record_bytes);
+    let batch_size = template.size_in_bytes() as u64;
+    let count = (args.size / batch_size).max(1);
+    let (mount, fstype, device) = filesystem_of(work.path());
+
+    println!("machine: cpu {:?}, {} cores", cpu_model(), cores());
+    println!(
+        "target:  {} (fs {fstype} on {device}, mounted at {mount})",
+        work.path().display()
+    );
+    println!(
+        "params:  {count} batches x {batch_size} B ({} records of {} B values) = {:.1} MiB per run, flush every {} MiB, {} runs each, segment.bytes {} MiB",
+        template.record_count(),
+        args.record_bytes,
+        (count * batch_size) as f64 / (1u64 << 20) as f64,
+        args.flush_bytes >> 20,
+        args.runs,
+        LogConfig::default().segment_bytes >> 20,
+    );
+
+    let mut best_plain = f64::MAX;
+    let mut best_log = f64::MAX;
+    let mut log_dir = None;
+    for run in 1..=args.runs {
+        // Alternate which goes first so neither always inherits the other's writeback.
+        let order: [bool; 2] = if run % 2 == 1 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for is_log in order {
+            if is_log {
+                let dir = work.path().join(format!("bench-{run}"));
+                let (secs, bytes) = run_log(&dir, &template, count, args.flush_bytes)?;
+                println!(
+                    "run {run}: krust-log append      {:8.1} MB/s ({secs:.2} s)",
+                    mb_per_s(bytes, secs)
+                );
+                best_log = best_log.min(secs);
+                if let Some(previous) = log_dir.replace(dir) {
+                    std::fs::remove_dir_all(previous).context("removing previous log")?;
+                }
+            } else {
+                let plain_path = work.path().join(format!("plain-{run}.bin"));
+                let (secs, bytes) = run_plain(&plain_path, &template, count, args.flush_bytes)?;
+                std::fs::remove_file(&plain_path).context("removing plain file")?;
+                println!(
+                    "run {run}: plain write+fdatasync {:8.1} MB/s ({secs:.2} s)",
+                    mb_per_s(bytes, secs)
+                );
+                best_plain = best_plain.min(secs);
+            }
+        }
+    }
+    let total = count * batch_size;
+    let plain = mb_per_s(total, best_plain);
+    let log = mb_per_s(total, best_log);
+    println!(
+        "best:    plain {plain:.1} MB/s, krust-log {log:.1} MB/s, ratio {:.3} (goal >= 0.9)",
+        log / plain
+    );
+
+    if let Some(dir) = log_dir {
+        let (secs, bytes) = run_read(&dir)?;
+        println!(
+            "read:    sequential read of the whole log {:.1} MB/s ({bytes} B in {secs:.2} s, page cache warm, CRC checked)",
+            mb_per_s(bytes, secs)
+        );
+    }
+    Ok(())
+}
