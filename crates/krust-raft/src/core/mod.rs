@@ -49,7 +49,7 @@ pub use log::{LogShapeError, RecoveredLog};
 pub use timer::Timer;
 pub use wire::{
     INVALID_VOTER_KEY, METADATA_PARTITION, METADATA_TOPIC_ID, METADATA_TOPIC_NAME, RaftRequest,
-    RaftResponse,
+    RaftResponse, adapt_fetch_request, adapt_fetch_response,
 };
 
 use crate::config::{ELECTION_BACKOFF_BASE_MS, OBSERVER_SESSION_TIMEOUT_MS, RaftConfig};

@@ -1591,3 +1591,299 @@ fn appends_within_the_linger_share_a_batch() {
         (1, 3)
     );
 }
+
+// -------------------------------------------------------------------------------------------------
+// Hostile input: whatever arrives, the core answers or ignores it, never panics
+// -------------------------------------------------------------------------------------------------
+
+mod hostile {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Clone, Debug)]
+    enum Input {
+        Vote {
+            from: i32,
+            voter: i32,
+            epoch: i32,
+            candidate: i32,
+            last_epoch: i32,
+            last_offset: i64,
+        },
+        Begin {
+            from: i32,
+            voter: i32,
+            leader: i32,
+            epoch: i32,
+        },
+        End {
+            from: i32,
+            leader: i32,
+            epoch: i32,
+            preferred: Vec<i32>,
+        },
+        Fetch {
+            from: i32,
+            replica: i32,
+            epoch: i32,
+            offset: i64,
+            last_epoch: i32,
+            max_wait: i32,
+        },
+        /// Answer the `pick`-th outstanding request with made-up content.
+        Answer {
+            pick: usize,
+            error: i16,
+            leader: i32,
+            epoch: i32,
+            hw: i64,
+            diverging: (i32, i64),
+            snapshot: (i32, i64),
+            records: u8,
+            granted: bool,
+        },
+        Advance {
+            ms: u64,
+        },
+        Flush,
+        Append {
+            records: u8,
+        },
+    }
+
+    fn input() -> impl Strategy<Value = Input> {
+        let node = -2..7i32;
+        let epoch = -1..8i32;
+        let offset = -3..20i64;
+        prop_oneof![
+            (
+                node.clone(),
+                node.clone(),
+                epoch.clone(),
+                node.clone(),
+                epoch.clone(),
+                offset.clone()
+            )
+                .prop_map(
+                    |(from, voter, epoch, candidate, last_epoch, last_offset)| Input::Vote {
+                        from,
+                        voter,
+                        epoch,
+                        candidate,
+                        last_epoch,
+                        last_offset
+                    }
+                ),
+            (node.clone(), node.clone(), node.clone(), epoch.clone()).prop_map(
+                |(from, voter, leader, epoch)| Input::Begin {
+                    from,
+                    voter,
+                    leader,
+                    epoch
+                }
+            ),
+            (
+                node.clone(),
+                node.clone(),
+                epoch.clone(),
+                proptest::collection::vec(node.clone(), 0..5)
+            )
+                .prop_map(|(from, leader, epoch, preferred)| Input::End {
+                    from,
+                    leader,
+                    epoch,
+                    preferred
+                }),
+            (
+                node.clone(),
+                -2..10i32,
+                epoch.clone(),
+                offset.clone(),
+                epoch.clone(),
+                -1..600i32
+            )
+                .prop_map(|(from, replica, epoch, offset, last_epoch, max_wait)| {
+                    Input::Fetch {
+                        from,
+                        replica,
+                        epoch,
+                        offset,
+                        last_epoch,
+                        max_wait,
+                    }
+                }),
+            (
+                0..8usize,
+                prop_oneof![
+                    Just(0i16),
+                    Just(6),
+                    Just(8),
+                    Just(42),
+                    Just(74),
+                    Just(75),
+                    Just(104),
+                    Just(125),
+                    Just(-1)
+                ],
+                node.clone(),
+                epoch.clone(),
+                offset.clone(),
+                (epoch.clone(), offset.clone()),
+                (epoch.clone(), offset.clone()),
+                0..4u8,
+                any::<bool>()
+            )
+                .prop_map(
+                    |(pick, error, leader, epoch, hw, diverging, snapshot, records, granted)| {
+                        Input::Answer {
+                            pick,
+                            error,
+                            leader,
+                            epoch,
+                            hw,
+                            diverging,
+                            snapshot,
+                            records,
+                            granted,
+                        }
+                    }
+                ),
+            (0..3_000u64).prop_map(|ms| Input::Advance { ms }),
+            Just(Input::Flush),
+            (1..4u8).prop_map(|records| Input::Append { records }),
+        ]
+    }
+
+    fn records_blob(kind: u8, base: i64, epoch: i32) -> Bytes {
+        match kind {
+            0 => Bytes::new(),
+            1 => concat(&[batch(base.max(0), epoch.max(0), 2)]),
+            2 => Bytes::from_static(b"\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x30garbage"),
+            _ => concat(&[batch(base.max(0) + 3, epoch.max(0), 1)]),
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+        /// Random, hostile requests and responses in any order: no panic, epochs and the
+        /// high watermark never go back, and every request gets at most one answer.
+        #[test]
+        fn hostile_input_never_panics(
+            me in 1..4i32,
+            start_epoch in 0..4i32,
+            start_leader in -1..4i32,
+            log_len in 0..3usize,
+            inputs in proptest::collection::vec(input(), 1..60),
+        ) {
+            let shape: Vec<(i32, usize)> = (0..log_len).map(|i| (i32::try_from(i).unwrap_or(0).min(start_epoch), 2)).collect();
+            let leader = (start_leader >= 0 && start_leader != me).then_some(start_leader);
+            let mut ctx = Builder::new(me, &[1, 2, 3]).state(start_epoch, leader, None).log(log_of(&shape)).build();
+            let mut outstanding: Vec<(NodeId, RequestId, &'static str)> = Vec::new();
+            let mut flushes: Vec<LogOffset> = Vec::new();
+            let mut answered = std::collections::BTreeSet::new();
+            let mut last_epoch = ctx.core.epoch();
+            let mut last_hw = ctx.core.high_watermark();
+            let mut record = |actions: &[Action], outstanding: &mut Vec<(NodeId, RequestId, &'static str)>, flushes: &mut Vec<LogOffset>| {
+                for a in actions {
+                    match a {
+                        Action::SendRequest { to, id, request } => {
+                            let kind = match request {
+                                RaftRequest::Vote(_) => "vote",
+                                RaftRequest::BeginQuorumEpoch(_) => "begin",
+                                RaftRequest::EndQuorumEpoch(_) => "end",
+                                RaftRequest::Fetch(_) => "fetch",
+                                RaftRequest::DescribeQuorum(_) => "describe",
+                            };
+                            outstanding.push((*to, *id, kind));
+                        }
+                        Action::SendResponse { id, .. } => {
+                            assert!(answered.insert(*id), "request {id:?} answered twice");
+                        }
+                        Action::Flush { end_offset } => flushes.push(*end_offset),
+                        _ => {}
+                    }
+                }
+            };
+            let initial = ctx.take();
+            record(&initial, &mut outstanding, &mut flushes);
+            for input in inputs {
+                let actions = match input {
+                    Input::Vote { from, voter, epoch, candidate, last_epoch, last_offset } => {
+                        let mut r = wire::vote_request(CLUSTER, n(voter), LeaderEpoch(epoch), n(candidate), OffsetAndEpoch::new(last_offset, last_epoch));
+                        r.voter_id = kafka_protocol::messages::BrokerId(voter);
+                        ctx.request(from, RaftRequest::Vote(r)).1
+                    }
+                    Input::Begin { from, voter, leader, epoch } => {
+                        let r = wire::begin_quorum_epoch_request(CLUSTER, n(voter), n(leader), LeaderEpoch(epoch));
+                        ctx.request(from, RaftRequest::BeginQuorumEpoch(r)).1
+                    }
+                    Input::End { from, leader, epoch, preferred } => {
+                        let preferred: Vec<NodeId> = preferred.into_iter().map(NodeId).collect();
+                        let r = wire::end_quorum_epoch_request(CLUSTER, n(leader), LeaderEpoch(epoch), &preferred);
+                        ctx.request(from, RaftRequest::EndQuorumEpoch(r)).1
+                    }
+                    Input::Fetch { from, replica, epoch, offset, last_epoch, max_wait } => {
+                        let mut r = wire::fetch_request(CLUSTER, n(replica), LeaderEpoch(epoch), OffsetAndEpoch::new(offset, last_epoch), 0, 1 << 20);
+                        r.max_wait_ms = max_wait;
+                        ctx.request(from, RaftRequest::Fetch(r)).1
+                    }
+                    Input::Answer { pick, error, leader, epoch, hw, diverging, snapshot, records, granted } => {
+                        if outstanding.is_empty() {
+                            continue;
+                        }
+                        let (to, id, kind) = outstanding.remove(pick % outstanding.len());
+                        let info = wire::LeaderInfo {
+                            error: ResponseError::try_from_code(error),
+                            leader_id: (leader >= 0).then_some(NodeId(leader)),
+                            epoch: LeaderEpoch(epoch),
+                        };
+                        let response = match kind {
+                            "vote" => RaftResponse::Vote(wire::vote_response(info, granted)),
+                            "begin" => RaftResponse::BeginQuorumEpoch(wire::begin_quorum_epoch_response(info)),
+                            "end" => RaftResponse::EndQuorumEpoch(wire::end_quorum_epoch_response(info)),
+                            _ => {
+                                let mut r = wire::fetch_response(&wire::FetchAnswer {
+                                    info,
+                                    high_watermark: (hw >= 0).then_some(LogOffset(hw)),
+                                    diverging: None,
+                                    snapshot_id: None,
+                                    malformed_snapshot_id: false,
+                                    records: records_blob(records, ctx.core.log_end().offset.0, epoch),
+                                });
+                                let p = &mut r.responses[0].partitions[0];
+                                p.diverging_epoch.epoch = diverging.0;
+                                p.diverging_epoch.end_offset = diverging.1;
+                                p.snapshot_id.epoch = snapshot.0;
+                                p.snapshot_id.end_offset = snapshot.1;
+                                RaftResponse::Fetch(r)
+                            }
+                        };
+                        ctx.respond(to.0, id, response)
+                    }
+                    Input::Advance { ms } => ctx.advance(ms),
+                    Input::Flush => {
+                        if flushes.is_empty() {
+                            continue;
+                        }
+                        let end = flushes.remove(0);
+                        ctx.core.handle_flushed(ctx.now, end);
+                        ctx.take()
+                    }
+                    Input::Append { records } => {
+                        let epoch = ctx.core.epoch();
+                        let now = ctx.now;
+                        let _ = ctx.core.append(now, epoch, (0..records).map(|i| Bytes::from(vec![i])).collect());
+                        ctx.take()
+                    }
+                };
+                record(&actions, &mut outstanding, &mut flushes);
+                prop_assert!(ctx.core.epoch() >= last_epoch, "epoch went back");
+                prop_assert!(ctx.core.high_watermark() >= last_hw, "high watermark went back");
+                prop_assert!(ctx.core.high_watermark() <= ctx.core.log_end().offset, "HW beyond the log end");
+                last_epoch = ctx.core.epoch();
+                last_hw = ctx.core.high_watermark();
+            }
+        }
+    }
+}

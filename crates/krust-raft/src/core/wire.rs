@@ -304,7 +304,7 @@ pub(crate) fn fetch_request(
         .with_partition_max_bytes(i32::try_from(max_bytes).unwrap_or(i32::MAX));
     FetchRequest::default()
         .with_cluster_id(Some(str_bytes(cluster_id)))
-        .with_replica_id(BrokerId(replica_id.0))
+        // Newest layout (v15+): the id lives in ReplicaState; `adapt_fetch_request` moves it back.
         .with_replica_state(
             fetch_request::ReplicaState::default().with_replica_id(BrokerId(replica_id.0)),
         )
@@ -583,4 +583,186 @@ pub(crate) fn describe_quorum_response(
             .with_topic_name(topic_name())
             .with_partitions(vec![partition]),
     ])
+}
+
+/// Rewrites a Fetch request the core built (newest layout: `ReplicaState`, topic id) for a peer
+/// that negotiated an older `version` (12–14 carry `ReplicaId` at the top level; 12 names the
+/// topic instead of its id).
+pub fn adapt_fetch_request(request: &mut FetchRequest, version: i16) {
+    if version < 15 {
+        request.replica_id = request.replica_state.replica_id;
+        request.replica_state = fetch_request::ReplicaState::default();
+    }
+    if version < 13 {
+        for topic in &mut request.topics {
+            topic.topic_id = Uuid::nil();
+        }
+    } else {
+        for topic in &mut request.topics {
+            topic.topic = TopicName::default();
+        }
+    }
+}
+
+/// Rewrites a Fetch response for a peer on an older `version` (see [`adapt_fetch_request`]).
+pub fn adapt_fetch_response(response: &mut FetchResponse, version: i16) {
+    for topic in &mut response.responses {
+        if version < 13 {
+            topic.topic_id = Uuid::nil();
+        } else {
+            topic.topic = TopicName::default();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+    use kafka_protocol::protocol::{Decodable, Encodable};
+
+    fn round_trip<T: Encodable + Decodable + PartialEq + std::fmt::Debug>(
+        message: &T,
+        version: i16,
+    ) -> T {
+        let mut buf = BytesMut::new();
+        message
+            .encode(&mut buf, version)
+            .unwrap_or_else(|e| panic!("encode v{version}: {e}"));
+        let mut bytes = buf.freeze();
+        T::decode(&mut bytes, version).unwrap_or_else(|e| panic!("decode v{version}: {e}"))
+    }
+
+    /// Every message the core builds encodes at the versions Kafka 3.9 speaks, and reads back
+    /// to what the core needs.
+    #[test]
+    fn built_messages_encode_at_kafka_versions() {
+        let last = OffsetAndEpoch::new(42, 3);
+        let vote = vote_request("c", NodeId(2), LeaderEpoch(4), NodeId(1), last);
+        for v in 0..=1 {
+            let mut want = vote_args(&vote).expect("valid");
+            if v == 0 {
+                want.voter_id = -1; // VoterId is v1+
+            }
+            assert_eq!(vote_args(&round_trip(&vote, v)), Some(want), "Vote v{v}");
+        }
+        let info = LeaderInfo {
+            error: Some(ResponseError::FencedLeaderEpoch),
+            leader_id: Some(NodeId(3)),
+            epoch: LeaderEpoch(4),
+        };
+        for v in 0..=1 {
+            let r = round_trip(&vote_response(info, true), v);
+            assert_eq!(parse_vote_response(&r), Some((None, Some((info, true)))));
+        }
+        let begin = begin_quorum_epoch_request("c", NodeId(2), NodeId(1), LeaderEpoch(4));
+        let end = end_quorum_epoch_request("c", NodeId(1), LeaderEpoch(4), &[NodeId(3), NodeId(2)]);
+        for v in 0..=1 {
+            assert_eq!(
+                begin_quorum_epoch_args(&round_trip(&begin, v)),
+                begin_quorum_epoch_args(&begin)
+            );
+            assert_eq!(
+                end_quorum_epoch_args(&round_trip(&end, v)).map(|a| a.preferred),
+                Some(vec![NodeId(3), NodeId(2)]),
+                "EndQuorumEpoch v{v}"
+            );
+            assert_eq!(
+                parse_begin_quorum_epoch_response(&round_trip(
+                    &begin_quorum_epoch_response(info),
+                    v
+                )),
+                Some((None, Some(info)))
+            );
+            assert_eq!(
+                parse_end_quorum_epoch_response(&round_trip(&end_quorum_epoch_response(info), v)),
+                Some((None, Some(info)))
+            );
+        }
+        let fetch = fetch_request("c", NodeId(2), LeaderEpoch(4), last, 500, 1 << 20);
+        for v in 12..=17 {
+            let mut adapted = fetch.clone();
+            adapt_fetch_request(&mut adapted, v);
+            assert_eq!(
+                fetch_args(&round_trip(&adapted, v)),
+                fetch_args(&fetch),
+                "Fetch v{v}"
+            );
+        }
+        let answer = FetchAnswer {
+            info: LeaderInfo {
+                error: None,
+                leader_id: Some(NodeId(1)),
+                epoch: LeaderEpoch(4),
+            },
+            high_watermark: Some(LogOffset(40)),
+            diverging: Some(OffsetAndEpoch::new(30, 2)),
+            snapshot_id: None,
+            malformed_snapshot_id: false,
+            records: Bytes::from_static(b"raw"),
+        };
+        for v in 12..=17 {
+            let mut adapted = fetch_response(&answer);
+            adapt_fetch_response(&mut adapted, v);
+            assert_eq!(
+                parse_fetch_response(&round_trip(&adapted, v)),
+                Some((None, Some(answer.clone()))),
+                "Fetch response v{v}"
+            );
+        }
+        let row = ReplicaRow {
+            replica_id: NodeId(2),
+            log_end_offset: Some(LogOffset(9)),
+            last_fetch_timestamp_ms: Some(5),
+            last_caught_up_timestamp_ms: None,
+        };
+        let describe = describe_quorum_response(info, Some(LogOffset(9)), &[row], &[]);
+        for v in 0..=2 {
+            let r = round_trip(&describe, v);
+            assert_eq!(
+                r.topics[0].partitions[0].current_voters[0].log_end_offset, 9,
+                "DescribeQuorum v{v}"
+            );
+        }
+    }
+
+    /// Requests of the wrong shape are recognised (answered with INVALID_REQUEST by the core).
+    #[test]
+    fn requests_must_name_exactly_the_metadata_partition() {
+        let mut vote = vote_request(
+            "c",
+            NodeId(2),
+            LeaderEpoch(4),
+            NodeId(1),
+            OffsetAndEpoch::new(0, 0),
+        );
+        vote.topics[0].partitions[0].partition_index = 1;
+        assert_eq!(vote_args(&vote), None);
+        let mut two = vote_request(
+            "c",
+            NodeId(2),
+            LeaderEpoch(4),
+            NodeId(1),
+            OffsetAndEpoch::new(0, 0),
+        );
+        let extra = two.topics[0].clone();
+        two.topics.push(extra);
+        assert_eq!(vote_args(&two), None);
+        let mut fetch = fetch_request(
+            "c",
+            NodeId(2),
+            LeaderEpoch(4),
+            OffsetAndEpoch::new(0, 0),
+            0,
+            1,
+        );
+        fetch.topics[0].topic_id = Uuid::from_u128(7);
+        fetch.topics[0].topic = TopicName(StrBytes::from_static_str("other"));
+        assert_eq!(fetch_args(&fetch), None);
+        assert!(cluster_id_matches(None, "c"));
+        assert!(!cluster_id_matches(
+            Some(&StrBytes::from_static_str("d")),
+            "c"
+        ));
+    }
 }
