@@ -2,9 +2,10 @@
 //! pre-allocated file (Kafka pre-allocates `segment.index.bytes`, rounded down to whole
 //! entries) and trimmed to the entries on roll/close so closed segments match Kafka's files.
 //!
-//! Durability: entries are only written out by [`IndexFile::flush`] (called by the segment's
-//! flush, roll and close). That is safe because indexes are never trusted beyond the recovery
-//! point: recovery rebuilds them from the data.
+//! Durability: entries are written out by [`IndexFile::write_out`] (the segment's flush) and
+//! fsynced by [`IndexFile::trim_and_flush`] (roll and close). That is safe because an active
+//! segment's index is never trusted blindly: recovery re-reads from the recovery point's entry
+//! after checking that entry against the data, and rebuilds the rest.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -171,13 +172,10 @@ impl<E: IndexEntry> IndexFile<E> {
         self.preallocate()
     }
 
-    /// Writes entries not yet on disk and fsyncs the file.
-    pub(crate) fn flush(&mut self) -> Result<(), LogError> {
-        self.write_pending()?;
-        // The index must be durable before the recovery point moves past its entries.
-        self.file
-            .sync_data()
-            .map_err(|e| LogError::io(&self.path, e))
+    /// Writes entries not yet in the file (no fsync: see [`crate::segment::Segment`]'s
+    /// flush for why the active segment's index needs none).
+    pub(crate) fn write_out(&mut self) -> Result<(), LogError> {
+        self.write_pending()
     }
 
     fn write_pending(&mut self) -> Result<(), LogError> {

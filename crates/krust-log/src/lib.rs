@@ -9,8 +9,10 @@
 //!
 //! Writes go to the OS page cache; nothing is fsynced behind the caller's back except where a
 //! change must be atomic to be safe:
-//! - [`Log::flush`] fsyncs data, then indexes (and the directory after segment creation) and
-//!   moves the recovery point to the log end offset. The caller decides when: Raft before it
+//! - [`Log::flush`] fsyncs the data of every segment with unflushed writes (one fsync in the
+//!   common case; plus the directory after segment creation), writes pending index entries
+//!   without fsyncing them (recovery checks the active segment's index against the data and
+//!   rebuilds it), and moves the recovery point to the log end offset. The caller decides when: Raft before it
 //!   acknowledges, a broker per `flush.messages`/`flush.ms`.
 //! - A roll fsyncs the sealed segment (data and trimmed indexes); truncation, recovery's tail
 //!   cut and segment deletion are fsynced at once, so removed bytes never come back.

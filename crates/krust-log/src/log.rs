@@ -55,7 +55,7 @@ pub struct TimestampAndOffset {
 ///
 /// # Durability
 /// Appends reach the OS page cache only. [`Log::flush`] fsyncs every segment with unflushed
-/// data and its indexes (and the directory if segments were created), then moves the
+/// data (and the directory if segments were created), writes out index entries, then moves the
 /// recovery point to the log end offset. The caller decides when (Raft before acknowledging,
 /// brokers by `flush.messages`/`flush.ms`). Truncation, segment deletion and checkpoint files
 /// are made durable at once. After a crash everything from the recovery point on is checked
@@ -417,8 +417,8 @@ impl Log {
         Ok(())
     }
 
-    /// fsyncs all unflushed data and indexes (and the directory if segments were created or
-    /// deleted), then sets the recovery point to the log end offset.
+    /// fsyncs all unflushed data (and the directory if segments were created or deleted),
+    /// writes pending index entries, then sets the recovery point to the log end offset.
     ///
     /// # Errors
     /// [`LogError::Io`]. A failed fsync is not retried: the page cache state is unknown, so

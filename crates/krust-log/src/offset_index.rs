@@ -185,8 +185,8 @@ impl OffsetIndex {
         self.file.clear()
     }
 
-    pub(crate) fn flush(&mut self) -> Result<(), LogError> {
-        self.file.flush()
+    pub(crate) fn write_out(&mut self) -> Result<(), LogError> {
+        self.file.write_out()
     }
 
     pub(crate) fn trim_and_flush(&mut self) -> Result<(), LogError> {

@@ -455,9 +455,11 @@ impl Segment {
     /// it is durable only after [`Segment::flush`].
     pub(crate) fn append(&mut self, batch: &RecordBatch) -> Result<(), LogError> {
         let position = self.size;
-        self.file
-            .write_all_at(batch.as_bytes(), position)
-            .map_err(|e| LogError::io(&self.log_path, e))?;
+        if let Err(e) = self.file.write_all_at(batch.as_bytes(), position) {
+            // Best effort: do not leave part of the batch behind (recovery would cut it too).
+            let _ = self.file.set_len(position);
+            return Err(LogError::io(&self.log_path, e));
+        }
         self.unflushed = true;
         self.index_batch(
             position,
@@ -714,17 +716,21 @@ impl Segment {
         self.offset_index.is_full() || self.time_index.is_full()
     }
 
-    /// fsyncs the data and the indexes.
+    /// fsyncs the data and writes pending index entries to the index files without fsyncing
+    /// them: one fsync per flush matters for Raft, which flushes before every acknowledgement.
+    /// Index entries of the active segment need no durability: on open, recovery re-reads the
+    /// segment from the recovery point's index entry only after checking that entry against the
+    /// data (else it re-reads the whole segment) and rebuilds the entries after it. Sealed
+    /// segments' indexes are fsynced by [`Segment::seal`].
     pub(crate) fn flush(&mut self) -> Result<(), LogError> {
         if self.unflushed {
-            // Data first: an index entry must never point past durable data.
             self.file
                 .sync_data()
                 .map_err(|e| LogError::io(&self.log_path, e))?;
             self.unflushed = false;
         }
-        self.offset_index.flush()?;
-        self.time_index.flush()
+        self.offset_index.write_out()?;
+        self.time_index.write_out()
     }
 
     /// The segment stops being active (roll) or the log closes: write the final time index
