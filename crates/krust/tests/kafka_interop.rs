@@ -34,6 +34,11 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// One Kafka JVM server at a time: the machine has two cores.
 static KAFKA_SERVER: Mutex<()> = Mutex::new(());
 
+/// Held by every test that starts a Kafka server, for the whole test.
+fn kafka_server_lock() -> std::sync::MutexGuard<'static, ()> {
+    KAFKA_SERVER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn dist() -> KafkaDist {
     KafkaDist::locate().expect("Apache Kafka 3.9 (scripts/fetch-kafka.sh) and java are required")
 }
@@ -52,7 +57,7 @@ fn path_str(path: &Path) -> String {
 }
 
 /// Formats `node`'s storage with krust, checks Kafka's `info` agrees, starts Kafka on it, runs
-/// `check` against the running node, then kills it.
+/// `check` against the running node, then kills it. Call it holding [`kafka_server_lock`].
 fn krust_format_then_kafka_starts(
     mut node: KafkaNode,
     extra: &[&str],
@@ -88,10 +93,6 @@ fn krust_format_then_kafka_starts(
     let krust_info = krust(&["storage", "info", "-c", &props]);
     assert_eq!(krust_info.stdout, kafka_info.stdout, "info output differs");
 
-    if node.role() == KafkaRole::Broker {
-        return; // a broker alone never finishes starting: it waits for its controllers.
-    }
-    let _one_at_a_time = KAFKA_SERVER.lock().unwrap_or_else(|e| e.into_inner());
     node.start()
         .expect("Kafka 3.9 starts on storage formatted by krust");
     check(&mut node);
@@ -100,6 +101,7 @@ fn krust_format_then_kafka_starts(
 
 #[test]
 fn kafka_starts_on_a_static_controller_formatted_by_krust() {
+    let _one_at_a_time = kafka_server_lock();
     let node = KafkaNode::builder(&dist())
         .role(KafkaRole::Controller)
         .start_timeout(START_TIMEOUT)
@@ -141,6 +143,7 @@ fn run_against_controller(node: &KafkaNode, tool: &str, args: &[&str]) -> String
 
 #[test]
 fn kafka_starts_on_a_standalone_controller_formatted_by_krust() {
+    let _one_at_a_time = kafka_server_lock();
     let port = free_port().expect("port");
     let node = KafkaNode::builder(&dist())
         .role(KafkaRole::Controller)
@@ -180,7 +183,39 @@ fn kafka_starts_on_a_standalone_controller_formatted_by_krust() {
 }
 
 #[test]
+fn kafka_starts_on_a_standalone_combined_node_formatted_by_krust() {
+    let _one_at_a_time = kafka_server_lock();
+    let port = free_port().expect("port");
+    let node = KafkaNode::builder(&dist())
+        .role(KafkaRole::Combined)
+        .controller_port(port)
+        .quorum_voters("")
+        .prop(
+            "controller.quorum.bootstrap.servers",
+            format!("127.0.0.1:{port}"),
+        )
+        .start_timeout(START_TIMEOUT)
+        .build_unformatted()
+        .expect("node");
+    krust_format_then_kafka_starts(
+        node,
+        &["-s"],
+        "Formatting dynamic metadata voter directory",
+        |node| {
+            let status =
+                run_against_controller(node, class::METADATA_QUORUM, &["describe", "--status"]);
+            let leader = status
+                .lines()
+                .find_map(|l| l.strip_prefix("LeaderId:"))
+                .map(str::trim);
+            assert_eq!(leader, Some("1"), "{status}");
+        },
+    );
+}
+
+#[test]
 fn kafka_starts_on_a_combined_node_formatted_by_krust() {
+    let _one_at_a_time = kafka_server_lock();
     let node = KafkaNode::builder(&dist())
         .role(KafkaRole::Combined)
         .start_timeout(START_TIMEOUT)
@@ -190,12 +225,20 @@ fn kafka_starts_on_a_combined_node_formatted_by_krust() {
 }
 
 #[test]
-fn kafka_info_accepts_broker_directories_formatted_by_krust() {
+fn kafka_broker_starts_on_directories_formatted_by_krust() {
+    let dist = dist();
+    // The broker needs its controller: a Kafka controller formatted by Kafka itself.
+    let mut controller = KafkaNode::builder(&dist)
+        .role(KafkaRole::Controller)
+        .start_timeout(START_TIMEOUT)
+        .build()
+        .expect("Kafka controller");
     let tmp = TempDir::new().expect("tmp");
-    let node = KafkaNode::builder(&dist())
+    let broker = KafkaNode::builder(&dist)
         .role(KafkaRole::Broker)
-        .quorum_voters("1@127.0.0.1:19093")
         .node_id(2)
+        .cluster_id(controller.cluster_id())
+        .quorum_voters(controller.quorum_voters())
         .prop(
             "log.dirs",
             format!(
@@ -205,9 +248,15 @@ fn kafka_info_accepts_broker_directories_formatted_by_krust() {
             ),
         )
         .prop("metadata.log.dir", path_str(&tmp.path().join("meta")))
+        .start_timeout(START_TIMEOUT)
         .build_unformatted()
-        .expect("node");
-    krust_format_then_kafka_starts(node, &[], "Formatting data directory", |_| {});
+        .expect("broker");
+    let _one_at_a_time = kafka_server_lock();
+    controller.start().expect("Kafka controller starts");
+    // Kafka's broker registers with the controller and reports `Kafka Server started` only
+    // once it has caught up with the metadata log.
+    krust_format_then_kafka_starts(broker, &[], "Formatting data directory", |_| {});
+    controller.kill().expect("kill controller");
 }
 
 /// A node's `server.properties` in its own temp dir, for running both formatters on the same
@@ -517,7 +566,7 @@ fn krust_reads_snapshots_kafka_writes() {
         .build()
         .expect("Kafka formats");
     let metadata_dir = node.log_dir().join("__cluster_metadata-0");
-    let _one_at_a_time = KAFKA_SERVER.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_at_a_time = kafka_server_lock();
     node.start().expect("Kafka starts");
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let snapshot = loop {
