@@ -105,11 +105,11 @@ impl KafkaDist {
     /// `kafka-console-consumer.sh --from-beginning --max-messages <n>`: the first `max_messages`
     /// records of `topic`, one per line on stdout (formatted by `properties`, e.g.
     /// `print.key=true`, `print.offset=true`, `print.headers=true`, `key.separator=\t`). The tool
-    /// gives up after `timeout` without a new record (`--timeout-ms`) and then exits non-zero, so
-    /// fewer records than asked is an error here.
+    /// gives up after `timeout` without a new record (`--timeout-ms`) and then exits 0 all the
+    /// same, so fewer lines than `max_messages` is turned into an error here.
     ///
     /// # Errors
-    /// `ToolFailed` (e.g. fewer records than `max_messages`) or `ToolTimeout`.
+    /// `ConsumedTooFew`, `ToolFailed` or `ToolTimeout`.
     pub fn console_consume(
         &self,
         bootstrap: &str,
@@ -133,11 +133,23 @@ impl KafkaDist {
             args.push("--property".to_owned());
             args.push(format!("{key}={value}"));
         }
-        self.tool(class::CONSOLE_CONSUMER)
+        let output = self
+            .tool(class::CONSOLE_CONSUMER)
             .args(args)
             .timeout(timeout + DEFAULT_TOOL_TIMEOUT)
             .run()?
-            .ok()
+            .ok()?;
+        let got = output.stdout.lines().count();
+        if got < max_messages {
+            return Err(HarnessError::ConsumedTooFew {
+                topic: topic.to_owned(),
+                expected: max_messages,
+                got,
+                stdout: output.stdout,
+                stderr: output.stderr,
+            });
+        }
+        Ok(output)
     }
 
     /// `kafka-producer-perf-test.sh --topic <topic> --num-records <n> --record-size <size>

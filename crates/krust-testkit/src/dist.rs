@@ -457,6 +457,7 @@ pub fn random_kafka_uuid() -> String {
 fn base64_url_no_pad(bytes: &[u8]) -> String {
     const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    // `chunks` never yields an empty chunk, so `chunk[0]` exists.
     for chunk in bytes.chunks(3) {
         let b = [
             chunk[0],

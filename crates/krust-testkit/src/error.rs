@@ -107,6 +107,23 @@ pub enum HarnessError {
         /// What it printed on stderr before it was killed.
         stderr: String,
     },
+    /// Kafka's console consumer gave up (its `--timeout-ms` passed without a new record)
+    /// before it had consumed as many records as asked for. It exits 0 in that case.
+    #[error(
+        "consumed {got} of {expected} records from {topic}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+    )]
+    ConsumedTooFew {
+        /// The topic.
+        topic: String,
+        /// Records asked for.
+        expected: usize,
+        /// Records printed.
+        got: usize,
+        /// What the consumer printed on stdout.
+        stdout: String,
+        /// What it printed on stderr.
+        stderr: String,
+    },
     /// The caller asked for something that cannot work (e.g. a broker without controllers).
     #[error("invalid harness request: {0}")]
     Invalid(String),

@@ -789,6 +789,14 @@ impl KafkaClusterBuilder {
             .collect::<Vec<_>>()
             .join(",");
         let cluster_id = random_kafka_uuid();
+        // Internal topics as replicated as the cluster allows (up to 3), so that killing one
+        // broker does not take the group coordinator or transaction state with it.
+        let brokers = if self.combined > 0 {
+            self.combined
+        } else {
+            self.brokers
+        };
+        let internal_rf = brokers.clamp(1, 3).to_string();
         let mut nodes = Vec::with_capacity(total);
         for index in 0..total {
             let node_id = i32::try_from(index + 1)
@@ -812,6 +820,9 @@ impl KafkaClusterBuilder {
             if let Some(bytes) = self.segment_bytes {
                 builder = builder.segment_bytes(bytes);
             }
+            builder = builder
+                .prop("offsets.topic.replication.factor", &internal_rf)
+                .prop("transaction.state.log.replication.factor", &internal_rf);
             for (key, value) in &self.props {
                 builder = builder.prop(key.clone(), value);
             }

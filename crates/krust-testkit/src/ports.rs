@@ -27,7 +27,12 @@ fn handed_out() -> &'static Mutex<HashSet<u16>> {
 /// # Errors
 /// `HarnessError::Io` if binding a loopback socket fails (no loopback interface, out of ports).
 pub fn free_port() -> Result<u16> {
-    Ok(free_ports(1)?[0])
+    free_ports(1)?.pop().ok_or_else(|| {
+        HarnessError::io(
+            "finding a free port on 127.0.0.1",
+            std::io::Error::new(std::io::ErrorKind::AddrNotAvailable, "no port"),
+        )
+    })
 }
 
 /// `n` distinct free ports on 127.0.0.1, none handed out before by this process.

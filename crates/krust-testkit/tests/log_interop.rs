@@ -12,7 +12,9 @@
 //! * Kafka → krust: a real Kafka 3.9 node writes partitions (several segments, keys, headers,
 //!   null keys/values, gzip batches); after a clean stop (SIGTERM) and after a crash (SIGKILL)
 //!   krust-log opens them, reads every record back, and reads Kafka's indexes, leader epoch
-//!   checkpoint, `partition.metadata` and `recovery-point-offset-checkpoint`.
+//!   checkpoint, `partition.metadata` and `recovery-point-offset-checkpoint`. A copy of the
+//!   crashed partition with a torn last batch is cut back to the last whole batch by krust-log's
+//!   recovery, and Kafka restarts on the directory krust-log recovered and serves every record.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
