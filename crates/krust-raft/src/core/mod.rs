@@ -23,6 +23,7 @@
 //! bootstrap voter) comes from the seeded `StdRng` given to [`RaftCore::new`].
 
 mod accumulator;
+mod error;
 mod leader;
 mod log;
 mod timer;
@@ -45,6 +46,7 @@ use rand::rngs::StdRng;
 use tracing::{debug, info, trace, warn};
 
 pub use accumulator::AppendError;
+pub use error::RequestError;
 pub use log::{LogShapeError, RecoveredLog};
 pub use timer::Timer;
 pub use wire::{
@@ -681,24 +683,10 @@ impl RaftCore {
             },
         );
         if let Role::Leader(leader) = old {
+            // Parked fetches learn that this replica no longer leads (`resign` completes the purgatory).
+            let error = RequestError::NotLeader { leader: None };
             for parked in leader.parked {
-                let answer = FetchAnswer {
-                    info: LeaderInfo {
-                        error: Some(ResponseError::NotLeaderOrFollower),
-                        leader_id: None,
-                        epoch: self.epoch,
-                    },
-                    high_watermark: None,
-                    diverging: None,
-                    snapshot_id: None,
-                    malformed_snapshot_id: false,
-                    records: Bytes::new(),
-                };
-                self.respond(
-                    parked.from,
-                    parked.id,
-                    RaftResponse::Fetch(wire::fetch_response(&answer)),
-                );
+                self.reject(parked.from, parked.id, Rpc::Fetch, &error);
             }
         }
         self.inflight.clear();
@@ -1286,6 +1274,148 @@ impl RaftCore {
     }
 
     // -----------------------------------------------------------------------------------------
+    // Request validation (Kafka 3.9 order) and refusals
+    // -----------------------------------------------------------------------------------------
+
+    fn check_cluster_id(
+        &self,
+        request: Option<&kafka_protocol::protocol::StrBytes>,
+    ) -> Result<(), RequestError> {
+        if wire::cluster_id_matches(request, &self.config.cluster_id) {
+            Ok(())
+        } else {
+            Err(RequestError::InconsistentClusterId {
+                found: request.map(|s| s.as_str().to_string()).unwrap_or_default(),
+                expected: self.config.cluster_id.clone(),
+            })
+        }
+    }
+
+    /// A `VoterId` of -1 (v0, or unset) is not checked.
+    fn check_voter_key(&self, voter_id: i32) -> Result<(), RequestError> {
+        if voter_id >= 0 && voter_id != self.config.node_id.0 {
+            return Err(RequestError::InvalidVoterKey {
+                voter_id,
+                me: self.config.node_id,
+            });
+        }
+        Ok(())
+    }
+
+    /// §1.7: cluster id, shape, offsets and epochs, then the epoch fence.
+    fn validate_vote(
+        &self,
+        request: &kafka_protocol::messages::VoteRequest,
+    ) -> Result<wire::VoteArgs, RequestError> {
+        self.check_cluster_id(request.cluster_id.as_ref())?;
+        let args = wire::vote_args(request).ok_or(RequestError::NotMetadataPartition)?;
+        if args.last_offset < 0 {
+            return Err(RequestError::InvalidField {
+                field: "LastOffset",
+                value: args.last_offset,
+            });
+        }
+        if args.last_offset_epoch < 0 || args.last_offset_epoch >= args.candidate_epoch {
+            return Err(RequestError::InvalidField {
+                field: "LastOffsetEpoch",
+                value: i64::from(args.last_offset_epoch),
+            });
+        }
+        let candidate_epoch = LeaderEpoch(args.candidate_epoch);
+        if candidate_epoch < self.epoch {
+            return Err(RequestError::FencedLeaderEpoch {
+                request: candidate_epoch,
+                current: self.epoch,
+            });
+        }
+        if args.candidate_id < 0 {
+            return Err(RequestError::InvalidField {
+                field: "CandidateId",
+                value: i64::from(args.candidate_id),
+            });
+        }
+        Ok(args)
+    }
+
+    /// §1.3: cluster id, shape, field ranges, epoch fence, then leadership.
+    fn validate_fetch(
+        &self,
+        request: &kafka_protocol::messages::FetchRequest,
+    ) -> Result<wire::FetchArgs, RequestError> {
+        self.check_cluster_id(request.cluster_id.as_ref())?;
+        let args = wire::fetch_args(request).ok_or(RequestError::NotMetadataPartition)?;
+        let invalid =
+            |field: &'static str, value: i64| Err(RequestError::InvalidField { field, value });
+        if args.max_wait_ms < 0 {
+            return invalid("MaxWaitMs", i64::from(args.max_wait_ms));
+        }
+        if args.fetch_offset < 0 {
+            return invalid("FetchOffset", args.fetch_offset);
+        }
+        if args.last_fetched_epoch < 0 || args.last_fetched_epoch > args.current_leader_epoch {
+            return invalid("LastFetchedEpoch", i64::from(args.last_fetched_epoch));
+        }
+        let request_epoch = LeaderEpoch(args.current_leader_epoch);
+        if request_epoch < self.epoch {
+            return Err(RequestError::FencedLeaderEpoch {
+                request: request_epoch,
+                current: self.epoch,
+            });
+        }
+        if request_epoch > self.epoch {
+            return Err(RequestError::UnknownLeaderEpoch {
+                request: request_epoch,
+                current: self.epoch,
+            });
+        }
+        if !matches!(self.role, Role::Leader(_)) {
+            return Err(RequestError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        Ok(args)
+    }
+
+    /// Answers request `id` with `error`, at the top level or in the partition as Kafka does.
+    fn reject(&mut self, to: NodeId, id: RequestId, rpc: Rpc, error: &RequestError) {
+        debug!(node = self.config.node_id.0, from = to.0, ?rpc, %error, "refusing request");
+        let code = error.response_error();
+        let info = self.leader_info(Some(code));
+        let response = match (rpc, error.is_top_level()) {
+            (Rpc::Vote, true) => RaftResponse::Vote(wire::vote_response_top(code)),
+            (Rpc::Vote, false) => RaftResponse::Vote(wire::vote_response(info, false)),
+            (Rpc::BeginQuorumEpoch, true) => {
+                RaftResponse::BeginQuorumEpoch(wire::begin_quorum_epoch_response_top(code))
+            }
+            (Rpc::BeginQuorumEpoch, false) => {
+                RaftResponse::BeginQuorumEpoch(wire::begin_quorum_epoch_response(info))
+            }
+            (Rpc::EndQuorumEpoch, true) => {
+                RaftResponse::EndQuorumEpoch(wire::end_quorum_epoch_response_top(code))
+            }
+            (Rpc::EndQuorumEpoch, false) => {
+                RaftResponse::EndQuorumEpoch(wire::end_quorum_epoch_response(info))
+            }
+            (Rpc::Fetch, true) => RaftResponse::Fetch(wire::fetch_response_top(code)),
+            (Rpc::Fetch, false) => RaftResponse::Fetch(wire::fetch_response(&FetchAnswer {
+                info,
+                high_watermark: None,
+                diverging: None,
+                snapshot_id: None,
+                malformed_snapshot_id: false,
+                records: Bytes::new(),
+            })),
+            (Rpc::DescribeQuorum, true) => {
+                RaftResponse::DescribeQuorum(wire::describe_quorum_response_top(code))
+            }
+            (Rpc::DescribeQuorum, false) => {
+                RaftResponse::DescribeQuorum(wire::describe_quorum_response(info, None, &[], &[]))
+            }
+        };
+        self.respond(to, id, response);
+    }
+
+    // -----------------------------------------------------------------------------------------
     // Vote
     // -----------------------------------------------------------------------------------------
 
@@ -1304,48 +1434,20 @@ impl RaftCore {
         id: RequestId,
         request: &kafka_protocol::messages::VoteRequest,
     ) {
-        if !wire::cluster_id_matches(request.cluster_id.as_ref(), &self.config.cluster_id) {
-            return self.respond(
-                from,
-                id,
-                RaftResponse::Vote(wire::vote_response_top(
-                    ResponseError::InconsistentClusterId,
-                )),
-            );
-        }
-        let Some(args) = wire::vote_args(request) else {
-            return self.respond(
-                from,
-                id,
-                RaftResponse::Vote(wire::vote_response_top(ResponseError::InvalidRequest)),
-            );
+        let args = match self.validate_vote(request) {
+            Ok(args) => args,
+            Err(error) => return self.reject(from, id, Rpc::Vote, &error),
         };
-        let answer = |core: &Self, error: Option<ResponseError>, granted: bool| {
-            RaftResponse::Vote(wire::vote_response(core.leader_info(error), granted))
-        };
-        if args.last_offset < 0
-            || args.last_offset_epoch < 0
-            || args.last_offset_epoch >= args.candidate_epoch
-        {
-            let response = answer(self, Some(ResponseError::InvalidRequest), false);
-            return self.respond(from, id, response);
-        }
         let candidate_epoch = LeaderEpoch(args.candidate_epoch);
-        if candidate_epoch < self.epoch {
-            let response = answer(self, Some(ResponseError::FencedLeaderEpoch), false);
-            return self.respond(from, id, response);
-        }
-        if args.candidate_id < 0 {
-            let response = answer(self, Some(ResponseError::InvalidRequest), false);
-            return self.respond(from, id, response);
-        }
         if candidate_epoch > self.epoch {
             self.become_unattached(now, candidate_epoch, None);
         }
-        if args.voter_id >= 0 && args.voter_id != self.config.node_id.0 {
-            let response = answer(self, Some(INVALID_VOTER_KEY), false);
-            return self.respond(from, id, response);
+        if let Err(error) = self.check_voter_key(args.voter_id) {
+            return self.reject(from, id, Rpc::Vote, &error);
         }
+        let answer = |core: &Self, granted: bool| {
+            RaftResponse::Vote(wire::vote_response(core.leader_info(None), granted))
+        };
         let candidate = NodeId(args.candidate_id);
         let candidate_log = OffsetAndEpoch::new(args.last_offset, args.last_offset_epoch);
         let up_to_date = candidate_log >= self.log.end_offset_and_epoch();
@@ -1375,7 +1477,7 @@ impl RaftCore {
             up_to_date,
             "vote"
         );
-        let response = answer(self, None, granted);
+        let response = answer(self, granted);
         self.respond(from, id, response);
     }
 
@@ -1443,42 +1545,51 @@ impl RaftCore {
         id: RequestId,
         request: &kafka_protocol::messages::BeginQuorumEpochRequest,
     ) {
-        if !wire::cluster_id_matches(request.cluster_id.as_ref(), &self.config.cluster_id) {
-            let r = wire::begin_quorum_epoch_response_top(ResponseError::InconsistentClusterId);
-            return self.respond(from, id, RaftResponse::BeginQuorumEpoch(r));
-        }
-        let Some(args) = wire::begin_quorum_epoch_args(request) else {
-            let r = wire::begin_quorum_epoch_response_top(ResponseError::InvalidRequest);
-            return self.respond(from, id, RaftResponse::BeginQuorumEpoch(r));
+        let args = match self
+            .check_cluster_id(request.cluster_id.as_ref())
+            .and_then(|()| {
+                wire::begin_quorum_epoch_args(request).ok_or(RequestError::NotMetadataPartition)
+            }) {
+            Ok(args) => args,
+            Err(error) => return self.reject(from, id, Rpc::BeginQuorumEpoch, &error),
         };
-        let error = self.apply_leader_announcement(now, &args, false);
-        let error = error.or_else(|| {
-            (request.voter_id.0 >= 0 && request.voter_id.0 != self.config.node_id.0)
-                .then_some(INVALID_VOTER_KEY)
-        });
-        let r = wire::begin_quorum_epoch_response(self.leader_info(error));
-        self.respond(from, id, RaftResponse::BeginQuorumEpoch(r));
+        let result = self
+            .apply_leader_announcement(now, &args, false)
+            .and_then(|()| self.check_voter_key(request.voter_id.0));
+        match result {
+            Ok(()) => {
+                let r = wire::begin_quorum_epoch_response(self.leader_info(None));
+                self.respond(from, id, RaftResponse::BeginQuorumEpoch(r));
+            }
+            Err(error) => self.reject(from, id, Rpc::BeginQuorumEpoch, &error),
+        }
     }
 
-    /// Shared validation and transition of Begin/EndQuorumEpoch. Returns the partition error.
+    /// Shared validation and transition of Begin/EndQuorumEpoch.
     fn apply_leader_announcement(
         &mut self,
         now: Instant,
         args: &wire::QuorumEpochArgs,
         resigning: bool,
-    ) -> Option<ResponseError> {
+    ) -> Result<(), RequestError> {
         let epoch = LeaderEpoch(args.leader_epoch);
         if epoch < self.epoch {
-            return Some(ResponseError::FencedLeaderEpoch);
+            return Err(RequestError::FencedLeaderEpoch {
+                request: epoch,
+                current: self.epoch,
+            });
         }
         if args.leader_id < 0 {
-            return Some(ResponseError::InvalidRequest);
+            return Err(RequestError::InvalidField {
+                field: "LeaderId",
+                value: i64::from(args.leader_id),
+            });
         }
         let leader = NodeId(args.leader_id);
         let me = self.config.node_id;
         if leader == me {
             // Our own epoch echoed back (or a forged one): nothing to do.
-            return None;
+            return Ok(());
         }
         if epoch == self.epoch && matches!(self.role, Role::Leader(_) | Role::Resigned { .. }) {
             warn!(
@@ -1487,7 +1598,10 @@ impl RaftCore {
                 other = leader.0,
                 "another leader claims our epoch"
             );
-            return Some(ResponseError::InvalidRequest);
+            return Err(RequestError::ConflictingLeader {
+                epoch,
+                claimant: leader,
+            });
         }
         if resigning {
             // EndQuorumEpoch: the leader is going away; learn the epoch, then hurry the election.
@@ -1506,13 +1620,13 @@ impl RaftCore {
                 }
                 _ => {}
             }
-            return None;
+            return Ok(());
         }
         let follows = matches!(&self.role, Role::Follower(f) if f.leader == leader);
         if epoch > self.epoch || !follows {
             self.become_follower(now, epoch, leader);
         }
-        None
+        Ok(())
     }
 
     /// Strict exponential backoff by position in the preferred list (§1.8).
@@ -1537,34 +1651,26 @@ impl RaftCore {
         id: RequestId,
         request: &kafka_protocol::messages::EndQuorumEpochRequest,
     ) {
-        if !wire::cluster_id_matches(request.cluster_id.as_ref(), &self.config.cluster_id) {
-            let r = wire::end_quorum_epoch_response_top(ResponseError::InconsistentClusterId);
-            return self.respond(from, id, RaftResponse::EndQuorumEpoch(r));
-        }
-        let Some(args) = wire::end_quorum_epoch_args(request) else {
-            let r = wire::end_quorum_epoch_response_top(ResponseError::InvalidRequest);
-            return self.respond(from, id, RaftResponse::EndQuorumEpoch(r));
+        let args = match self
+            .check_cluster_id(request.cluster_id.as_ref())
+            .and_then(|()| {
+                wire::end_quorum_epoch_args(request).ok_or(RequestError::NotMetadataPartition)
+            }) {
+            Ok(args) => args,
+            Err(error) => return self.reject(from, id, Rpc::EndQuorumEpoch, &error),
         };
-        let error = self.apply_leader_announcement(now, &args, true);
-        let r = wire::end_quorum_epoch_response(self.leader_info(error));
-        self.respond(from, id, RaftResponse::EndQuorumEpoch(r));
+        match self.apply_leader_announcement(now, &args, true) {
+            Ok(()) => {
+                let r = wire::end_quorum_epoch_response(self.leader_info(None));
+                self.respond(from, id, RaftResponse::EndQuorumEpoch(r));
+            }
+            Err(error) => self.reject(from, id, Rpc::EndQuorumEpoch, &error),
+        }
     }
 
     // -----------------------------------------------------------------------------------------
     // Fetch (leader side)
     // -----------------------------------------------------------------------------------------
-
-    fn fetch_error(&mut self, to: NodeId, id: RequestId, error: ResponseError) {
-        let answer = FetchAnswer {
-            info: self.leader_info(Some(error)),
-            high_watermark: None,
-            diverging: None,
-            snapshot_id: None,
-            malformed_snapshot_id: false,
-            records: Bytes::new(),
-        };
-        self.respond(to, id, RaftResponse::Fetch(wire::fetch_response(&answer)));
-    }
 
     fn handle_fetch_request(
         &mut self,
@@ -1573,34 +1679,10 @@ impl RaftCore {
         id: RequestId,
         request: &kafka_protocol::messages::FetchRequest,
     ) {
-        if !wire::cluster_id_matches(request.cluster_id.as_ref(), &self.config.cluster_id) {
-            let r = wire::fetch_response_top(ResponseError::InconsistentClusterId);
-            return self.respond(from, id, RaftResponse::Fetch(r));
-        }
-        let Some(args) = wire::fetch_args(request) else {
-            return self.respond(
-                from,
-                id,
-                RaftResponse::Fetch(wire::fetch_response_top(ResponseError::InvalidRequest)),
-            );
+        let args = match self.validate_fetch(request) {
+            Ok(args) => args,
+            Err(error) => return self.reject(from, id, Rpc::Fetch, &error),
         };
-        if args.max_wait_ms < 0
-            || args.fetch_offset < 0
-            || args.last_fetched_epoch < 0
-            || args.last_fetched_epoch > args.current_leader_epoch
-        {
-            return self.fetch_error(from, id, ResponseError::InvalidRequest);
-        }
-        let their_epoch = LeaderEpoch(args.current_leader_epoch);
-        if their_epoch < self.epoch {
-            return self.fetch_error(from, id, ResponseError::FencedLeaderEpoch);
-        }
-        if their_epoch > self.epoch {
-            return self.fetch_error(from, id, ResponseError::UnknownLeaderEpoch);
-        }
-        if !matches!(self.role, Role::Leader(_)) {
-            return self.fetch_error(from, id, ResponseError::NotLeaderOrFollower);
-        }
         let fetch_offset = LogOffset(args.fetch_offset);
         let last_fetched_epoch = LeaderEpoch(args.last_fetched_epoch);
         if let Some(snapshot_id) = self.snapshot_id_for_fetch(fetch_offset, last_fetched_epoch) {
@@ -2036,17 +2118,18 @@ impl RaftCore {
         request: &kafka_protocol::messages::DescribeQuorumRequest,
     ) {
         if !wire::describe_quorum_is_valid(request) {
-            let r = wire::describe_quorum_response_top(ResponseError::InvalidRequest);
-            return self.respond(from, id, RaftResponse::DescribeQuorum(r));
+            return self.reject(
+                from,
+                id,
+                Rpc::DescribeQuorum,
+                &RequestError::NotMetadataPartition,
+            );
         }
         let Role::Leader(leader) = &self.role else {
-            let r = wire::describe_quorum_response(
-                self.leader_info(Some(ResponseError::NotLeaderOrFollower)),
-                None,
-                &[],
-                &[],
-            );
-            return self.respond(from, id, RaftResponse::DescribeQuorum(r));
+            let error = RequestError::NotLeader {
+                leader: self.leader(),
+            };
+            return self.reject(from, id, Rpc::DescribeQuorum, &error);
         };
         let me = self.config.node_id;
         let leo = self.log.end_offset();
@@ -2079,6 +2162,16 @@ impl RaftCore {
         let r = wire::describe_quorum_response(self.leader_info(None), hw, &voters, &observers);
         self.respond(from, id, RaftResponse::DescribeQuorum(r));
     }
+}
+
+/// Which RPC a refusal answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rpc {
+    Vote,
+    BeginQuorumEpoch,
+    EndQuorumEpoch,
+    Fetch,
+    DescribeQuorum,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
