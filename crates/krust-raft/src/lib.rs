@@ -43,8 +43,8 @@ pub mod types;
 
 pub use crate::config::RaftConfig;
 pub use crate::core::{
-    Action, AppendError, FatalError, InitError, RaftCore, RaftRequest, RaftResponse, RecoveredLog,
-    RoleKind, Timer,
+    Action, AppendError, FatalError, InitError, RaftCore, RaftMetrics, RaftRequest, RaftResponse,
+    RecoveredLog, RequestError, RoleKind, Timer,
 };
 pub use crate::quorum_state::{QuorumStateData, QuorumStateError};
 pub use crate::types::{LeaderEpoch, LogOffset, NodeId, OffsetAndEpoch, RequestId};

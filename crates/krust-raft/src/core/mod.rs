@@ -231,6 +231,27 @@ struct InFlight {
     deadline: Instant,
 }
 
+/// The gauges of Kafka's `raft-metrics` group (§1.12) that the core knows; read with
+/// [`RaftCore::metrics`]. Rates and latencies are the driver's to measure.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaftMetrics {
+    /// `current-state`: `leader`, `candidate`, `voted`, `follower`, `observer` or `unattached`
+    /// (Kafka 3.9 reports Resigned as `unattached`).
+    pub current_state: &'static str,
+    /// `current-leader`: the leader's id, or -1.
+    pub current_leader: i32,
+    /// `current-vote`: the candidate voted for in this epoch, or -1.
+    pub current_vote: i32,
+    /// `current-epoch`.
+    pub current_epoch: i32,
+    /// `high-watermark`.
+    pub high_watermark: i64,
+    /// `log-end-offset`.
+    pub log_end_offset: i64,
+    /// `log-end-epoch`.
+    pub log_end_epoch: i32,
+}
+
 /// One KIP-595 replica (voter or observer). See the module docs for the calling contract.
 #[derive(Debug)]
 pub struct RaftCore {
@@ -574,6 +595,29 @@ impl RaftCore {
             Role::Candidate { .. } => RoleKind::Candidate,
             Role::Leader(_) => RoleKind::Leader,
             Role::Resigned { .. } => RoleKind::Resigned,
+        }
+    }
+
+    /// The `raft-metrics` gauges.
+    #[must_use]
+    pub fn metrics(&self) -> RaftMetrics {
+        let current_state = match self.role() {
+            RoleKind::Leader => "leader",
+            RoleKind::Candidate => "candidate",
+            RoleKind::Voted => "voted",
+            RoleKind::Follower => "follower",
+            RoleKind::Observer => "observer",
+            RoleKind::Unattached | RoleKind::Resigned => "unattached",
+        };
+        let end = self.log.end_offset_and_epoch();
+        RaftMetrics {
+            current_state,
+            current_leader: self.leader().map_or(-1, |n| n.0),
+            current_vote: self.voted_for().map_or(-1, |n| n.0),
+            current_epoch: self.epoch.0,
+            high_watermark: self.high_watermark.0,
+            log_end_offset: end.offset.0,
+            log_end_epoch: end.epoch.0,
         }
     }
 

@@ -525,6 +525,42 @@ fn candidate_with_a_majority_becomes_leader() {
     assert_eq!(begins, 2);
 }
 
+/// onBecomeLeader: the first batch of the epoch is a control batch whose single record is a
+/// LeaderChangeMessage v0 (key = version 0, type 2) naming the leader, the voters and the
+/// voters that granted.
+#[test]
+fn new_leader_writes_a_leader_change_message_first() {
+    use kafka_protocol::messages::LeaderChangeMessage;
+    use kafka_protocol::protocol::Decodable;
+    let mut ctx = Builder::new(1, &[1, 2, 3])
+        .log(log_of(&[(1, 4)]))
+        .state(1, None, None)
+        .build();
+    let actions = ctx.elect();
+    let batches = appended(&actions);
+    assert_eq!(batches.len(), 1);
+    let control = &batches[0];
+    assert!(control.is_control());
+    assert_eq!(
+        (control.base_offset(), control.partition_leader_epoch()),
+        (4, 2)
+    );
+    let records = control.records().expect("decodable");
+    assert_eq!(records.len(), 1);
+    let key = records[0].key.clone().expect("control key");
+    assert_eq!(&key[..], &[0, 0, 0, 2]);
+    let mut value = records[0].value.clone().expect("value");
+    let message = LeaderChangeMessage::decode(&mut value, 0).expect("LeaderChangeMessage v0");
+    assert_eq!(message.leader_id.0, 1);
+    let voters: Vec<i32> = message.voters.iter().map(|v| v.voter_id).collect();
+    assert_eq!(voters, vec![1, 2, 3]);
+    assert_eq!(
+        message.granting_voters.len(),
+        2,
+        "self + one granting voter"
+    );
+}
+
 /// testRetryElection: rejected by everyone, the candidate backs off and stands again in epoch + 1.
 #[test]
 fn rejected_candidate_backs_off_and_retries_with_a_higher_epoch() {
@@ -1590,6 +1626,41 @@ fn appends_within_the_linger_share_a_batch() {
         (batches[0].base_offset(), batches[0].record_count()),
         (1, 3)
     );
+}
+
+/// testMetrics: the `raft-metrics` gauges follow the state.
+#[test]
+fn metrics_follow_the_replica_state() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    ctx.take();
+    assert_eq!(ctx.core.metrics().current_state, "unattached");
+    ctx.vote(2, 1, 0, 0);
+    let m = ctx.core.metrics();
+    assert_eq!(
+        (
+            m.current_state,
+            m.current_vote,
+            m.current_epoch,
+            m.current_leader
+        ),
+        ("voted", 2, 1, -1)
+    );
+    let actions = ctx.elect();
+    ctx.flush_all(&actions);
+    let m = ctx.core.metrics();
+    assert_eq!(
+        (m.current_state, m.current_leader, m.current_epoch),
+        ("leader", 1, 2)
+    );
+    assert_eq!((m.log_end_offset, m.log_end_epoch), (1, 2));
+    ctx.core.resign(ctx.now, LeaderEpoch(2));
+    assert_eq!(
+        ctx.core.metrics().current_state,
+        "unattached",
+        "Resigned reports unattached"
+    );
+    let observer = Builder::new(9, &[1, 2, 3]).state(2, Some(1), None).build();
+    assert_eq!(observer.core.metrics().current_state, "observer");
 }
 
 // -------------------------------------------------------------------------------------------------
