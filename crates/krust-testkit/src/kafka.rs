@@ -6,6 +6,7 @@
 //! `kafka.log`. It is killed when dropped; the folder is removed with it unless
 //! `KRUST_TESTKIT_KEEP=1` is set.
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -74,6 +75,8 @@ pub struct KafkaNodeBuilder {
     broker_port: Option<u16>,
     controller_port: Option<u16>,
     quorum_voters: Option<String>,
+    standalone: bool,
+    format_args: Vec<String>,
     segment_bytes: Option<u64>,
     props: Vec<(String, String)>,
     dir: Option<PathBuf>,
@@ -118,6 +121,21 @@ impl KafkaNodeBuilder {
         self
     }
 
+    /// A KIP-853 dynamic quorum of this node alone: no `controller.quorum.voters`,
+    /// `controller.quorum.bootstrap.servers` = this node's controller port, and storage
+    /// formatted with `--standalone` (kraft.version 1). For controller and combined nodes.
+    pub fn standalone(mut self) -> Self {
+        self.standalone = true;
+        self
+    }
+
+    /// An extra argument for `StorageTool format` (e.g. `--release-version`, `3.7`, or
+    /// `--feature`, `transaction.version=2`), in order.
+    pub fn format_arg(mut self, arg: impl Into<String>) -> Self {
+        self.format_args.push(arg.into());
+        self
+    }
+
     /// `log.segment.bytes` (Kafka 3.9 accepts down to 14 bytes), to make logs roll quickly.
     pub fn segment_bytes(mut self, bytes: u64) -> Self {
         self.segment_bytes = Some(bytes);
@@ -155,9 +173,20 @@ impl KafkaNodeBuilder {
 
     fn build_inner(self, format: bool) -> Result<KafkaNode> {
         let role = self.role;
+        // A standalone voter's endpoint is written into its bootstrap snapshot at format time,
+        // so its ports cannot change afterwards.
         let ports_chosen_by_harness = self.broker_port.is_none()
             && self.controller_port.is_none()
-            && self.quorum_voters.is_none();
+            && self.quorum_voters.is_none()
+            && !self.standalone;
+        if self.standalone && (!role.is_controller() || self.quorum_voters.is_some()) {
+            return Err(HarnessError::Invalid(format!(
+                "node {}: standalone() needs a controller or combined node without quorum_voters",
+                self.node_id
+            )));
+        }
+        let mut props = self.props;
+        let mut format_args = self.format_args;
         let mut fresh = free_ports(2)?.into_iter();
         let mut next_port = || fresh.next().unwrap_or(0);
         let broker_port = role
@@ -168,6 +197,17 @@ impl KafkaNodeBuilder {
             .then(|| self.controller_port.unwrap_or_else(&mut next_port));
         let quorum_voters = match (self.quorum_voters, controller_port) {
             (Some(voters), _) => voters,
+            (None, Some(port)) if self.standalone => {
+                props.insert(
+                    0,
+                    (
+                        "controller.quorum.bootstrap.servers".to_owned(),
+                        format!("127.0.0.1:{port}"),
+                    ),
+                );
+                format_args.push("--standalone".to_owned());
+                String::new()
+            }
             (None, Some(port)) => format!("{}@127.0.0.1:{port}", self.node_id),
             (None, None) => {
                 return Err(HarnessError::Invalid(format!(
@@ -207,7 +247,8 @@ impl KafkaNodeBuilder {
             dir,
             start_timeout: self.start_timeout,
             segment_bytes: self.segment_bytes,
-            extra_props: self.props,
+            extra_props: props,
+            format_args,
             ports_chosen_by_harness,
             _temp: temp,
         };
@@ -240,6 +281,23 @@ impl KafkaNodeBuilder {
     }
 }
 
+/// Reads a Java properties file the simple way Kafka's own files need: `key=value` lines,
+/// `#`/`!` comments and blank lines skipped, whitespace around keys and values trimmed.
+///
+/// # Errors
+/// `Io` if the file cannot be read.
+pub fn read_properties(path: &Path) -> Result<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| HarnessError::io(format!("reading {}", path.display()), e))?;
+    Ok(text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#') && !line.starts_with('!'))
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| (key.trim().to_owned(), value.trim().to_owned()))
+        .collect())
+}
+
 fn keep_dirs() -> bool {
     std::env::var_os("KRUST_TESTKIT_KEEP").is_some_and(|v| !v.is_empty() && v != "0")
 }
@@ -260,6 +318,7 @@ pub struct KafkaNode {
     start_timeout: Duration,
     segment_bytes: Option<u64>,
     extra_props: Vec<(String, String)>,
+    format_args: Vec<String>,
     /// Whether the harness picked every port (and so may pick new ones if one is taken).
     ports_chosen_by_harness: bool,
     _temp: Option<TempDir>,
@@ -276,6 +335,8 @@ impl KafkaNode {
             broker_port: None,
             controller_port: None,
             quorum_voters: None,
+            standalone: false,
+            format_args: Vec::new(),
             segment_bytes: None,
             props: Vec::new(),
             dir: None,
@@ -309,7 +370,9 @@ impl KafkaNode {
         };
         set("process.roles", self.role.process_roles().to_owned());
         set("node.id", self.node_id.to_string());
-        set("controller.quorum.voters", self.quorum_voters.clone());
+        if !self.quorum_voters.is_empty() {
+            set("controller.quorum.voters", self.quorum_voters.clone());
+        }
         let mut listeners = Vec::new();
         if let Some(port) = self.broker_port {
             listeners.push(format!("{BROKER_LISTENER}://127.0.0.1:{port}"));
@@ -362,6 +425,7 @@ impl KafkaNode {
             .tool(class::STORAGE_TOOL)
             .args(["format", "-t", &self.cluster_id, "-c"])
             .arg(props.display().to_string())
+            .args(&self.format_args)
             .run()?
             .ok()?;
         Ok(())
@@ -555,7 +619,7 @@ impl KafkaNode {
         &self.cluster_id
     }
 
-    /// `controller.quorum.voters`.
+    /// `controller.quorum.voters` ("" for a [`KafkaNodeBuilder::standalone`] node).
     pub fn quorum_voters(&self) -> &str {
         &self.quorum_voters
     }
@@ -599,6 +663,14 @@ impl KafkaNode {
     /// The folder of one partition's log: `<log dir>/<topic>-<partition>`.
     pub fn partition_dir(&self, topic: &str, partition: u32) -> PathBuf {
         self.log_dir().join(format!("{topic}-{partition}"))
+    }
+
+    /// `<log dir>/meta.properties` as key/value pairs (comments skipped).
+    ///
+    /// # Errors
+    /// `Io` if it cannot be read (e.g. the storage is not formatted).
+    pub fn meta_properties(&self) -> Result<BTreeMap<String, String>> {
+        read_properties(&self.log_dir().join("meta.properties"))
     }
 
     /// The `server.properties` the node runs with.

@@ -42,13 +42,27 @@ fn combined_node_starts_serves_a_topic_restarts_and_dies_on_sigkill() {
         .role(KafkaRole::Combined)
         .start()
         .expect("kafka starts");
-    let meta =
-        std::fs::read_to_string(node.log_dir().join("meta.properties")).expect("meta.properties");
-    assert!(
-        meta.contains(&format!("cluster.id={}", node.cluster_id())),
-        "{meta}"
+    let meta = node.meta_properties().expect("meta.properties");
+    assert_eq!(
+        meta.get("cluster.id").map(String::as_str),
+        Some(node.cluster_id()),
+        "{meta:?}"
     );
-    assert!(meta.contains("node.id=1"), "{meta}");
+    assert_eq!(
+        meta.get("node.id").map(String::as_str),
+        Some("1"),
+        "{meta:?}"
+    );
+    assert_eq!(
+        meta.get("version").map(String::as_str),
+        Some("1"),
+        "{meta:?}"
+    );
+    assert_eq!(
+        meta.get("directory.id").map(String::len),
+        Some(22),
+        "{meta:?}"
+    );
 
     node.create_topic("harness", 1, &[]).expect("create topic");
     node.console_produce("harness", "k1\ta\nk2\tb\n", &[("parse.key", "true")], &[])
@@ -226,4 +240,43 @@ fn a_port_taken_before_start_is_replaced_and_the_node_still_starts() {
         node.broker_port().expect("port")
     ));
     drop(squatter);
+}
+
+#[test]
+fn a_standalone_dynamic_quorum_node_starts_and_leads_its_quorum() {
+    let dist = dist();
+    let node = KafkaNode::builder(&dist)
+        .standalone()
+        .format_arg("--release-version")
+        .format_arg("3.9")
+        .start()
+        .expect("standalone node starts");
+    assert_eq!(node.quorum_voters(), "");
+    let snapshot = node
+        .log_dir()
+        .join("__cluster_metadata-0/00000000000000000000-0000000000.checkpoint");
+    assert!(
+        snapshot.is_file(),
+        "--standalone writes the bootstrap snapshot"
+    );
+    let status = dist
+        .run_tool(
+            class::METADATA_QUORUM,
+            &[
+                "--bootstrap-controller",
+                &node.bootstrap_controller(),
+                "describe",
+                "--status",
+            ],
+            Duration::from_secs(60),
+        )
+        .expect("describe runs")
+        .ok()
+        .expect("describe succeeds");
+    let leader = status
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("LeaderId:"))
+        .map(str::trim);
+    assert_eq!(leader, Some("1"), "{}", status.stdout);
 }
