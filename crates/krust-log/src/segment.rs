@@ -63,6 +63,14 @@ pub struct RecoveryOutcome {
     pub stop: Option<(u64, TailDefect)>,
 }
 
+/// What the trusted part of a segment before a rescan holds.
+#[derive(Debug, Clone, Copy)]
+struct PrefixState {
+    max_timestamp: TimestampOffset,
+    first_batch_timestamp: Option<i64>,
+    last_offset: i64,
+}
+
 /// The fixed-size fields of a batch header that locating reads need (no CRC check).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct BatchHeader {
@@ -526,8 +534,18 @@ impl Segment {
                 entry = None;
             }
         }
-        let start = match entry {
-            Some(e) if e.position > 0 => {
+        // The part before the entry is trusted, but its max timestamp, first timestamp and
+        // last offset are taken from its batch headers, not from the time index (which may
+        // have lost entries that were never fsynced).
+        let mut prefix = None;
+        if let Some(e) = entry.filter(|e| e.position > 0) {
+            prefix = self.scan_prefix(u64::from(e.position))?;
+            if prefix.is_none() {
+                warn!(segment = %self.log_path.display(), "batch headers before the index entry do not chain; full scan");
+            }
+        }
+        let start = match (entry, prefix) {
+            (Some(e), Some(_)) => {
                 self.offset_index.truncate_to_position(e.position)?;
                 self.time_index.truncate_to_offset(e.offset)?;
                 u64::from(e.position)
@@ -538,7 +556,7 @@ impl Segment {
                 0
             }
         };
-        let outcome = self.rescan(start, file_len)?;
+        let outcome = self.rescan(start, file_len, prefix)?;
         if start > 0 && outcome.batches == 0 {
             // Nothing valid after the index entry: the entries before it do not say where the
             // previous batch ends, so scan the whole segment.
@@ -552,26 +570,63 @@ impl Segment {
         Ok(outcome)
     }
 
-    /// Scans `[start, end)` (start is a batch boundary whose index entries were removed).
-    fn rescan(&mut self, start: u64, end: u64) -> Result<RecoveryOutcome, LogError> {
+    /// Reads the batch headers of `[0, end)` (no CRC check: this part is trusted). `None` if
+    /// they do not chain exactly up to `end`.
+    fn scan_prefix(&mut self, end: u64) -> Result<Option<PrefixState>, LogError> {
+        self.size = end; // bounds read_header
+        let mut state = PrefixState {
+            max_timestamp: TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: self.base_offset,
+            },
+            first_batch_timestamp: None,
+            last_offset: self.base_offset - 1,
+        };
+        let mut pos = 0;
+        while pos < end {
+            let Ok(Some(h)) = self.read_header(pos)? else {
+                return Ok(None);
+            };
+            if h.base_offset <= state.last_offset && pos > 0 {
+                return Ok(None);
+            }
+            state.first_batch_timestamp.get_or_insert(h.max_timestamp);
+            if h.max_timestamp > state.max_timestamp.timestamp {
+                state.max_timestamp = TimestampOffset {
+                    timestamp: h.max_timestamp,
+                    offset: h.last_offset,
+                };
+            }
+            state.last_offset = h.last_offset;
+            pos += h.size;
+        }
+        Ok(Some(state))
+    }
+
+    /// Scans `[start, end)` (start is a batch boundary whose index entries were removed;
+    /// `prefix` describes `[0, start)` when start > 0).
+    fn rescan(
+        &mut self,
+        start: u64,
+        end: u64,
+        prefix: Option<PrefixState>,
+    ) -> Result<RecoveryOutcome, LogError> {
         let previous = self.offset_index.last_entry();
         self.bytes_since_last_index_entry = start - u64::from(previous.position);
-        self.max_timestamp = self.time_index.last_entry();
-        let mut expected_min = if previous.position > 0 {
-            previous.offset + 1
-        } else {
-            self.base_offset
+        let (max_timestamp, rolling, mut expected_min) = match prefix.filter(|_| start > 0) {
+            Some(p) => (p.max_timestamp, p.first_batch_timestamp, p.last_offset + 1),
+            None => (
+                TimestampOffset {
+                    timestamp: NO_TIMESTAMP,
+                    offset: self.base_offset,
+                },
+                None,
+                self.base_offset,
+            ),
         };
-        self.next_offset = self.base_offset;
-        if start == 0 {
-            self.rolling_based_timestamp = None;
-        } else {
-            self.rolling_based_timestamp = None;
-            self.size = end; // read_header below needs a bound
-            if let Ok(Some(h)) = self.read_header(0)? {
-                self.rolling_based_timestamp = Some(h.max_timestamp);
-            }
-        }
+        self.max_timestamp = max_timestamp;
+        self.rolling_based_timestamp = rolling;
+        self.next_offset = expected_min;
         self.size = start;
         let mut pos = start;
         let mut buf = Bytes::new();

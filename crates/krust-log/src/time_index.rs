@@ -171,10 +171,11 @@ impl TimeIndex {
             "offset {offset} not indexable in segment {}",
             self.base_offset
         );
-        assert!(
-            last.is_none_or(|l| i64::from(l.relative_offset) <= relative),
-            "time index offsets must not decrease"
-        );
+        if last.is_some_and(|l| i64::from(l.relative_offset) > relative) {
+            // Only possible with a time index read from disk that disagrees with the data;
+            // an entry out of order would make the file invalid, so leave it out.
+            return;
+        }
         self.file.push(RawTimeEntry {
             timestamp,
             relative_offset: relative as i32,

@@ -11,6 +11,9 @@
 //! - `DeleteIndex` / `DeleteTimeIndex`: a segment's `.index` / `.timeindex` is deleted;
 //! - `CorruptIndex`: random bytes of a segment's `.index` or `.timeindex` are overwritten or
 //!   appended;
+//! - `LoseUnflushed`: the directory goes back to what it held at the last `flush()` (files
+//!   created since are gone), except that the active segment's index files — written but not
+//!   fsynced by flush — come back as they were then, as they are now, or zeroed;
 //! - `None`: nothing beyond the crash.
 //!
 //! Damage to data only hits bytes the recovery point does not vouch for (half the cases reopen
@@ -41,15 +44,17 @@ enum Damage {
     DeleteIndex,
     DeleteTimeIndex,
     CorruptIndex,
+    LoseUnflushed,
 }
 
-const DAMAGES: [Damage; 6] = [
+const DAMAGES: [Damage; 7] = [
     Damage::None,
     Damage::Cut,
     Damage::FlipBit,
     Damage::DeleteIndex,
     Damage::DeleteTimeIndex,
     Damage::CorruptIndex,
+    Damage::LoseUnflushed,
 ];
 
 macro_rules! check {
@@ -135,6 +140,20 @@ fn layout(log: &Log) -> Vec<Placed> {
     out
 }
 
+/// Every file of the directory, by name.
+fn snapshot_dir(dir: &Path) -> Result<std::collections::BTreeMap<String, Vec<u8>>, String> {
+    let mut files = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        files.insert(
+            name,
+            std::fs::read(entry.path()).map_err(|e| e.to_string())?,
+        );
+    }
+    Ok(files)
+}
+
 fn seg_path(dir: &Path, base: i64, suffix: &str) -> std::path::PathBuf {
     dir.join(format!("{base:020}{suffix}"))
 }
@@ -204,8 +223,13 @@ fn check_indexes(log: &Log, check_offset: bool, check_time: bool) -> Result<(), 
                     && batches
                         .iter()
                         .any(|b| b.last_offset() == e.offset && b.max_timestamp() == e.timestamp),
-                "segment {}: time index entry {e:?} does not match the data",
-                segment.base_offset()
+                "segment {}: time index entry {e:?} does not match the data: {:?} / {:?}",
+                segment.base_offset(),
+                segment.time_index().entries(),
+                batches
+                    .iter()
+                    .map(|b| (b.last_offset(), b.max_timestamp()))
+                    .collect::<Vec<_>>()
             );
         }
         let true_max = batches
@@ -238,6 +262,7 @@ fn run_case(seed: u64) -> Result<String, String> {
 
     // Write.
     let (mut log, _) = open(&dir, &config, 0)?;
+    let mut flushed_files = snapshot_dir(&dir)?;
     let mut written: Vec<RecordBatch> = Vec::new();
     let mut epoch = 0;
     let mut ts: i64 = rng.gen_range(0..1_000);
@@ -262,6 +287,7 @@ fn run_case(seed: u64) -> Result<String, String> {
         if rng.gen_bool(0.15) {
             log.flush().map_err(|e| format!("flush: {e:?}"))?;
             recovery_point = log.recovery_point();
+            flushed_files = snapshot_dir(&dir)?;
         }
     }
     let placed = layout(&log);
@@ -354,6 +380,71 @@ fn run_case(seed: u64) -> Result<String, String> {
             std::fs::remove_file(seg_path(&dir, base, suffix)).map_err(|e| e.to_string())?;
             description.push_str(&format!(", segment {base}"));
         }
+        Damage::LoseUnflushed => {
+            let current = snapshot_dir(&dir)?;
+            for name in current.keys() {
+                std::fs::remove_file(dir.join(name)).map_err(|e| e.to_string())?;
+            }
+            // The segment holding the recovery point and later ones had index entries written
+            // without fsync.
+            let unsynced_from = segment_bases
+                .iter()
+                .rev()
+                .find(|&&b| b <= recovery_point)
+                .copied()
+                .unwrap_or(0);
+            for (name, bytes) in &flushed_files {
+                let base: Option<i64> = name.get(..20).and_then(|p| p.parse().ok());
+                let is_index = name.ends_with(".index") || name.ends_with(".timeindex");
+                let contents = if is_index && base.is_some_and(|b| b >= unsynced_from) {
+                    match rng.gen_range(0..3) {
+                        0 => bytes.clone(),
+                        1 => current.get(name).cloned().unwrap_or_default(),
+                        _ => vec![0; bytes.len()],
+                    }
+                } else {
+                    bytes.clone()
+                };
+                std::fs::write(dir.join(name), contents).map_err(|e| e.to_string())?;
+            }
+            // What survived, read as the longest valid prefix by a plain parse.
+            let mut survived = Vec::new();
+            let mut bases: Vec<i64> = flushed_files
+                .keys()
+                .filter(|n| n.ends_with(".log"))
+                .filter_map(|n| n.get(..20).and_then(|p| p.parse().ok()))
+                .collect();
+            bases.sort_unstable();
+            for base in bases {
+                let bytes = flushed_files
+                    .get(&format!("{base:020}.log"))
+                    .cloned()
+                    .unwrap_or_default();
+                let (batches, stop) =
+                    BatchReader::new(Bytes::from(bytes), MAX_BATCH_BYTES).read_all();
+                survived.extend(batches);
+                if stop.is_some() {
+                    break;
+                }
+            }
+            check!(
+                survived.len() <= written.len() && survived[..] == written[..survived.len()],
+                "model: the flushed files are not a prefix of what was written"
+            );
+            check!(
+                survived
+                    .iter()
+                    .filter(|b| b.last_offset() < recovery_point)
+                    .count()
+                    == written
+                        .iter()
+                        .filter(|b| b.last_offset() < recovery_point)
+                        .count(),
+                "model: flushed data is missing from the snapshot"
+            );
+            expected_len = survived.len();
+            description = format!("{damage:?}, recovery point {recovery_point}");
+        }
         Damage::CorruptIndex => {
             let base = segment_bases[rng.gen_range(0..segment_bases.len())];
             let time = rng.gen_bool(0.5);
@@ -389,6 +480,11 @@ fn run_case(seed: u64) -> Result<String, String> {
     }
 
     // Reopen and compare with the longest valid prefix.
+    let open_recovery_point = if damage == Damage::LoseUnflushed {
+        recovery_point
+    } else {
+        open_recovery_point
+    };
     let expected = &written[..expected_len];
     let expected_end = expected.last().map_or(0, RecordBatch::next_offset);
     let (mut log, report) = open(&dir, &config, open_recovery_point)?;
