@@ -11,16 +11,20 @@
 //!   unwinds; temp dirs are removed after that (`KRUST_TESTKIT_KEEP=1` keeps them);
 //! * stdout/stderr of long-running processes go to a log file in the test's temp dir;
 //! * only 127.0.0.1 and ports from [`free_port`]/[`free_ports`] are used;
-//! * JVMs get `-Xmx512m`, serial GC and C1 only, to share a 2-core machine.
+//! * JVMs get `-Xmx512m`, serial GC and C1 only, to share a 2-core machine;
+//! * if the test process itself is SIGKILLed (so no `Drop` runs), a tiny per-child `sh`
+//!   watchdog kills the child within about a second.
 //!
 //! # Layout
 //!
 //! - [`KafkaDist`] (`dist.rs`): the cached Kafka 3.9.1 jars (`scripts/fetch-kafka.sh`), the
 //!   `java` binary, and one-shot tool runs ([`KafkaDist::run_tool`], [`KafkaDist::tool`]); the
 //!   tool main classes are in [`class`]. [`run_binary`] runs any program the same way.
-//! - [`KafkaNode`], [`KafkaCluster`] (`kafka.rs`): KRaft nodes (broker, controller or combined):
-//!   `server.properties`, `StorageTool format`, start, readiness (`Kafka Server started` + ports),
-//!   `kill` (SIGKILL), `terminate` (SIGTERM), `restart`; topic creation and console producing.
+//! - [`KafkaNode`], [`KafkaCluster`] (`kafka.rs`): KRaft nodes (broker, controller or combined;
+//!   static `controller.quorum.voters` or a KIP-853 [`KafkaNodeBuilder::standalone`] quorum):
+//!   `server.properties`, `StorageTool format` (or [`KafkaNodeBuilder::build_unformatted`] for
+//!   another formatter), start, readiness (`Kafka Server started` + ports), `kill` (SIGKILL),
+//!   `terminate` (SIGTERM), `restart`; [`KafkaNode::meta_properties`], [`read_properties`].
 //! - [`KafkaDist::create_topic`], [`KafkaDist::console_produce`], [`KafkaDist::console_consume`],
 //!   [`KafkaDist::producer_perf`] (`clients.rs`): Kafka's client tools against any bootstrap
 //!   address — a Kafka node or a krust broker.
@@ -160,7 +164,7 @@ pub use error::{HarnessError, Result};
 pub use kafka::{
     BROKER_LISTENER, CONTROLLER_LISTENER, DEFAULT_START_TIMEOUT, DEFAULT_STOP_TIMEOUT,
     KAFKA_STARTED_LINE, KafkaCluster, KafkaClusterBuilder, KafkaNode, KafkaNodeBuilder, KafkaRole,
-    MAX_PORT_CONFLICT_RETRIES,
+    MAX_PORT_CONFLICT_RETRIES, read_properties,
 };
 pub use krust::{KrustProcess, KrustProcessBuilder, krust_binary};
 pub use ports::{free_port, free_ports, port_accepts, wait_for_port};
