@@ -45,6 +45,9 @@ pub enum BootstrapError {
     /// The metadata.version record holds an unknown level.
     #[error(transparent)]
     UnknownMetadataVersion(#[from] MetadataVersionError),
+    /// `--add-scram` below metadata.version 3.5-IV2.
+    #[error("SCRAM is only supported in metadata.version 3.5-IV2 or later.")]
+    ScramNotSupported,
     /// The file is not a valid snapshot.
     #[error("invalid bootstrap file from {source_name}")]
     Snapshot {
@@ -144,6 +147,25 @@ impl BootstrapMetadata {
             metadata_version,
             source: source.to_owned(),
         })
+    }
+
+    /// Appends records after the feature levels (e.g. `UserScramCredentialRecord`s from
+    /// `--add-scram`).
+    ///
+    /// # Errors
+    /// [`BootstrapError::ScramNotSupported`] for SCRAM records below 3.5-IV2.
+    pub fn with_records(
+        mut self,
+        records: Vec<ApiMessageAndVersion>,
+    ) -> Result<Self, BootstrapError> {
+        let has_scram = records
+            .iter()
+            .any(|r| matches!(r.record, MetadataRecord::UserScramCredential(_)));
+        if has_scram && !self.metadata_version.is_scram_supported() {
+            return Err(BootstrapError::ScramNotSupported);
+        }
+        self.records.extend(records);
+        Ok(self)
     }
 
     /// The records, in write order.
@@ -314,7 +336,7 @@ mod tests {
             .iter()
             .map(|r| match &r.record {
                 MetadataRecord::FeatureLevel(f) => (f.name.clone(), f.feature_level),
-                MetadataRecord::Opaque { .. } => (String::new(), -1),
+                _ => (String::new(), -1),
             })
             .collect();
         assert_eq!(

@@ -170,6 +170,18 @@ impl<'a> ByteReader<'a> {
             .ok_or(DecodeError::UnexpectedNull { field })
     }
 
+    /// Reads non-null compact bytes (length varint + 1).
+    ///
+    /// # Errors
+    /// Truncation, malformed length, or null.
+    pub fn compact_bytes(&mut self, field: &'static str) -> Result<Vec<u8>, DecodeError> {
+        let len_plus_one = self.unsigned_varint(field)?;
+        let len = len_plus_one
+            .checked_sub(1)
+            .ok_or(DecodeError::UnexpectedNull { field })?;
+        Ok(self.take(len as usize, field)?.to_vec())
+    }
+
     /// Reads a tagged-field section and returns the unknown fields as `(tag, bytes)` in order.
     /// Callers of schemas without known tagged fields keep them to re-encode byte for byte.
     ///
@@ -216,6 +228,19 @@ pub fn put_compact_string(out: &mut Vec<u8>, value: &str) {
         .expect("compact string longer than u32::MAX - 1 bytes");
     put_unsigned_varint(out, len);
     out.extend_from_slice(value.as_bytes());
+}
+
+/// Appends non-null compact bytes.
+///
+/// # Panics
+/// If `value` is longer than `u32::MAX - 1` bytes (a caller bug: schema fields are short).
+pub fn put_compact_bytes(out: &mut Vec<u8>, value: &[u8]) {
+    let len = u32::try_from(value.len())
+        .ok()
+        .and_then(|l| l.checked_add(1))
+        .expect("compact bytes longer than u32::MAX - 1");
+    put_unsigned_varint(out, len);
+    out.extend_from_slice(value);
 }
 
 /// Appends a tagged-field section holding `fields` (which must be in ascending tag order).

@@ -5,12 +5,13 @@
 //!
 //! - [`frame`]: the `ApiMessageAndVersion` frame around every metadata record (facts §3.4).
 //! - [`records`]: the record catalogue (api keys, versions) and one module per record type
-//!   (so far `FeatureLevelRecord`; the rest are carried opaquely until their codecs land).
+//!   (so far `FeatureLevelRecord` and `UserScramCredentialRecord`; the rest are carried opaquely until their codecs land).
 //! - [`codec`]: checked readers/writers for Kafka's flexible encoding.
 //! - [`metadata_version`]: the `metadata.version` table of Kafka 3.9 (facts §5).
 //! - [`features`]: `kraft.version`, `transaction.version` and the format-time feature rules.
 //! - [`bootstrap`]: `bootstrap.checkpoint` (facts §4.7), via [`krust_raft::snapshot`].
 //! - [`dynamic_voters`]: `--initial-controllers` and the `VotersRecord` of the bootstrap snapshot.
+//! - [`scram`]: `--add-scram` arguments and the `UserScramCredentialRecord` they become.
 //! - [`meta_properties`]: `meta.properties` v0/v1 (facts §4.6).
 //! - [`properties`]: Java `.properties` text.
 //! - [`kafka_uuid`]: Kafka's base64 UUID text (cluster, directory and topic ids).
@@ -25,6 +26,7 @@ pub mod meta_properties;
 pub mod metadata_version;
 pub mod properties;
 pub mod records;
+pub mod scram;
 
 pub use bootstrap::{BOOTSTRAP_FILE_NAME, BootstrapError, BootstrapMetadata};
 pub use frame::{ApiMessageAndVersion, FrameError};

@@ -51,6 +51,11 @@ struct FormatCli {
     /// The cluster ID to use.
     #[arg(long = "cluster-id", short = 't')]
     cluster_id: String,
+    /// A SCRAM_CREDENTIAL to add to the __cluster_metadata log e.g.
+    /// 'SCRAM-SHA-256=[name=alice,password=alice-secret]'
+    /// 'SCRAM-SHA-512=[name=alice,iterations=8192,salt="N3E=",saltedpassword="YCE="]'
+    #[arg(long = "add-scram", short = 'S')]
+    add_scram: Vec<String>,
     /// Ignore directories that are already formatted and format the others.
     #[arg(long = "ignore-formatted", short = 'g')]
     ignore_formatted: bool,
@@ -110,6 +115,7 @@ fn main() -> ExitCode {
                     standalone: args.standalone,
                     initial_controllers: args.initial_controllers,
                     no_initial_controllers: args.no_initial_controllers,
+                    add_scram: args.add_scram,
                 },
                 &mut stdout,
             ),

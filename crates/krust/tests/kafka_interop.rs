@@ -388,7 +388,16 @@ fn format_both(dist: &KafkaDist, props: &str, args: &[&str]) -> Twin {
 fn bootstrap_files_match_what_kafka_writes() {
     let dist = dist();
     let static_controller = "process.roles=controller\nnode.id=1\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:19093\ncontroller.quorum.voters=1@127.0.0.1:19093\nlog.dirs={dir}/meta\n";
+    // SCRAM credentials with a given salt are deterministic, so Kafka's and our records must be
+    // the same bytes (PBKDF2/HMAC keys included).
+    let scram = [
+        "-S",
+        "SCRAM-SHA-256=[name=alice,salt=\"c2FsdA==\",password=alice-secret]",
+        "--add-scram",
+        "SCRAM-SHA-512=[name=bob,iterations=8192,salt=\"N3E=\",saltedpassword=\"YCE=\"]",
+    ];
     for args in [
+        &scram[..],
         &[][..],
         &["-r", "3.7"][..],
         &["--release-version", "3.3-IV0"][..],

@@ -478,3 +478,50 @@ fn unreadable_directories_are_skipped_like_kafka() {
         )
     );
 }
+
+#[test]
+fn add_scram_puts_credentials_in_the_bootstrap() {
+    use krust_metadata::records::MetadataRecord;
+    let node = Node::new(&controller_props(true));
+    let out = node.format(&["-S", "SCRAM-SHA-256=[name=alice,password=alice-secret]"]);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let bytes = std::fs::read(node.path("meta/bootstrap.checkpoint")).expect("bootstrap");
+    let bootstrap =
+        BootstrapMetadata::from_checkpoint_bytes(Bytes::from(bytes), "test").expect("valid");
+    assert_eq!(bootstrap.records().len(), 2);
+    match &bootstrap.records()[1].record {
+        MetadataRecord::UserScramCredential(r) => {
+            assert_eq!(
+                (r.name.as_str(), r.mechanism, r.iterations),
+                ("alice", 1, 4096)
+            );
+            assert!(
+                r.salt.iter().all(|b| b.is_ascii_alphanumeric()),
+                "base-36 text salt"
+            );
+            assert_eq!(r.stored_key.len(), 32);
+            assert_eq!(r.server_key.len(), 32);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+
+    for (extra, message) in [
+        (
+            vec!["-r", "3.4", "-S", "SCRAM-SHA-256=[name=a,password=b]"],
+            "SCRAM is only supported in metadata.version 3.5-IV2 or later.",
+        ),
+        (
+            vec!["-S", "SCRAM-SHA-1=[name=a,password=b]"],
+            "The add-scram mechanism SCRAM-SHA-1 is not supported.",
+        ),
+        (
+            vec!["-S", "SCRAM-SHA-256=[name=a,password=b,iterations=20000]"],
+            "The 'iterations' value must be <= 16384 for add-scram using SCRAM_SHA_256",
+        ),
+    ] {
+        let node = Node::new(&controller_props(true));
+        let out = node.format(&extra);
+        assert_eq!(code(&out), Some(1), "{extra:?}");
+        assert!(out.stderr.contains(message), "{extra:?}: {}", out.stderr);
+    }
+}

@@ -7,8 +7,10 @@
 //! [`MetadataRecord::decode_body`] / [`MetadataRecord::encode_body`].
 
 mod feature_level;
+mod user_scram_credential;
 
 pub use feature_level::FeatureLevelRecord;
+pub use user_scram_credential::UserScramCredentialRecord;
 
 use bytes::Bytes;
 use thiserror::Error;
@@ -234,6 +236,8 @@ pub enum RecordError {
 pub enum MetadataRecord {
     /// `FeatureLevelRecord` (api key 12).
     FeatureLevel(FeatureLevelRecord),
+    /// `UserScramCredentialRecord` (api key 11).
+    UserScramCredential(UserScramCredentialRecord),
     /// A known record type whose body codec krust does not implement yet: kept as raw bytes so
     /// it can be passed on and re-written unchanged.
     Opaque {
@@ -250,6 +254,7 @@ impl MetadataRecord {
     pub fn record_type(&self) -> MetadataRecordType {
         match self {
             Self::FeatureLevel(_) => MetadataRecordType::FeatureLevel,
+            Self::UserScramCredential(_) => MetadataRecordType::UserScramCredential,
             Self::Opaque { record_type, .. } => *record_type,
         }
     }
@@ -276,23 +281,28 @@ impl MetadataRecord {
             version,
             source,
         };
-        match record_type {
-            MetadataRecordType::FeatureLevel => {
-                let mut reader = crate::codec::ByteReader::new(body);
-                let record = FeatureLevelRecord::decode(&mut reader, version).map_err(malformed)?;
-                if reader.remaining() > 0 {
-                    return Err(RecordError::TrailingBytes {
-                        record_type,
-                        trailing: reader.remaining(),
-                    });
-                }
-                Ok(Self::FeatureLevel(record))
+        let mut reader = crate::codec::ByteReader::new(body);
+        let record = match record_type {
+            MetadataRecordType::FeatureLevel => Self::FeatureLevel(
+                FeatureLevelRecord::decode(&mut reader, version).map_err(malformed)?,
+            ),
+            MetadataRecordType::UserScramCredential => Self::UserScramCredential(
+                UserScramCredentialRecord::decode(&mut reader, version).map_err(malformed)?,
+            ),
+            _ => {
+                return Ok(Self::Opaque {
+                    record_type,
+                    body: Bytes::copy_from_slice(body),
+                });
             }
-            _ => Ok(Self::Opaque {
+        };
+        if reader.remaining() > 0 {
+            return Err(RecordError::TrailingBytes {
                 record_type,
-                body: Bytes::copy_from_slice(body),
-            }),
+                trailing: reader.remaining(),
+            });
         }
+        Ok(record)
     }
 
     /// Appends the body at `version` to `out`.
@@ -310,6 +320,7 @@ impl MetadataRecord {
         }
         match self {
             Self::FeatureLevel(record) => record.encode(version, out),
+            Self::UserScramCredential(record) => record.encode(version, out),
             Self::Opaque { body, .. } => out.extend_from_slice(body),
         }
         Ok(())

@@ -7,12 +7,15 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
-use krust_metadata::bootstrap::{BOOTSTRAP_FILE_NAME, BootstrapMetadata};
+use krust_metadata::bootstrap::{BOOTSTRAP_FILE_NAME, BootstrapError, BootstrapMetadata};
 use krust_metadata::dynamic_voters::{DynamicVoter, DynamicVoters};
 use krust_metadata::features::{self, KRAFT_VERSION};
+use krust_metadata::frame::ApiMessageAndVersion;
 use krust_metadata::kafka_uuid::{random_directory_id, random_kafka_uuid};
 use krust_metadata::meta_properties::{META_PROPERTIES_NAME, MetaProperties, verify_ensemble};
 use krust_metadata::metadata_version::MetadataVersion;
+use krust_metadata::records::MetadataRecord;
+use krust_metadata::scram::{ScramArgument, ScramError, random_salt_from};
 use krust_raft::snapshot::{SnapshotId, SnapshotWriterOptions, write_snapshot};
 use uuid::Uuid;
 
@@ -43,6 +46,8 @@ pub struct FormatArgs {
     pub initial_controllers: Option<String>,
     /// `--no-initial-controllers/-N`.
     pub no_initial_controllers: bool,
+    /// `--add-scram/-S`, in order.
+    pub add_scram: Vec<String>,
 }
 
 /// The kind of a directory being formatted; its description is what Kafka prints.
@@ -172,8 +177,29 @@ pub fn run_format(args: &FormatArgs, out: &mut dyn Write) -> anyhow::Result<i32>
         unstable,
         has_dynamic_quorum,
     )?;
+    // Kafka's order: the version check, then SCRAM support, then the SCRAM arguments.
     let bootstrap =
         BootstrapMetadata::from_versions(release_version, &feature_levels, "format command")?;
+    if !args.add_scram.is_empty() && !release_version.is_scram_supported() {
+        bail!(BootstrapError::ScramNotSupported);
+    }
+    let scram_records = args
+        .add_scram
+        .iter()
+        .map(|argument| {
+            let record = ScramArgument::parse(argument)?.to_record(|| {
+                let bits: [u8; 17] = rand::random();
+                let mut low = [0u8; 16];
+                low.copy_from_slice(&bits[..16]);
+                random_salt_from(u128::from_be_bytes(low), bits[16])
+            })?;
+            Ok(ApiMessageAndVersion::new(
+                MetadataRecord::UserScramCredential(record),
+                0,
+            ))
+        })
+        .collect::<Result<Vec<_>, ScramError>>()?;
+    let bootstrap = bootstrap.with_records(scram_records)?;
     let kraft_version = feature_levels.get(KRAFT_VERSION).copied().unwrap_or(0);
 
     // Load what is already there (MetaPropertiesEnsemble.Loader).
