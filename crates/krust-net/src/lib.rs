@@ -1,0 +1,76 @@
+//! krust-net: the Kafka protocol over TCP — framing, a server that hands typed requests to a
+//! [`Handler`], and clients that send typed requests and match the responses.
+//!
+//! Messages are the `kafka-protocol` crate's (Kafka 3.9 schemas): a request is a
+//! [`RequestKind`](kafka_protocol::messages::RequestKind), a response a
+//! [`ResponseKind`](kafka_protocol::messages::ResponseKind). This crate knows nothing of Raft,
+//! topics or brokers; it moves those values and enforces Kafka 3.9's connection rules
+//! (`socket.request.max.bytes`, header versions, ApiVersions fallback, `max.connections`,
+//! `connections.max.idle.ms`, in-order responses, correlation ids, request timeouts,
+//! reconnect backoff).
+//!
+//! # Layout
+//!
+//! - `frame.rs`: [`FrameDecoder`], sans-IO size-prefixed frames, the size checked before
+//!   buffering.
+//! - `codec.rs`: request header v0/v1/v2 and body decoding for a server
+//!   ([`codec::decode_request`]), response encoding with the right header version (always v0 for
+//!   ApiVersions), the client's side of both, and the API key of a typed message.
+//! - `api_versions.rs`: [`SupportedApis`] (what a listener serves, and its ApiVersionsResponse),
+//!   [`ApiVersionsTable`] (the negotiated versions on a client connection).
+//! - `server.rs`: [`Server`], [`Handler`], [`RequestContext`], [`Reply`].
+//! - `client.rs`: [`Connection`] (one pipelined connection), [`Client`] (one address,
+//!   reconnecting with backoff).
+//! - `pool.rs`: [`NetworkClient`] (clients by node id).
+//! - `config.rs`: [`ServerConfig`], [`ClientConfig`] with Kafka's defaults.
+//! - `error.rs`: one error enum per boundary.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
+//! use krust_net::{Client, ClientConfig, Handler, Reply, RequestContext, Server, ServerConfig,
+//!                 SupportedApis};
+//!
+//! struct Versions(SupportedApis);
+//!
+//! impl Handler for Versions {
+//!     fn supported_apis(&self) -> &SupportedApis { &self.0 }
+//!     async fn handle(&self, ctx: RequestContext, request: RequestKind) -> Reply {
+//!         match request {
+//!             RequestKind::ApiVersions(r) => {
+//!                 ResponseKind::ApiVersions(self.0.respond_to(&r, ctx.api_version)).into()
+//!             }
+//!             _ => Reply::Close,
+//!         }
+//!     }
+//! }
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let handler = Arc::new(Versions(SupportedApis::new([(ApiKey::ApiVersions, 0, 4)])?));
+//! let server = Server::bind("127.0.0.1:0", handler, ServerConfig::default()).await?;
+//! let client = Client::new(server.local_addr().to_string(), ClientConfig::default());
+//! let response = client.send(ApiVersionsRequest::default(), 3).await?;
+//! assert!(matches!(response, ResponseKind::ApiVersions(_)));
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod api_versions;
+pub mod client;
+pub mod codec;
+pub mod config;
+pub mod error;
+pub mod frame;
+pub mod pool;
+pub mod server;
+
+pub use api_versions::{ApiVersionRange, ApiVersionsTable, SupportedApis};
+pub use client::{Client, Connection};
+pub use config::{ClientConfig, ServerConfig};
+pub use error::{ClientError, FrameError, RequestError, ServerError, SupportedApisError};
+pub use frame::{FrameDecoder, SOCKET_REQUEST_MAX_BYTES_DEFAULT};
+pub use pool::NetworkClient;
+pub use server::{Handler, Reply, RequestContext, Server};
