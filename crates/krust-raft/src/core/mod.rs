@@ -116,7 +116,9 @@ pub enum Action {
         /// Batches entirely below the high watermark.
         batches: Vec<RecordBatch>,
     },
-    /// The known leader changed (`Listener.handleLeaderChange`).
+    /// The known leader changed (`Listener.handleLeaderChange`). When this replica becomes
+    /// leader, the action comes after the `Commit` of its epoch's first batch, i.e. after every
+    /// earlier committed batch was handed up.
     LeaderChange {
         /// The leader, if known.
         leader: Option<NodeId>,
@@ -705,7 +707,16 @@ impl RaftCore {
         self.actions.push_back(Action::PersistQuorumState(state));
     }
 
+    /// Tells the listener about a new (leader, epoch). A new leader announces itself only once
+    /// everything committed before its epoch has been handed up (Kafka fires `handleLeaderChange`
+    /// for the local leader after the listener reached the epoch start), so a state machine that
+    /// sees "I lead" has already replayed the whole committed log.
     fn emit_leader_change(&mut self) {
+        if let Role::Leader(leader) = &self.role
+            && self.delivered_end <= leader.epoch_start_offset
+        {
+            return;
+        }
         let current = (self.leader(), self.epoch);
         if self.last_leader_change != Some(current) {
             self.last_leader_change = Some(current);
@@ -1943,6 +1954,8 @@ impl RaftCore {
                 "fetch response with half a snapshot id ignored"
             );
         } else if let Some(diverging) = answer.diverging {
+            // Our log may still differ from the leader's below the truncation point (the next
+            // Fetch finds out), so the leader's HW says nothing about our log yet: not applied.
             self.truncate_on_divergence(diverging);
         } else if let Some(snapshot_id) = answer.snapshot_id {
             info!(node = self.config.node_id.0, snapshot = %snapshot_id, "leader sent a snapshot id");
@@ -1953,15 +1966,18 @@ impl RaftCore {
                 leader: from,
                 snapshot_id,
             });
-        } else if !answer.records.is_empty() && !self.append_as_follower(answer.records) {
+        } else if answer.records.is_empty() || self.append_as_follower(answer.records) {
+            // The leader accepted our fetch position, so our log matches its log up to the end
+            // of what we now hold: its HW applies, capped at our log end.
+            if let Some(hw) = answer.high_watermark {
+                let hw = hw.min(self.log.end_offset());
+                if hw > self.high_watermark {
+                    self.advance_high_watermark(hw);
+                }
+            }
+        } else {
             self.timers.set(Timer::FetchRetry, now + retry);
             return;
-        }
-        if let Some(hw) = answer.high_watermark {
-            let hw = hw.min(self.log.end_offset());
-            if hw > self.high_watermark {
-                self.advance_high_watermark(hw);
-            }
         }
         self.maybe_send_fetch(now);
     }
@@ -2061,6 +2077,8 @@ impl RaftCore {
             self.delivered_end = LogOffset(last.next_offset());
             self.actions.push_back(Action::Commit { batches });
         }
+        // A deferred "I lead" announcement becomes due once the epoch's first batch is handed up.
+        self.emit_leader_change();
     }
 
     // -----------------------------------------------------------------------------------------

@@ -365,8 +365,31 @@ fn single_member_quorum_becomes_leader_and_commits_alone() {
         "first batch of the epoch is the LeaderChange control batch"
     );
     assert_eq!(batches[0].partition_leader_epoch(), 1);
+    assert!(
+        !actions.iter().any(|a| matches!(
+            a,
+            Action::LeaderChange {
+                leader: Some(_),
+                ..
+            }
+        )),
+        "no 'I lead' before the epoch start is committed and handed up"
+    );
     let after = ctx.flush_all(&actions);
     assert_eq!(hw_advances(&after), vec![LogOffset(1)]);
+    let commit = after
+        .iter()
+        .position(|a| matches!(a, Action::Commit { .. }));
+    let lead = after.iter().position(|a| {
+        *a == Action::LeaderChange {
+            leader: Some(n(1)),
+            epoch: LeaderEpoch(1),
+        }
+    });
+    assert!(
+        commit.is_some() && commit < lead,
+        "LeaderChange follows the Commit: {after:?}"
+    );
     let last = ctx
         .core
         .append(ctx.now, LeaderEpoch(1), vec![Bytes::from_static(b"a")])
