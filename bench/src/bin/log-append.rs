@@ -3,9 +3,10 @@
 //! Appends batches of 1 KiB records (16 KiB per batch by default) through the leader path of
 //! [`krust_log::Log`] — validation, offset assignment, segment/index bookkeeping — with
 //! `flush()` every 64 MiB, and compares with a plain `write` + `fdatasync` of the same bytes,
-//! in the same chunks, to the same directory, in the same run. Then reads the whole log back
-//! sequentially (page cache warm). Each measurement runs `--runs` times (default 3), alternating
-//! which goes first, and the best run of each counts.
+//! in the same chunks, to the same directory, in the same run. The two grow in lockstep, one
+//! flush window at a time with alternating order, so both see the same disk and the same noise
+//! from other processes (the machine is shared); the ratio is of the summed times. Then reads
+//! the whole log back sequentially (page cache warm).
 //!
 //! ```text
 //! cargo run --release -p krust-bench --bin log-append -- --dir /tmp/bench --size 2G
@@ -40,8 +41,8 @@ struct Args {
     /// fsync every this many bytes.
     #[arg(long, default_value = "64M", value_parser = parse_size)]
     flush_bytes: u64,
-    /// Runs of each measurement (the best counts).
-    #[arg(long, default_value_t = 3)]
+    /// Paired runs (times are summed over all runs).
+    #[arg(long, default_value_t = 2)]
     runs: u32,
 }
 
@@ -59,68 +60,84 @@ fn template_batch(batch_bytes: u64, record_bytes: u64) -> RecordBatch {
     builder.build()
 }
 
-/// Appends `count` copies of `template` to a fresh log; returns seconds and bytes written.
-fn run_log(dir: &Path, template: &RecordBatch, count: u64, flush_bytes: u64) -> Result<(f64, u64)> {
-    let mut log = Log::open(dir, LogConfig::default(), 0).context("open log")?;
-    let mut since_flush = 0u64;
-    let mut written = 0u64;
-    let start = Instant::now();
-    for _ in 0..count {
-        // A fresh buffer per batch, as a produce request would bring.
-        let batch = RecordBatch::parse_default(Bytes::copy_from_slice(template.as_bytes()))
-            .context("parse")?
-            .0;
-        let size = batch.size_in_bytes() as u64;
-        log.append_as_leader(vec![batch], 0, 1_700_000_000_000)
-            .context("append")?;
-        written += size;
-        since_flush += size;
-        if since_flush >= flush_bytes {
-            log.flush().context("flush")?;
-            since_flush = 0;
-        }
-    }
-    log.flush().context("final flush")?;
-    let seconds = start.elapsed().as_secs_f64();
-    log.close().context("close")?;
-    Ok((seconds, written))
+/// Time spent and bytes written by each side of one run.
+#[derive(Debug, Default, Clone, Copy)]
+struct Totals {
+    log_seconds: f64,
+    plain_seconds: f64,
+    bytes: u64,
 }
 
-/// Writes `count` copies of the batch bytes to one file with `write` + `fdatasync`.
-fn run_plain(
-    path: &Path,
+/// One run: the log and the plain file grow in lockstep, one flush window (`flush_bytes`) at
+/// a time, alternating which goes first, so both see the same disk and the same noise from
+/// other processes. Each window ends with its fsync; the times of the two sides are summed.
+fn run_paired(
+    log_dir: &Path,
+    plain_path: &Path,
     template: &RecordBatch,
     count: u64,
     flush_bytes: u64,
-) -> Result<(f64, u64)> {
+) -> Result<Totals> {
+    let mut log = Log::open(log_dir, LogConfig::default(), 0).context("open log")?;
     let mut file = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
-        .open(path)
+        .open(plain_path)
         .context("create plain file")?;
-    let bytes = template.as_bytes();
-    let mut since_flush = 0u64;
-    let mut written = 0u64;
-    let start = Instant::now();
-    for _ in 0..count {
-        // The same per-chunk copy the log run makes.
-        let chunk = Bytes::copy_from_slice(bytes);
-        file.write_all(&chunk).context("write")?;
-        written += chunk.len() as u64;
-        since_flush += chunk.len() as u64;
-        if since_flush >= flush_bytes {
-            file.sync_data().context("fdatasync")?;
-            since_flush = 0;
+    let batch_size = template.size_in_bytes() as u64;
+    let per_window = (flush_bytes / batch_size).max(1);
+    let mut totals = Totals::default();
+    let mut done = 0u64;
+    let mut window = 0u64;
+    while done < count {
+        let n = per_window.min(count - done);
+        let order: [bool; 2] = if window.is_multiple_of(2) {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for is_log in order {
+            let start = Instant::now();
+            if is_log {
+                for _ in 0..n {
+                    // A fresh buffer per batch, as a produce request would bring.
+                    let batch =
+                        RecordBatch::parse_default(Bytes::copy_from_slice(template.as_bytes()))
+                            .context("parse")?
+                            .0;
+                    log.append_as_leader(vec![batch], 0, 1_700_000_000_000)
+                        .context("append")?;
+                }
+                log.flush().context("flush")?;
+                totals.log_seconds += start.elapsed().as_secs_f64();
+            } else {
+                for _ in 0..n {
+                    // The same per-chunk copy the log side makes.
+                    let chunk = Bytes::copy_from_slice(template.as_bytes());
+                    file.write_all(&chunk).context("write")?;
+                }
+                file.sync_data().context("fdatasync")?;
+                totals.plain_seconds += start.elapsed().as_secs_f64();
+            }
         }
+        done += n;
+        window += 1;
+        totals.bytes += n * batch_size;
     }
-    file.sync_data().context("final fdatasync")?;
-    Ok((start.elapsed().as_secs_f64(), written))
+    log.close().context("close")?;
+    Ok(totals)
 }
 
 /// Reads the whole log sequentially; returns seconds and bytes read.
 fn run_read(dir: &Path) -> Result<(f64, u64)> {
+    let start = Instant::now();
     let log = Log::open(dir, LogConfig::default(), i64::MAX).context("reopen log")?;
+    println!(
+        "reopen:  clean open of the log ({} segments) {:.3} s",
+        log.segment_count(),
+        start.elapsed().as_secs_f64()
+    );
     let start = Instant::now();
     let mut offset = log.log_start_offset();
     let mut bytes = 0u64;
@@ -159,7 +176,7 @@ fn main() -> Result<()> {
         work.path().display()
     );
     println!(
-        "params:  {count} batches x {batch_size} B ({} records of {} B values) = {:.1} MiB per run, flush every {} MiB, {} runs each, segment.bytes {} MiB",
+        "params:  {count} batches x {batch_size} B ({} records of {} B values) = {:.1} MiB per run, flush every {} MiB, {} paired runs, segment.bytes {} MiB",
         template.record_count(),
         args.record_bytes,
         (count * batch_size) as f64 / (1u64 << 20) as f64,
@@ -168,45 +185,30 @@ fn main() -> Result<()> {
         LogConfig::default().segment_bytes >> 20,
     );
 
-    let mut best_plain = f64::MAX;
-    let mut best_log = f64::MAX;
-    let mut log_dir = None;
+    let mut sum = Totals::default();
+    let mut log_dir: Option<PathBuf> = None;
     for run in 1..=args.runs {
-        // Alternate which goes first so neither always inherits the other's writeback.
-        let order: [bool; 2] = if run % 2 == 1 {
-            [false, true]
-        } else {
-            [true, false]
-        };
-        for is_log in order {
-            if is_log {
-                let dir = work.path().join(format!("bench-{run}"));
-                let (secs, bytes) = run_log(&dir, &template, count, args.flush_bytes)?;
-                println!(
-                    "run {run}: krust-log append      {:8.1} MB/s ({secs:.2} s)",
-                    mb_per_s(bytes, secs)
-                );
-                best_log = best_log.min(secs);
-                if let Some(previous) = log_dir.replace(dir) {
-                    std::fs::remove_dir_all(previous).context("removing previous log")?;
-                }
-            } else {
-                let plain_path = work.path().join(format!("plain-{run}.bin"));
-                let (secs, bytes) = run_plain(&plain_path, &template, count, args.flush_bytes)?;
-                std::fs::remove_file(&plain_path).context("removing plain file")?;
-                println!(
-                    "run {run}: plain write+fdatasync {:8.1} MB/s ({secs:.2} s)",
-                    mb_per_s(bytes, secs)
-                );
-                best_plain = best_plain.min(secs);
-            }
+        let dir = work.path().join(format!("bench-{run}"));
+        let plain_path = work.path().join(format!("plain-{run}.bin"));
+        let t = run_paired(&dir, &plain_path, &template, count, args.flush_bytes)?;
+        std::fs::remove_file(&plain_path).context("removing plain file")?;
+        if let Some(previous) = log_dir.replace(dir) {
+            std::fs::remove_dir_all(previous).context("removing previous log")?;
         }
+        println!(
+            "run {run}: plain write+fdatasync {:7.1} MB/s, krust-log append+flush {:7.1} MB/s, ratio {:.3}",
+            mb_per_s(t.bytes, t.plain_seconds),
+            mb_per_s(t.bytes, t.log_seconds),
+            t.plain_seconds / t.log_seconds
+        );
+        sum.log_seconds += t.log_seconds;
+        sum.plain_seconds += t.plain_seconds;
+        sum.bytes += t.bytes;
     }
-    let total = count * batch_size;
-    let plain = mb_per_s(total, best_plain);
-    let log = mb_per_s(total, best_log);
+    let plain = mb_per_s(sum.bytes, sum.plain_seconds);
+    let log = mb_per_s(sum.bytes, sum.log_seconds);
     println!(
-        "best:    plain {plain:.1} MB/s, krust-log {log:.1} MB/s, ratio {:.3} (goal >= 0.9)",
+        "total:   plain {plain:.1} MB/s, krust-log {log:.1} MB/s, ratio {:.3} (goal >= 0.9)",
         log / plain
     );
 
