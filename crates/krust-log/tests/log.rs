@@ -686,3 +686,79 @@ fn leader_epoch_checkpoint_follows_appends() {
     let log = open(dir.path(), LogConfig::default());
     assert_eq!(log.leader_epoch_cache().latest_epoch(), Some(4));
 }
+
+#[test]
+fn open_removes_leftovers_and_keeps_foreign_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), LogConfig::default());
+    log.append_as_leader(vec![batch(2, 0, 10)], 0, 0).expect("append");
+    log.close().expect("close");
+    let p = |name: &str| dir.path().join(name);
+    // Leftovers of interrupted deletions, cleaning and our own atomic writes.
+    std::fs::write(p("00000000000000000050.index"), [0u8; 8]).expect("write");
+    std::fs::write(p("00000000000000000050.timeindex"), [0u8; 12]).expect("write");
+    std::fs::write(p("00000000000000000070.log.deleted"), b"x").expect("write");
+    std::fs::write(p("00000000000000000080.log.cleaned"), b"x").expect("write");
+    std::fs::write(p("leader-epoch-checkpoint.tmp"), b"x").expect("write");
+    // Files that belong to others: Raft's quorum state and snapshots, producer snapshots.
+    for foreign in [
+        "quorum-state",
+        "00000000000000000002-0000000001.checkpoint",
+        "00000000000000000002.snapshot",
+        "partition.metadata",
+    ] {
+        std::fs::write(p(foreign), b"keep").expect("write");
+    }
+    let (log, report) = Log::open_with(
+        dir.path(),
+        LogConfig::default(),
+        LogOpenOptions { recovery_point: 2, log_start_offset: 0, now_ms: 0 },
+    )
+    .expect("open");
+    assert_eq!(log.log_end_offset(), 2);
+    let mut removed = report.removed_files.clone();
+    removed.sort();
+    assert_eq!(
+        removed,
+        vec![
+            "00000000000000000050.index",
+            "00000000000000000050.timeindex",
+            "00000000000000000070.log.deleted",
+            "00000000000000000080.log.cleaned",
+            "leader-epoch-checkpoint.tmp",
+        ]
+    );
+    for foreign in [
+        "quorum-state",
+        "00000000000000000002-0000000001.checkpoint",
+        "00000000000000000002.snapshot",
+        "partition.metadata",
+    ] {
+        assert!(p(foreign).exists(), "{foreign} must be left alone");
+    }
+}
+
+#[test]
+fn open_creates_missing_dir_and_starts_at_log_start_offset() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let dir = root.path().join("orders-3");
+    let (log, _) = Log::open_with(
+        &dir,
+        LogConfig::default(),
+        LogOpenOptions { recovery_point: 0, log_start_offset: 500, now_ms: 0 },
+    )
+    .expect("open");
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 500));
+    assert!(dir.join("00000000000000000500.log").exists());
+    // Invalid configuration is a typed error.
+    let err = Log::open(&dir, LogConfig { segment_bytes: 10, ..LogConfig::default() }, 0)
+        .expect_err("segment.bytes too small");
+    assert!(matches!(err, LogError::Config(_)), "{err:?}");
+}
+
+#[test]
+fn log_can_be_shared_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Log>();
+    assert_send_sync::<RecordBatch>();
+}
