@@ -889,6 +889,16 @@ fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
         recovery_point, 120,
         "Kafka flushed everything on a clean stop"
     );
+    let high_watermarks =
+        read_offset_checkpoint(&node.log_dir().join("replication-offset-checkpoint"))
+            .expect("krust-log reads Kafka's replication-offset-checkpoint");
+    assert_eq!(
+        high_watermarks.get(&TopicPartition::new("plain", 0)),
+        Some(&120),
+        "high watermark of plain-0: {high_watermarks:?}"
+    );
+    read_offset_checkpoint(&node.log_dir().join("log-start-offset-checkpoint"))
+        .expect("krust-log reads Kafka's log-start-offset-checkpoint");
     let (log, report, read, batches) =
         read_partition(&node.partition_dir("plain", 0), recovery_point);
     check_read_back("plain", &read, &plain, window);
