@@ -15,6 +15,7 @@
 //! [`RecordBatchBuilder::build`]); its records are decoded lazily by [`RecordBatch::records`].
 
 use std::fmt;
+use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 
@@ -404,62 +405,95 @@ impl Record {
     /// Decodes one record from the front of `buf` (a slice of the batch's records area).
     /// Returns the record and the bytes it used.
     fn decode(buf: &Bytes) -> Result<(Record, usize), RecordDefect> {
-        let (length, mut pos) = read_varint(buf).map_err(RecordDefect::Varint)?;
-        if length < 0 {
-            return Err(RecordDefect::NegativeLength(length));
-        }
-        let body_len = length as usize;
-        let available = buf.len() - pos;
-        if body_len > available {
-            return Err(RecordDefect::LengthBeyondBatch { length, available });
-        }
-        let body_start = pos;
-        let body = buf.slice(pos..pos + body_len);
-        let mut cur = Cursor { buf: &body, pos: 0 };
-        let _attributes = cur.byte()?;
-        let timestamp_delta = cur.varlong()?;
-        let offset_delta = cur.varint()?;
-        let key = cur.nullable()?;
-        let value = cur.nullable()?;
-        let header_count = cur.varint()?;
-        if header_count < 0 {
-            return Err(RecordDefect::NegativeHeaderCount(header_count));
-        }
-        // Each header takes at least two bytes; never trust the count for the allocation.
-        let mut headers = Vec::with_capacity((header_count as usize).min(body_len / 2));
-        for _ in 0..header_count {
-            let key_len = cur.varint()?;
-            if key_len < 0 {
-                return Err(RecordDefect::NegativeHeaderKeyLength(key_len));
-            }
-            let key_bytes = cur.take(key_len as usize)?;
-            let key = String::from_utf8(key_bytes.to_vec())
-                .map_err(|_| RecordDefect::HeaderKeyNotUtf8)?;
-            let value = cur.nullable()?;
-            headers.push(Header { key, value });
-        }
-        if cur.pos != body_len {
-            return Err(RecordDefect::SizeMismatch {
-                declared: length,
-                read: cur.pos,
+        let mut headers = Vec::new();
+        let view = walk_record(buf, |key, value| {
+            headers.push(Header {
+                key: key.to_owned(),
+                value: value.map(|r| buf.slice(r)),
             });
-        }
-        pos = body_start + body_len;
+        })?;
         Ok((
             Record {
-                offset_delta,
-                timestamp_delta,
-                key,
-                value,
+                offset_delta: view.offset_delta,
+                timestamp_delta: view.timestamp_delta,
+                key: view.key.map(|r| buf.slice(r)),
+                value: view.value.map(|r| buf.slice(r)),
                 headers,
             },
-            pos,
+            view.end,
         ))
     }
 }
 
+/// Where the fields of one encoded record are (ranges index the buffer given to
+/// [`walk_record`]).
+struct RecordView {
+    offset_delta: i32,
+    timestamp_delta: i64,
+    key: Option<Range<usize>>,
+    value: Option<Range<usize>>,
+    /// Bytes the record used, length prefix included.
+    end: usize,
+}
+
+/// Checks the record at the front of `buf` and locates its fields without copying; headers
+/// are handed to `on_header` (key already checked to be UTF-8). One parser serves both
+/// [`RecordBatch::records`] and the allocation-free [`RecordBatch::validate_records`].
+fn walk_record(
+    buf: &[u8],
+    mut on_header: impl FnMut(&str, Option<Range<usize>>),
+) -> Result<RecordView, RecordDefect> {
+    let (length, body_start) = read_varint(buf).map_err(RecordDefect::Varint)?;
+    if length < 0 {
+        return Err(RecordDefect::NegativeLength(length));
+    }
+    let body_len = length as usize;
+    let available = buf.len() - body_start;
+    if body_len > available {
+        return Err(RecordDefect::LengthBeyondBatch { length, available });
+    }
+    let end = body_start + body_len;
+    let mut cur = Cursor {
+        buf: &buf[..end],
+        pos: body_start,
+    };
+    let _attributes = cur.byte()?;
+    let timestamp_delta = cur.varlong()?;
+    let offset_delta = cur.varint()?;
+    let key = cur.nullable()?;
+    let value = cur.nullable()?;
+    let header_count = cur.varint()?;
+    if header_count < 0 {
+        return Err(RecordDefect::NegativeHeaderCount(header_count));
+    }
+    for _ in 0..header_count {
+        let key_len = cur.varint()?;
+        if key_len < 0 {
+            return Err(RecordDefect::NegativeHeaderKeyLength(key_len));
+        }
+        let key = cur.take(key_len as usize)?;
+        let key = std::str::from_utf8(&buf[key]).map_err(|_| RecordDefect::HeaderKeyNotUtf8)?;
+        let value = cur.nullable()?;
+        on_header(key, value);
+    }
+    if cur.pos != end {
+        return Err(RecordDefect::SizeMismatch {
+            declared: length,
+            read: cur.pos - body_start,
+        });
+    }
+    Ok(RecordView {
+        offset_delta,
+        timestamp_delta,
+        key,
+        value,
+        end,
+    })
+}
+
+/// Reads fields from `buf[..]` (already cut at the record's end) starting at `pos`.
 struct Cursor<'a> {
-    buf: &'a Bytes,
+    buf: &'a [u8],
     pos: usize,
 }
 
@@ -487,15 +521,15 @@ impl Cursor<'_> {
         self.pos += n;
         Ok(v)
     }
-    fn take(&mut self, n: usize) -> Result<Bytes, RecordDefect> {
+    fn take(&mut self, n: usize) -> Result<Range<usize>, RecordDefect> {
         if self.buf.len() - self.pos < n {
             return Err(RecordDefect::PrematureEnd);
         }
-        let out = self.buf.slice(self.pos..self.pos + n);
+        let range = self.pos..self.pos + n;
         self.pos += n;
-        Ok(out)
+        Ok(range)
     }
-    fn nullable(&mut self) -> Result<Option<Bytes>, RecordDefect> {
+    fn nullable(&mut self) -> Result<Option<Range<usize>>, RecordDefect> {
         match self.varint()? {
             -1 => Ok(None),
             n if n < -1 => Err(RecordDefect::InvalidFieldLength(n)),
@@ -782,6 +816,46 @@ impl RecordBatch {
             });
         }
         Ok(records)
+    }
+
+    /// Checks every record of an uncompressed batch without allocating — the same checks as
+    /// [`RecordBatch::records`] — and that offset deltas run 0, 1, 2, … (Kafka's leader-side
+    /// validation). Returns the largest record timestamp (`NO_TIMESTAMP` if none).
+    ///
+    /// # Errors
+    /// As [`RecordBatch::records`], plus [`RecordDefect::OffsetDeltaNotSequential`].
+    pub fn validate_records(&self) -> Result<i64, BatchError> {
+        let compression = self.compression();
+        if compression != Compression::None {
+            return Err(BatchError::Compressed { compression });
+        }
+        let count = self.record_count();
+        if count < 0 {
+            return Err(BatchError::InvalidRecordCount { count });
+        }
+        let payload = &self.bytes[RECORD_BATCH_OVERHEAD..];
+        let base_timestamp = self.base_timestamp();
+        let mut pos = 0;
+        let mut max_timestamp = NO_TIMESTAMP;
+        for index in 0..count as usize {
+            let view = walk_record(&payload[pos..], |_, _| {})
+                .map_err(|defect| BatchError::InvalidRecord { index, defect })?;
+            if i64::from(view.offset_delta) != index as i64 {
+                return Err(BatchError::InvalidRecord {
+                    index,
+                    defect: RecordDefect::OffsetDeltaNotSequential(view.offset_delta),
+                });
+            }
+            max_timestamp = max_timestamp.max(base_timestamp.saturating_add(view.timestamp_delta));
+            pos += view.end;
+        }
+        if pos != payload.len() {
+            return Err(BatchError::TrailingBytes {
+                count,
+                trailing: payload.len() - pos,
+            });
+        }
+        Ok(max_timestamp)
     }
 
     fn modify(&mut self, f: impl FnOnce(&mut [u8])) {
@@ -1391,7 +1465,7 @@ mod tests {
             }],
         );
         let good = builder.build().into_bytes().to_vec();
-        for _ in 0..2_000 {
+        for _ in 0..5_000 {
             let mut v = good.clone();
             let n = rng.gen_range(1..4);
             for _ in 0..n {
@@ -1406,7 +1480,25 @@ mod tests {
             let forged = RecordBatchBuilder::new(0)
                 .opaque_payload(Bytes::from(v), rng.gen_range(-2..4))
                 .build();
-            let _ = forged.records();
+            // The allocation-free validator agrees with the decoder.
+            match (forged.records(), forged.validate_records()) {
+                (Ok(records), Ok(_)) => {
+                    assert!(
+                        records
+                            .iter()
+                            .enumerate()
+                            .all(|(i, r)| r.offset_delta == i as i32)
+                    );
+                }
+                (Ok(records), Err(BatchError::InvalidRecord { index, defect })) => {
+                    assert_eq!(
+                        defect,
+                        RecordDefect::OffsetDeltaNotSequential(records[index].offset_delta)
+                    );
+                }
+                (Err(a), Err(b)) => assert_eq!(a, b),
+                (a, b) => panic!("decoder {a:?} vs validator {b:?}"),
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use tracing::{info, warn};
 
-use crate::batch::{Compression, NO_TIMESTAMP, RecordBatch, TimestampType};
+use crate::batch::{Compression, RecordBatch, TimestampType};
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fs::fsync_dir;
@@ -214,32 +214,16 @@ impl Log {
                     offset_span,
                 });
             }
-            let mut max_record_timestamp = None;
-            if batch.compression() == Compression::None {
-                let records = batch
-                    .records()
-                    .map_err(|source| LogError::InvalidBatch { index, source })?;
-                let mut max_ts = NO_TIMESTAMP;
-                for (i, record) in records.iter().enumerate() {
-                    if i64::from(record.offset_delta) != i as i64 {
-                        return Err(LogError::InvalidBatch {
-                            index,
-                            source: crate::batch::BatchError::InvalidRecord {
-                                index: i,
-                                defect: crate::batch::RecordDefect::OffsetDeltaNotSequential(
-                                    record.offset_delta,
-                                ),
-                            },
-                        });
-                    }
-                    max_ts = max_ts.max(
-                        batch
-                            .base_timestamp()
-                            .saturating_add(record.timestamp_delta),
-                    );
-                }
-                max_record_timestamp = Some(max_ts);
-            }
+            // Compressed payloads are opaque to krust: only count and offset range are checked.
+            let max_record_timestamp = if batch.compression() == Compression::None {
+                Some(
+                    batch
+                        .validate_records()
+                        .map_err(|source| LogError::InvalidBatch { index, source })?,
+                )
+            } else {
+                None
+            };
             batch.set_base_offset(next_offset);
             batch.set_partition_leader_epoch(leader_epoch);
             if log_append_time {

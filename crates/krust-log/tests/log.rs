@@ -691,7 +691,8 @@ fn leader_epoch_checkpoint_follows_appends() {
 fn open_removes_leftovers_and_keeps_foreign_files() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut log = open(dir.path(), LogConfig::default());
-    log.append_as_leader(vec![batch(2, 0, 10)], 0, 0).expect("append");
+    log.append_as_leader(vec![batch(2, 0, 10)], 0, 0)
+        .expect("append");
     log.close().expect("close");
     let p = |name: &str| dir.path().join(name);
     // Leftovers of interrupted deletions, cleaning and our own atomic writes.
@@ -712,7 +713,11 @@ fn open_removes_leftovers_and_keeps_foreign_files() {
     let (log, report) = Log::open_with(
         dir.path(),
         LogConfig::default(),
-        LogOpenOptions { recovery_point: 2, log_start_offset: 0, now_ms: 0 },
+        LogOpenOptions {
+            recovery_point: 2,
+            log_start_offset: 0,
+            now_ms: 0,
+        },
     )
     .expect("open");
     assert_eq!(log.log_end_offset(), 2);
@@ -745,14 +750,25 @@ fn open_creates_missing_dir_and_starts_at_log_start_offset() {
     let (log, _) = Log::open_with(
         &dir,
         LogConfig::default(),
-        LogOpenOptions { recovery_point: 0, log_start_offset: 500, now_ms: 0 },
+        LogOpenOptions {
+            recovery_point: 0,
+            log_start_offset: 500,
+            now_ms: 0,
+        },
     )
     .expect("open");
     assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 500));
     assert!(dir.join("00000000000000000500.log").exists());
     // Invalid configuration is a typed error.
-    let err = Log::open(&dir, LogConfig { segment_bytes: 10, ..LogConfig::default() }, 0)
-        .expect_err("segment.bytes too small");
+    let err = Log::open(
+        &dir,
+        LogConfig {
+            segment_bytes: 10,
+            ..LogConfig::default()
+        },
+        0,
+    )
+    .expect_err("segment.bytes too small");
     assert!(matches!(err, LogError::Config(_)), "{err:?}");
 }
 
