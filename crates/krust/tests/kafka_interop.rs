@@ -631,3 +631,73 @@ fn krust_reads_snapshots_kafka_writes() {
         "the combined node's registration is in the snapshot"
     );
 }
+
+/// What Kafka's tool said went wrong: the message of the uncaught exception (`Exception in
+/// thread "main" <class>: <message>`), or the last line it printed to stderr (its terse
+/// failures), ignoring log lines.
+fn kafka_failure_message(out: &ToolOutput) -> String {
+    if let Some(line) = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("Exception in thread \"main\" "))
+    {
+        let rest = &line["Exception in thread \"main\" ".len()..];
+        return rest.split_once(": ").map_or(rest, |(_, m)| m).to_owned();
+    }
+    out.stderr
+        .lines()
+        .rfind(|l| !l.trim().is_empty() && !l.starts_with('[') && !l.starts_with('\t'))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Bad configurations and arguments fail in krust with the message Kafka 3.9 gives (krust adds
+/// context in front of it, e.g. the file name).
+#[test]
+fn config_and_argument_errors_match_kafka() {
+    let dist = dist();
+    let controller = "process.roles=controller\nnode.id=1\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:19093\nlog.dirs={dir}/d\n";
+    let cases: Vec<(String, Vec<&str>)> = vec![
+        ("log.dirs={dir}/d\n".into(), vec![]),
+        ("zookeeper.connect=127.0.0.1:2181\nlog.dirs={dir}/d\n".into(), vec![]),
+        ("process.roles=brokers\nnode.id=1\nlog.dirs={dir}/d\n".into(), vec![]),
+        ("process.roles=broker\nlog.dirs={dir}/d\n".into(), vec![]),
+        ("process.roles=broker\nnode.id=1\nbroker.id=2\n".into(), vec![]),
+        ("process.roles=broker\nnode.id=x\n".into(), vec![]),
+        (controller.into(), vec![]),
+        (format!("{controller}controller.quorum.voters=2@127.0.0.1:19093\n"), vec![]),
+        (format!("{controller}controller.quorum.voters=1@127.0.0.1:19093\nlisteners=CONTROLLER://127.0.0.1:19093,PLAINTEXT://127.0.0.1:19092\n"), vec![]),
+        (format!("{controller}controller.quorum.voters=1@127.0.0.1:19093\nlistener.security.protocol.map=PLAINTEXT:PLAINTEXT\n"), vec![]),
+        (format!("{controller}controller.quorum.voters=1@127.0.0.1:19093\nlistener.security.protocol.map=CONTROLLER:TLS\n"), vec![]),
+        ("process.roles=broker\nnode.id=1\ncontroller.quorum.voters=1@127.0.0.1:19093\ncontroller.listener.names=CONTROLLER\nlog.dirs={dir}/d\n".into(), vec![]),
+        ("process.roles=broker\nnode.id=2\ncontroller.quorum.voters=1@127.0.0.1:19093\nlog.dirs={dir}/d\n".into(), vec![]),
+        (format!("{controller}controller.quorum.bootstrap.servers=127.0.0.1:19093\n"), vec![]),
+        (format!("{controller}controller.quorum.bootstrap.servers=127.0.0.1:19093\n"), vec!["-N", "-r", "3.1"]),
+        (format!("{controller}controller.quorum.bootstrap.servers=127.0.0.1:19093\n"), vec!["-s", "-f", "transaction.version=2"]),
+        (format!("{controller}controller.quorum.bootstrap.servers=127.0.0.1:19093\n"), vec!["-I", "1@127.0.0.1:19093:bad"]),
+        (format!("{controller}controller.quorum.voters=1@127.0.0.1:19093\n"), vec!["-S", "SCRAM-SHA-256=[name=a,password=b,iterations=1]"]),
+    ];
+    for (props, extra) in cases {
+        let twin = Twin::new(&props);
+        let config = twin.config();
+        let mut args = vec!["format", "-t", "RXmJz-cpSbqo1IMdXqyzRA", "-c", &config];
+        args.extend_from_slice(&extra);
+        let kafka = kafka_storage(&dist, &args);
+        assert!(!kafka.success(), "Kafka accepted {props:?} {extra:?}");
+        let message = kafka_failure_message(&kafka);
+        assert!(
+            !message.is_empty(),
+            "no message from Kafka: {}",
+            kafka.stderr
+        );
+        let mut ours_args = vec!["storage"];
+        ours_args.extend_from_slice(&args);
+        let ours = krust(&ours_args);
+        assert_eq!(ours.status.code(), Some(1), "{props:?} {extra:?}");
+        assert!(
+            ours.stderr.contains(&message),
+            "{props:?} {extra:?}\nKafka: {message}\nkrust: {}",
+            ours.stderr
+        );
+    }
+}

@@ -141,18 +141,6 @@ impl ServerConfig {
             .collect()
     }
 
-    fn int(&self, key: &str) -> Result<Option<i32>, ConfigError> {
-        self.get(key)
-            .map(|raw| {
-                raw.trim().parse::<i32>().map_err(|_| {
-                    ConfigError::Invalid(format!(
-                        "Invalid value {raw} for configuration {key}: Not a number of type INT"
-                    ))
-                })
-            })
-            .transpose()
-    }
-
     fn boolean(&self, key: &str, default: bool) -> Result<bool, ConfigError> {
         match self.get(key).map(str::trim) {
             None => Ok(default),
@@ -182,7 +170,7 @@ impl ServerConfig {
                 "controller" => ProcessRole::Controller,
                 other => {
                     return Err(ConfigError::Invalid(format!(
-                        "Unknown process role '{other}' (only 'broker' and 'controller' are allowed roles)"
+                        "Invalid value {other} for configuration process.roles: String must be one of: broker, controller"
                     )));
                 }
             };
@@ -202,8 +190,20 @@ impl ServerConfig {
     /// # Errors
     /// Not an integer, or `node.id` ≠ `broker.id`.
     pub fn node_id(&self) -> Result<i32, ConfigError> {
-        let node_id = self.int("node.id")?;
-        let broker_id = self.int("broker.id")?;
+        // Kafka copies each of the two into the other when only one is set, then parses
+        // `broker.id` first (so a bad lone `node.id` is reported as `broker.id`).
+        let parse = |key: &str, raw: Option<&str>| {
+            raw.map(|raw| {
+                raw.trim().parse::<i32>().map_err(|_| {
+                    ConfigError::Invalid(format!(
+                        "Invalid value {raw} for configuration {key}: Not a number of type INT"
+                    ))
+                })
+            })
+            .transpose()
+        };
+        let broker_id = parse("broker.id", self.get("broker.id").or(self.get("node.id")))?;
+        let node_id = parse("node.id", self.get("node.id").or(self.get("broker.id")))?;
         match (node_id, broker_id) {
             (Some(n), Some(b)) if n != b => Err(ConfigError::Invalid(
                 "You must set `node.id` to the same value as `broker.id`.".into(),
@@ -248,13 +248,72 @@ impl ServerConfig {
         }
     }
 
-    /// `listeners` (default `PLAINTEXT://:9092`).
+    /// `listeners` (default `PLAINTEXT://:9092`); every listener name needs a security protocol.
     ///
     /// # Errors
-    /// A malformed entry.
+    /// A malformed entry, or a name missing from the effective security protocol map.
     pub fn listeners(&self) -> Result<Vec<Endpoint>, ConfigError> {
-        listeners::parse_listeners(self.get("listeners").unwrap_or("PLAINTEXT://:9092"))
-            .map_err(ConfigError::Invalid)
+        let value = self.get("listeners").unwrap_or("PLAINTEXT://:9092");
+        let endpoints = listeners::parse_listeners(value).map_err(ConfigError::Invalid)?;
+        let protocols = self.effective_listener_security_protocol_map()?;
+        if let Some(missing) = endpoints
+            .iter()
+            .find(|e| !protocols.contains_key(&e.listener_name))
+        {
+            return Err(ConfigError::Invalid(format!(
+                "Error creating broker listeners from '{value}': No security protocol defined for listener {}",
+                missing.listener_name
+            )));
+        }
+        Ok(endpoints)
+    }
+
+    /// Kafka's `effectiveListenerSecurityProtocolMap`: `listener.security.protocol.map` (listener
+    /// name → `PLAINTEXT` | `SSL` | `SASL_PLAINTEXT` | `SASL_SSL`); in KRaft mode, when the map
+    /// is not set and nothing uses SSL or SASL, controller listeners default to `PLAINTEXT`.
+    ///
+    /// # Errors
+    /// A malformed entry or an unknown protocol.
+    pub fn effective_listener_security_protocol_map(
+        &self,
+    ) -> Result<BTreeMap<String, String>, ConfigError> {
+        const PROTOCOLS: [&str; 4] = ["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"];
+        let explicit = self.get("listener.security.protocol.map");
+        let text = explicit.unwrap_or(
+            "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+        );
+        let mut map = BTreeMap::new();
+        for entry in csv(text) {
+            let (name, protocol) = entry.split_once(':').ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "Invalid value {text} for configuration listener.security.protocol.map: Map entry '{entry}' is improperly formatted"
+                ))
+            })?;
+            let protocol = protocol.trim().to_uppercase();
+            if !PROTOCOLS.contains(&protocol.as_str()) {
+                return Err(ConfigError::Invalid(format!(
+                    "Invalid security protocol `{protocol}` defined in listener.security.protocol.map"
+                )));
+            }
+            map.insert(name.trim().to_uppercase(), protocol);
+        }
+        let kraft = !self.process_roles()?.is_empty();
+        if kraft && explicit.is_none() {
+            let secure = |name: &str| ["SSL", "SASL_SSL", "SASL_PLAINTEXT"].contains(&name);
+            let listener_names: Vec<String> =
+                csv(self.get("listeners").unwrap_or("PLAINTEXT://:9092"))
+                    .iter()
+                    .filter_map(|l| l.split_once("://").map(|(n, _)| n.to_owned()))
+                    .collect();
+            let names = self.controller_listener_names();
+            if !names.iter().any(|n| secure(n)) && !listener_names.iter().any(|n| secure(n)) {
+                for name in names {
+                    map.entry(name.to_uppercase())
+                        .or_insert_with(|| "PLAINTEXT".to_owned());
+                }
+            }
+        }
+        Ok(map)
     }
 
     /// Listeners named in `controller.listener.names`.
@@ -435,6 +494,16 @@ impl ServerConfig {
                         .into(),
                 ));
             }
+            let protocols = self.effective_listener_security_protocol_map()?;
+            if let Some(name) = names
+                .iter()
+                .find(|n| !protocols.contains_key(&n.to_uppercase()))
+            {
+                return Err(ConfigError::Invalid(format!(
+                    "Controller listener with name {} defined in controller.listener.names not found in listener.security.protocol.map  (an explicit security mapping for each controller listener is required if listener.security.protocol.map is non-empty, or if there are security protocols other than PLAINTEXT in use)",
+                    name.to_uppercase()
+                )));
+            }
             return Ok(());
         }
         let advertised_controllers = self.effective_advertised_controller_listeners()?;
@@ -551,7 +620,7 @@ mod tests {
             ),
             (
                 "process.roles=brokr\n",
-                "Unknown process role 'brokr' (only 'broker' and 'controller' are allowed roles)",
+                "Invalid value brokr for configuration process.roles: String must be one of: broker, controller",
             ),
             (
                 "node.id=1\nbroker.id=2\n",
@@ -559,7 +628,7 @@ mod tests {
             ),
             (
                 "node.id=x\n",
-                "Invalid value x for configuration node.id: Not a number of type INT",
+                "Invalid value x for configuration broker.id: Not a number of type INT",
             ),
             (
                 "process.roles=controller\nnode.id=1\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://:9093\n",
