@@ -229,7 +229,8 @@ mod tests {
 
     #[test]
     fn invalid_lists_table() {
-        let cases: [(&str, Vec<(i16, i16, i16)>, SupportedApisError); 4] = [
+        type Case = (&'static str, Vec<(i16, i16, i16)>, SupportedApisError);
+        let cases: [Case; 4] = [
             (
                 "Vote v2 is past Kafka 3.9",
                 vec![(52, 0, 2)],

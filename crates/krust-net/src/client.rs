@@ -8,6 +8,7 @@
 //! as Kafka's `NetworkClient` does; the next call on a [`Client`] reconnects.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -63,6 +64,8 @@ pub struct Connection {
     requests: mpsc::Sender<Outgoing>,
     slots: Arc<Semaphore>,
     task: JoinHandle<()>,
+    /// Set by [`Connection::close`]; an aborted task may not have finished yet.
+    closed: AtomicBool,
     api_versions: Option<ApiVersionsTable>,
 }
 
@@ -120,6 +123,7 @@ impl Connection {
             requests,
             slots: Arc::new(Semaphore::new(max_in_flight)),
             task,
+            closed: AtomicBool::new(false),
             api_versions: None,
         }
     }
@@ -135,11 +139,12 @@ impl Connection {
     /// [`ClientError::Disconnected`].
     #[must_use]
     pub fn is_closed(&self) -> bool {
-        self.task.is_finished()
+        self.closed.load(Ordering::Relaxed) || self.task.is_finished()
     }
 
     /// Closes the connection; requests in flight fail with [`ClientError::Disconnected`].
     pub fn close(&self) {
+        self.closed.store(true, Ordering::Relaxed);
         self.task.abort();
     }
 

@@ -101,8 +101,8 @@ pub enum IncomingRequest {
     Request {
         /// Its header.
         header: DecodedHeader,
-        /// Its body.
-        body: RequestKind,
+        /// Its body (boxed: request kinds are large and this enum is moved around).
+        body: Box<RequestKind>,
     },
     /// ApiVersions at a version the listener does not serve; the body was not parsed. Answer
     /// with [`unsupported_api_versions_response`].
@@ -190,7 +190,10 @@ pub fn decode_request(
             "ignoring bytes after the request body"
         );
     }
-    Ok(IncomingRequest::Request { header, body })
+    Ok(IncomingRequest::Request {
+        header,
+        body: Box::new(body),
+    })
 }
 
 /// The answer to an ApiVersions request at a version the listener does not serve: v0 body,
@@ -373,7 +376,7 @@ mod tests {
             assert_eq!(header.correlation_id, 7, "case {reason}");
             assert_eq!(header.client_id, "client-1", "case {reason}");
             assert_eq!(header.header_version, header_version, "case {reason}");
-            assert_eq!(got, body, "case {reason}");
+            assert_eq!(*got, body, "case {reason}");
         }
     }
 

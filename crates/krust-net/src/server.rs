@@ -64,8 +64,8 @@ pub struct RequestContext {
 /// What a handler returns for one request.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Reply {
-    /// Send this response (it must be of the request's API).
-    Send(ResponseKind),
+    /// Send this response (it must be of the request's API). Boxed: response kinds are large.
+    Send(Box<ResponseKind>),
     /// Send nothing and go on with the next request (Produce with `acks=0`).
     NoResponse,
     /// Close the connection after the responses to earlier requests.
@@ -74,7 +74,7 @@ pub enum Reply {
 
 impl From<ResponseKind> for Reply {
     fn from(response: ResponseKind) -> Self {
-        Reply::Send(response)
+        Reply::Send(Box::new(response))
     }
 }
 
@@ -155,10 +155,10 @@ impl Server {
     /// handler tasks aborted) and waits until all connection tasks have ended.
     pub async fn shutdown(mut self) {
         self.shutdown.send_replace(true);
-        if let Some(task) = self.accept_task.take() {
-            if let Err(e) = task.await {
-                error!(error = %e, "accept loop ended abnormally");
-            }
+        if let Some(task) = self.accept_task.take()
+            && let Err(e) = task.await
+        {
+            error!(error = %e, "accept loop ended abnormally");
         }
     }
 }
@@ -445,7 +445,7 @@ impl<H: Handler> ConnectionTask<H> {
                 trace!(parent: &span, "handling");
                 let handler = self.handler.clone();
                 let task =
-                    tokio::spawn(async move { handler.handle(ctx, body).await }.instrument(span));
+                    tokio::spawn(async move { handler.handle(ctx, *body).await }.instrument(span));
                 Some(Pending::Handler {
                     header,
                     task: AbortOnDrop(task),
