@@ -15,6 +15,21 @@ use crate::fs::fsync_dir;
 use crate::leader_epoch::{EpochEndOffset, LeaderEpochCache};
 use crate::segment::Segment;
 
+/// Largest base offset a segment may have: its 32-bit relative offsets must not overflow i64.
+pub const MAX_SEGMENT_BASE_OFFSET: i64 = i64::MAX - i32::MAX as i64 - 1;
+
+/// Offsets a log may be truncated or restarted at.
+fn check_new_base(offset: i64) -> Result<(), LogError> {
+    if !(0..=MAX_SEGMENT_BASE_OFFSET).contains(&offset) {
+        return Err(LogError::OffsetOutOfRange {
+            offset,
+            log_start_offset: 0,
+            log_end_offset: MAX_SEGMENT_BASE_OFFSET,
+        });
+    }
+    Ok(())
+}
+
 /// What an append wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppendInfo {
@@ -389,6 +404,7 @@ impl Log {
     /// [`LogError::Io`].
     pub fn roll(&mut self, new_base_offset: i64, now_ms: i64) -> Result<(), LogError> {
         let new_base_offset = new_base_offset.max(self.log_end_offset);
+        check_new_base(new_base_offset)?;
         let active = self.active_segment_mut();
         if active.base_offset() == new_base_offset && active.size() == 0 {
             return Ok(());
@@ -568,6 +584,7 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`], [`LogError::Checkpoint`].
     pub fn truncate_to(&mut self, offset: i64) -> Result<i64, LogError> {
+        check_new_base(offset)?;
         if offset >= self.log_end_offset {
             return Ok(self.log_end_offset);
         }
@@ -611,6 +628,7 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`], [`LogError::Checkpoint`].
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
+        check_new_base(offset)?;
         info!(dir = %self.dir.display(), offset, "emptying log and restarting it");
         let all = std::mem::take(&mut self.segments);
         for segment in all.into_values() {

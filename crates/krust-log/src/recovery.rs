@@ -29,7 +29,7 @@ use crate::fs::{
     parse_offset_file_name,
 };
 use crate::leader_epoch::LeaderEpochCache;
-use crate::log::Log;
+use crate::log::{Log, MAX_SEGMENT_BASE_OFFSET};
 use crate::segment::{RecoveryOutcome, Segment, remove_if_exists};
 
 /// How to open a log.
@@ -176,7 +176,7 @@ impl Log {
         let leader_epoch_cache = LeaderEpochCache::load(dir)?;
         let mut dir_dirty = false;
         if segments.is_empty() {
-            let base = options.log_start_offset.max(0);
+            let base = options.log_start_offset.clamp(0, MAX_SEGMENT_BASE_OFFSET);
             segments.insert(base, Segment::create(dir, base, &config, options.now_ms)?);
             dir_dirty = true;
         }
@@ -237,6 +237,10 @@ fn scan_dir(dir: &Path, report: &mut RecoveryReport) -> Result<Vec<i64>, LogErro
         } else if name.ends_with(SWAP_FILE_SUFFIX) {
             warn!(file = %path.display(), "ignoring a log cleaner swap file (krust does not compact)");
         } else if let Some(base) = parse_offset_file_name(name, LOG_FILE_SUFFIX) {
+            if base > MAX_SEGMENT_BASE_OFFSET {
+                warn!(file = %path.display(), "ignoring a segment whose base offset is too large to index");
+                continue;
+            }
             logs.push(base);
         } else if let Some(base) = [
             INDEX_FILE_SUFFIX,

@@ -778,3 +778,23 @@ fn log_can_be_shared_between_threads() {
     assert_send_sync::<Log>();
     assert_send_sync::<RecordBatch>();
 }
+
+#[test]
+fn impossible_offsets_are_refused_without_panicking() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), LogConfig::default());
+    log.append_as_leader(vec![batch(2, 0, 10)], 0, 0)
+        .expect("append");
+    for offset in [-1, i64::MIN, i64::MAX] {
+        let err = log
+            .truncate_fully_and_start_at(offset)
+            .expect_err("refused");
+        assert_eq!(err.kafka_error_code(), OFFSET_OUT_OF_RANGE, "{offset}");
+    }
+    assert!(log.truncate_to(-5).is_err());
+    // A follower batch near i64::MAX cannot be placed in a segment.
+    let far = batch_at(i64::MAX - 10, 0, 1, 0);
+    assert!(log.append_as_follower(vec![far], 0).is_err());
+    assert_eq!(log.log_end_offset(), 2);
+    assert_eq!(read_all(&log).len(), 1);
+}
