@@ -1,6 +1,6 @@
 //! One log segment: `<base>.log` (consecutive v2 batches) with its `.index` and `.timeindex`.
 //!
-//! A segment trusts its own bytes only after checking them: recovery ([`Segment::recover`])
+//! A segment trusts its own bytes only after checking them: recovery (`Segment::recover`)
 //! re-reads a range of the file, checks every batch (framing, magic, CRC-32C, increasing
 //! offsets within the segment's 32-bit relative range), rebuilds the index entries for it and
 //! truncates the file at the first bad batch. Reads re-check the CRC of every batch they return.
@@ -52,7 +52,7 @@ pub enum TailDefect {
     },
 }
 
-/// Result of [`Segment::recover`].
+/// Result of recovering a segment (see [`crate::recovery`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecoveryOutcome {
     /// Valid batches found.
