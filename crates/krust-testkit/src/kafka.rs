@@ -22,6 +22,9 @@ use crate::process::{LOG_TAIL_LINES, LogMark, ManagedProcess, ProcessSpec};
 /// The line Kafka 3.9 logs when a KRaft node (any role) has started:
 /// `[KafkaRaftServer nodeId=1] Kafka Server started (kafka.server.KafkaRaftServer)`.
 pub const KAFKA_STARTED_LINE: &str = "Kafka Server started";
+/// The line Kafka 3.9 logs when a ZooKeeper-mode broker has started:
+/// `[KafkaServer id=1] started (kafka.server.KafkaServer)`.
+pub const ZK_BROKER_STARTED_LINE: &str = "] started (kafka.server.KafkaServer)";
 /// Default limit for a node to start (a JVM start takes 5–10 s on this machine, more when loaded).
 pub const DEFAULT_START_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often [`KafkaNode::start`] retries with new ports after "Address already in use".
@@ -33,7 +36,7 @@ pub const BROKER_LISTENER: &str = "PLAINTEXT";
 /// The controller listener's name.
 pub const CONTROLLER_LISTENER: &str = "CONTROLLER";
 
-/// `process.roles` of a KRaft node.
+/// What a node is: `process.roles` of a KRaft node, or a ZooKeeper-mode broker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KafkaRole {
     /// `process.roles=broker`: needs controllers elsewhere.
@@ -42,21 +45,34 @@ pub enum KafkaRole {
     Controller,
     /// `process.roles=broker,controller` (a "combined" node).
     Combined,
+    /// A ZooKeeper-mode broker (`broker.id`, `zookeeper.connect`, no `process.roles`); not
+    /// formatted (Kafka writes a v0 `meta.properties` itself). See
+    /// [`KafkaNodeBuilder::zookeeper`] and [`KafkaNodeBuilder::migration`].
+    ZkBroker,
 }
 
 impl KafkaRole {
-    /// The `process.roles` value.
+    /// The `process.roles` value ("" for a ZooKeeper-mode broker).
     pub fn process_roles(self) -> &'static str {
         match self {
             KafkaRole::Broker => "broker",
             KafkaRole::Controller => "controller",
             KafkaRole::Combined => "broker,controller",
+            KafkaRole::ZkBroker => "",
         }
     }
 
     /// Whether the node serves clients.
     pub fn is_broker(self) -> bool {
-        matches!(self, KafkaRole::Broker | KafkaRole::Combined)
+        matches!(
+            self,
+            KafkaRole::Broker | KafkaRole::Combined | KafkaRole::ZkBroker
+        )
+    }
+
+    /// Whether the node keeps its metadata in ZooKeeper.
+    pub fn is_zk_mode(self) -> bool {
+        self == KafkaRole::ZkBroker
     }
 
     /// Whether the node is a controller (a voter of the metadata quorum).
@@ -76,6 +92,8 @@ pub struct KafkaNodeBuilder {
     controller_port: Option<u16>,
     quorum_voters: Option<String>,
     standalone: bool,
+    zookeeper: Option<String>,
+    migration: bool,
     format_args: Vec<String>,
     segment_bytes: Option<u64>,
     props: Vec<(String, String)>,
@@ -126,6 +144,24 @@ impl KafkaNodeBuilder {
     /// formatted with `--standalone` (kraft.version 1). For controller and combined nodes.
     pub fn standalone(mut self) -> Self {
         self.standalone = true;
+        self
+    }
+
+    /// `zookeeper.connect` (e.g. [`crate::ZooKeeperServer::connect_string`]). Required for a
+    /// [`KafkaRole::ZkBroker`]; on a KRaft controller it is the ZooKeeper to migrate from (with
+    /// [`KafkaNodeBuilder::migration`]).
+    pub fn zookeeper(mut self, connect: impl Into<String>) -> Self {
+        self.zookeeper = Some(connect.into());
+        self
+    }
+
+    /// KIP-866 migration mode: `zookeeper.metadata.migration.enable=true`. On a ZooKeeper-mode
+    /// broker this also sets `controller.listener.names` and needs
+    /// [`KafkaNodeBuilder::quorum_voters`] (the KRaft controllers it registers with); on a KRaft
+    /// controller it needs [`KafkaNodeBuilder::zookeeper`] and the ZooKeeper cluster's id
+    /// ([`KafkaNodeBuilder::cluster_id`], e.g. from a ZK broker's [`KafkaNode::cluster_id`]).
+    pub fn migration(mut self) -> Self {
+        self.migration = true;
         self
     }
 
@@ -185,7 +221,37 @@ impl KafkaNodeBuilder {
                 self.node_id
             )));
         }
+        if role.is_zk_mode() && self.zookeeper.is_none() {
+            return Err(HarnessError::Invalid(format!(
+                "ZooKeeper-mode broker {} needs zookeeper(connect)",
+                self.node_id
+            )));
+        }
+        if self.migration && self.zookeeper.is_none() {
+            return Err(HarnessError::Invalid(format!(
+                "node {}: migration() needs zookeeper(connect)",
+                self.node_id
+            )));
+        }
+        if self.migration && role.is_zk_mode() && self.quorum_voters.is_none() {
+            return Err(HarnessError::Invalid(format!(
+                "ZooKeeper-mode broker {}: migration() needs quorum_voters (the KRaft controllers)",
+                self.node_id
+            )));
+        }
         let mut props = self.props;
+        if let Some(connect) = &self.zookeeper {
+            props.insert(0, ("zookeeper.connect".to_owned(), connect.clone()));
+        }
+        if self.migration {
+            props.insert(
+                0,
+                (
+                    "zookeeper.metadata.migration.enable".to_owned(),
+                    "true".to_owned(),
+                ),
+            );
+        }
         let mut format_args = self.format_args;
         let mut fresh = free_ports(2)?.into_iter();
         let mut next_port = || fresh.next().unwrap_or(0);
@@ -209,6 +275,8 @@ impl KafkaNodeBuilder {
                 String::new()
             }
             (None, Some(port)) => format!("{}@127.0.0.1:{port}", self.node_id),
+            // A plain ZooKeeper-mode broker has no controllers.
+            (None, None) if role.is_zk_mode() => String::new(),
             (None, None) => {
                 return Err(HarnessError::Invalid(format!(
                     "broker node {} needs quorum_voters (the controllers it registers with)",
@@ -253,7 +321,7 @@ impl KafkaNodeBuilder {
             _temp: temp,
         };
         node.write_properties()?;
-        if format {
+        if format && !role.is_zk_mode() {
             node.format()?;
         }
         Ok(node)
@@ -336,6 +404,8 @@ impl KafkaNode {
             controller_port: None,
             quorum_voters: None,
             standalone: false,
+            zookeeper: None,
+            migration: false,
             format_args: Vec::new(),
             segment_bytes: None,
             props: Vec::new(),
@@ -368,8 +438,12 @@ impl KafkaNode {
                 props.push((key.to_owned(), value));
             }
         };
-        set("process.roles", self.role.process_roles().to_owned());
-        set("node.id", self.node_id.to_string());
+        if self.role.is_zk_mode() {
+            set("broker.id", self.node_id.to_string());
+        } else {
+            set("process.roles", self.role.process_roles().to_owned());
+            set("node.id", self.node_id.to_string());
+        }
         if !self.quorum_voters.is_empty() {
             set("controller.quorum.voters", self.quorum_voters.clone());
         }
@@ -386,7 +460,10 @@ impl KafkaNode {
             listeners.push(format!("{CONTROLLER_LISTENER}://127.0.0.1:{port}"));
         }
         set("listeners", listeners.join(","));
-        set("controller.listener.names", CONTROLLER_LISTENER.to_owned());
+        // A ZooKeeper-mode broker must not name a controller listener unless it migrates.
+        if !self.role.is_zk_mode() || !self.quorum_voters.is_empty() {
+            set("controller.listener.names", CONTROLLER_LISTENER.to_owned());
+        }
         set(
             "listener.security.protocol.map",
             format!("{BROKER_LISTENER}:PLAINTEXT,{CONTROLLER_LISTENER}:PLAINTEXT"),
@@ -517,10 +594,22 @@ impl KafkaNode {
             .into_iter()
             .chain(self.controller_port)
             .collect();
+        let zk_mode = self.role.is_zk_mode();
         let process = self.process_mut()?;
-        process.wait_for_log(KAFKA_STARTED_LINE, timeout)?;
+        let started = if zk_mode {
+            ZK_BROKER_STARTED_LINE
+        } else {
+            KAFKA_STARTED_LINE
+        };
+        process.wait_for_log(started, timeout)?;
         for port in ports {
             process.wait_for_port(port, timeout)?;
+        }
+        if zk_mode {
+            // ZooKeeper chose the cluster id (`/cluster/id`); the broker wrote it down.
+            if let Some(id) = self.meta_properties()?.get("cluster.id") {
+                self.cluster_id.clone_from(id);
+            }
         }
         Ok(())
     }
@@ -614,7 +703,8 @@ impl KafkaNode {
         self.role
     }
 
-    /// The cluster id the storage was formatted with.
+    /// The cluster id the storage was formatted with (for a ZooKeeper-mode broker: the id
+    /// ZooKeeper chose, known once the broker has started).
     pub fn cluster_id(&self) -> &str {
         &self.cluster_id
     }

@@ -25,6 +25,8 @@
 //!   `server.properties`, `StorageTool format` (or [`KafkaNodeBuilder::build_unformatted`] for
 //!   another formatter), start, readiness (`Kafka Server started` + ports), `kill` (SIGKILL),
 //!   `terminate` (SIGTERM), `restart`; [`KafkaNode::meta_properties`], [`read_properties`].
+//! - [`ZooKeeperServer`] (`zookeeper.rs`): a standalone ZooKeeper 3.8 (Kafka's own jar) for
+//!   [`KafkaRole::ZkBroker`] nodes and KIP-866 migration setups ([`KafkaNodeBuilder::migration`]).
 //! - [`KafkaDist::create_topic`], [`KafkaDist::console_produce`], [`KafkaDist::console_consume`],
 //!   [`KafkaDist::producer_perf`] (`clients.rs`): Kafka's client tools against any bootstrap
 //!   address — a Kafka node or a krust broker.
@@ -151,6 +153,7 @@ mod kafka;
 mod krust;
 mod ports;
 mod process;
+mod zookeeper;
 
 pub use clients::ProducerPerfSummary;
 pub use dist::{
@@ -164,8 +167,9 @@ pub use error::{HarnessError, Result};
 pub use kafka::{
     BROKER_LISTENER, CONTROLLER_LISTENER, DEFAULT_START_TIMEOUT, DEFAULT_STOP_TIMEOUT,
     KAFKA_STARTED_LINE, KafkaCluster, KafkaClusterBuilder, KafkaNode, KafkaNodeBuilder, KafkaRole,
-    MAX_PORT_CONFLICT_RETRIES, read_properties,
+    MAX_PORT_CONFLICT_RETRIES, ZK_BROKER_STARTED_LINE, read_properties,
 };
 pub use krust::{KrustProcess, KrustProcessBuilder, krust_binary};
 pub use ports::{free_port, free_ports, port_accepts, wait_for_port};
 pub use process::{LOG_TAIL_LINES, LogMark, ManagedProcess, ProcessSpec, log_tail};
+pub use zookeeper::{DEFAULT_ZK_START_TIMEOUT, ZOOKEEPER_CLI, ZOOKEEPER_MAIN, ZooKeeperServer};

@@ -280,3 +280,45 @@ fn a_standalone_dynamic_quorum_node_starts_and_leads_its_quorum() {
         .map(str::trim);
     assert_eq!(leader, Some("1"), "{}", status.stdout);
 }
+
+#[test]
+fn a_zookeeper_mode_broker_registers_in_zookeeper_and_serves_topics() {
+    let dist = dist();
+    let zk = krust_testkit::ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let srvr = zk.four_letter_word("srvr").expect("srvr");
+    assert!(srvr.contains("Mode: standalone"), "{srvr:?}");
+    let node = KafkaNode::builder(&dist)
+        .role(KafkaRole::ZkBroker)
+        .node_id(7)
+        .zookeeper(zk.connect_string())
+        .start()
+        .expect("ZooKeeper-mode broker starts");
+    let meta = node.meta_properties().expect("meta.properties");
+    assert_eq!(
+        meta.get("broker.id").map(String::as_str),
+        Some("7"),
+        "{meta:?}"
+    );
+    let cluster_id = zk.shell(&["get", "/cluster/id"]).expect("zookeeper shell");
+    assert!(
+        cluster_id.stdout.contains(node.cluster_id()),
+        "ZooKeeper's /cluster/id {} vs meta.properties {}",
+        cluster_id.stdout,
+        node.cluster_id()
+    );
+    let broker = zk
+        .shell(&["get", "/brokers/ids/7"])
+        .expect("zookeeper shell");
+    assert!(
+        broker
+            .stdout
+            .contains(&format!("\"port\":{}", node.broker_port().expect("port"))),
+        "{}",
+        broker.stdout
+    );
+    node.create_topic("in-zk", 2, &[]).expect("create topic");
+    let topic = zk
+        .shell(&["get", "/brokers/topics/in-zk"])
+        .expect("zookeeper shell");
+    assert!(topic.stdout.contains("\"partitions\""), "{}", topic.stdout);
+}
