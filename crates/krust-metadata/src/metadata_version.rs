@@ -526,6 +526,95 @@ impl MetadataVersion {
             .ok_or(MetadataVersionError::UnknownVersionString(input.to_owned()))
     }
 
+    /// `LeaderRecoveryState` in partition records and RPCs (KIP-704).
+    #[must_use]
+    pub fn is_leader_recovery_supported(self) -> bool {
+        self >= Self::IBP_3_2_IV0
+    }
+    /// `BrokerRegistrationChangeRecord` replaces Fence/UnfenceBrokerRecord.
+    #[must_use]
+    pub fn is_broker_registration_change_record_supported(self) -> bool {
+        self >= Self::IBP_3_3_IV2
+    }
+    /// `InControlledShutdown` in broker registration records (KIP-841).
+    #[must_use]
+    pub fn is_in_controlled_shutdown_state_supported(self) -> bool {
+        self >= Self::IBP_3_3_IV3
+    }
+    /// Delegation tokens in the metadata log.
+    #[must_use]
+    pub fn is_delegation_token_supported(self) -> bool {
+        self >= Self::IBP_3_6_IV2
+    }
+    /// Below 3.6-IV0 the controller bumps the leader epoch when it shrinks an ISR.
+    #[must_use]
+    pub fn is_leader_epoch_bump_required_on_isr_shrink(self) -> bool {
+        self < Self::IBP_3_6_IV0
+    }
+
+    /// Version of `RegisterBrokerRecord` to write.
+    #[must_use]
+    pub fn register_broker_record_version(self) -> i16 {
+        if self.is_directory_assignment_supported() {
+            3
+        } else if self.is_migration_supported() {
+            2
+        } else if self.is_in_controlled_shutdown_state_supported() {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// Version of `PartitionRecord` to write (and of `PartitionChangeRecord`).
+    #[must_use]
+    pub fn partition_record_version(self) -> i16 {
+        if self.is_elr_supported() {
+            2
+        } else if self.is_directory_assignment_supported() {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// Version of `PartitionChangeRecord` to write.
+    #[must_use]
+    pub fn partition_change_record_version(self) -> i16 {
+        self.partition_record_version()
+    }
+
+    /// Fetch request version a broker uses for replication (KRaft versions only; every KRaft
+    /// version is at least 2.7-IV1, which used version 12).
+    #[must_use]
+    pub fn fetch_request_version(self) -> i16 {
+        if self >= Self::IBP_3_9_IV0 {
+            17
+        } else if self >= Self::IBP_3_7_IV4 {
+            16
+        } else if self >= Self::IBP_3_5_IV1 {
+            15
+        } else if self >= Self::IBP_3_5_IV0 {
+            14
+        } else if self >= Self::IBP_3_1_IV0 {
+            13
+        } else {
+            12
+        }
+    }
+
+    /// ListOffsets request version a broker uses (KRaft versions only).
+    #[must_use]
+    pub fn list_offset_request_version(self) -> i16 {
+        if self >= Self::IBP_3_9_IV0 {
+            9
+        } else if self >= Self::IBP_3_5_IV0 {
+            8
+        } else {
+            7
+        }
+    }
+
     /// `NoOpRecord` may be written.
     #[must_use]
     pub fn is_noop_record_supported(self) -> bool {
@@ -636,6 +725,29 @@ mod tests {
                 "{bad:?}: 4.0 has no production sub-version in 3.9"
             );
         }
+    }
+
+    #[test]
+    fn record_and_request_versions_follow_the_gates() {
+        let cases = [
+            (MetadataVersion::IBP_3_0_IV1, 0, 0, 12, 7),
+            (MetadataVersion::IBP_3_3_IV3, 1, 0, 13, 7),
+            (MetadataVersion::IBP_3_4_IV0, 2, 0, 13, 7),
+            (MetadataVersion::IBP_3_5_IV1, 2, 0, 15, 8),
+            (MetadataVersion::IBP_3_7_IV2, 3, 1, 15, 8),
+            (MetadataVersion::IBP_3_7_IV4, 3, 1, 16, 8),
+            (MetadataVersion::IBP_3_9_IV0, 3, 1, 17, 9),
+            (MetadataVersion::IBP_4_0_IV0, 3, 2, 17, 9),
+        ];
+        for (v, register_broker, partition, fetch, list_offsets) in cases {
+            assert_eq!(v.register_broker_record_version(), register_broker, "{v}");
+            assert_eq!(v.partition_record_version(), partition, "{v}");
+            assert_eq!(v.partition_change_record_version(), partition, "{v}");
+            assert_eq!(v.fetch_request_version(), fetch, "{v}");
+            assert_eq!(v.list_offset_request_version(), list_offsets, "{v}");
+        }
+        assert!(MetadataVersion::IBP_3_5_IV2.is_leader_epoch_bump_required_on_isr_shrink());
+        assert!(!MetadataVersion::IBP_3_6_IV0.is_leader_epoch_bump_required_on_isr_shrink());
     }
 
     #[test]
