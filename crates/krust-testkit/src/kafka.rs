@@ -654,6 +654,39 @@ impl KafkaNode {
         Ok(())
     }
 
+    /// Sets (or overrides) one `server.properties` entry and rewrites the file; it takes effect
+    /// at the next start ([`KafkaNode::restart`]).
+    ///
+    /// # Errors
+    /// `Io` if the file cannot be written.
+    pub fn set_prop(&mut self, key: impl Into<String>, value: impl ToString) -> Result<()> {
+        let key = key.into();
+        let value = value.to_string();
+        match self.extra_props.iter_mut().find(|(k, _)| *k == key) {
+            Some(entry) => entry.1 = value,
+            None => self.extra_props.push((key, value)),
+        }
+        self.write_properties()
+    }
+
+    /// KIP-866 phase 2 for a ZooKeeper-mode broker: sets `zookeeper.metadata.migration.enable`,
+    /// `controller.quorum.voters` and `controller.listener.names` so that, after
+    /// [`KafkaNode::restart`], it registers with the KRaft controllers at `quorum_voters` (which
+    /// run with [`KafkaNodeBuilder::migration`]).
+    ///
+    /// # Errors
+    /// `Invalid` for a KRaft node; `Io` if `server.properties` cannot be written.
+    pub fn enable_migration(&mut self, quorum_voters: &str) -> Result<()> {
+        if !self.role.is_zk_mode() {
+            return Err(HarnessError::Invalid(format!(
+                "node {} is a KRaft node; enable_migration() is for ZooKeeper-mode brokers",
+                self.node_id
+            )));
+        }
+        self.quorum_voters = quorum_voters.to_owned();
+        self.set_prop("zookeeper.metadata.migration.enable", "true")
+    }
+
     /// Stops the node cleanly ([`KafkaNode::terminate`] with [`DEFAULT_STOP_TIMEOUT`]) if it runs,
     /// then starts it again and waits until it is ready. Same ports, same data.
     ///

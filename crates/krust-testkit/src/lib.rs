@@ -26,7 +26,8 @@
 //!   another formatter), start, readiness (`Kafka Server started` + ports), `kill` (SIGKILL),
 //!   `terminate` (SIGTERM), `restart`; [`KafkaNode::meta_properties`], [`read_properties`].
 //! - [`ZooKeeperServer`] (`zookeeper.rs`): a standalone ZooKeeper 3.8 (Kafka's own jar) for
-//!   [`KafkaRole::ZkBroker`] nodes and KIP-866 migration setups ([`KafkaNodeBuilder::migration`]).
+//!   [`KafkaRole::ZkBroker`] nodes and KIP-866 migration setups ([`KafkaNodeBuilder::migration`],
+//!   [`KafkaNode::enable_migration`]; `tests/zk_migration.rs` stages Kafka's own migration).
 //! - [`KafkaDist::create_topic`], [`KafkaDist::console_produce`], [`KafkaDist::console_consume`],
 //!   [`KafkaDist::producer_perf`] (`clients.rs`): Kafka's client tools against any bootstrap
 //!   address — a Kafka node or a krust broker.
