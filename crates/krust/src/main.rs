@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 
 /// krust: Apache Kafka's KRaft architecture, in Rust.
 #[derive(Debug, Parser)]
-#[command(name = "krust", version)]
+#[command(name = "krust", version, infer_long_args = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -29,6 +29,7 @@ enum Command {
 }
 
 #[derive(Debug, Subcommand)]
+#[command(infer_long_args = true)]
 enum StorageCommand {
     /// Get information about the Kafka log directories on this node.
     Info {
@@ -43,7 +44,7 @@ enum StorageCommand {
 }
 
 #[derive(Debug, Args)]
-#[command(group = clap::ArgGroup::new("quorum").multiple(false))]
+#[command(group = clap::ArgGroup::new("quorum").multiple(false), infer_long_args = true)]
 struct FormatCli {
     /// The Kafka configuration file to use.
     #[arg(long, short = 'c')]
@@ -88,7 +89,16 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    let cli = match Cli::try_parse() {
+    // Like kafka-storage (argparse4j with `fromFilePrefix "@"`), `@file` arguments after
+    // `storage` stand for the lines of that file.
+    let args = match expand_argument_files(std::env::args_os().collect()) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("{e:#}");
+            return ExitCode::from(1);
+        }
+    };
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             // Help and version go to stdout with status 0; usage errors exit 1 like Kafka's tools.
@@ -129,4 +139,53 @@ fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// Largest `@file` read, and how deeply `@file`s may refer to further `@file`s.
+const MAX_ARGUMENT_FILE_BYTES: u64 = 1024 * 1024;
+const MAX_ARGUMENT_FILE_DEPTH: usize = 8;
+
+/// Replaces each `@path` argument after `storage` with the lines of `path` (recursively).
+fn expand_argument_files(args: Vec<std::ffi::OsString>) -> anyhow::Result<Vec<std::ffi::OsString>> {
+    let storage_at = args.iter().position(|a| a == "storage");
+    let Some(start) = storage_at.map(|i| i + 1) else {
+        return Ok(args);
+    };
+    let mut out: Vec<std::ffi::OsString> = args[..start].to_vec();
+    for arg in &args[start..] {
+        expand_one(arg.clone(), 0, &mut out)?;
+    }
+    Ok(out)
+}
+
+fn expand_one(
+    arg: std::ffi::OsString,
+    depth: usize,
+    out: &mut Vec<std::ffi::OsString>,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use std::io::Read as _;
+    let Some(path) = arg.to_str().and_then(|a| a.strip_prefix('@')) else {
+        out.push(arg);
+        return Ok(());
+    };
+    anyhow::ensure!(
+        depth < MAX_ARGUMENT_FILE_DEPTH,
+        "argument files nested more than {MAX_ARGUMENT_FILE_DEPTH} deep at @{path}"
+    );
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| {
+            f.take(MAX_ARGUMENT_FILE_BYTES + 1)
+                .read_to_string(&mut text)
+        })
+        .with_context(|| format!("reading argument file {path}"))?;
+    anyhow::ensure!(
+        text.len() as u64 <= MAX_ARGUMENT_FILE_BYTES,
+        "argument file {path} is larger than {MAX_ARGUMENT_FILE_BYTES} bytes"
+    );
+    for line in text.lines() {
+        expand_one(line.into(), depth + 1, out)?;
+    }
+    Ok(())
 }

@@ -525,3 +525,38 @@ fn add_scram_puts_credentials_in_the_bootstrap() {
         assert!(out.stderr.contains(message), "{extra:?}: {}", out.stderr);
     }
 }
+
+#[test]
+fn long_option_prefixes_and_argument_files_work_like_argparse4j() {
+    let node = Node::new(&controller_props(true));
+    let config = node.config();
+    let out = krust(&[
+        "storage",
+        "format",
+        "--cluster",
+        CLUSTER_ID,
+        "--conf",
+        &config,
+    ]);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let args_file = node.path("args.txt");
+    std::fs::write(
+        &args_file,
+        format!("format\n--cluster-id={CLUSTER_ID}\n-c\n{config}\n-g\n"),
+    )
+    .expect("write args");
+    let at = format!("@{}", args_file.display());
+    let out = krust(&["storage", &at]);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        "All of the log directories are already formatted.\n"
+    );
+    let missing = krust(&["storage", "@/nonexistent/args"]);
+    assert_eq!(code(&missing), Some(1));
+    assert!(
+        missing.stderr.contains("/nonexistent/args"),
+        "{}",
+        missing.stderr
+    );
+}
