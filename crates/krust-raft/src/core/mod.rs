@@ -1323,9 +1323,20 @@ impl RaftCore {
                     self.become_follower(now, epoch, leader);
                 }
             }
-            None if epoch > self.epoch => self.become_unattached(now, epoch, None),
+            None if epoch > self.epoch && !self.observer_ignores_leaderless_epochs() => {
+                self.become_unattached(now, epoch, None);
+            }
             None => {}
         }
+    }
+
+    /// Whether a higher epoch without a known leader is ignored here. Observers never vote, so
+    /// an epoch only matters to them with a leader attached. Adopting a leaderless epoch from a
+    /// candidate that then loses (or dies) would strand an observer above the quorum's epoch,
+    /// where every Fetch is refused with UNKNOWN_LEADER_EPOCH (found by the simulator). Kafka
+    /// 3.9 adopts it; we depart here for liveness, and safety is unaffected (no vote is cast).
+    fn observer_ignores_leaderless_epochs(&self) -> bool {
+        !self.config.is_voter()
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1494,7 +1505,7 @@ impl RaftCore {
             Err(error) => return self.reject(from, id, Rpc::Vote, &error),
         };
         let candidate_epoch = LeaderEpoch(args.candidate_epoch);
-        if candidate_epoch > self.epoch {
+        if candidate_epoch > self.epoch && !self.observer_ignores_leaderless_epochs() {
             self.become_unattached(now, candidate_epoch, None);
         }
         if let Err(error) = self.check_voter_key(args.voter_id) {

@@ -827,7 +827,40 @@ fn observers_do_not_vote() {
     let mut ctx = Builder::new(9, &[1, 2, 3]).build();
     ctx.take();
     assert!(!vote_answer(&ctx.vote(2, 1, 0, 0)).2);
-    assert_eq!(ctx.core.epoch(), LeaderEpoch(1), "but they learn the epoch");
+    assert_eq!(
+        ctx.core.epoch(),
+        LeaderEpoch(0),
+        "a leaderless epoch means nothing to an observer"
+    );
+}
+
+/// Found by the simulator (seed 1184): an observer that adopted the epoch of a candidate that
+/// then died was stranded above the quorum's epoch. Observers move only with a known leader.
+#[test]
+fn observer_ignores_leaderless_epochs_and_finds_the_leader() {
+    let mut ctx = Builder::new(9, &[1, 2, 3]).state(4, Some(3), None).build();
+    let (to, id, _) = fetch_requests(&ctx.take()).remove(0);
+    assert_eq!(to, n(3));
+    // The leader answers "fenced" from a candidate's epoch 5 with no leader: ignored.
+    let mut fenced = answer(3, 5, None, Bytes::new());
+    fenced.info.error = Some(ResponseError::FencedLeaderEpoch);
+    fenced.info.leader_id = None;
+    ctx.respond(3, id, RaftResponse::Fetch(wire::fetch_response(&fenced)));
+    assert_eq!(
+        (ctx.core.epoch(), ctx.core.leader()),
+        (LeaderEpoch(4), Some(n(3)))
+    );
+    // A leader of a newer epoch is followed.
+    let actions = ctx.advance(2_000);
+    let (to, id, _) = fetch_requests(&actions).remove(0);
+    let mut moved = answer(1, 6, None, Bytes::new());
+    moved.info.error = Some(ResponseError::FencedLeaderEpoch);
+    let actions = ctx.respond(to.0, id, RaftResponse::Fetch(wire::fetch_response(&moved)));
+    assert_eq!(
+        (ctx.core.epoch(), ctx.core.leader()),
+        (LeaderEpoch(6), Some(n(1)))
+    );
+    assert_eq!(fetch_requests(&actions)[0].0, n(1));
 }
 
 /// testVoteResponseIgnoredAfterBecomingFollower.
@@ -1434,7 +1467,11 @@ fn follower_truncates_to_the_diverging_epoch() {
     );
     // Found by the simulator: what is left may still differ from the leader's log, so the
     // leader's HW must not make it "committed" yet.
-    assert_eq!(ctx.core.high_watermark(), LogOffset(0), "no HW from a diverging answer");
+    assert_eq!(
+        ctx.core.high_watermark(),
+        LogOffset(0),
+        "no HW from a diverging answer"
+    );
     let fetches = fetch_requests(&actions);
     let args = wire::fetch_args(&fetches[0].2).expect("fetch");
     assert_eq!((args.fetch_offset, args.last_fetched_epoch), (3, 1));
