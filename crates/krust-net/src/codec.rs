@@ -547,4 +547,55 @@ mod tests {
             Some(ApiKey::Metadata)
         );
     }
+
+    #[test]
+    fn huge_array_counts_are_errors_not_aborts() {
+        // Without the check in the (patched) codec, each of these few-byte frames asks for a
+        // multi-gigabyte `Vec::with_capacity` and the allocation failure aborts the process.
+        let apis = SupportedApis::new([
+            (ApiKey::Metadata, 0, 12),
+            (ApiKey::Fetch, 4, 17),
+            (ApiKey::Vote, 0, 1),
+        ])
+        .expect("valid list");
+        let cases: [(&str, Bytes); 4] = [
+            (
+                "Metadata v1: topics count i32::MAX",
+                raw(&[&[0, 3, 0, 1, 0, 0, 0, 1, 0, 0], &[0x7f, 0xff, 0xff, 0xff]]),
+            ),
+            (
+                "Metadata v9 (compact): topics count u32::MAX - 1",
+                raw(&[
+                    &[0, 3, 0, 9, 0, 0, 0, 1, 0, 0, 0],
+                    &[0xff, 0xff, 0xff, 0xff, 0x0f],
+                ]),
+            ),
+            (
+                "Vote v0 (compact): cluster id null, topics count 2^28",
+                raw(&[
+                    &[0, 52, 0, 0, 0, 0, 0, 1, 0, 0, 0],
+                    &[0],
+                    &[0x81, 0x80, 0x80, 0x80, 0x01],
+                ]),
+            ),
+            (
+                "Fetch v4: one topic, then partitions count i32::MAX",
+                raw(&[
+                    &[0, 1, 0, 4, 0, 0, 0, 1, 0, 0],
+                    &[
+                        0xff, 0xff, 0xff, 0xff, 0, 0, 1, 0xf4, 0, 0, 0, 1, 0, 0, 0, 0, 0,
+                    ],
+                    &[0, 0, 0, 1, 0, 1, b't'],
+                    &[0x7f, 0xff, 0xff, 0xff],
+                ]),
+            ),
+        ];
+        for (reason, frame) in cases {
+            let got = decode_request(frame, &apis);
+            assert!(
+                matches!(got, Err(RequestError::Body { .. })),
+                "case {reason}: {got:?}"
+            );
+        }
+    }
 }
