@@ -90,13 +90,13 @@ pub fn parse_kafka_uuid(input: &str) -> Result<Uuid, KafkaUuidError> {
     Ok(Uuid::from_bytes(array))
 }
 
-/// A random UUID as `Uuid.randomUuid()` makes it: never the zero UUID or the metadata topic id,
-/// and (like Kafka's directory ids and what `kafka-storage random-uuid` users rely on) never one
-/// whose text starts with `-`, so it cannot be mistaken for a command-line flag.
+/// A random (version 4) UUID as `Uuid.randomUuid()` makes it: never the zero UUID or the
+/// metadata topic id, and never one whose text starts with `-`, so it cannot be mistaken for a
+/// command-line flag. Randomness comes from `rng` so that callers can replay it.
 #[must_use]
-pub fn random_kafka_uuid() -> Uuid {
+pub fn random_kafka_uuid(rng: &mut impl rand::Rng) -> Uuid {
     loop {
-        let uuid = Uuid::new_v4();
+        let uuid = uuid::Builder::from_random_bytes(rng.r#gen()).into_uuid();
         if uuid != ZERO_UUID
             && uuid != METADATA_TOPIC_ID
             && !to_kafka_string(&uuid).starts_with('-')
@@ -116,9 +116,9 @@ pub fn is_reserved_directory_id(uuid: &Uuid) -> bool {
 /// A random directory id: not reserved, not starting with `-`, and not in `taken`
 /// (Kafka: `MetaPropertiesEnsemble.Copier.generateValidDirectoryId`).
 #[must_use]
-pub fn random_directory_id(taken: &[Uuid]) -> Uuid {
+pub fn random_directory_id(rng: &mut impl rand::Rng, taken: &[Uuid]) -> Uuid {
     loop {
-        let uuid = Uuid::new_v4();
+        let uuid = uuid::Builder::from_random_bytes(rng.r#gen()).into_uuid();
         if !is_reserved_directory_id(&uuid)
             && !to_kafka_string(&uuid).starts_with('-')
             && !taken.contains(&uuid)
@@ -172,13 +172,18 @@ mod tests {
 
     #[test]
     fn random_ids_are_valid() {
+        use rand::SeedableRng as _;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
         for _ in 0..200 {
-            let id = random_kafka_uuid();
+            let id = random_kafka_uuid(&mut rng);
             let text = to_kafka_string(&id);
             assert_eq!(text.len(), 22);
             assert!(!text.starts_with('-'));
             assert_eq!(parse_kafka_uuid(&text), Ok(id));
-            assert!(!is_reserved_directory_id(&random_directory_id(&[])));
+            assert!(!is_reserved_directory_id(&random_directory_id(
+                &mut rng,
+                &[]
+            )));
         }
     }
 

@@ -150,7 +150,7 @@ pub fn run_format(args: &FormatArgs, out: &mut dyn Write) -> anyhow::Result<i32>
             node_id,
             host: listener.host.unwrap_or_else(|| "localhost".to_owned()),
             port: listener.port,
-            directory_id: random_kafka_uuid(),
+            directory_id: random_kafka_uuid(&mut rand::thread_rng()),
         }])?);
     }
     if !args.no_initial_controllers
@@ -275,7 +275,7 @@ pub fn run_format(args: &FormatArgs, out: &mut dyn Write) -> anyhow::Result<i32>
             (Some(voters), DirectoryType::DynamicMetadataVoter) => {
                 voters.voters()[&node_id].directory_id
             }
-            _ => random_directory_id(&taken),
+            _ => random_directory_id(&mut rand::thread_rng(), &taken),
         };
         taken.push(directory_id);
         writeln!(
@@ -364,7 +364,8 @@ fn write_dynamic_quorum_snapshot(
     options.kraft_version = kraft_version;
     options.voters = Some(voters.to_voters_record(controller_listener_name));
     let bytes = write_snapshot(options, std::iter::empty::<Bytes>())?;
-    let unique = krust_metadata::kafka_uuid::to_kafka_string(&random_kafka_uuid());
+    let unique =
+        krust_metadata::kafka_uuid::to_kafka_string(&random_kafka_uuid(&mut rand::thread_rng()));
     let partial = metadata_dir.join(SnapshotId::BOOTSTRAP.partial_file_name(&unique));
     let frozen = metadata_dir.join(SnapshotId::BOOTSTRAP.file_name());
     {

@@ -21,7 +21,7 @@ pub use info::run_info;
 /// # Errors
 /// Writing to `out` failed.
 pub fn run_random_uuid(out: &mut dyn Write) -> anyhow::Result<i32> {
-    let uuid = krust_metadata::kafka_uuid::random_kafka_uuid();
+    let uuid = krust_metadata::kafka_uuid::random_kafka_uuid(&mut rand::thread_rng());
     writeln!(
         out,
         "{}",
