@@ -228,7 +228,7 @@ fn run_binary_captures_stdout_and_stderr_apart_and_feeds_stdin() {
 }
 
 #[test]
-fn a_port_taken_before_start_is_replaced_and_the_node_still_starts() {
+fn a_port_taken_before_start_is_replaced_and_drop_kills_the_node_and_removes_its_dir() {
     let dist = dist();
     let mut node = KafkaNode::builder(&dist).build().expect("formatted");
     let taken = node.broker_port().expect("broker port");
@@ -240,6 +240,16 @@ fn a_port_taken_before_start_is_replaced_and_the_node_still_starts() {
         node.broker_port().expect("port")
     ));
     drop(squatter);
+
+    // Dropping the node kills the JVM and removes its folder.
+    let pid = node.process().and_then(|p| p.pid()).expect("running");
+    let dir = node.dir().to_path_buf();
+    drop(node);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists(),
+        "JVM {pid} must be gone after drop"
+    );
+    assert!(!dir.exists() || std::env::var_os("KRUST_TESTKIT_KEEP").is_some());
 }
 
 #[test]
