@@ -10,7 +10,8 @@
 //!   - a real Kafka 3.9 broker must recover that partition (unclean start: every batch is
 //!     re-validated) and serve every record to Kafka's console consumer.
 //! * Kafka → krust: a real Kafka 3.9 node writes partitions (several segments, keys, headers,
-//!   null keys/values, gzip batches); after a clean stop (SIGTERM) and after a crash (SIGKILL)
+//!   null keys/values, gzip batches, and snappy/lz4/zstd batches that krust-log keeps opaque);
+//!   after a clean stop (SIGTERM) and after a crash (SIGKILL)
 //!   krust-log opens them, reads every record back, and reads Kafka's indexes, leader epoch
 //!   checkpoint, `partition.metadata` and `recovery-point-offset-checkpoint`. A copy of the
 //!   crashed partition with a torn last batch is cut back to the last whole batch by krust-log's
@@ -27,6 +28,8 @@ use krust_log::{
 };
 use krust_testkit::{DumpLog, DumpedRecord, KafkaDist, KafkaNode, class};
 
+/// Codecs krust-log stores as opaque payloads (gzip is also decoded by the tests).
+const OPAQUE_CODECS: [&str; 3] = ["snappy", "lz4", "zstd"];
 /// Bytes asked for per `Log::read` when reading a whole partition back.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// A fixed base timestamp so the dump can be compared exactly.
@@ -880,6 +883,18 @@ fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
     let gzipped = produced_records("gzipped", 80);
     produce(&node, "plain", &plain, &[]);
     produce(&node, "gzipped", &gzipped, &[("compression.type", "gzip")]);
+    // The other codecs: krust-log keeps their payloads opaque, so it checks framing, CRCs and
+    // offsets only.
+    for codec in OPAQUE_CODECS {
+        node.create_topic(codec, 1, &small_segments)
+            .expect("create codec topic");
+        produce(
+            &node,
+            codec,
+            &produced_records(codec, 40),
+            &[("compression.type", codec)],
+        );
+    }
     node.terminate(Duration::from_secs(60))
         .expect("clean shutdown");
     let window = (start, now_ms());
@@ -951,6 +966,34 @@ fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
     );
     assert_eq!(report.truncated_bytes(), 0);
     drop(log);
+
+    for codec in OPAQUE_CODECS {
+        let dir = node.partition_dir(codec, 0);
+        let (log, report) = Log::open_with(
+            &dir,
+            LogConfig::default(),
+            LogOpenOptions::new(kafka_recovery_point(&node, codec)),
+        )
+        .expect("krust-log opens the partition");
+        assert_eq!(report.truncated_bytes(), 0, "{codec}");
+        assert_eq!(log.log_end_offset(), 40, "{codec}");
+        let mut offset = 0;
+        let mut records = 0;
+        while offset < log.log_end_offset() {
+            for batch in log.read(offset, READ_CHUNK_BYTES).expect("read").batches {
+                assert!(batch.is_crc_valid(), "{codec}");
+                assert_eq!(batch.base_offset(), offset, "{codec}: contiguous");
+                assert_eq!(
+                    format!("{:?}", batch.compression()).to_lowercase(),
+                    codec,
+                    "{codec}: codec attribute"
+                );
+                records += batch.record_count();
+                offset = batch.next_offset();
+            }
+        }
+        assert_eq!(records, 40, "{codec}: record counts");
+    }
 
     node.start().expect("kafka restarts");
     let start = now_ms();
