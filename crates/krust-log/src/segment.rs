@@ -587,7 +587,11 @@ impl Segment {
             let Ok(Some(h)) = self.read_header(pos)? else {
                 return Ok(None);
             };
-            if h.base_offset <= state.last_offset && pos > 0 {
+            let in_order = h.base_offset > state.last_offset || pos == 0;
+            let in_segment = h.base_offset >= self.base_offset
+                && h.last_offset >= h.base_offset
+                && h.last_offset - self.base_offset <= i64::from(i32::MAX);
+            if !in_order || !in_segment {
                 return Ok(None);
             }
             state.first_batch_timestamp.get_or_insert(h.max_timestamp);
@@ -739,21 +743,21 @@ impl Segment {
     /// Removes every batch whose last offset is ≥ `offset` (the batch holding `offset` goes
     /// whole). Returns the bytes removed.
     pub(crate) fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {
-        let Some((position, _)) = self.translate_offset(offset)? else {
-            return Ok(0);
-        };
-        let removed = self.size - position;
-        self.truncate_file(position)?;
-        self.offset_index.truncate_to_position(position as u32)?;
-        self.time_index.truncate_to_offset(offset)?;
+        let mut removed = 0;
+        if let Some((position, _)) = self.translate_offset(offset)? {
+            removed = self.size - position;
+            self.truncate_file(position)?;
+            self.offset_index.truncate_to_position(position as u32)?;
+            self.time_index.truncate_to_offset(offset)?;
+        }
         // Re-derive the in-memory state (index bookkeeping, max timestamp, next offset) from
-        // the last index entry on.
+        // the last index entry on; this segment may have been sealed with a next-offset bound
+        // taken from the segment after it. Bad bytes found on the way are cut (and logged).
         let outcome = self.recover(Some(i64::MAX))?;
-        debug_assert!(outcome.stop.is_none(), "truncated segment has a bad tail");
         if self.size == 0 {
             self.rolling_based_timestamp = None;
         }
-        Ok(removed)
+        Ok(removed + outcome.truncated_bytes)
     }
 
     /// Time `segment.ms` compares with: between the first batch's timestamp and the newest

@@ -165,15 +165,13 @@ impl TimeIndex {
         if last.is_some_and(|l| timestamp <= l.timestamp) || (last.is_none() && timestamp < 0) {
             return;
         }
-        let relative = offset - self.base_offset;
-        assert!(
-            (0..=i64::from(i32::MAX)).contains(&relative),
-            "offset {offset} not indexable in segment {}",
-            self.base_offset
-        );
-        if last.is_some_and(|l| i64::from(l.relative_offset) > relative) {
-            // Only possible with a time index read from disk that disagrees with the data;
-            // an entry out of order would make the file invalid, so leave it out.
+        let relative = offset.saturating_sub(self.base_offset);
+        if !(0..=i64::from(i32::MAX)).contains(&relative)
+            || last.is_some_and(|l| i64::from(l.relative_offset) > relative)
+        {
+            // Only possible when a trusted index or header read from disk disagrees with the
+            // data: an entry out of range or order would make the file invalid, so leave it
+            // out (lookups fall back to scanning).
             return;
         }
         self.file.push(RawTimeEntry {

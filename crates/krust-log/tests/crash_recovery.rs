@@ -31,6 +31,7 @@ mod common;
 use std::path::Path;
 
 use bytes::Bytes;
+use common::temp_root;
 use krust_log::batch::MAX_BATCH_BYTES;
 use krust_log::{BatchReader, Log, LogConfig, LogOpenOptions, RecordBatch, RecordBatchBuilder};
 use rand::rngs::StdRng;
@@ -71,19 +72,6 @@ struct Placed {
     segment_base: i64,
     position: u64,
     batch: RecordBatch,
-}
-
-fn temp_root() -> tempfile::TempDir {
-    // fsync on tmpfs is free; the property runs thousands of cases.
-    let shm = Path::new("/dev/shm");
-    if shm.is_dir()
-        && let Ok(dir) = tempfile::Builder::new()
-            .prefix("krust-log-")
-            .tempdir_in(shm)
-    {
-        return dir;
-    }
-    tempfile::tempdir().expect("tempdir")
 }
 
 fn open(

@@ -9,9 +9,10 @@ use krust_log::{Log, LogConfig, LogOpenOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-fn run_case(seed: u64) {
+/// Returns how many batches could be read back (0 if the open failed).
+fn run_case(seed: u64) -> usize {
     let mut rng = StdRng::seed_from_u64(seed);
-    let root = tempfile::tempdir().expect("tempdir");
+    let root = common::temp_root();
     let dir = root.path().join("g-0");
     std::fs::create_dir_all(&dir).expect("mkdir");
     // Some real batches to splice garbage into, so parsing gets past the first checks.
@@ -58,8 +59,9 @@ fn run_case(seed: u64) {
         ..LogConfig::default()
     };
     let Ok((mut log, _)) = Log::open_with(&dir, config, options) else {
-        return; // a typed error is fine
+        return 0; // a typed error is fine
     };
+    let mut read_batches = 0;
     // Everything readable is CRC-valid; reads end or fail with a typed error.
     let mut offset = log.log_start_offset();
     let mut steps = 0;
@@ -72,6 +74,7 @@ fn run_case(seed: u64) {
                 };
                 assert!(read.batches.iter().all(|b| b.is_crc_valid()), "seed {seed}");
                 assert!(last.next_offset() > offset, "seed {seed}: no progress");
+                read_batches += read.batches.len();
                 offset = last.next_offset();
             }
             Err(_) => break,
@@ -86,6 +89,7 @@ fn run_case(seed: u64) {
     let _ = log.apply_retention(1 << 40);
     let _ = log.truncate_to(1);
     let _ = log.close();
+    read_batches
 }
 
 #[test]

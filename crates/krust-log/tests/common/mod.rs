@@ -109,3 +109,16 @@ pub fn dir_sizes(dir: &std::path::Path) -> Vec<(String, u64)> {
     out.sort();
     out
 }
+
+/// A temp dir on tmpfs when there is one: seeded loops fsync a lot, and fsync on tmpfs is free.
+pub fn temp_root() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir()
+        && let Ok(dir) = tempfile::Builder::new()
+            .prefix("krust-log-")
+            .tempdir_in(shm)
+    {
+        return dir;
+    }
+    tempfile::tempdir().expect("tempdir")
+}
