@@ -150,7 +150,18 @@ fn a_separate_controller_and_broker_form_a_cluster_that_serves_topics() {
     broker
         .create_topic("on-broker", 2, &[])
         .expect("create topic via the broker");
-    assert!(broker.partition_dir("on-broker", 1).is_dir());
+    // The broker creates the partition's folder when it applies the metadata, a moment after
+    // the controller acknowledged the creation.
+    let partition = broker.partition_dir("on-broker", 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !partition.is_dir() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        partition.is_dir(),
+        "{} was not created",
+        partition.display()
+    );
     let controller_dir = cluster.nodes()[0].log_dir();
     assert!(controller_dir.join("__cluster_metadata-0").is_dir());
     assert!(
