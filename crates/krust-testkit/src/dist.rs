@@ -488,13 +488,19 @@ fn find_java() -> Result<PathBuf> {
         .ok_or(HarnessError::JavaNotFound)
 }
 
+/// The Kafka folder to use without fetching: `$KRUST_KAFKA_HOME` if it holds Kafka's jars (a
+/// fetched cache or an unpacked Kafka 3.9 distribution), else the default cache once
+/// `fetch-kafka.sh` has completed it.
 fn cached_home() -> Option<PathBuf> {
-    let home = match std::env::var_os("KRUST_KAFKA_HOME") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(std::env::var_os("HOME")?)
-            .join(".cache/krust")
-            .join(format!("kafka-{KAFKA_VERSION}")),
-    };
+    if let Some(dir) = std::env::var_os("KRUST_KAFKA_HOME") {
+        let home = PathBuf::from(dir);
+        if has_kafka_jar(&home) {
+            return Some(home);
+        }
+    }
+    let home = PathBuf::from(std::env::var_os("HOME")?)
+        .join(".cache/krust")
+        .join(format!("kafka-{KAFKA_VERSION}"));
     (home.join(".complete").is_file() && has_kafka_jar(&home)).then_some(home)
 }
 
