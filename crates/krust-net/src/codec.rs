@@ -533,22 +533,6 @@ mod tests {
     }
 
     #[test]
-    fn every_api_key_maps_back_from_its_kinds() {
-        for key in ApiKey::iter() {
-            let range = key.valid_versions();
-            assert!(range.min <= range.max, "{key:?}");
-        }
-        assert_eq!(
-            request_api_key(&RequestKind::Vote(VoteRequest::default())),
-            Some(ApiKey::Vote)
-        );
-        assert_eq!(
-            response_api_key(&ResponseKind::Metadata(Default::default())),
-            Some(ApiKey::Metadata)
-        );
-    }
-
-    #[test]
     fn huge_array_counts_are_errors_not_aborts() {
         // Without the check in the (patched) codec, each of these few-byte frames asks for a
         // multi-gigabyte `Vec::with_capacity` and the allocation failure aborts the process.

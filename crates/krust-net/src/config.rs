@@ -18,9 +18,11 @@ pub struct ServerConfig {
     /// `connections.max.idle.ms`: a connection with no bytes read or written and no request in
     /// flight for this long is closed.
     pub connections_max_idle: Duration,
-    /// Requests of one connection that may be handled at the same time. Responses still go out
-    /// in request order; once this many are in flight the server stops reading the connection.
-    /// `1` is Kafka's own behaviour (a connection is muted while its request is processed).
+    /// Requests of one connection that may be handled at the same time. Responses always go
+    /// out in request order; once this many are in flight the server stops reading the
+    /// connection. The default, `1`, is Kafka's behaviour (a connection is muted while its
+    /// request is processed), which keeps e.g. pipelined Produce requests applied in order;
+    /// listeners whose requests are independent (Raft RPCs) may raise it.
     pub max_in_flight_requests_per_connection: usize,
 }
 
@@ -31,7 +33,7 @@ impl Default for ServerConfig {
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
             max_connections: 2_147_483_647,
             connections_max_idle: Duration::from_millis(600_000),
-            max_in_flight_requests_per_connection: 5,
+            max_in_flight_requests_per_connection: 1,
         }
     }
 }

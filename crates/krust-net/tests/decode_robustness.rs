@@ -6,7 +6,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestKind};
 use krust_net::SupportedApis;
 use krust_net::codec::{
-    decode_request, decode_response_body, decode_response_header, encode_response,
+    IncomingRequest, decode_request, decode_response_body, decode_response_header, encode_response,
+    request_api_key,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -110,6 +111,7 @@ fn random_and_mutated_requests_never_panic() {
     let apis = every_api();
     let mut decoded = 0usize;
     let mut rejected = 0usize;
+    let mut decoded_keys = std::collections::BTreeSet::new();
     for seed in seeds() {
         let mut rng = StdRng::seed_from_u64(seed);
         for key in ApiKey::iter() {
@@ -124,7 +126,18 @@ fn random_and_mutated_requests_never_panic() {
                     let frame = request_frame(key, version, &body);
                     let result = std::panic::catch_unwind(|| decode_request(frame.clone(), &apis));
                     match result {
-                        Ok(Ok(_)) => decoded += 1,
+                        Ok(Ok(IncomingRequest::Request { header, body })) => {
+                            assert_eq!(
+                                request_api_key(&body),
+                                Some(header.api_key),
+                                "the typed request is of the header's API"
+                            );
+                            decoded_keys.insert(key as i16);
+                            decoded += 1;
+                        }
+                        Ok(Ok(IncomingRequest::UnsupportedApiVersions { .. })) => {
+                            panic!("every ApiVersions version is served here")
+                        }
                         Ok(Err(_)) => rejected += 1,
                         Err(_) => panic!(
                             "decode_request panicked: {key:?} v{version}, frame {frame:02x?}\nrerun: KRUST_NET_SEED={seed} cargo test -p krust-net --test decode_robustness"
@@ -137,6 +150,37 @@ fn random_and_mutated_requests_never_panic() {
     assert!(
         decoded > 0 && rejected > 0,
         "decoded {decoded}, rejected {rejected}"
+    );
+}
+
+#[test]
+fn every_api_decodes_into_its_own_request_kind() {
+    // All-zero bodies are valid for most non-flexible versions (zero counts, empty strings),
+    // all-one bodies for flexible ones (compact length 1 = empty, one tagged field of one
+    // byte), so each key's mapping is checked at least once.
+    let apis = every_api();
+    let mut unmatched = Vec::new();
+    for key in ApiKey::iter() {
+        let range = key.valid_versions();
+        let mut found = false;
+        for (version, fill) in (range.min..=range.max).flat_map(|v| [(v, 0u8), (v, 1u8)]) {
+            let frame = request_frame(key, version, &[fill; 256]);
+            if let Ok(IncomingRequest::Request { header, body }) = decode_request(frame, &apis) {
+                assert_eq!(
+                    request_api_key(&body),
+                    Some(header.api_key),
+                    "{key:?} v{version}"
+                );
+                found = true;
+            }
+        }
+        if !found {
+            unmatched.push(key);
+        }
+    }
+    assert!(
+        unmatched.is_empty(),
+        "no version decoded from zeros: {unmatched:?}"
     );
 }
 

@@ -41,6 +41,14 @@ async fn start(handler: Arc<TestHandler>, config: ServerConfig) -> Server {
     server
 }
 
+/// A listener that handles up to five requests of a connection at once.
+fn concurrent() -> ServerConfig {
+    ServerConfig {
+        max_in_flight_requests_per_connection: 5,
+        ..ServerConfig::default()
+    }
+}
+
 fn client_config() -> ClientConfig {
     ClientConfig {
         client_id: "krust-net-test".to_owned(),
@@ -261,7 +269,7 @@ async fn negotiation_falls_back_when_the_server_knows_fewer_api_versions() {
 async fn pipelined_requests_are_answered_in_order_when_handled_out_of_order() {
     bounded(async {
         let handler = TestHandler::new();
-        let server = start(handler.clone(), ServerConfig::default()).await;
+        let server = start(handler.clone(), concurrent()).await;
         let connection = Connection::connect(&server.local_addr().to_string(), client_config())
             .await
             .expect("connect");
@@ -293,10 +301,34 @@ async fn pipelined_requests_are_answered_in_order_when_handled_out_of_order() {
 }
 
 #[tokio::test]
+async fn by_default_a_connection_is_handled_one_request_at_a_time() {
+    bounded(async {
+        // Kafka's behaviour: the next request of a connection is read only after the previous
+        // response went out, so handling follows request order even when later ones are faster.
+        let handler = TestHandler::new();
+        let server = start(handler.clone(), ServerConfig::default()).await;
+        let connection = Connection::connect(&server.local_addr().to_string(), client_config())
+            .await
+            .expect("connect");
+        let (a, b, c) = tokio::join!(
+            connection.send(fetch_request(0, 100), 12),
+            connection.send(fetch_request(1, 50), 12),
+            connection.send(fetch_request(2, 0), 12),
+        );
+        for result in [a, b, c] {
+            assert!(matches!(result, Ok(ResponseKind::Fetch(_))));
+        }
+        assert_eq!(*handler.finished.lock().expect("lock"), vec![0, 1, 2]);
+        server.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn raw_pipeline_gets_responses_in_request_order() {
     bounded(async {
         let handler = TestHandler::new();
-        let server = start(handler, ServerConfig::default()).await;
+        let server = start(handler, concurrent()).await;
         let mut stream = TcpStream::connect(server.local_addr())
             .await
             .expect("connect");
@@ -406,6 +438,10 @@ async fn bad_input_closes_the_connection() {
                 frame.freeze()
             }),
             ("Vote v1 with its body cut short", cut_vote.freeze()),
+            (
+                "ApiVersions v3 (a served version) with an undecodable body",
+                Bytes::from_static(&[0, 0, 0, 13, 0, 18, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0x7f, b'x']),
+            ),
         ];
         for (reason, bytes) in cases {
             let mut stream = TcpStream::connect(&addr).await.expect("connect");
