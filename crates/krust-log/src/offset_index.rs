@@ -1,7 +1,9 @@
 //! The sparse offset index (`<base>.index`): 8-byte entries `i32 relative offset, i32 position`
-//! (big-endian), one per `index.interval.bytes` of batches. An entry's offset is the **last**
-//! offset of the batch that starts at its position (what Kafka writes and what
-//! `DumpLogSegments` verifies).
+//! (big-endian), one per `index.interval.bytes` of batches. krust gives each entry the **last**
+//! offset of the batch that starts at its position (what Kafka's recovery writes and what
+//! `DumpLogSegments` verifies). Kafka's append path may instead use the last offset of a
+//! multi-batch append at the position of its first batch; reading accepts any entry whose batch
+//! starts at or before the entry's offset, which is all a lookup needs.
 
 use std::path::Path;
 

@@ -103,6 +103,15 @@ fn parse_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
     })
 }
 
+/// Whether an offset index entry for `offset` may point at the batch `header`: the batch
+/// starts at or before the offset. krust (and Kafka's recovery) index a batch by its own last
+/// offset; Kafka's append path indexes a multi-batch append (a follower's fetch) by the append's
+/// last offset at its first batch's position. Both satisfy this, and it is exactly what a
+/// lookup needs: no batch before the position can hold an offset at or after the entry's.
+fn entry_matches(header: &BatchHeader, offset: i64) -> bool {
+    header.base_offset <= offset
+}
+
 /// Reads up to `len` bytes at `pos`; shorter only at end of file.
 fn read_at(file: &File, path: &Path, pos: u64, len: usize) -> Result<Bytes, LogError> {
     let mut buf = BytesMut::zeroed(len);
@@ -257,11 +266,11 @@ impl Segment {
         };
         if needs_recovery.is_none() {
             // Kafka's sanity check, made precise: the last entry must point at a batch
-            // boundary whose last offset is the entry's offset.
+            // boundary at or before its offset.
             let last = segment.offset_index.last_entry();
             if last.position > 0 {
                 match segment.read_header(u64::from(last.position))? {
-                    Ok(Some(h)) if h.last_offset == last.offset => {}
+                    Ok(Some(h)) if entry_matches(&h, last.offset) => {}
                     _ => needs_recovery = Some("last offset index entry".to_string()),
                 }
             }
@@ -390,7 +399,7 @@ impl Segment {
         let entry = self.offset_index.lookup(target);
         if entry.position > 0 {
             match self.read_header(u64::from(entry.position))? {
-                Ok(Some(h)) if h.last_offset == entry.offset => {}
+                Ok(Some(h)) if entry_matches(&h, entry.offset) => {}
                 _ => {
                     warn!(segment = %self.log_path.display(), entry_offset = entry.offset,
                         position = entry.position, "offset index entry does not match the log; scanning");
@@ -522,11 +531,11 @@ impl Segment {
         let mut entry = from_offset.map(|o| self.offset_index.lookup(o));
         if let Some(e) = entry.filter(|e| e.position > 0) {
             // Start from the entry only if it is inside the file and points at a valid batch
-            // with the entry's last offset; a wrong entry must not make us cut good data.
+            // at or before its offset; a wrong entry must not make us cut good data.
             let trusted = u64::from(e.position) < file_len && {
                 self.size = file_len;
                 matches!(self.read_batch_at(u64::from(e.position)),
-                    Ok(Some(b)) if b.last_offset() == e.offset)
+                    Ok(Some(b)) if b.base_offset() <= e.offset)
             };
             if !trusted {
                 warn!(segment = %self.log_path.display(), entry_offset = e.offset,
@@ -545,9 +554,9 @@ impl Segment {
             }
         }
         let start = match (entry, prefix) {
-            (Some(e), Some(_)) => {
+            (Some(e), Some(p)) => {
                 self.offset_index.truncate_to_position(e.position)?;
-                self.time_index.truncate_to_offset(e.offset)?;
+                self.time_index.truncate_to_offset(p.last_offset + 1)?;
                 u64::from(e.position)
             }
             _ => {

@@ -798,3 +798,65 @@ fn impossible_offsets_are_refused_without_panicking() {
     assert_eq!(log.log_end_offset(), 2);
     assert_eq!(read_all(&log).len(), 1);
 }
+
+#[test]
+fn kafka_append_path_index_entries_are_accepted() {
+    // Kafka's append path indexes a multi-batch append (a follower fetch) with the append's
+    // last offset at its first batch's position. Such an index must be trusted and give
+    // correct lookups, without a rebuild.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = LogConfig {
+        segment_bytes: 4_000,
+        index_interval_bytes: 0,
+        ..LogConfig::default()
+    };
+    let mut log = open(dir.path(), config.clone());
+    for i in 0..40 {
+        log.append_as_leader(vec![batch(2, i, 100)], 0, 0)
+            .expect("append");
+    }
+    let end = log.close().expect("close");
+    // Rewrite the first segment's index as Kafka would after two-batch appends.
+    let log_bytes = std::fs::read(dir.path().join("00000000000000000000.log")).expect("read");
+    let (batches, _) = krust_log::BatchReader::new(Bytes::from(log_bytes), usize::MAX).read_all();
+    let mut positions = Vec::new();
+    let mut pos = 0u32;
+    for b in &batches {
+        positions.push(pos);
+        pos += b.size_in_bytes() as u32;
+    }
+    let mut index = Vec::new();
+    for pair in (2..batches.len().saturating_sub(1)).step_by(2) {
+        index.extend_from_slice(&(batches[pair + 1].last_offset() as i32).to_be_bytes());
+        index.extend_from_slice(&positions[pair].to_be_bytes());
+    }
+    assert!(index.len() >= 16);
+    std::fs::write(dir.path().join("00000000000000000000.index"), &index).expect("write");
+
+    let (log, report) = Log::open_with(
+        dir.path(),
+        config,
+        LogOpenOptions {
+            recovery_point: end,
+            log_start_offset: 0,
+            now_ms: 0,
+        },
+    )
+    .expect("open");
+    assert!(
+        report.recovered_segments.iter().all(|(base, _)| *base != 0),
+        "first segment rebuilt: {report:?}"
+    );
+    assert_eq!(
+        log.segments().next().expect("segment").offset_index().len(),
+        index.len() / 8
+    );
+    for offset in 0..end {
+        let read = log.read(offset, 1).expect("read");
+        let b = &read.batches[0];
+        assert!(
+            b.base_offset() <= offset && offset <= b.last_offset(),
+            "offset {offset}"
+        );
+    }
+}
