@@ -277,10 +277,11 @@ impl Segment {
         }
         if needs_recovery.is_none() && !segment.time_index.is_empty() {
             // The last time index entry is the segment's max timestamp (retention and
-            // timestamp lookups rely on it): it must name a batch with that timestamp.
+            // timestamp lookups rely on it): it must name a batch with that timestamp (by its
+            // last offset as krust writes it, or any offset inside it).
             let last = segment.time_index.last_entry();
             let matches = matches!(segment.translate_offset(last.offset),
-                Ok(Some((_, h))) if h.last_offset == last.offset && h.max_timestamp == last.timestamp);
+                Ok(Some((_, h))) if h.base_offset <= last.offset && h.max_timestamp == last.timestamp);
             if !matches {
                 needs_recovery = Some("last time index entry".to_string());
             }
