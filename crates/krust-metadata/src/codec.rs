@@ -37,6 +37,14 @@ pub enum DecodeError {
         /// The field being read.
         field: &'static str,
     },
+    /// A tagged field's bytes were not all used by its value.
+    #[error("{trailing} unexpected bytes after tagged field {field}")]
+    TrailingBytes {
+        /// The field being read.
+        field: &'static str,
+        /// Bytes left over.
+        trailing: usize,
+    },
     /// A non-nullable field held null.
     #[error("{field} is null, but the schema does not allow null")]
     UnexpectedNull {
@@ -170,6 +178,105 @@ impl<'a> ByteReader<'a> {
             .ok_or(DecodeError::UnexpectedNull { field })
     }
 
+    /// Reads one byte as an `int8`.
+    ///
+    /// # Errors
+    /// [`DecodeError::UnexpectedEnd`] at end of input.
+    pub fn i8(&mut self, field: &'static str) -> Result<i8, DecodeError> {
+        Ok(i8::from_be_bytes([self.u8(field)?]))
+    }
+
+    /// Reads a `bool` (one byte, non-zero = true, as Kafka reads it).
+    ///
+    /// # Errors
+    /// [`DecodeError::UnexpectedEnd`] at end of input.
+    pub fn bool(&mut self, field: &'static str) -> Result<bool, DecodeError> {
+        Ok(self.u8(field)? != 0)
+    }
+
+    /// Reads a big-endian `uint16`.
+    ///
+    /// # Errors
+    /// [`DecodeError::UnexpectedEnd`] if fewer than 2 bytes remain.
+    pub fn u16(&mut self, field: &'static str) -> Result<u16, DecodeError> {
+        Ok(u16::from_be_bytes(self.array(field)?))
+    }
+
+    /// Reads a 16-byte UUID.
+    ///
+    /// # Errors
+    /// [`DecodeError::UnexpectedEnd`] if fewer than 16 bytes remain.
+    pub fn uuid(&mut self, field: &'static str) -> Result<uuid::Uuid, DecodeError> {
+        Ok(uuid::Uuid::from_bytes(self.array(field)?))
+    }
+
+    /// Reads a compact array length (`None` = null). The count is checked against the bytes
+    /// left, assuming each element takes at least `min_element_bytes`, so a corrupt count never
+    /// causes a huge allocation.
+    ///
+    /// # Errors
+    /// Truncation, malformed varint, or a count the remaining bytes cannot hold.
+    pub fn compact_array_len(
+        &mut self,
+        field: &'static str,
+        min_element_bytes: usize,
+    ) -> Result<Option<usize>, DecodeError> {
+        let len_plus_one = self.unsigned_varint(field)?;
+        let Some(len) = len_plus_one.checked_sub(1) else {
+            return Ok(None);
+        };
+        let len = len as usize;
+        let need = len.saturating_mul(min_element_bytes.max(1));
+        if need > self.remaining() {
+            return Err(DecodeError::UnexpectedEnd {
+                field,
+                need,
+                have: self.remaining(),
+            });
+        }
+        Ok(Some(len))
+    }
+
+    /// Reads a non-null compact array of `int32`.
+    ///
+    /// # Errors
+    /// As [`Self::compact_array_len`], plus [`DecodeError::UnexpectedNull`].
+    pub fn compact_i32_array(&mut self, field: &'static str) -> Result<Vec<i32>, DecodeError> {
+        self.compact_nullable_i32_array(field)?
+            .ok_or(DecodeError::UnexpectedNull { field })
+    }
+
+    /// Reads a nullable compact array of `int32`.
+    ///
+    /// # Errors
+    /// As [`Self::compact_array_len`].
+    pub fn compact_nullable_i32_array(
+        &mut self,
+        field: &'static str,
+    ) -> Result<Option<Vec<i32>>, DecodeError> {
+        let Some(len) = self.compact_array_len(field, 4)? else {
+            return Ok(None);
+        };
+        (0..len)
+            .map(|_| self.i32(field))
+            .collect::<Result<_, _>>()
+            .map(Some)
+    }
+
+    /// Reads a non-null compact array of UUIDs.
+    ///
+    /// # Errors
+    /// As [`Self::compact_array_len`], plus [`DecodeError::UnexpectedNull`].
+    pub fn compact_uuid_array(
+        &mut self,
+        field: &'static str,
+    ) -> Result<Vec<uuid::Uuid>, DecodeError> {
+        let len = self
+            .compact_array_len(field, 16)?
+            .ok_or(DecodeError::UnexpectedNull { field })?;
+        (0..len).map(|_| self.uuid(field)).collect()
+    }
+
     /// Reads non-null compact bytes (length varint + 1).
     ///
     /// # Errors
@@ -228,6 +335,77 @@ pub fn put_compact_string(out: &mut Vec<u8>, value: &str) {
         .expect("compact string longer than u32::MAX - 1 bytes");
     put_unsigned_varint(out, len);
     out.extend_from_slice(value.as_bytes());
+}
+
+/// Decodes one known tagged field's bytes with `read`, which must consume them all.
+///
+/// # Errors
+/// What `read` returns, or [`DecodeError::TrailingBytes`].
+pub fn decode_tagged<T>(
+    bytes: &[u8],
+    field: &'static str,
+    read: impl FnOnce(&mut ByteReader<'_>) -> Result<T, DecodeError>,
+) -> Result<T, DecodeError> {
+    let mut sub = ByteReader::new(bytes);
+    let value = read(&mut sub)?;
+    if sub.remaining() > 0 {
+        return Err(DecodeError::TrailingBytes {
+            field,
+            trailing: sub.remaining(),
+        });
+    }
+    Ok(value)
+}
+
+/// Appends a compact array length (`None` = null).
+///
+/// # Panics
+/// If `len` is `u32::MAX` or more (a caller bug: arrays are bounded by the batch size).
+pub fn put_compact_array_len(out: &mut Vec<u8>, len: Option<usize>) {
+    let encoded = match len {
+        None => 0,
+        Some(n) => u32::try_from(n)
+            .ok()
+            .and_then(|n| n.checked_add(1))
+            .expect("array longer than u32::MAX - 1"),
+    };
+    put_unsigned_varint(out, encoded);
+}
+
+/// Appends a nullable compact string.
+pub fn put_compact_nullable_string(out: &mut Vec<u8>, value: Option<&str>) {
+    match value {
+        None => put_unsigned_varint(out, 0),
+        Some(v) => put_compact_string(out, v),
+    }
+}
+
+/// Appends a nullable compact array of `int32`.
+pub fn put_compact_i32_array(out: &mut Vec<u8>, values: Option<&[i32]>) {
+    put_compact_array_len(out, values.map(<[i32]>::len));
+    for v in values.unwrap_or_default() {
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+}
+
+/// Appends a compact array of UUIDs.
+pub fn put_compact_uuid_array(out: &mut Vec<u8>, values: &[uuid::Uuid]) {
+    put_compact_array_len(out, Some(values.len()));
+    for v in values {
+        out.extend_from_slice(v.as_bytes());
+    }
+}
+
+/// Merges known tagged fields (already encoded, `(tag, bytes)`) with unknown ones and appends
+/// the section in ascending tag order.
+pub fn put_tagged_section(
+    out: &mut Vec<u8>,
+    mut known: Vec<(u32, Vec<u8>)>,
+    unknown: &[(u32, Vec<u8>)],
+) {
+    known.extend(unknown.iter().cloned());
+    known.sort_by_key(|(tag, _)| *tag);
+    put_tagged_fields(out, &known);
 }
 
 /// Appends non-null compact bytes.
