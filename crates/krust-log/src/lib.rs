@@ -12,8 +12,10 @@
 //! - [`Log::flush`] fsyncs the data of every segment with unflushed writes (one fsync in the
 //!   common case; plus the directory after segment creation), writes pending index entries
 //!   without fsyncing them (recovery checks the active segment's index against the data and
-//!   rebuilds it), and moves the recovery point to the log end offset. The caller decides when: Raft before it
-//!   acknowledges, a broker per `flush.messages`/`flush.ms`.
+//!   rebuilds it), and moves the recovery point to the log end offset. The caller decides
+//!   when: Raft before it acknowledges, a broker per `flush.messages`/`flush.ms`. The caller
+//!   also persists [`Log::recovery_point`] (in `recovery-point-offset-checkpoint`, see
+//!   [`checkpoint`]) and passes it back to [`Log::open`].
 //! - A roll fsyncs the sealed segment (data and trimmed indexes); truncation, recovery's tail
 //!   cut and segment deletion are fsynced at once, so removed bytes never come back.
 //! - Checkpoint files are replaced with [`fs::write_atomically`] (tmp → fsync → rename →
@@ -21,7 +23,43 @@
 //! - A failed fsync is returned, never retried: the caller must take the log dir offline.
 //!
 //! After a crash, [`Log::open`] re-checks every batch from the recovery point on and cuts a
-//! torn or corrupt tail (see `recovery.rs`); reads CRC-check every batch they return.
+//! torn or corrupt tail (see [`recovery`]); reads CRC-check every batch they return.
+//!
+//! # Example
+//!
+//! ```
+//! use bytes::Bytes;
+//! use krust_log::{Log, LogConfig, RecordBatchBuilder};
+//!
+//! # fn main() -> Result<(), krust_log::LogError> {
+//! let dir = tempfile::tempdir().expect("tempdir");
+//! let mut log = Log::open(&dir.path().join("orders-0"), LogConfig::default(), 0)?;
+//! let mut batch = RecordBatchBuilder::new(0);
+//! batch.append_kv(1_700_000_000_000, Some(Bytes::from("k")), Some(Bytes::from("v")));
+//! // Leader path: offsets, leader epoch (and LogAppendTime) are assigned by the log.
+//! let info = log.append_as_leader(vec![batch.build()], 5, 1_700_000_000_000)?;
+//! assert_eq!((info.first_offset, log.log_end_offset()), (0, 1));
+//! log.flush()?; // durable: the recovery point is now 1
+//! let read = log.read(0, 1 << 20)?;
+//! assert_eq!(read.batches[0].records().expect("uncompressed")[0].value, Some(Bytes::from("v")));
+//! assert_eq!(log.end_offset_for_epoch(5).end_offset, 1);
+//! let recovery_point = log.close()?;
+//! let log = Log::open(&dir.path().join("orders-0"), LogConfig::default(), recovery_point)?;
+//! assert_eq!(log.log_end_offset(), 1);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Limits
+//!
+//! - Compressed batches are stored and served as opaque bytes: the leader path checks their
+//!   record count against their offset range only, and timestamp lookups answer with the
+//!   batch's first offset.
+//! - Index entries of every segment are kept in memory (8 + 12 bytes per
+//!   `index.interval.bytes` of data, about 5 MiB per GiB at the default interval).
+//! - Bytes below the recovery point are trusted as Kafka trusts them: a sealed segment's index
+//!   is sanity-checked on open (and each entry when a lookup uses it), not re-derived.
+//! - `file.delete.delay.ms` is not applied: segment files are deleted at once.
 //!
 //! # Layout
 //!
