@@ -9,7 +9,7 @@
 //! over a simulated network, disk and clock from one seed and checks invariants after every event.
 //!
 //! Messages are the `kafka-protocol` crate's Vote/BeginQuorumEpoch/EndQuorumEpoch/Fetch/
-//! DescribeQuorum types; log entries are Kafka v2 record batches from `krust_log::batch`.
+//! FetchSnapshot/DescribeQuorum types; log entries are Kafka v2 record batches from `krust_log::batch`.
 //!
 //! # Layout
 //!
@@ -44,7 +44,7 @@ pub mod types;
 pub use crate::config::RaftConfig;
 pub use crate::core::{
     Action, AppendError, FatalError, InitError, RaftCore, RaftMetrics, RaftRequest, RaftResponse,
-    RecoveredLog, RequestError, RoleKind, Timer,
+    RecoveredLog, RequestError, RoleKind, SnapshotIdError, SnapshotRead, Timer,
 };
 pub use crate::quorum_state::{QuorumStateData, QuorumStateError};
 pub use crate::types::{LeaderEpoch, LogOffset, NodeId, OffsetAndEpoch, RequestId};

@@ -58,6 +58,20 @@ pub enum RequestError {
         /// Who claims it.
         claimant: NodeId,
     },
+    /// FetchSnapshot for a snapshot we do not have (or the bootstrap snapshot, never served).
+    #[error("no snapshot {snapshot_id}")]
+    SnapshotNotFound {
+        /// The id asked for.
+        snapshot_id: crate::types::OffsetAndEpoch,
+    },
+    /// FetchSnapshot position outside the file.
+    #[error("position {position} is outside the snapshot (size {size:?})")]
+    PositionOutOfRange {
+        /// Position asked for.
+        position: i64,
+        /// File size, when known.
+        size: Option<i64>,
+    },
     /// The request was meant for another voter (its `VoterId` is not ours).
     #[error("request is addressed to voter {voter_id}, this is node {me}")]
     InvalidVoterKey {
@@ -81,6 +95,8 @@ impl RequestError {
             Self::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
             Self::NotLeader { .. } => ResponseError::NotLeaderOrFollower,
             Self::InvalidVoterKey { .. } => INVALID_VOTER_KEY,
+            Self::SnapshotNotFound { .. } => ResponseError::SnapshotNotFound,
+            Self::PositionOutOfRange { .. } => ResponseError::PositionOutOfRange,
         }
     }
 

@@ -234,6 +234,44 @@ impl RaftLog {
             .collect()
     }
 
+    /// Replaces the whole log by `snapshot` (a downloaded snapshot): no batches, log start =
+    /// snapshot end offset, the snapshot is both the earliest and the latest.
+    pub(crate) fn reset_to_snapshot(&mut self, snapshot: OffsetAndEpoch) {
+        self.batches.clear();
+        self.epochs.clear();
+        self.start_offset = snapshot.offset;
+        self.latest_snapshot = Some(snapshot);
+        self.earliest_snapshot = Some(snapshot);
+    }
+
+    /// Records a locally created snapshot as the latest.
+    pub(crate) fn set_latest_snapshot(&mut self, snapshot: OffsetAndEpoch) {
+        self.latest_snapshot = Some(snapshot);
+        if self.earliest_snapshot.is_none() {
+            self.earliest_snapshot = Some(snapshot);
+        }
+    }
+
+    /// Whether `id.offset` ends a stretch of epoch `id.epoch`: the record just before it has
+    /// that epoch (or it is the log start and the start snapshot has it).
+    pub(crate) fn is_boundary_of_epoch(&self, id: OffsetAndEpoch) -> bool {
+        if id.offset == self.start_offset {
+            return self.last_epoch_before_start() == id.epoch;
+        }
+        let index = self
+            .batches
+            .partition_point(|b| b.next_offset() < id.offset.0);
+        self.batches.get(index).is_some_and(|b| {
+            b.next_offset() == id.offset.0 && b.partition_leader_epoch() == id.epoch.0
+        })
+    }
+
+    fn last_epoch_before_start(&self) -> LeaderEpoch {
+        self.earliest_snapshot
+            .filter(|s| s.offset == self.start_offset)
+            .map_or(LeaderEpoch(0), |s| s.epoch)
+    }
+
     /// All batches (for tests and the simulator's checks).
     pub(crate) fn batches(&self) -> &[RecordBatch] {
         &self.batches

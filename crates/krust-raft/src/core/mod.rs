@@ -125,11 +125,42 @@ pub enum Action {
         /// Its epoch.
         epoch: LeaderEpoch,
     },
-    /// The leader answered with a snapshot id: download it with FetchSnapshot (KIP-630), then
-    /// restart the core with the log truncated to the snapshot.
-    FetchSnapshotRequired {
-        /// Where to fetch it.
-        leader: NodeId,
+    /// Leader: read at most `max_bytes` of snapshot `snapshot_id` (its `.checkpoint` file)
+    /// from byte `position`, then call [`RaftCore::handle_snapshot_read`] with `to` and `id`.
+    /// Never serve the bootstrap snapshot `(0, 0)` (the core already refuses it).
+    ReadSnapshot {
+        /// Who asked.
+        to: NodeId,
+        /// Their request.
+        id: RequestId,
+        /// Which snapshot.
+        snapshot_id: OffsetAndEpoch,
+        /// Byte position in the file.
+        position: i64,
+        /// Most bytes to return.
+        max_bytes: usize,
+    },
+    /// Follower: write `bytes` at byte `position` of the partial download of `snapshot_id`
+    /// (`<id>-<random>.checkpoint.part`; position 0 starts a new file).
+    WriteSnapshotChunk {
+        /// Which snapshot.
+        snapshot_id: OffsetAndEpoch,
+        /// Byte position of `bytes` in the file.
+        position: i64,
+        /// The bytes (not batch-aligned).
+        bytes: Bytes,
+    },
+    /// Follower: the download is complete. fsync the partial file and rename it to
+    /// `<id>.checkpoint`, then replace the log by the snapshot (delete every segment; log start =
+    /// log end = the snapshot's end offset) and make that durable before running later actions.
+    /// Then hand the snapshot to the listener (Kafka's `handleLoadSnapshot`); `Commit`s continue
+    /// after its end offset.
+    InstallSnapshot {
+        /// The snapshot now at the log start.
+        snapshot_id: OffsetAndEpoch,
+    },
+    /// Follower: a download was abandoned (the leader no longer has it); delete its partial file.
+    AbandonSnapshot {
         /// Which snapshot.
         snapshot_id: OffsetAndEpoch,
     },
@@ -151,6 +182,39 @@ pub enum FatalError {
         diverging_end: LogOffset,
         /// Our committed offset.
         high_watermark: LogOffset,
+    },
+}
+
+/// What the driver read for an `Action::ReadSnapshot`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SnapshotRead {
+    /// Bytes from the requested position (at most `max_bytes`), and the file's total size.
+    Chunk {
+        /// Total size of the snapshot file in bytes.
+        size: i64,
+        /// The slice read.
+        bytes: Bytes,
+    },
+    /// No such snapshot file (deleted by retention, or never existed).
+    NotFound,
+}
+
+/// Why [`RaftCore::snapshot_created`] refused a snapshot id (Kafka's `createSnapshot` checks).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SnapshotIdError {
+    /// A snapshot may only cover committed data.
+    #[error("snapshot {snapshot_id} ends beyond the high watermark {high_watermark}")]
+    BeyondHighWatermark {
+        /// The id.
+        snapshot_id: OffsetAndEpoch,
+        /// Our HW.
+        high_watermark: LogOffset,
+    },
+    /// The record before the end offset is not of the snapshot's epoch.
+    #[error("snapshot {snapshot_id} does not match the log's epoch at that offset")]
+    EpochMismatch {
+        /// The id.
+        snapshot_id: OffsetAndEpoch,
     },
 }
 
@@ -195,8 +259,10 @@ struct FollowerState {
     leader: NodeId,
     /// The outstanding Fetch, if any (at most one).
     fetch_in_flight: Option<RequestId>,
-    /// A snapshot must be downloaded before fetching again.
-    snapshot_needed: Option<OffsetAndEpoch>,
+    /// The snapshot being downloaded instead of fetching, and the next byte wanted.
+    download: Option<(OffsetAndEpoch, i64)>,
+    /// Set after a fatal condition: this replica stops fetching.
+    halted: bool,
 }
 
 /// Role names as the `current-state` metric reports them.
@@ -224,6 +290,7 @@ enum RequestKind {
     BeginQuorumEpoch,
     EndQuorumEpoch,
     Fetch,
+    FetchSnapshot,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -403,6 +470,7 @@ impl RaftCore {
             RaftRequest::EndQuorumEpoch(r) => self.handle_end_quorum_epoch(now, from, id, &r),
             RaftRequest::Fetch(r) => self.handle_fetch_request(now, from, id, &r),
             RaftRequest::DescribeQuorum(r) => self.handle_describe_quorum(now, from, id, &r),
+            RaftRequest::FetchSnapshot(r) => self.handle_fetch_snapshot_request(now, from, id, &r),
         }
     }
 
@@ -452,6 +520,9 @@ impl RaftCore {
                         debug!(node = self.config.node_id.0, error = ?top, "EndQuorumEpoch failed");
                     }
                 }
+            }
+            (RequestKind::FetchSnapshot, RaftResponse::FetchSnapshot(r)) => {
+                self.handle_fetch_snapshot_response(now, from, id, &r);
             }
             (RequestKind::Fetch, RaftResponse::Fetch(r)) => {
                 self.handle_fetch_response(now, from, id, &r)
@@ -841,7 +912,8 @@ impl RaftCore {
         self.role = Role::Follower(FollowerState {
             leader,
             fetch_in_flight: None,
-            snapshot_needed: None,
+            download: None,
+            halted: false,
         });
         self.persist();
         self.timers.set(
@@ -1055,7 +1127,7 @@ impl RaftCore {
                         self.send_vote_request(now, request.to);
                     }
                 }
-                RequestKind::Fetch => {
+                RequestKind::Fetch | RequestKind::FetchSnapshot => {
                     if let Role::Follower(f) = &mut self.role
                         && f.fetch_in_flight == Some(id)
                     {
@@ -1225,13 +1297,33 @@ impl RaftCore {
             return;
         };
         if f.fetch_in_flight.is_some()
-            || f.snapshot_needed.is_some()
+            || f.halted
             || self.timers.get(Timer::FetchRetry).is_some()
             || self.flushed_end < self.log.end_offset()
         {
             return;
         }
         let leader = f.leader;
+        if let Some((snapshot_id, position)) = f.download {
+            let request = wire::fetch_snapshot_request(
+                &self.config.cluster_id,
+                self.config.node_id,
+                self.epoch,
+                snapshot_id,
+                position,
+                self.config.max_batch_size_bytes,
+            );
+            let id = self.send_request(
+                now,
+                leader,
+                RequestKind::FetchSnapshot,
+                RaftRequest::FetchSnapshot(request),
+            );
+            if let Role::Follower(f) = &mut self.role {
+                f.fetch_in_flight = Some(id);
+            }
+            return;
+        }
         self.send_fetch_to(now, leader);
     }
 
@@ -1476,6 +1568,18 @@ impl RaftCore {
             }
             (Rpc::DescribeQuorum, false) => {
                 RaftResponse::DescribeQuorum(wire::describe_quorum_response(info, None, &[], &[]))
+            }
+            (Rpc::FetchSnapshot, true) => {
+                RaftResponse::FetchSnapshot(wire::fetch_snapshot_response_top(code))
+            }
+            (Rpc::FetchSnapshot, false) => {
+                RaftResponse::FetchSnapshot(wire::fetch_snapshot_response(&wire::SnapshotSlice {
+                    info,
+                    snapshot_id: OffsetAndEpoch::new(-1, -1),
+                    size: -1,
+                    position: -1,
+                    bytes: Bytes::new(),
+                }))
             }
         };
         self.respond(to, id, response);
@@ -1778,28 +1882,18 @@ impl RaftCore {
         let replica = NodeId(args.replica_id);
         if args.replica_id >= 0 {
             let leader_end = self.log.end_offset();
-            let majority = self.config.majority();
             let me = self.config.node_id;
-            let check_quorum = self.config.check_quorum_timeout();
-            let mut window_done = false;
-            if let Role::Leader(leader) = &mut self.role {
-                if !leader.update_replica(replica, fetch_offset, leader_end, now) {
-                    warn!(
-                        node = me.0,
-                        replica = replica.0,
-                        offset = fetch_offset.0,
-                        "non-monotonic fetch offset"
-                    );
-                }
-                // The leader counts itself; the window closes once enough others fetched.
-                if leader.fetched_in_window.len() + 1 >= majority {
-                    leader.fetched_in_window.clear();
-                    window_done = true;
-                }
+            if let Role::Leader(leader) = &mut self.role
+                && !leader.update_replica(replica, fetch_offset, leader_end, now)
+            {
+                warn!(
+                    node = me.0,
+                    replica = replica.0,
+                    offset = fetch_offset.0,
+                    "non-monotonic fetch offset"
+                );
             }
-            if window_done {
-                self.timers.set(Timer::CheckQuorum, now + check_quorum);
-            }
+            self.maybe_close_check_quorum_window(now);
             self.maybe_advance_leader_high_watermark();
         }
         let records = self
@@ -1905,6 +1999,294 @@ impl RaftCore {
         self.maybe_advance_leader_high_watermark();
     }
 
+    /// Check quorum: once a majority (counting the leader) fetched in this window, start a new one.
+    fn maybe_close_check_quorum_window(&mut self, now: Instant) {
+        let majority = self.config.majority();
+        let Role::Leader(leader) = &mut self.role else {
+            return;
+        };
+        if leader.fetched_in_window.len() + 1 >= majority {
+            leader.fetched_in_window.clear();
+            let check_quorum = self.config.check_quorum_timeout();
+            self.timers.set(Timer::CheckQuorum, now + check_quorum);
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // FetchSnapshot (KIP-630)
+    // -----------------------------------------------------------------------------------------
+
+    /// §1.3 FetchSnapshot, leader side: validate, credit check-quorum, ask the driver for bytes.
+    fn handle_fetch_snapshot_request(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        id: RequestId,
+        request: &kafka_protocol::messages::FetchSnapshotRequest,
+    ) {
+        let args = match self.validate_fetch_snapshot(request) {
+            Ok(args) => args,
+            Err(error) => return self.reject(from, id, Rpc::FetchSnapshot, &error),
+        };
+        // A FetchSnapshot counts toward the leader's check-quorum like a Fetch.
+        if let Role::Leader(leader) = &mut self.role
+            && leader.voters.contains_key(&NodeId(args.replica_id))
+            && args.replica_id != self.config.node_id.0
+        {
+            leader.fetched_in_window.insert(NodeId(args.replica_id));
+        }
+        self.maybe_close_check_quorum_window(now);
+        let wanted = usize::try_from(args.max_bytes).unwrap_or(0);
+        let max_bytes = if wanted == 0 {
+            self.config.max_batch_size_bytes
+        } else {
+            wanted.min(self.config.max_batch_size_bytes)
+        };
+        self.actions.push_back(Action::ReadSnapshot {
+            to: from,
+            id,
+            snapshot_id: args.snapshot_id,
+            position: args.position,
+            max_bytes,
+        });
+    }
+
+    fn validate_fetch_snapshot(
+        &self,
+        request: &kafka_protocol::messages::FetchSnapshotRequest,
+    ) -> Result<wire::FetchSnapshotArgs, RequestError> {
+        self.check_cluster_id(request.cluster_id.as_ref())?;
+        let args = wire::fetch_snapshot_args(request).ok_or(RequestError::NotMetadataPartition)?;
+        let request_epoch = LeaderEpoch(args.current_leader_epoch);
+        if request_epoch < self.epoch {
+            return Err(RequestError::FencedLeaderEpoch {
+                request: request_epoch,
+                current: self.epoch,
+            });
+        }
+        if request_epoch > self.epoch {
+            return Err(RequestError::UnknownLeaderEpoch {
+                request: request_epoch,
+                current: self.epoch,
+            });
+        }
+        if !matches!(self.role, Role::Leader(_)) {
+            return Err(RequestError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        let snapshot = args.snapshot_id;
+        // The bootstrap snapshot (0, 0) is never served (§4.4).
+        if snapshot.offset.0 <= 0 || snapshot.epoch.0 < 0 {
+            return Err(RequestError::SnapshotNotFound {
+                snapshot_id: snapshot,
+            });
+        }
+        if args.position < 0 {
+            return Err(RequestError::PositionOutOfRange {
+                position: args.position,
+                size: None,
+            });
+        }
+        Ok(args)
+    }
+
+    /// Completes an `Action::ReadSnapshot`: answers the FetchSnapshot request `id` from `to`.
+    pub fn handle_snapshot_read(
+        &mut self,
+        now: Instant,
+        to: NodeId,
+        id: RequestId,
+        snapshot_id: OffsetAndEpoch,
+        position: i64,
+        read: SnapshotRead,
+    ) {
+        let _ = now;
+        if !matches!(self.role, Role::Leader(_)) {
+            let error = RequestError::NotLeader {
+                leader: self.leader(),
+            };
+            return self.reject(to, id, Rpc::FetchSnapshot, &error);
+        }
+        let (size, bytes) = match read {
+            SnapshotRead::NotFound => {
+                return self.reject(
+                    to,
+                    id,
+                    Rpc::FetchSnapshot,
+                    &RequestError::SnapshotNotFound { snapshot_id },
+                );
+            }
+            SnapshotRead::Chunk { size, bytes } => (size, bytes),
+        };
+        if position >= size {
+            let error = RequestError::PositionOutOfRange {
+                position,
+                size: Some(size),
+            };
+            return self.reject(to, id, Rpc::FetchSnapshot, &error);
+        }
+        let slice = wire::SnapshotSlice {
+            info: self.leader_info(None),
+            snapshot_id,
+            size,
+            position,
+            bytes,
+        };
+        self.respond(
+            to,
+            id,
+            RaftResponse::FetchSnapshot(wire::fetch_snapshot_response(&slice)),
+        );
+    }
+
+    /// Follower side of the download loop (§1.3): check each slice continues the file, hand it
+    /// to the driver, and install the snapshot once all `Size` bytes arrived.
+    fn handle_fetch_snapshot_response(
+        &mut self,
+        now: Instant,
+        from: NodeId,
+        id: RequestId,
+        response: &kafka_protocol::messages::FetchSnapshotResponse,
+    ) {
+        if let Role::Follower(f) = &mut self.role
+            && f.fetch_in_flight == Some(id)
+        {
+            f.fetch_in_flight = None;
+        }
+        let retry = Duration::from_millis(self.config.retry_backoff_ms);
+        let Some((_, Some(slice))) = wire::parse_fetch_snapshot_response(response) else {
+            debug!(
+                node = self.config.node_id.0,
+                from = from.0,
+                "FetchSnapshot failed"
+            );
+            self.timers.set(Timer::FetchRetry, now + retry);
+            return;
+        };
+        if self.handle_common_response(now, slice.info) == Handled::Yes {
+            if matches!(&self.role, Role::Follower(f) if f.fetch_in_flight.is_none()) {
+                self.timers.set(Timer::FetchRetry, now + retry);
+            }
+            return;
+        }
+        let Role::Follower(f) = &self.role else {
+            return;
+        };
+        let Some((wanted, position)) = f.download else {
+            return;
+        };
+        if f.leader != from {
+            return;
+        }
+        match slice.info.error {
+            None => {}
+            Some(ResponseError::SnapshotNotFound | ResponseError::PositionOutOfRange) => {
+                // The leader no longer has it (or we disagree on its size): fetch again, the
+                // leader will name its current snapshot.
+                warn!(node = self.config.node_id.0, snapshot = %wanted, error = ?slice.info.error, "abandoning snapshot download");
+                self.abandon_download(wanted);
+                self.maybe_send_fetch(now);
+                return;
+            }
+            Some(_) => {
+                self.timers.set(Timer::FetchRetry, now + retry);
+                return;
+            }
+        }
+        self.timers.set(
+            Timer::FetchTimeout,
+            now + Duration::from_millis(self.config.fetch_timeout_ms),
+        );
+        let len = i64::try_from(slice.bytes.len()).unwrap_or(i64::MAX);
+        let fits = slice.snapshot_id == wanted
+            && slice.position == position
+            && slice.size > 0
+            && (len > 0 || position == slice.size)
+            && position
+                .checked_add(len)
+                .is_some_and(|end| end <= slice.size);
+        if !fits {
+            warn!(
+                node = self.config.node_id.0,
+                snapshot = %slice.snapshot_id,
+                position = slice.position,
+                size = slice.size,
+                "snapshot slice does not continue the download"
+            );
+            self.timers.set(Timer::FetchRetry, now + retry);
+            return;
+        }
+        let next = position + len;
+        self.actions.push_back(Action::WriteSnapshotChunk {
+            snapshot_id: wanted,
+            position,
+            bytes: slice.bytes,
+        });
+        if next < slice.size {
+            if let Role::Follower(f) = &mut self.role {
+                f.download = Some((wanted, next));
+            }
+        } else {
+            self.install_snapshot(wanted);
+        }
+        self.maybe_send_fetch(now);
+    }
+
+    fn abandon_download(&mut self, snapshot_id: OffsetAndEpoch) {
+        if let Role::Follower(f) = &mut self.role {
+            f.download = None;
+        }
+        self.actions
+            .push_back(Action::AbandonSnapshot { snapshot_id });
+    }
+
+    /// The downloaded snapshot replaces the whole log (Kafka's `truncateToLatestSnapshot`).
+    fn install_snapshot(&mut self, snapshot_id: OffsetAndEpoch) {
+        if snapshot_id.offset < self.high_watermark {
+            // Would move committed data behind us; a correct leader never sends this.
+            warn!(node = self.config.node_id.0, snapshot = %snapshot_id, hw = self.high_watermark.0, "snapshot older than our high watermark");
+            self.abandon_download(snapshot_id);
+            return;
+        }
+        info!(node = self.config.node_id.0, snapshot = %snapshot_id, "installing snapshot");
+        if let Role::Follower(f) = &mut self.role {
+            f.download = None;
+        }
+        self.log.reset_to_snapshot(snapshot_id);
+        self.flushed_end = snapshot_id.offset;
+        for pending in &mut self.pending_flushes {
+            *pending = (*pending).min(snapshot_id.offset);
+        }
+        self.actions
+            .push_back(Action::InstallSnapshot { snapshot_id });
+        // Everything below the snapshot is committed and now delivered through the snapshot.
+        self.delivered_end = snapshot_id.offset;
+        if snapshot_id.offset > self.high_watermark {
+            self.advance_high_watermark(snapshot_id.offset);
+        }
+    }
+
+    /// Registers a snapshot this replica wrote itself (the state machine's `createSnapshot`),
+    /// so the leader can name it in Fetch answers. It must cover committed data only.
+    ///
+    /// # Errors
+    /// [`SnapshotIdError`] if the id lies beyond the high watermark or its epoch does not match
+    /// the log at that offset.
+    pub fn snapshot_created(&mut self, snapshot_id: OffsetAndEpoch) -> Result<(), SnapshotIdError> {
+        if snapshot_id.offset > self.high_watermark {
+            return Err(SnapshotIdError::BeyondHighWatermark {
+                snapshot_id,
+                high_watermark: self.high_watermark,
+            });
+        }
+        if !self.log.is_boundary_of_epoch(snapshot_id) {
+            return Err(SnapshotIdError::EpochMismatch { snapshot_id });
+        }
+        self.log.set_latest_snapshot(snapshot_id);
+        Ok(())
+    }
+
     // -----------------------------------------------------------------------------------------
     // Fetch (follower side)
     // -----------------------------------------------------------------------------------------
@@ -1971,12 +2353,8 @@ impl RaftCore {
         } else if let Some(snapshot_id) = answer.snapshot_id {
             info!(node = self.config.node_id.0, snapshot = %snapshot_id, "leader sent a snapshot id");
             if let Role::Follower(f) = &mut self.role {
-                f.snapshot_needed = Some(snapshot_id);
+                f.download = Some((snapshot_id, 0));
             }
-            self.actions.push_back(Action::FetchSnapshotRequired {
-                leader: from,
-                snapshot_id,
-            });
         } else if answer.records.is_empty() || self.append_as_follower(answer.records) {
             // The leader accepted our fetch position, so our log matches its log up to the end
             // of what we now hold: its HW applies, capped at our log end.
@@ -2004,7 +2382,7 @@ impl RaftCore {
             self.actions.push_back(Action::Fatal(fatal));
             if let Role::Follower(f) = &mut self.role {
                 // Stop fetching; the driver stops this replica.
-                f.snapshot_needed = Some(diverging);
+                f.halted = true;
             }
             return;
         }
@@ -2245,6 +2623,7 @@ enum Rpc {
     EndQuorumEpoch,
     Fetch,
     DescribeQuorum,
+    FetchSnapshot,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1543,24 +1543,240 @@ fn corrupt_or_misplaced_fetched_records_are_refused() {
     assert!(appended(&actions).is_empty(), "epoch above the leader's");
 }
 
-/// A snapshot id answer asks the driver to download it (KIP-630) and stops fetching.
+/// KafkaRaftClientSnapshotTest (follower side): a snapshot id answer starts a FetchSnapshot
+/// loop; each slice must continue the file; the last one installs the snapshot, which
+/// replaces the log, moves the HW to its end offset, and fetching resumes after it.
 #[test]
-fn follower_told_to_load_a_snapshot_asks_the_driver() {
-    let mut ctx = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+fn follower_downloads_and_installs_the_snapshot_it_is_told_about() {
+    let mut ctx = Builder::new(1, &[1, 2, 3])
+        .state(2, Some(2), None)
+        .log(log_of(&[(1, 2)]))
+        .build();
     let (_, id, _) = fetch_requests(&ctx.take()).remove(0);
+    let snapshot = OffsetAndEpoch::new(100, 2);
     let mut a = answer(2, 2, Some(100), Bytes::new());
-    a.snapshot_id = Some(OffsetAndEpoch::new(100, 2));
+    a.snapshot_id = Some(snapshot);
     let actions = ctx.respond(2, id, RaftResponse::Fetch(wire::fetch_response(&a)));
-    assert!(actions.contains(&Action::FetchSnapshotRequired {
-        leader: n(2),
-        snapshot_id: OffsetAndEpoch::new(100, 2)
-    }));
-    assert!(fetch_requests(&actions).is_empty());
     assert_eq!(
         ctx.core.high_watermark(),
         LogOffset(0),
         "no HW from a snapshot answer"
     );
+    let request = |actions: &[Action]| {
+        actions
+            .iter()
+            .find_map(|a| match a {
+                Action::SendRequest {
+                    to,
+                    id,
+                    request: RaftRequest::FetchSnapshot(r),
+                } => Some((*to, *id, r.clone())),
+                _ => None,
+            })
+            .expect("a FetchSnapshot request")
+    };
+    let (to, id, r) = request(&actions);
+    let args = wire::fetch_snapshot_args(&r).expect("valid");
+    assert_eq!(
+        (
+            to,
+            args.snapshot_id,
+            args.position,
+            args.current_leader_epoch
+        ),
+        (n(2), snapshot, 0, 2)
+    );
+    let slice = |position: i64, bytes: &'static [u8]| {
+        RaftResponse::FetchSnapshot(wire::fetch_snapshot_response(&wire::SnapshotSlice {
+            info: wire::LeaderInfo {
+                error: None,
+                leader_id: Some(n(2)),
+                epoch: LeaderEpoch(2),
+            },
+            snapshot_id: snapshot,
+            size: 6,
+            position,
+            bytes: Bytes::from_static(bytes),
+        }))
+    };
+    let actions = ctx.respond(2, id, slice(0, b"abcd"));
+    assert!(actions.contains(&Action::WriteSnapshotChunk {
+        snapshot_id: snapshot,
+        position: 0,
+        bytes: Bytes::from_static(b"abcd")
+    }));
+    let (_, id, r) = request(&actions);
+    assert_eq!(wire::fetch_snapshot_args(&r).map(|a| a.position), Some(4));
+    // A slice at the wrong position is refused (retried after backoff).
+    let actions = ctx.respond(2, id, slice(3, b"xyz"));
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::WriteSnapshotChunk { .. }))
+    );
+    let actions = ctx.advance(20);
+    let (_, id, _) = request(&actions);
+    let actions = ctx.respond(2, id, slice(4, b"ef"));
+    let install = actions.iter().position(|a| {
+        *a == Action::InstallSnapshot {
+            snapshot_id: snapshot,
+        }
+    });
+    assert!(install.is_some(), "{actions:?}");
+    assert_eq!(ctx.core.high_watermark(), LogOffset(100));
+    assert_eq!(
+        ctx.core.log_end(),
+        snapshot,
+        "the log now starts (and ends) at the snapshot"
+    );
+    let fetches = fetch_requests(&actions);
+    let args = wire::fetch_args(&fetches[0].2).expect("fetch");
+    assert_eq!(
+        (args.fetch_offset, args.last_fetched_epoch),
+        (100, 2),
+        "fetching resumes after the snapshot"
+    );
+}
+
+/// KafkaRaftClientSnapshotTest (leader side): FetchSnapshot is validated like Fetch, the
+/// bootstrap snapshot is never served, and the driver's bytes come back with the size.
+#[test]
+fn leader_serves_snapshot_slices_through_the_driver() {
+    let mut ctx = Builder::new(1, &[1, 2, 3])
+        .state(2, None, None)
+        .snapshot_at_start(10, 2)
+        .log(vec![batch(10, 2, 2)])
+        .build();
+    ctx.elect();
+    let epoch = ctx.core.epoch();
+    let snapshot = OffsetAndEpoch::new(10, 2);
+    let ask = |ctx: &mut Ctx, id: OffsetAndEpoch, epoch: LeaderEpoch, position: i64| {
+        let r = wire::fetch_snapshot_request(CLUSTER, n(2), epoch, id, position, 4);
+        ctx.request(2, RaftRequest::FetchSnapshot(r))
+    };
+    let error_of = |actions: &[Action]| {
+        actions.iter().find_map(|a| match a {
+            Action::SendResponse {
+                response: RaftResponse::FetchSnapshot(r),
+                ..
+            } => wire::parse_fetch_snapshot_response(r)
+                .map(|(top, slice)| top.or(slice.and_then(|s| s.info.error))),
+            _ => None,
+        })
+    };
+    let (_, actions) = ask(&mut ctx, OffsetAndEpoch::new(0, 0), epoch, 0);
+    assert_eq!(
+        error_of(&actions),
+        Some(Some(ResponseError::SnapshotNotFound)),
+        "bootstrap snapshot"
+    );
+    let (_, actions) = ask(&mut ctx, snapshot, LeaderEpoch(epoch.0 - 1), 0);
+    assert_eq!(
+        error_of(&actions),
+        Some(Some(ResponseError::FencedLeaderEpoch))
+    );
+    let (_, actions) = ask(&mut ctx, snapshot, epoch, -1);
+    assert_eq!(
+        error_of(&actions),
+        Some(Some(ResponseError::PositionOutOfRange))
+    );
+    let (id, actions) = ask(&mut ctx, snapshot, epoch, 2);
+    assert_eq!(
+        actions,
+        vec![Action::ReadSnapshot {
+            to: n(2),
+            id,
+            snapshot_id: snapshot,
+            position: 2,
+            max_bytes: 4
+        }]
+    );
+    let now = ctx.now;
+    ctx.core.handle_snapshot_read(
+        now,
+        n(2),
+        id,
+        snapshot,
+        2,
+        SnapshotRead::Chunk {
+            size: 9,
+            bytes: Bytes::from_static(b"cdef"),
+        },
+    );
+    let actions = ctx.take();
+    let Some(Action::SendResponse {
+        response: RaftResponse::FetchSnapshot(r),
+        ..
+    }) = actions.first()
+    else {
+        panic!("{actions:?}")
+    };
+    let slice = wire::parse_fetch_snapshot_response(r)
+        .and_then(|(_, s)| s)
+        .expect("slice");
+    assert_eq!(
+        (
+            slice.size,
+            slice.position,
+            &slice.bytes[..],
+            slice.info.error
+        ),
+        (9, 2, &b"cdef"[..], None)
+    );
+    let (id, _) = ask(&mut ctx, snapshot, epoch, 9);
+    ctx.core.handle_snapshot_read(
+        now,
+        n(2),
+        id,
+        snapshot,
+        9,
+        SnapshotRead::Chunk {
+            size: 9,
+            bytes: Bytes::new(),
+        },
+    );
+    assert_eq!(
+        error_of(&ctx.take()),
+        Some(Some(ResponseError::PositionOutOfRange)),
+        "position at the end"
+    );
+    let (id, _) = ask(&mut ctx, OffsetAndEpoch::new(50, 2), epoch, 0);
+    ctx.core.handle_snapshot_read(
+        now,
+        n(2),
+        id,
+        OffsetAndEpoch::new(50, 2),
+        0,
+        SnapshotRead::NotFound,
+    );
+    assert_eq!(
+        error_of(&ctx.take()),
+        Some(Some(ResponseError::SnapshotNotFound))
+    );
+}
+
+/// testCreateSnapshotAsLeaderWithInvalidSnapshotId: a snapshot covers committed data only and
+/// ends on a batch of its epoch; a registered one is then named in Fetch answers.
+#[test]
+fn snapshots_must_end_at_committed_offsets_of_their_epoch() {
+    let mut ctx = Builder::new(1, &[1]).build();
+    let actions = ctx.take();
+    ctx.flush_all(&actions);
+    ctx.core
+        .append(ctx.now, LeaderEpoch(1), vec![Bytes::from_static(b"a")])
+        .expect("append");
+    let actions = ctx.advance(25);
+    ctx.flush_all(&actions);
+    assert_eq!(ctx.core.high_watermark(), LogOffset(2));
+    assert!(matches!(
+        ctx.core.snapshot_created(OffsetAndEpoch::new(3, 1)),
+        Err(SnapshotIdError::BeyondHighWatermark { .. })
+    ));
+    assert!(matches!(
+        ctx.core.snapshot_created(OffsetAndEpoch::new(2, 0)),
+        Err(SnapshotIdError::EpochMismatch { .. })
+    ));
+    assert_eq!(ctx.core.snapshot_created(OffsetAndEpoch::new(2, 1)), Ok(()));
 }
 
 /// testFetchResponseIgnoredAfterBecomingCandidate / duplicate responses: answers to requests
@@ -1928,6 +2144,7 @@ mod hostile {
                                 RaftRequest::EndQuorumEpoch(_) => "end",
                                 RaftRequest::Fetch(_) => "fetch",
                                 RaftRequest::DescribeQuorum(_) => "describe",
+                                RaftRequest::FetchSnapshot(_) => "fetch_snapshot",
                             };
                             outstanding.push((*to, *id, kind));
                         }
@@ -1976,6 +2193,13 @@ mod hostile {
                             "vote" => RaftResponse::Vote(wire::vote_response(info, granted)),
                             "begin" => RaftResponse::BeginQuorumEpoch(wire::begin_quorum_epoch_response(info)),
                             "end" => RaftResponse::EndQuorumEpoch(wire::end_quorum_epoch_response(info)),
+                            "fetch_snapshot" => RaftResponse::FetchSnapshot(wire::fetch_snapshot_response(&wire::SnapshotSlice {
+                                info,
+                                snapshot_id: OffsetAndEpoch::new(snapshot.1, snapshot.0),
+                                size: hw,
+                                position: diverging.1,
+                                bytes: records_blob(records, 0, 0),
+                            })),
                             _ => {
                                 let mut r = wire::fetch_response(&wire::FetchAnswer {
                                     info,

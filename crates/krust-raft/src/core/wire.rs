@@ -10,9 +10,10 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
     BeginQuorumEpochRequest, BeginQuorumEpochResponse, BrokerId, DescribeQuorumRequest,
     DescribeQuorumResponse, EndQuorumEpochRequest, EndQuorumEpochResponse, FetchRequest,
-    FetchResponse, TopicName, VoteRequest, VoteResponse, begin_quorum_epoch_request,
-    begin_quorum_epoch_response, describe_quorum_response, end_quorum_epoch_request,
-    end_quorum_epoch_response, fetch_request, fetch_response, vote_request, vote_response,
+    FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, TopicName, VoteRequest,
+    VoteResponse, begin_quorum_epoch_request, begin_quorum_epoch_response,
+    describe_quorum_response, end_quorum_epoch_request, end_quorum_epoch_response, fetch_request,
+    fetch_response, fetch_snapshot_request, fetch_snapshot_response, vote_request, vote_response,
 };
 use kafka_protocol::protocol::StrBytes;
 use uuid::Uuid;
@@ -41,6 +42,8 @@ pub enum RaftRequest {
     Fetch(FetchRequest),
     /// DescribeQuorum (55).
     DescribeQuorum(DescribeQuorumRequest),
+    /// FetchSnapshot (59).
+    FetchSnapshot(FetchSnapshotRequest),
 }
 
 /// A Raft response the core handles or produces.
@@ -56,6 +59,8 @@ pub enum RaftResponse {
     Fetch(FetchResponse),
     /// DescribeQuorum (55).
     DescribeQuorum(DescribeQuorumResponse),
+    /// FetchSnapshot (59).
+    FetchSnapshot(FetchSnapshotResponse),
 }
 
 fn topic_name() -> TopicName {
@@ -615,6 +620,129 @@ pub fn adapt_fetch_response(response: &mut FetchResponse, version: i16) {
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// FetchSnapshot (KIP-630)
+// ---------------------------------------------------------------------------------------------
+
+/// The fields of a FetchSnapshotRequest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FetchSnapshotArgs {
+    pub replica_id: i32,
+    pub max_bytes: i32,
+    pub current_leader_epoch: i32,
+    pub snapshot_id: OffsetAndEpoch,
+    pub position: i64,
+}
+
+pub(crate) fn fetch_snapshot_args(request: &FetchSnapshotRequest) -> Option<FetchSnapshotArgs> {
+    let p = single(
+        &request.topics,
+        |t| is_metadata_topic(&t.name),
+        |t| &t.partitions,
+        |p| p.partition,
+    )?;
+    Some(FetchSnapshotArgs {
+        replica_id: request.replica_id.0,
+        max_bytes: request.max_bytes,
+        current_leader_epoch: p.current_leader_epoch,
+        snapshot_id: OffsetAndEpoch::new(p.snapshot_id.end_offset, p.snapshot_id.epoch),
+        position: p.position,
+    })
+}
+
+pub(crate) fn fetch_snapshot_request(
+    cluster_id: &str,
+    replica_id: NodeId,
+    epoch: LeaderEpoch,
+    snapshot_id: OffsetAndEpoch,
+    position: i64,
+    max_bytes: usize,
+) -> FetchSnapshotRequest {
+    let partition = fetch_snapshot_request::PartitionSnapshot::default()
+        .with_partition(METADATA_PARTITION)
+        .with_current_leader_epoch(epoch.0)
+        .with_snapshot_id(
+            fetch_snapshot_request::SnapshotId::default()
+                .with_end_offset(snapshot_id.offset.0)
+                .with_epoch(snapshot_id.epoch.0),
+        )
+        .with_position(position);
+    FetchSnapshotRequest::default()
+        .with_cluster_id(Some(str_bytes(cluster_id)))
+        .with_replica_id(BrokerId(replica_id.0))
+        .with_max_bytes(i32::try_from(max_bytes).unwrap_or(i32::MAX))
+        .with_topics(vec![
+            fetch_snapshot_request::TopicSnapshot::default()
+                .with_name(topic_name())
+                .with_partitions(vec![partition]),
+        ])
+}
+
+/// A slice of a snapshot file, as a FetchSnapshot response carries it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SnapshotSlice {
+    pub info: LeaderInfo,
+    pub snapshot_id: OffsetAndEpoch,
+    pub size: i64,
+    pub position: i64,
+    pub bytes: Bytes,
+}
+
+pub(crate) fn fetch_snapshot_response_top(error: ResponseError) -> FetchSnapshotResponse {
+    FetchSnapshotResponse::default().with_error_code(error.code())
+}
+
+pub(crate) fn fetch_snapshot_response(slice: &SnapshotSlice) -> FetchSnapshotResponse {
+    let partition = fetch_snapshot_response::PartitionSnapshot::default()
+        .with_index(METADATA_PARTITION)
+        .with_error_code(code(slice.info.error))
+        .with_snapshot_id(
+            fetch_snapshot_response::SnapshotId::default()
+                .with_end_offset(slice.snapshot_id.offset.0)
+                .with_epoch(slice.snapshot_id.epoch.0),
+        )
+        .with_current_leader(
+            fetch_snapshot_response::LeaderIdAndEpoch::default()
+                .with_leader_id(leader_id_raw(slice.info.leader_id))
+                .with_leader_epoch(slice.info.epoch.0),
+        )
+        .with_size(slice.size)
+        .with_position(slice.position)
+        .with_unaligned_records(slice.bytes.clone());
+    FetchSnapshotResponse::default().with_topics(vec![
+        fetch_snapshot_response::TopicSnapshot::default()
+            .with_name(topic_name())
+            .with_partitions(vec![partition]),
+    ])
+}
+
+pub(crate) fn parse_fetch_snapshot_response(r: &FetchSnapshotResponse) -> Parsed<SnapshotSlice> {
+    let top = ResponseError::try_from_code(r.error_code);
+    if top.is_some() {
+        return Some((top, None));
+    }
+    let p = single(
+        &r.topics,
+        |t| is_metadata_topic(&t.name),
+        |t| &t.partitions,
+        |p| p.index,
+    )?;
+    Some((
+        None,
+        Some(SnapshotSlice {
+            info: LeaderInfo {
+                error: ResponseError::try_from_code(p.error_code),
+                leader_id: node_or_none(p.current_leader.leader_id.0),
+                epoch: LeaderEpoch(p.current_leader.leader_epoch),
+            },
+            snapshot_id: OffsetAndEpoch::new(p.snapshot_id.end_offset, p.snapshot_id.epoch),
+            size: p.size,
+            position: p.position,
+            bytes: p.unaligned_records.clone(),
+        }),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,6 +850,42 @@ mod tests {
             assert_eq!(
                 r.topics[0].partitions[0].current_voters[0].log_end_offset, 9,
                 "DescribeQuorum v{v}"
+            );
+        }
+    }
+
+    #[test]
+    fn fetch_snapshot_messages_encode_at_kafka_versions() {
+        let request = fetch_snapshot_request(
+            "c",
+            NodeId(2),
+            LeaderEpoch(4),
+            OffsetAndEpoch::new(100, 3),
+            7,
+            1 << 20,
+        );
+        let slice = SnapshotSlice {
+            info: LeaderInfo {
+                error: None,
+                leader_id: Some(NodeId(1)),
+                epoch: LeaderEpoch(4),
+            },
+            snapshot_id: OffsetAndEpoch::new(100, 3),
+            size: 10,
+            position: 7,
+            bytes: Bytes::from_static(b"abc"),
+        };
+        for v in 0..=1 {
+            assert_eq!(
+                fetch_snapshot_args(&round_trip(&request, v)),
+                fetch_snapshot_args(&request),
+                "v{v}"
+            );
+            let r = round_trip(&fetch_snapshot_response(&slice), v);
+            assert_eq!(
+                parse_fetch_snapshot_response(&r),
+                Some((None, Some(slice.clone()))),
+                "v{v}"
             );
         }
     }

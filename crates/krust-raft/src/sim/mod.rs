@@ -546,6 +546,7 @@ impl SimCluster {
 
     fn execute(&mut self, node: usize, action: Action) {
         let id = self.nodes[node].id;
+        let action_name = format!("{action:?}").chars().take(80).collect::<String>();
         match action {
             Action::PersistQuorumState(state) => {
                 // Synchronous: tmp file + fsync + rename before the next action.
@@ -657,11 +658,14 @@ impl SimCluster {
                     n.delivered_end = LogOffset(b.next_offset());
                 }
             }
-            Action::FetchSnapshotRequired { snapshot_id, .. } => {
+            Action::ReadSnapshot { .. }
+            | Action::WriteSnapshotChunk { .. }
+            | Action::InstallSnapshot { .. }
+            | Action::AbandonSnapshot { .. } => {
                 self.pending_violation = Some(Violation::DriverContract {
                     node: id,
                     reason: format!(
-                        "unexpected snapshot request {snapshot_id} (no snapshots in simulation)"
+                        "unexpected snapshot action {action_name} (no snapshots in simulation)"
                     ),
                 });
             }
