@@ -1,21 +1,31 @@
 //! Metadata record types (Kafka 3.9 `metadata/src/main/resources/common/metadata/*.json`).
 //!
-//! One module per record type. [`MetadataRecordType`] is the catalogue of every api key Kafka 3.9
-//! defines, with the highest version each has; a record whose body codec krust does not have yet
-//! stays opaque ([`MetadataRecord::Opaque`]) so it can be carried and re-written byte for byte.
-//! Adding a record type means: a module here, a variant in [`MetadataRecord`], and one arm in
-//! [`MetadataRecord::decode_body`] / [`MetadataRecord::encode_body`].
+//! Records are grouped in modules by kind (`simple`, `registration`, `partition`, `change`,
+//! `security`, …). [`MetadataRecordType`] is the catalogue of every api key Kafka 3.9 defines,
+//! with the highest version each has, and every one of them has a codec here. Unknown tagged
+//! fields are kept, so decode → encode gives the original bytes back. Adding a record type (a
+//! newer Kafka's) means: a struct, a [`MetadataRecordType`] entry, a variant in
+//! [`MetadataRecord`], and one arm in [`MetadataRecord::decode_body`] / [`MetadataRecord::encode_body`].
 
+mod change;
 mod feature_level;
 mod partition;
 mod registration;
+mod security;
 mod simple;
 mod user_scram_credential;
 
+pub use change::{
+    BrokerFencingRecord, BrokerRegistrationChangeRecord, NO_LEADER_CHANGE, PartitionChangeRecord,
+};
 pub use feature_level::FeatureLevelRecord;
 pub use partition::PartitionRecord;
 pub use registration::{
     RegisterBrokerRecord, RegisterControllerRecord, RegistrationEndpoint, RegistrationFeature,
+};
+pub use security::{
+    AccessControlEntryRecord, ClientQuotaRecord, DelegationTokenRecord, QuotaEntity,
+    RemoveAccessControlEntryRecord, RemoveDelegationTokenRecord, RemoveUserScramCredentialRecord,
 };
 pub use simple::{
     AbortTransactionRecord, BeginTransactionRecord, ConfigRecord, EndTransactionRecord, NoOpRecord,
@@ -24,7 +34,6 @@ pub use simple::{
 };
 pub use user_scram_credential::UserScramCredentialRecord;
 
-use bytes::Bytes;
 use thiserror::Error;
 
 use crate::codec::DecodeError;
@@ -287,14 +296,26 @@ pub enum MetadataRecord {
     AbortTransaction(AbortTransactionRecord),
     /// `RegisterControllerRecord` (api key 27).
     RegisterController(RegisterControllerRecord),
-    /// A known record type whose body codec krust does not implement yet: kept as raw bytes so
-    /// it can be passed on and re-written unchanged.
-    Opaque {
-        /// The record type.
-        record_type: MetadataRecordType,
-        /// The body, exactly as read (no frame).
-        body: Bytes,
-    },
+    /// `PartitionChangeRecord` (api key 5).
+    PartitionChange(PartitionChangeRecord),
+    /// `FenceBrokerRecord` (api key 7).
+    FenceBroker(BrokerFencingRecord),
+    /// `UnfenceBrokerRecord` (api key 8).
+    UnfenceBroker(BrokerFencingRecord),
+    /// `DelegationTokenRecord` (api key 10).
+    DelegationToken(DelegationTokenRecord),
+    /// `ClientQuotaRecord` (api key 14).
+    ClientQuota(ClientQuotaRecord),
+    /// `BrokerRegistrationChangeRecord` (api key 17).
+    BrokerRegistrationChange(BrokerRegistrationChangeRecord),
+    /// `AccessControlEntryRecord` (api key 18).
+    AccessControlEntry(AccessControlEntryRecord),
+    /// `RemoveAccessControlEntryRecord` (api key 19).
+    RemoveAccessControlEntry(RemoveAccessControlEntryRecord),
+    /// `RemoveUserScramCredentialRecord` (api key 22).
+    RemoveUserScramCredential(RemoveUserScramCredentialRecord),
+    /// `RemoveDelegationTokenRecord` (api key 26).
+    RemoveDelegationToken(RemoveDelegationTokenRecord),
 }
 
 impl MetadataRecord {
@@ -317,7 +338,16 @@ impl MetadataRecord {
             Self::EndTransaction(_) => MetadataRecordType::EndTransaction,
             Self::AbortTransaction(_) => MetadataRecordType::AbortTransaction,
             Self::RegisterController(_) => MetadataRecordType::RegisterController,
-            Self::Opaque { record_type, .. } => *record_type,
+            Self::PartitionChange(_) => MetadataRecordType::PartitionChange,
+            Self::FenceBroker(_) => MetadataRecordType::FenceBroker,
+            Self::UnfenceBroker(_) => MetadataRecordType::UnfenceBroker,
+            Self::DelegationToken(_) => MetadataRecordType::DelegationToken,
+            Self::ClientQuota(_) => MetadataRecordType::ClientQuota,
+            Self::BrokerRegistrationChange(_) => MetadataRecordType::BrokerRegistrationChange,
+            Self::AccessControlEntry(_) => MetadataRecordType::AccessControlEntry,
+            Self::RemoveAccessControlEntry(_) => MetadataRecordType::RemoveAccessControlEntry,
+            Self::RemoveUserScramCredential(_) => MetadataRecordType::RemoveUserScramCredential,
+            Self::RemoveDelegationToken(_) => MetadataRecordType::RemoveDelegationToken,
         }
     }
 
@@ -390,12 +420,36 @@ impl MetadataRecord {
             MetadataRecordType::RegisterController => Self::RegisterController(
                 RegisterControllerRecord::decode(&mut reader).map_err(malformed)?,
             ),
-            _ => {
-                return Ok(Self::Opaque {
-                    record_type,
-                    body: Bytes::copy_from_slice(body),
-                });
+            MetadataRecordType::PartitionChange => Self::PartitionChange(
+                PartitionChangeRecord::decode(&mut reader, version).map_err(malformed)?,
+            ),
+            MetadataRecordType::FenceBroker => {
+                Self::FenceBroker(BrokerFencingRecord::decode(&mut reader).map_err(malformed)?)
             }
+            MetadataRecordType::UnfenceBroker => {
+                Self::UnfenceBroker(BrokerFencingRecord::decode(&mut reader).map_err(malformed)?)
+            }
+            MetadataRecordType::DelegationToken => Self::DelegationToken(
+                DelegationTokenRecord::decode(&mut reader).map_err(malformed)?,
+            ),
+            MetadataRecordType::ClientQuota => {
+                Self::ClientQuota(ClientQuotaRecord::decode(&mut reader).map_err(malformed)?)
+            }
+            MetadataRecordType::BrokerRegistrationChange => Self::BrokerRegistrationChange(
+                BrokerRegistrationChangeRecord::decode(&mut reader, version).map_err(malformed)?,
+            ),
+            MetadataRecordType::AccessControlEntry => Self::AccessControlEntry(
+                AccessControlEntryRecord::decode(&mut reader).map_err(malformed)?,
+            ),
+            MetadataRecordType::RemoveAccessControlEntry => Self::RemoveAccessControlEntry(
+                RemoveAccessControlEntryRecord::decode(&mut reader).map_err(malformed)?,
+            ),
+            MetadataRecordType::RemoveUserScramCredential => Self::RemoveUserScramCredential(
+                RemoveUserScramCredentialRecord::decode(&mut reader).map_err(malformed)?,
+            ),
+            MetadataRecordType::RemoveDelegationToken => Self::RemoveDelegationToken(
+                RemoveDelegationTokenRecord::decode(&mut reader).map_err(malformed)?,
+            ),
         };
         if reader.remaining() > 0 {
             return Err(RecordError::TrailingBytes {
@@ -440,7 +494,19 @@ impl MetadataRecord {
             Self::EndTransaction(record) => record.encode(out),
             Self::AbortTransaction(record) => record.encode(out),
             Self::RegisterController(record) => record.encode(out),
-            Self::Opaque { body, .. } => out.extend_from_slice(body),
+            Self::PartitionChange(record) => {
+                record.encode(version, out).map_err(not_in_version)?;
+            }
+            Self::FenceBroker(record) | Self::UnfenceBroker(record) => record.encode(out),
+            Self::DelegationToken(record) => record.encode(out),
+            Self::ClientQuota(record) => record.encode(out),
+            Self::BrokerRegistrationChange(record) => {
+                record.encode(version, out).map_err(not_in_version)?;
+            }
+            Self::AccessControlEntry(record) => record.encode(out),
+            Self::RemoveAccessControlEntry(record) => record.encode(out),
+            Self::RemoveUserScramCredential(record) => record.encode(out),
+            Self::RemoveDelegationToken(record) => record.encode(out),
         }
         Ok(())
     }
@@ -609,6 +675,113 @@ mod tests {
                 0,
             ),
         ];
+        out.extend([
+            (
+                MetadataRecord::FenceBroker(BrokerFencingRecord {
+                    id: 1,
+                    epoch: 2,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::UnfenceBroker(BrokerFencingRecord {
+                    id: 1,
+                    epoch: 3,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::DelegationToken(DelegationTokenRecord {
+                    owner: "User:a".into(),
+                    requester: "User:b".into(),
+                    renewers: vec!["User:c".into()],
+                    issue_timestamp: 1,
+                    max_timestamp: 2,
+                    expiration_timestamp: 3,
+                    token_id: "t".into(),
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::RemoveDelegationToken(RemoveDelegationTokenRecord {
+                    token_id: "t".into(),
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::ClientQuota(ClientQuotaRecord {
+                    entity: vec![QuotaEntity {
+                        entity_type: "user".into(),
+                        entity_name: None,
+                        ..Default::default()
+                    }],
+                    key: "producer_byte_rate".into(),
+                    value: 1024.5,
+                    remove: false,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::AccessControlEntry(AccessControlEntryRecord {
+                    id,
+                    resource_type: 2,
+                    resource_name: "t".into(),
+                    pattern_type: 3,
+                    principal: "User:a".into(),
+                    host: "*".into(),
+                    operation: 3,
+                    permission_type: 3,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::RemoveAccessControlEntry(RemoveAccessControlEntryRecord {
+                    id,
+                    ..Default::default()
+                }),
+                0,
+            ),
+            (
+                MetadataRecord::RemoveUserScramCredential(RemoveUserScramCredentialRecord {
+                    name: "a".into(),
+                    mechanism: 2,
+                    ..Default::default()
+                }),
+                0,
+            ),
+        ]);
+        for v in 0..=2 {
+            out.push((
+                MetadataRecord::PartitionChange(PartitionChangeRecord {
+                    partition_id: 1,
+                    topic_id: id,
+                    isr: Some(vec![1]),
+                    leader: 1,
+                    leader_recovery_state: 0,
+                    directories: (v >= 1).then(|| vec![id]),
+                    eligible_leader_replicas: (v >= 2).then(|| vec![2]),
+                    ..Default::default()
+                }),
+                v,
+            ));
+            out.push((
+                MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+                    broker_id: 1,
+                    broker_epoch: 5,
+                    fenced: -1,
+                    in_controlled_shutdown: i8::from(v >= 1),
+                    log_dirs: if v >= 2 { vec![id] } else { Vec::new() },
+                    ..Default::default()
+                }),
+                v,
+            ));
+        }
         for v in 0..=3 {
             out.push((MetadataRecord::RegisterBroker(broker(v)), v));
         }
@@ -616,6 +789,15 @@ mod tests {
             out.push((MetadataRecord::Partition(partition(v)), v));
         }
         out
+    }
+
+    #[test]
+    fn every_record_type_has_a_sample() {
+        let covered: std::collections::BTreeSet<_> =
+            samples().iter().map(|(r, _)| r.record_type()).collect();
+        for t in MetadataRecordType::ALL {
+            assert!(covered.contains(&t), "{t} has no sample");
+        }
     }
 
     #[test]
@@ -641,7 +823,10 @@ mod tests {
     #[test]
     fn fields_a_version_cannot_carry_are_refused() {
         for (record, version) in samples() {
-            if let MetadataRecord::RegisterBroker(_) | MetadataRecord::Partition(_) = record
+            if let MetadataRecord::RegisterBroker(_)
+            | MetadataRecord::Partition(_)
+            | MetadataRecord::PartitionChange(_)
+            | MetadataRecord::BrokerRegistrationChange(_) = record
                 && version == record.record_type().max_version()
                 && version > 0
             {
