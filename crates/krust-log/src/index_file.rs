@@ -41,6 +41,11 @@ pub(crate) struct IndexFile<E: IndexEntry> {
     persisted: usize,
     /// Whether the file is currently pre-allocated (longer than its entries).
     preallocated: bool,
+    /// Whether `entries` holds the index. A sealed segment's index is evicted: lookups
+    /// binary-search the file (page cache) so memory does not grow with the log.
+    resident: bool,
+    /// Entries in the file while evicted.
+    evicted_len: usize,
 }
 
 fn max_entries_for<E: IndexEntry>(max_index_bytes: u32) -> usize {
@@ -64,6 +69,8 @@ impl<E: IndexEntry> IndexFile<E> {
             max_entries: max_entries_for::<E>(max_index_bytes),
             persisted: 0,
             preallocated: false,
+            resident: true,
+            evicted_len: 0,
         };
         index.preallocate()?;
         Ok(index)
@@ -106,6 +113,8 @@ impl<E: IndexEntry> IndexFile<E> {
             max_entries,
             persisted,
             preallocated: used * E::SIZE < bytes.len(),
+            resident: true,
+            evicted_len: 0,
         }))
     }
 
@@ -123,18 +132,98 @@ impl<E: IndexEntry> IndexFile<E> {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        if self.resident {
+            self.entries.len()
+        } else {
+            self.evicted_len
+        }
+    }
+
+    pub(crate) fn is_resident(&self) -> bool {
+        self.resident
     }
 
     pub(crate) fn max_entries(&self) -> usize {
         self.max_entries
     }
 
+    /// Entry `i`; `None` past the end or if reading an evicted index fails (callers then fall
+    /// back to scanning the segment, whose own reads report the I/O error).
+    pub(crate) fn get(&self, i: usize) -> Option<E> {
+        if self.resident {
+            return self.entries.get(i).copied();
+        }
+        if i >= self.evicted_len {
+            return None;
+        }
+        let mut buf = [0u8; 16];
+        let buf = &mut buf[..E::SIZE];
+        match self.file.read_exact_at(buf, (i * E::SIZE) as u64) {
+            Ok(()) => Some(E::decode(buf)),
+            Err(e) => {
+                tracing::warn!(index = %self.path.display(), error = %e, "reading index entry failed");
+                None
+            }
+        }
+    }
+
     pub(crate) fn last(&self) -> Option<E> {
-        self.entries.last().copied()
+        self.len().checked_sub(1).and_then(|i| self.get(i))
+    }
+
+    /// Number of leading entries for which `pred` holds (entries are sorted so that `pred`
+    /// is true then false). `None` if an evicted index could not be read.
+    pub(crate) fn partition_point(&self, mut pred: impl FnMut(&E) -> bool) -> Option<usize> {
+        if self.resident {
+            return Some(self.entries.partition_point(pred));
+        }
+        let (mut lo, mut hi) = (0, self.evicted_len);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if pred(&self.get(mid)?) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        Some(lo)
+    }
+
+    /// All entries (reads the file if evicted; an unreadable file gives none).
+    pub(crate) fn all(&self) -> Vec<E> {
+        if self.resident {
+            return self.entries.clone();
+        }
+        (0..self.evicted_len).map_while(|i| self.get(i)).collect()
+    }
+
+    /// Drops the in-memory entries of a sealed index (written and trimmed already).
+    pub(crate) fn evict(&mut self) {
+        if self.resident && self.persisted == self.entries.len() && !self.preallocated {
+            self.evicted_len = self.entries.len();
+            self.entries = Vec::new();
+            self.resident = false;
+        }
+    }
+
+    /// Loads an evicted index back (its segment becomes active again after a truncation).
+    pub(crate) fn ensure_resident(&mut self) -> Result<(), LogError> {
+        if self.resident {
+            return Ok(());
+        }
+        let mut bytes = vec![0u8; self.evicted_len * E::SIZE];
+        self.file
+            .read_exact_at(&mut bytes, 0)
+            .map_err(|e| LogError::io(&self.path, e))?;
+        self.entries = bytes.chunks_exact(E::SIZE).map(E::decode).collect();
+        self.persisted = self.entries.len();
+        self.resident = true;
+        self.evicted_len = 0;
+        Ok(())
     }
 
     pub(crate) fn push(&mut self, entry: E) {
+        assert!(self.resident, "appending to an evicted index");
         assert!(
             self.entries.len() < self.max_entries,
             "index {} is full; the segment must roll first",
@@ -146,6 +235,7 @@ impl<E: IndexEntry> IndexFile<E> {
     /// Keeps the first `n` entries; the file is cut to match (and re-extended if it was
     /// pre-allocated) so no stale entry survives on disk.
     pub(crate) fn truncate_entries(&mut self, n: usize) -> Result<(), LogError> {
+        self.ensure_resident()?;
         if n >= self.entries.len() {
             return Ok(());
         }
@@ -164,6 +254,8 @@ impl<E: IndexEntry> IndexFile<E> {
 
     /// Drops every entry (before a rebuild).
     pub(crate) fn clear(&mut self) -> Result<(), LogError> {
+        self.resident = true;
+        self.evicted_len = 0;
         self.entries.clear();
         self.persisted = 0;
         self.file
@@ -179,7 +271,8 @@ impl<E: IndexEntry> IndexFile<E> {
     }
 
     fn write_pending(&mut self) -> Result<(), LogError> {
-        if self.persisted == self.entries.len() {
+        // An evicted index is fully written by construction.
+        if !self.resident || self.persisted == self.entries.len() {
             return Ok(());
         }
         let mut buf = Vec::with_capacity((self.entries.len() - self.persisted) * E::SIZE);
@@ -198,7 +291,7 @@ impl<E: IndexEntry> IndexFile<E> {
     pub(crate) fn trim_and_flush(&mut self) -> Result<(), LogError> {
         self.write_pending()?;
         self.file
-            .set_len((self.entries.len() * E::SIZE) as u64)
+            .set_len((self.len() * E::SIZE) as u64)
             .map_err(|e| LogError::io(&self.path, e))?;
         self.preallocated = false;
         self.file

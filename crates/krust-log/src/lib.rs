@@ -55,8 +55,9 @@
 //! - Compressed batches are stored and served as opaque bytes: the leader path checks their
 //!   record count against their offset range only, and timestamp lookups answer with the
 //!   batch's first offset.
-//! - Index entries of every segment are kept in memory (8 + 12 bytes per
-//!   `index.interval.bytes` of data, about 5 MiB per GiB at the default interval).
+//! - Only the active segment's index entries are kept in memory (8 + 12 bytes per
+//!   `index.interval.bytes` of data, about 5 MiB per GiB at the default interval); sealed
+//!   segments binary-search their index files with positional reads (page cache).
 //! - Bytes below the recovery point are trusted as Kafka trusts them: a sealed segment's index
 //!   is sanity-checked on open (and each entry when a lookup uses it), not re-derived.
 //! - `file.delete.delay.ms` is not applied: segment files are deleted at once.

@@ -105,9 +105,9 @@ impl OffsetIndex {
     #[must_use]
     pub fn entries(&self) -> Vec<OffsetPosition> {
         self.file
-            .entries
-            .iter()
-            .map(|e| self.absolute(*e))
+            .all()
+            .into_iter()
+            .map(|e| self.absolute(e))
             .collect()
     }
 
@@ -144,16 +144,17 @@ impl OffsetIndex {
     /// The entry with the largest offset ≤ `target`, or `(base_offset, 0)`.
     #[must_use]
     pub fn lookup(&self, target: i64) -> OffsetPosition {
-        let entries = &self.file.entries;
-        let idx =
-            entries.partition_point(|e| self.base_offset + i64::from(e.relative_offset) <= target);
-        if idx == 0 {
-            OffsetPosition {
-                offset: self.base_offset,
-                position: 0,
-            }
-        } else {
-            self.absolute(entries[idx - 1])
+        let start = OffsetPosition {
+            offset: self.base_offset,
+            position: 0,
+        };
+        let idx = self
+            .file
+            .partition_point(|e| self.base_offset + i64::from(e.relative_offset) <= target);
+        match idx {
+            Some(i) if i > 0 => self.file.get(i - 1).map_or(start, |e| self.absolute(e)),
+            // No entry at or below the target, or the index could not be read: scan.
+            _ => start,
         }
     }
 
@@ -179,12 +180,24 @@ impl OffsetIndex {
 
     /// Removes entries at positions ≥ `position`.
     pub(crate) fn truncate_to_position(&mut self, position: u32) -> Result<(), LogError> {
-        let keep = self.file.entries.partition_point(|e| e.position < position);
+        self.file.ensure_resident()?;
+        let keep = self
+            .file
+            .partition_point(|e| e.position < position)
+            .unwrap_or(0);
         self.file.truncate_entries(keep)
     }
 
     pub(crate) fn clear(&mut self) -> Result<(), LogError> {
         self.file.clear()
+    }
+
+    pub(crate) fn evict(&mut self) {
+        self.file.evict();
+    }
+
+    pub(crate) fn ensure_resident(&mut self) -> Result<(), LogError> {
+        self.file.ensure_resident()
     }
 
     pub(crate) fn write_out(&mut self) -> Result<(), LogError> {

@@ -160,6 +160,12 @@ impl Log {
                 segment.seal()?;
             }
         }
+        // Sealed segments keep their indexes on disk only.
+        for (base, segment) in segments.iter_mut() {
+            if Some(*base) != last_base {
+                segment.evict_indexes();
+            }
+        }
         // Fix up inactive segments' next offsets now that all bases are known.
         let keys: Vec<i64> = segments.keys().copied().collect();
         for pair in keys.windows(2) {

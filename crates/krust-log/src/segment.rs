@@ -753,6 +753,9 @@ impl Segment {
     /// Removes every batch whose last offset is ≥ `offset` (the batch holding `offset` goes
     /// whole). Returns the bytes removed.
     pub(crate) fn truncate_to(&mut self, offset: i64) -> Result<u64, LogError> {
+        // The segment becomes (or stays) the active one: its indexes must be in memory.
+        self.offset_index.ensure_resident()?;
+        self.time_index.ensure_resident()?;
         let mut removed = 0;
         if let Some((position, _)) = self.translate_offset(offset)? {
             removed = self.size - position;
@@ -818,7 +821,16 @@ impl Segment {
             self.unflushed = false;
         }
         self.offset_index.trim_and_flush()?;
-        self.time_index.trim_and_flush()
+        self.time_index.trim_and_flush()?;
+        self.evict_indexes();
+        Ok(())
+    }
+
+    /// Drops the in-memory index entries of a sealed segment (lookups then binary-search the
+    /// files), so memory does not grow with the number of segments.
+    pub(crate) fn evict_indexes(&mut self) {
+        self.offset_index.evict();
+        self.time_index.evict();
     }
 
     /// Deletes the segment's files: `.log` first, so a crash half-way leaves orphan index

@@ -101,9 +101,9 @@ impl TimeIndex {
     #[must_use]
     pub fn entries(&self) -> Vec<TimestampOffset> {
         self.file
-            .entries
-            .iter()
-            .map(|e| self.absolute(*e))
+            .all()
+            .into_iter()
+            .map(|e| self.absolute(e))
             .collect()
     }
 
@@ -140,22 +140,22 @@ impl TimeIndex {
     /// The entry with the largest timestamp ≤ `target`, or `(NO_TIMESTAMP, base_offset)`.
     #[must_use]
     pub fn lookup(&self, target: i64) -> TimestampOffset {
-        let entries = &self.file.entries;
-        let idx = entries.partition_point(|e| e.timestamp <= target);
-        if idx == 0 {
-            TimestampOffset {
-                timestamp: NO_TIMESTAMP,
-                offset: self.base_offset,
-            }
-        } else {
-            self.absolute(entries[idx - 1])
+        let start = TimestampOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: self.base_offset,
+        };
+        match self.file.partition_point(|e| e.timestamp <= target) {
+            Some(i) if i > 0 => self.file.get(i - 1).map_or(start, |e| self.absolute(e)),
+            // No entry at or below the target, or the index could not be read: scan.
+            _ => start,
         }
     }
 
     /// Appends `(timestamp, offset)` if `timestamp` is larger than the last entry's. With
     /// `on_roll`, the reserved last slot may be used.
     pub(crate) fn maybe_append(&mut self, timestamp: i64, offset: i64, on_roll: bool) {
-        if !on_roll && self.is_full() {
+        if (!on_roll && self.is_full()) || !self.file.is_resident() {
+            // A sealed (evicted) index already holds its final entry.
             return;
         }
         if self.file.len() >= self.file.max_entries() {
@@ -182,15 +182,24 @@ impl TimeIndex {
 
     /// Removes entries with offset ≥ `offset`.
     pub(crate) fn truncate_to_offset(&mut self, offset: i64) -> Result<(), LogError> {
+        self.file.ensure_resident()?;
         let keep = self
             .file
-            .entries
-            .partition_point(|e| self.base_offset + i64::from(e.relative_offset) < offset);
+            .partition_point(|e| self.base_offset + i64::from(e.relative_offset) < offset)
+            .unwrap_or(0);
         self.file.truncate_entries(keep)
     }
 
     pub(crate) fn clear(&mut self) -> Result<(), LogError> {
         self.file.clear()
+    }
+
+    pub(crate) fn evict(&mut self) {
+        self.file.evict();
+    }
+
+    pub(crate) fn ensure_resident(&mut self) -> Result<(), LogError> {
+        self.file.ensure_resident()
     }
 
     pub(crate) fn write_out(&mut self) -> Result<(), LogError> {
