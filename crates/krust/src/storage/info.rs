@@ -28,7 +28,8 @@ fn info(out: &mut dyn Write, kraft_mode: bool, directories: &[String]) -> anyhow
     let mut sorted: Vec<&String> = directories.iter().collect();
     sorted.sort();
     for directory in sorted {
-        let path = PathBuf::from(directory);
+        // As `Paths.get(directory).toString()`: no trailing or doubled slashes.
+        let path: PathBuf = Path::new(directory).components().collect();
         let shown = path.display().to_string();
         if !path.is_dir() {
             if path.exists() {
@@ -158,6 +159,17 @@ mod tests {
         let (code, text) = run(true, std::slice::from_ref(&dir));
         assert_eq!(code, 1);
         assert!(text.ends_with("Found problem:\n  The kafka configuration file appears to be for a cluster in KRaft mode, but the directories are formatted for legacy mode.\n\n"), "{text}");
+    }
+
+    #[test]
+    fn directories_are_shown_like_java_paths() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().display().to_string();
+        let (_, text) = run(true, &[format!("{dir}//")]);
+        assert!(
+            text.starts_with(&format!("Found log directory:\n  {dir}\n")),
+            "{text}"
+        );
     }
 
     #[test]
