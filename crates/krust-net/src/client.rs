@@ -213,6 +213,9 @@ impl Connection {
                 source: CodecError::from(e),
             })?;
         let body = body.freeze();
+        // Whether the request reached the connection task: a timeout before that (all
+        // in-flight slots busy) says nothing about the connection, so it stays open.
+        let handed_over = AtomicBool::new(false);
         let exchange = async {
             let disconnected = || ClientError::Disconnected {
                 addr: self.addr.clone(),
@@ -235,13 +238,18 @@ impl Connection {
                 .send(outgoing)
                 .await
                 .map_err(|_| disconnected())?;
+            handed_over.store(true, Ordering::Relaxed);
             reply_rx.await.map_err(|_| disconnected())?
         };
         match tokio::time::timeout(timeout, exchange).await {
             Ok(result) => result,
             Err(_elapsed) => {
-                warn!(peer = %self.addr, ?api_key, timeout_ms = millis(timeout), "request timed out; closing connection");
-                self.close();
+                if handed_over.load(Ordering::Relaxed) {
+                    warn!(peer = %self.addr, ?api_key, timeout_ms = millis(timeout), "request timed out; closing connection");
+                    self.close();
+                } else {
+                    debug!(peer = %self.addr, ?api_key, timeout_ms = millis(timeout), "request timed out waiting for an in-flight slot");
+                }
                 Err(ClientError::RequestTimeout {
                     addr: self.addr.clone(),
                     api_key,

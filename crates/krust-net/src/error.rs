@@ -179,8 +179,10 @@ pub enum ClientError {
         /// The timeout that passed.
         timeout_ms: u64,
     },
-    /// No response within the request timeout. The connection is closed, as Kafka's
-    /// `NetworkClient` does, because later responses on it can no longer be trusted to be timely.
+    /// No response within the request timeout. When the request had already been handed to
+    /// the connection (not just waiting for an in-flight slot), the connection is closed, as
+    /// Kafka's `NetworkClient` does: later responses on it can no longer be trusted to be
+    /// timely.
     #[error("{api_key:?} request to {addr} timed out after {timeout_ms} ms")]
     RequestTimeout {
         /// The peer.

@@ -117,6 +117,7 @@ impl Server {
         handler: Arc<H>,
         config: ServerConfig,
     ) -> Result<Server, ServerError> {
+        check_positive("socket.request.max.bytes", config.socket_request_max_bytes)?;
         check_positive("max.connections", config.max_connections)?;
         check_positive(
             "max.in.flight.requests.per.connection",
@@ -505,7 +506,12 @@ async fn write_responses(
                 frame
             }
         };
-        if let Err(e) = write_half.write_all(&frame).await {
+        // A peer that stops reading must not hold up shutdown.
+        let written = tokio::select! {
+            written = write_half.write_all(&frame) => written,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        if let Err(e) = written {
             debug!(error = %e, "write failed");
             return;
         }

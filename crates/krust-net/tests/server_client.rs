@@ -873,3 +873,76 @@ async fn encode_errors_are_reported_without_touching_the_connection() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn zero_limits_are_configuration_errors() {
+    let cases = [
+        (
+            "socket.request.max.bytes",
+            ServerConfig {
+                socket_request_max_bytes: 0,
+                ..ServerConfig::default()
+            },
+        ),
+        (
+            "max.connections",
+            ServerConfig {
+                max_connections: 0,
+                ..ServerConfig::default()
+            },
+        ),
+        (
+            "max.in.flight.requests.per.connection",
+            ServerConfig {
+                max_in_flight_requests_per_connection: 0,
+                ..ServerConfig::default()
+            },
+        ),
+    ];
+    for (name, config) in cases {
+        let err = Server::bind("127.0.0.1:0", TestHandler::new(), config)
+            .await
+            .expect_err(name);
+        assert!(
+            matches!(err, krust_net::ServerError::Config { name: got, .. } if got == name),
+            "case {name}: {err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn timeout_while_waiting_for_an_in_flight_slot_keeps_the_connection() {
+    bounded(async {
+        let server = start(TestHandler::new(), ServerConfig::default()).await;
+        let config = ClientConfig {
+            max_in_flight_requests_per_connection: 1,
+            ..client_config()
+        };
+        let connection = Connection::connect(&server.local_addr().to_string(), config)
+            .await
+            .expect("connect");
+        // Takes the only slot and is never answered.
+        let stuck = connection.send(BeginQuorumEpochRequest::default(), 1);
+        tokio::pin!(stuck);
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), &mut stuck)
+                .await
+                .is_err()
+        );
+        let err = connection
+            .send_with_timeout(
+                RequestKind::Metadata(MetadataRequest::default()),
+                12,
+                Duration::from_millis(100),
+            )
+            .await
+            .expect_err("no slot");
+        assert!(matches!(err, ClientError::RequestTimeout { .. }), "{err}");
+        assert!(
+            !connection.is_closed(),
+            "never sent, so the connection stays"
+        );
+        server.shutdown().await;
+    })
+    .await;
+}
