@@ -385,6 +385,9 @@ impl Record {
     }
 
     /// Appends the record in v2 format (attributes byte 0).
+    ///
+    /// # Panics
+    /// If a key, value or header is longer than `i32::MAX` bytes (callers bound batch sizes).
     pub fn encode(&self, out: &mut Vec<u8>) {
         let body = self.body_size();
         out.reserve(body + 5);

@@ -105,6 +105,12 @@ pub enum LogError {
         /// Segment base offset.
         base_offset: i64,
     },
+    /// An earlier I/O error while replacing segments left the log without any: reopen it.
+    #[error("{dir}: log has no active segment after an earlier I/O error; reopen it")]
+    NoActiveSegment {
+        /// The partition directory.
+        dir: PathBuf,
+    },
     /// A checkpoint file could not be read.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
@@ -125,9 +131,10 @@ impl LogError {
     #[must_use]
     pub fn kafka_error_code(&self) -> i16 {
         match self {
-            LogError::Io { .. } | LogError::CorruptSegment { .. } | LogError::Checkpoint(_) => {
-                KAFKA_STORAGE_ERROR
-            }
+            LogError::Io { .. }
+            | LogError::CorruptSegment { .. }
+            | LogError::Checkpoint(_)
+            | LogError::NoActiveSegment { .. } => KAFKA_STORAGE_ERROR,
             LogError::InvalidBatch { source, .. } => source.kafka_error_code(),
             LogError::RecordTooLarge { .. } => MESSAGE_TOO_LARGE,
             LogError::InconsistentRecordCount { .. } => INVALID_RECORD,

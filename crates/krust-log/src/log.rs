@@ -173,19 +173,21 @@ impl Log {
         Ok(self.leader_epoch_cache.assign(epoch, start_offset)?)
     }
 
-    fn active_segment(&self) -> &Segment {
-        // A log always has at least one segment: open and every deletion path keep one.
+    fn active_segment(&self) -> Result<&Segment, LogError> {
         self.segments
             .values()
             .next_back()
-            .unwrap_or_else(|| unreachable!("a log always has an active segment"))
+            .ok_or_else(|| LogError::NoActiveSegment {
+                dir: self.dir.clone(),
+            })
     }
 
-    fn active_segment_mut(&mut self) -> &mut Segment {
+    fn active_segment_mut(&mut self) -> Result<&mut Segment, LogError> {
+        let dir = &self.dir;
         self.segments
             .values_mut()
             .next_back()
-            .unwrap_or_else(|| unreachable!("a log always has an active segment"))
+            .ok_or_else(|| LogError::NoActiveSegment { dir: dir.clone() })
     }
 
     fn check_size(&self, index: usize, batch: &RecordBatch) -> Result<(), LogError> {
@@ -362,14 +364,14 @@ impl Log {
     fn write_one(&mut self, batch: &RecordBatch, now_ms: i64) -> Result<(), LogError> {
         self.clock_ms = self.clock_ms.max(now_ms);
         self.maybe_roll(batch, now_ms)?;
-        let base = self.active_segment().base_offset();
+        let base = self.active_segment()?.base_offset();
         if batch.last_offset() - base > i64::from(i32::MAX) {
             return Err(LogError::OffsetOverflow {
                 offset: batch.last_offset(),
                 base_offset: base,
             });
         }
-        self.active_segment_mut().append(batch)?;
+        self.active_segment_mut()?.append(batch)?;
         self.log_end_offset = batch.next_offset();
         let epoch = batch.partition_leader_epoch();
         if epoch >= 0 {
@@ -383,7 +385,7 @@ impl Log {
     /// an index is full, or the batch's offsets do not fit the segment's relative offsets.
     fn maybe_roll(&mut self, batch: &RecordBatch, now_ms: i64) -> Result<(), LogError> {
         let config = &self.config;
-        let active = self.active_segment();
+        let active = self.active_segment()?;
         let size = active.size();
         let too_big = size + batch.size_in_bytes() as u64 > u64::from(config.segment_bytes);
         let too_old = size > 0
@@ -405,7 +407,7 @@ impl Log {
     pub fn roll(&mut self, new_base_offset: i64, now_ms: i64) -> Result<(), LogError> {
         let new_base_offset = new_base_offset.max(self.log_end_offset);
         check_new_base(new_base_offset)?;
-        let active = self.active_segment_mut();
+        let active = self.active_segment_mut()?;
         if active.base_offset() == new_base_offset && active.size() == 0 {
             return Ok(());
         }
@@ -445,7 +447,7 @@ impl Log {
     /// [`LogError::Io`].
     pub fn close(mut self) -> Result<i64, LogError> {
         self.flush()?;
-        self.active_segment_mut().seal()?;
+        self.active_segment_mut()?.seal()?;
         Ok(self.recovery_point)
     }
 
@@ -606,7 +608,7 @@ impl Log {
                 self.dir_dirty = true;
             }
         }
-        let active = self.active_segment_mut();
+        let active = self.active_segment_mut()?;
         active.truncate_to(offset)?;
         let new_end = active.next_offset();
         self.log_end_offset = new_end;
@@ -631,8 +633,14 @@ impl Log {
         check_new_base(offset)?;
         info!(dir = %self.dir.display(), offset, "emptying log and restarting it");
         let all = std::mem::take(&mut self.segments);
+        let mut first_error = None;
         for segment in all.into_values() {
-            segment.delete()?;
+            if let Err(e) = segment.delete() {
+                first_error.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
         }
         let segment = Segment::create(&self.dir, offset, &self.config, self.clock_ms)?;
         self.segments.insert(offset, segment);
