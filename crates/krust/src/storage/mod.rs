@@ -3,7 +3,23 @@
 //! output lines, messages and exit codes (facts §4.8, §7.1).
 //!
 //! This is the IO shell: the rules live in `krust-metadata` (features, bootstrap records,
-//! meta.properties, voters) and `krust-raft` (snapshot layout).
+//! meta.properties, voters, SCRAM) and `krust-raft` (snapshot layout).
+//!
+//! # Same as Kafka, and where not
+//!
+//! Checked against Kafka 3.9.1 by `tests/kafka_interop.rs`: the printed lines (and their
+//! order, which follows `java.util.HashMap` iteration), `bootstrap.checkpoint`, the bootstrap
+//! snapshot (voter order, IPv6 host text), `meta.properties` and `info` output are identical
+//! except for what Kafka takes from the clock or a random source:
+//! * batch `baseTimestamp`/`maxTimestamp` (and so the CRC), and the bootstrap snapshot's
+//!   `LastContainedLogTimestamp` — Kafka stamps each batch when it builds it, krust uses one
+//!   timestamp per file;
+//! * random directory ids, random SCRAM salts, the `#<date>` line of `meta.properties`.
+//!
+//! Failures print Kafka's message on stderr and exit 1. Where Kafka dies of an uncaught
+//! exception (config validation, bad `--release-version`), it prints a Java stack trace; krust
+//! prints the same message with the file name in front. krust also fsyncs the files it writes
+//! (Kafka does not fsync `bootstrap.checkpoint`).
 
 mod format;
 mod info;
