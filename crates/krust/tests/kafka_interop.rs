@@ -426,6 +426,19 @@ fn bootstrap_files_match_what_kafka_writes() {
         );
     }
 
+    // A broker given --initial-controllers: its metadata directory is a (non-voter) dynamic
+    // metadata directory and also gets the bootstrap snapshot.
+    let twin = format_both(
+        &dist,
+        broker,
+        &["-I", "1@127.0.0.1:19093:MvDxzVmcRsaTz33bUuRU6A"],
+    );
+    let snapshot = "metadata/__cluster_metadata-0/00000000000000000000-0000000000.checkpoint";
+    assert_eq!(
+        timeless(&twin.file(snapshot)),
+        timeless(&twin.file(&format!("kafka/{snapshot}")))
+    );
+
     // A voter directory gets the directory id from --initial-controllers, so here even
     // meta.properties and the bootstrap snapshot's voter set must be identical.
     let dynamic_controller = "process.roles=controller\nnode.id=2\ncontroller.listener.names=CONTROLLER\nlisteners=CONTROLLER://127.0.0.1:19094\ncontroller.quorum.bootstrap.servers=127.0.0.1:19093\nlog.dirs={dir}/logs\nmetadata.log.dir={dir}/meta\n";
