@@ -273,16 +273,14 @@ async fn pipelined_requests_are_answered_in_order_when_handled_out_of_order() {
         let connection = Connection::connect(&server.local_addr().to_string(), client_config())
             .await
             .expect("connect");
-        // Five requests in flight at once; the first takes longest.
-        let delays = [200, 150, 100, 50, 0];
-        let sends = delays.iter().enumerate().map(|(i, delay)| {
-            connection.send(fetch_request(i32::try_from(i).expect("small"), *delay), 12)
-        });
-        let (a, b, c, d, e) = {
-            let mut sends = sends;
-            let mut next = || sends.next().expect("five");
-            tokio::join!(next(), next(), next(), next(), next())
+        // Five requests in flight at once; each waits for the next one to finish, so the
+        // handler completes them in reverse order.
+        let chained = |session_id: i32| {
+            let min_bytes = if session_id < 4 { 1 } else { 0 };
+            connection.send(fetch_request(session_id, 0).with_min_bytes(min_bytes), 12)
         };
+        let (a, b, c, d, e) =
+            tokio::join!(chained(0), chained(1), chained(2), chained(3), chained(4));
         for (i, result) in [a, b, c, d, e].into_iter().enumerate() {
             let ResponseKind::Fetch(fetch) = result.expect("Fetch") else {
                 panic!("not a Fetch response");

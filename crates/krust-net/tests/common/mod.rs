@@ -13,6 +13,7 @@ use kafka_protocol::messages::vote_response::{self, VoteResponse};
 use kafka_protocol::messages::{ApiKey, BrokerId, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
+use tokio::sync::watch;
 
 /// Node id the test listener claims in Metadata.
 pub const NODE_ID: i32 = 1;
@@ -25,6 +26,8 @@ pub struct TestHandler {
     pub finished: Mutex<Vec<i32>>,
     /// Every context seen, in arrival order.
     pub contexts: Mutex<Vec<RequestContext>>,
+    finished_tx: watch::Sender<Vec<i32>>,
+    finished_rx: watch::Receiver<Vec<i32>>,
 }
 
 impl TestHandler {
@@ -44,11 +47,14 @@ impl TestHandler {
             (ApiKey::DescribeQuorum, 0, 2),
         ])
         .expect("valid API list");
+        let (finished_tx, finished_rx) = watch::channel(Vec::new());
         Arc::new(TestHandler {
             apis,
             advertised_port: Mutex::new(0),
             finished: Mutex::new(Vec::new()),
             contexts: Mutex::new(Vec::new()),
+            finished_tx,
+            finished_rx,
         })
     }
 }
@@ -102,10 +108,18 @@ impl Handler for TestHandler {
                 ResponseKind::Vote(VoteResponse::default().with_topics(topics)).into()
             }
             RequestKind::Fetch(r) => {
-                // `max_wait_ms` is how long to take; the session id is echoed.
+                // `max_wait_ms` is how long to take; with `min_bytes` 1 the request also waits
+                // until session `session_id + 1` has finished (a deterministic reverse order).
+                // The session id is echoed.
                 let delay = u64::try_from(r.max_wait_ms).unwrap_or(0);
                 tokio::time::sleep(Duration::from_millis(delay)).await;
+                if r.min_bytes == 1 {
+                    let mut finished = self.finished_rx.clone();
+                    let next = r.session_id + 1;
+                    let _ = finished.wait_for(|done| done.contains(&next)).await;
+                }
                 self.finished.lock().expect("lock").push(r.session_id);
+                self.finished_tx.send_modify(|done| done.push(r.session_id));
                 ResponseKind::Fetch(FetchResponse::default().with_session_id(r.session_id)).into()
             }
             // Never answers: for client timeouts and shutdown with requests in flight.
