@@ -47,6 +47,12 @@ pub struct LogConfig {
     /// `log.retention.check.interval.ms` (broker-level): how often the caller should run
     /// [`crate::Log::apply_retention`]. krust-log never runs timers itself.
     pub retention_check_interval_ms: i64,
+    /// `flush.messages`: the caller flushes after this many appended messages (Kafka's
+    /// default, `i64::MAX`, leaves flushing to the OS and replication). krust-log never
+    /// flushes on its own; see [`crate::Log::flush`].
+    pub flush_messages: i64,
+    /// `flush.ms`: the caller flushes when the oldest unflushed data is this old.
+    pub flush_ms: i64,
     /// `file.delete.delay.ms`: kept for config compatibility; krust deletes segment files
     /// at once (readers hold their own `Bytes`, so no reader can see a file disappear).
     pub file_delete_delay_ms: i64,
@@ -65,6 +71,8 @@ impl Default for LogConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             message_timestamp_type: TimestampType::CreateTime,
             retention_check_interval_ms: DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+            flush_messages: i64::MAX,
+            flush_ms: i64::MAX,
             file_delete_delay_ms: DEFAULT_FILE_DELETE_DELAY_MS,
         }
     }
