@@ -75,10 +75,11 @@ impl ServerConfig {
     /// # Errors
     /// [`ConfigError::Io`] or [`ConfigError::Syntax`].
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let bytes = std::fs::read(path).map_err(|source| ConfigError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let bytes =
+            read_bounded(path, MAX_CONFIG_FILE_BYTES).map_err(|source| ConfigError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
         Self::parse(&decode_text(&bytes), path)
     }
 
@@ -547,6 +548,29 @@ impl fmt::Display for ProcessRole {
             Self::Controller => "controller",
         })
     }
+}
+
+/// Largest `server.properties` krust reads (real ones are a few KiB).
+pub const MAX_CONFIG_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Reads a whole file, refusing files larger than `max_bytes` (`InvalidData`) rather than
+/// buffering whatever is there.
+///
+/// # Errors
+/// Any `io::Error` from opening or reading, or `InvalidData` for an oversized file.
+pub fn read_bounded(path: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(max_bytes + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("file is larger than {max_bytes} bytes"),
+        ));
+    }
+    Ok(bytes)
 }
 
 fn csv(value: &str) -> Vec<String> {

@@ -208,7 +208,7 @@ pub fn run_format(args: &FormatArgs, out: &mut dyn Write) -> anyhow::Result<i32>
     let mut formatted: BTreeMap<String, MetaProperties> = BTreeMap::new();
     for dir in &directories {
         let path = Path::new(dir).join(META_PROPERTIES_NAME);
-        match std::fs::read(&path) {
+        match crate::config::read_bounded(&path, super::MAX_META_PROPERTIES_BYTES) {
             Ok(bytes) => {
                 let text = krust_metadata::properties::decode_text(&bytes);
                 match MetaProperties::parse(&text) {

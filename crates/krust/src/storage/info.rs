@@ -8,7 +8,7 @@ use krust_metadata::meta_properties::{
 };
 use krust_metadata::properties::decode_text;
 
-use super::load_config;
+use super::{MAX_META_PROPERTIES_BYTES, load_config};
 
 /// Prints what the node's directories hold; exit code 1 when a problem was found.
 ///
@@ -45,7 +45,7 @@ fn info(out: &mut dyn Write, kraft_mode: bool, directories: &[String]) -> anyhow
             problems.push(format!("{shown} is not formatted."));
             continue;
         }
-        let loaded = std::fs::read(&meta_path)
+        let loaded = crate::config::read_bounded(&meta_path, MAX_META_PROPERTIES_BYTES)
             .map_err(|e| e.to_string())
             .and_then(|bytes| {
                 MetaProperties::parse(&decode_text(&bytes)).map_err(|e| e.to_string())

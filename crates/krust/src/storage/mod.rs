@@ -32,6 +32,10 @@ use anyhow::Context as _;
 pub use format::{FormatArgs, run_format};
 pub use info::run_info;
 
+/// Largest `meta.properties` krust reads (real ones are about 150 bytes); a bigger one counts as
+/// unreadable.
+pub const MAX_META_PROPERTIES_BYTES: u64 = 1024 * 1024;
+
 /// Prints one random Kafka UUID (22 characters of URL-safe base64).
 ///
 /// # Errors
