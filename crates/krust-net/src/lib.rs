@@ -25,6 +25,25 @@
 //! - `config.rs`: [`ServerConfig`], [`ClientConfig`] with Kafka's defaults.
 //! - `error.rs`: one error enum per boundary.
 //!
+//! # Using it
+//!
+//! * A listener: implement [`Handler`] (its [`SupportedApis`] decides what is served; answer
+//!   ApiVersions with [`SupportedApis::respond_to`]), then [`Server::bind`] with a
+//!   [`ServerConfig`] (`listener_name` e.g. `CONTROLLER`). The default of one request at a time
+//!   per connection is Kafka's; raise `max_in_flight_requests_per_connection` for listeners
+//!   whose requests are independent.
+//! * Sending to nodes by id (the Raft driver): one [`NetworkClient`] with
+//!   `request_timeout = controller.quorum.request.timeout.ms` (2000) and
+//!   `reconnect_backoff = controller.quorum.retry.backoff.ms` (20); [`NetworkClient::set_node`]
+//!   for every voter endpoint, then [`NetworkClient::send`]. Every error is typed
+//!   ([`ClientError`]); [`ClientError::response_error`] gives the Kafka code to act on
+//!   (`REQUEST_TIMED_OUT`, `NETWORK_EXCEPTION`, …).
+//! * Bytes without sockets (simulators, tests): [`codec`] and [`FrameDecoder`].
+//!
+//! Decoding relies on the workspace's patched `kafka-protocol` (`vendor/kafka-protocol`): with
+//! the crates.io 0.15.1 build, an array count of `i32::MAX` in a 14-byte request aborts the
+//! process.
+//!
 //! # Example
 //!
 //! ```no_run
