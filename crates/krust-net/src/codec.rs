@@ -134,14 +134,14 @@ pub fn decode_request(
     supported: &SupportedApis,
 ) -> Result<IncomingRequest, RequestError> {
     const KEY_AND_VERSION_BYTES: usize = 4;
-    let Some(first) = frame.get(..KEY_AND_VERSION_BYTES) else {
+    let Some(&[key_hi, key_lo, version_hi, version_lo]) = frame.get(..KEY_AND_VERSION_BYTES) else {
         return Err(RequestError::Truncated {
             need: KEY_AND_VERSION_BYTES,
             have: frame.len(),
         });
     };
-    let raw_key = i16::from_be_bytes([first[0], first[1]]);
-    let api_version = i16::from_be_bytes([first[2], first[3]]);
+    let raw_key = i16::from_be_bytes([key_hi, key_lo]);
+    let api_version = i16::from_be_bytes([version_hi, version_lo]);
     let api_key =
         ApiKey::try_from(raw_key).map_err(|()| RequestError::UnknownApiKey { api_key: raw_key })?;
 
