@@ -24,6 +24,8 @@
 //!   * `core/timer.rs` — the closed set of [`Timer`]s;
 //!   * `core/wire.rs` — extracting/building the single-partition Raft RPCs;
 //!   * `core/tests.rs` — scenario tests ported from Kafka's `KafkaRaftClientTest`.
+//! * [`driver`] — the tokio driver: owns a core, the `__cluster_metadata-0` log, `quorum-state`
+//!   and snapshot files, and the peer connections; a [`driver::RaftHandle`] for callers.
 //! * [`snapshot`] — KIP-630 snapshot files (`SnapshotId`, names, header/data/footer batches).
 //! * [`sim`] (tests or feature `sim`) — deterministic cluster simulator and invariant checkers.
 //!
@@ -35,6 +37,7 @@
 
 pub mod config;
 pub mod core;
+pub mod driver;
 pub mod quorum_state;
 #[cfg(any(test, feature = "sim"))]
 pub mod sim;

@@ -244,6 +244,38 @@ impl RaftLog {
         self.earliest_snapshot = Some(snapshot);
     }
 
+    /// Drops batches below `snapshot.offset` (a batch boundary) and makes the snapshot the log
+    /// start. The epoch cache keeps the epoch that spans the new start, moved up to it.
+    pub(crate) fn trim_prefix(&mut self, snapshot: OffsetAndEpoch) {
+        assert!(
+            snapshot.offset <= self.end_offset(),
+            "log start beyond the log end"
+        );
+        let drop = self
+            .batches
+            .partition_point(|b| b.next_offset() <= snapshot.offset.0);
+        self.batches.drain(..drop);
+        let start = snapshot.offset;
+        // Keep the last epoch starting at or before the new start, and everything after it.
+        let first_kept = self
+            .epochs
+            .partition_point(|(_, s)| *s <= start)
+            .saturating_sub(1);
+        self.epochs.drain(..first_kept);
+        if let Some(first) = self.epochs.first_mut()
+            && first.1 < start
+        {
+            first.1 = start;
+        }
+        // With no batch left, the start offset is described by the snapshot alone.
+        if self.batches.is_empty() {
+            self.epochs.clear();
+        }
+        self.start_offset = start;
+        self.earliest_snapshot = Some(snapshot);
+        self.latest_snapshot = Some(snapshot);
+    }
+
     /// Records a locally created snapshot as the latest.
     pub(crate) fn set_latest_snapshot(&mut self, snapshot: OffsetAndEpoch) {
         self.latest_snapshot = Some(snapshot);

@@ -159,6 +159,12 @@ pub enum Action {
         /// The snapshot now at the log start.
         snapshot_id: OffsetAndEpoch,
     },
+    /// Delete every segment (batch) below `log_start_offset` and record the new log start
+    /// (`log-start-offset-checkpoint`). A snapshot ending at that offset exists.
+    DeleteLogPrefix {
+        /// New first offset of the log.
+        log_start_offset: LogOffset,
+    },
     /// Follower: a download was abandoned (the leader no longer has it); delete its partial file.
     AbandonSnapshot {
         /// Which snapshot.
@@ -209,6 +215,12 @@ pub enum SnapshotIdError {
         snapshot_id: OffsetAndEpoch,
         /// Our HW.
         high_watermark: LogOffset,
+    },
+    /// Only the latest registered snapshot (covering committed data) may become the log start.
+    #[error("snapshot {snapshot_id} is not the latest registered snapshot")]
+    NotLatestSnapshot {
+        /// The id.
+        snapshot_id: OffsetAndEpoch,
     },
     /// The record before the end offset is not of the snapshot's epoch.
     #[error("snapshot {snapshot_id} does not match the log's epoch at that offset")]
@@ -2284,6 +2296,32 @@ impl RaftCore {
             return Err(SnapshotIdError::EpochMismatch { snapshot_id });
         }
         self.log.set_latest_snapshot(snapshot_id);
+        Ok(())
+    }
+
+    /// Drops the log below the latest snapshot (Kafka's `KafkaMetadataLog.maybeClean` after
+    /// retention): the log then starts at the snapshot's end offset, and replicas fetching
+    /// below it are sent the snapshot id. Emits `Action::DeleteLogPrefix`.
+    ///
+    /// # Errors
+    /// [`SnapshotIdError::NotLatestSnapshot`] unless `snapshot_id` is the latest registered
+    /// snapshot (the invariant: whenever the log start is above 0, a snapshot ends exactly there).
+    pub fn delete_log_prefix(
+        &mut self,
+        snapshot_id: OffsetAndEpoch,
+    ) -> Result<(), SnapshotIdError> {
+        if self.log.latest_snapshot() != Some(snapshot_id)
+            || snapshot_id.offset > self.high_watermark
+        {
+            return Err(SnapshotIdError::NotLatestSnapshot { snapshot_id });
+        }
+        if snapshot_id.offset <= self.log.start_offset() {
+            return Ok(());
+        }
+        self.log.trim_prefix(snapshot_id);
+        self.actions.push_back(Action::DeleteLogPrefix {
+            log_start_offset: snapshot_id.offset,
+        });
         Ok(())
     }
 

@@ -97,6 +97,15 @@ pub enum Violation {
         /// Description of both.
         detail: String,
     },
+    /// A snapshot's content is not the committed log up to its end offset.
+    SnapshotContent {
+        /// The node.
+        node: NodeId,
+        /// The snapshot's end offset.
+        snapshot_end: i64,
+        /// What differs.
+        detail: String,
+    },
     /// Fewer than a majority of voters durably hold the committed log.
     CommittedEntryLost {
         /// Committed end offset.
@@ -209,6 +218,16 @@ impl fmt::Display for Violation {
                 write!(
                     f,
                     "CommittedEntryChanged: node {node} committed batch at offset {base_offset} differs: {detail}"
+                )
+            }
+            Self::SnapshotContent {
+                node,
+                snapshot_end,
+                detail,
+            } => {
+                write!(
+                    f,
+                    "SnapshotContent: node {node} snapshot ending at {snapshot_end}: {detail}"
                 )
             }
             Self::CommittedEntryLost {
@@ -404,6 +423,8 @@ pub struct LogMatching {
     checked: Vec<(usize, Option<BatchId>)>,
     /// Per node: how many leading batches were checked against the committed log.
     committed_checked: Vec<(usize, Option<BatchId>)>,
+    /// Per node: the snapshot whose content was last checked against the committed log.
+    snapshot_checked: Vec<Option<crate::types::OffsetAndEpoch>>,
 }
 
 impl LogMatching {
@@ -413,6 +434,7 @@ impl LogMatching {
             committed: BTreeMap::new(),
             checked: vec![(0, None); nodes],
             committed_checked: vec![(0, None); nodes],
+            snapshot_checked: vec![None; nodes],
         }
     }
 }
@@ -430,6 +452,33 @@ impl Invariant for LogMatching {
     fn check(&mut self, view: &ClusterView<'_>) -> Result<(), Violation> {
         for &i in view.touched {
             let node = &view.nodes[i];
+            // Snapshots hold committed data only: their content must be the committed log.
+            if let Some((snapshot_id, content)) = &node.disk.snapshot
+                && self.snapshot_checked[i] != Some(*snapshot_id)
+            {
+                self.snapshot_checked[i] = Some(*snapshot_id);
+                let (batches, stop) =
+                    krust_log::batch::BatchReader::new(content.clone(), usize::MAX).read_all();
+                let end = batches.last().map_or(0, RecordBatch::next_offset);
+                if stop.is_some() || end != snapshot_id.offset.0 {
+                    return Err(Violation::SnapshotContent {
+                        node: node.id,
+                        snapshot_end: snapshot_id.offset.0,
+                        detail: format!("content ends at {end}, unreadable tail: {stop:?}"),
+                    });
+                }
+                for b in &batches {
+                    let id = BatchId::of(b);
+                    let known = *self.committed.entry(id.base).or_insert(id);
+                    if known != id {
+                        return Err(Violation::SnapshotContent {
+                            node: node.id,
+                            snapshot_end: snapshot_id.offset.0,
+                            detail: format!("committed {known:?}, snapshot has {id:?}"),
+                        });
+                    }
+                }
+            }
             let Some(core) = &node.core else { continue };
             let batches = core.log_batches();
             let start = resume_from(batches, self.checked[i]);
@@ -506,6 +555,9 @@ impl Invariant for MajorityHoldsCommitted {
             let end = self.committed_end();
             let batches = core.log_batches();
             let from = batches.partition_point(|b| b.next_offset() <= end);
+            if batches.get(from).is_none_or(|b| b.base_offset() != end) {
+                continue; // this node's log does not continue the committed log we know (snapshot)
+            }
             self.committed.extend(
                 batches[from..]
                     .iter()
@@ -519,12 +571,27 @@ impl Invariant for MajorityHoldsCommitted {
         }
         let mut holders = Vec::new();
         for n in view.nodes.iter().take(view.voters) {
+            // What survives a crash: the snapshot (checked by LogMatching) and the durable batches.
+            let snapshot_end = n.disk.snapshot.as_ref().map_or(0, |(id, _)| id.offset.0);
             let durable = &n.disk.batches[..n.disk.durable_batches.min(n.disk.batches.len())];
-            let holds = durable.len() >= self.committed.len()
-                && durable
-                    .iter()
-                    .zip(&self.committed)
-                    .all(|(b, r)| BatchId::of(b) == *r);
+            let first = durable.first().map_or(i64::MAX, RecordBatch::base_offset);
+            let needed: Vec<&BatchId> = self
+                .committed
+                .iter()
+                .filter(|c| c.next > snapshot_end)
+                .collect();
+            let holds = match needed.first() {
+                None => true,
+                Some(c) if c.base < first => false,
+                Some(c) => {
+                    let skip = durable.partition_point(|b| b.base_offset() < c.base);
+                    durable.len() >= skip + needed.len()
+                        && durable[skip..]
+                            .iter()
+                            .zip(&needed)
+                            .all(|(b, r)| BatchId::of(b) == **r)
+                }
+            };
             if holds {
                 holders.push(n.id);
             }

@@ -34,9 +34,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use crate::config::RaftConfig;
-use crate::core::{Action, RaftCore, RaftRequest, RaftResponse, RecoveredLog, RoleKind};
+use crate::core::{
+    Action, RaftCore, RaftRequest, RaftResponse, RecoveredLog, RoleKind, SnapshotRead,
+};
 use crate::quorum_state::QuorumStateData;
-use crate::types::{LeaderEpoch, LogOffset, NodeId, RequestId};
+use crate::types::{LeaderEpoch, LogOffset, NodeId, OffsetAndEpoch, RequestId};
 use invariants::{ClusterView, Invariant, Violation, VoteGrant};
 
 /// Fault and workload options of one run. Every field is chosen from the seed by [`SimConfig::swarm`].
@@ -72,6 +74,9 @@ pub struct SimConfig {
     pub max_events: u64,
     /// Voters kept down after healing (fewer than a majority): the rest must still make progress.
     pub voters_down_after_heal: usize,
+    /// Mean time between snapshots (µs); 0 disables snapshots. Half of them also delete the
+    /// log below them, so lagging or emptied replicas must download them (FetchSnapshot).
+    pub snapshot_interval_us: u64,
 }
 
 impl SimConfig {
@@ -96,6 +101,7 @@ impl SimConfig {
             liveness_bound_us: 20_000_000,
             max_events: 200_000,
             voters_down_after_heal: rng.gen_range(0..=voters.saturating_sub(1) / 2),
+            snapshot_interval_us: *pick(&mut rng, &[0, 300_000, 1_000_000]),
         }
     }
 
@@ -118,6 +124,7 @@ impl SimConfig {
             liveness_bound_us: 20_000_000,
             max_events: 100_000,
             voters_down_after_heal: 0,
+            snapshot_interval_us: 0,
         }
     }
 }
@@ -193,6 +200,8 @@ enum Event {
         generation: u64,
     },
     EndChaos,
+    /// Every running node snapshots its committed log, and may delete the log below it.
+    Snapshot,
 }
 
 struct Scheduled {
@@ -231,12 +240,20 @@ pub struct SimDisk {
     pending_flushes: Vec<(LogOffset, LogOffset)>,
     /// Time the last flush completion is scheduled (flushes complete in order).
     last_flush_done_us: u64,
+    /// The latest snapshot (durable when written): its id and content, the committed batches
+    /// it covers concatenated (a stand-in for a real `.checkpoint` file).
+    pub snapshot: Option<(OffsetAndEpoch, Bytes)>,
+    /// First offset of the log (the end of a snapshot once the prefix was deleted).
+    pub log_start: LogOffset,
+    /// A snapshot download in progress (`.checkpoint.part`, lost in a crash).
+    partial: Option<(OffsetAndEpoch, Vec<u8>)>,
 }
 
 impl SimDisk {
     fn crash(&mut self) {
         self.batches.truncate(self.durable_batches);
         self.pending_flushes.clear();
+        self.partial = None;
     }
 }
 
@@ -315,6 +332,8 @@ pub struct SimStats {
     pub dropped: u64,
     /// Time from healing to a committed probe on every voter (µs).
     pub recovery_us: u64,
+    /// Snapshots followers downloaded and installed (FetchSnapshot).
+    pub snapshots_installed: u64,
 }
 
 /// A cluster of simulated nodes plus the network, clock and checkers.
@@ -408,6 +427,10 @@ impl SimCluster {
         }
         let chaos = cluster.config.chaos_us;
         cluster.schedule(chaos, Event::EndChaos);
+        if cluster.config.snapshot_interval_us > 0 {
+            let at = cluster.config.snapshot_interval_us;
+            cluster.schedule(at, Event::Snapshot);
+        }
         cluster
     }
 
@@ -452,10 +475,14 @@ impl SimCluster {
                 }
             },
         };
+        let snapshot_id = disk.snapshot.as_ref().map(|(id, _)| *id);
         let recovered = RecoveredLog {
+            log_start_offset: disk.log_start,
+            latest_snapshot: snapshot_id,
+            earliest_snapshot: snapshot_id,
             batches: disk.batches[..disk.durable_batches].to_vec(),
-            ..RecoveredLog::default()
         };
+        let log_start = disk.log_start;
         let rng = StdRng::seed_from_u64(self.rng.r#gen());
         let now = self.local(node, self.now_us);
         match RaftCore::new(config, persisted, recovered, rng, now) {
@@ -463,7 +490,7 @@ impl SimCluster {
                 let n = &mut self.nodes[node];
                 n.core = Some(core);
                 n.incarnation += 1;
-                n.delivered_end = LogOffset(0);
+                n.delivered_end = log_start;
                 n.scheduled_wakeup_us = None;
                 self.drain(node);
             }
@@ -546,7 +573,6 @@ impl SimCluster {
 
     fn execute(&mut self, node: usize, action: Action) {
         let id = self.nodes[node].id;
-        let action_name = format!("{action:?}").chars().take(80).collect::<String>();
         match action {
             Action::PersistQuorumState(state) => {
                 // Synchronous: tmp file + fsync + rename before the next action.
@@ -555,7 +581,10 @@ impl SimCluster {
             Action::Append { batches } => {
                 let disk = &mut self.nodes[node].disk;
                 for b in batches {
-                    let expected = disk.batches.last().map_or(0, RecordBatch::next_offset);
+                    let expected = disk
+                        .batches
+                        .last()
+                        .map_or(disk.log_start.0, RecordBatch::next_offset);
                     if b.base_offset() != expected {
                         self.pending_violation = Some(Violation::DriverContract {
                             node: id,
@@ -658,21 +687,132 @@ impl SimCluster {
                     n.delivered_end = LogOffset(b.next_offset());
                 }
             }
-            Action::ReadSnapshot { .. }
-            | Action::WriteSnapshotChunk { .. }
-            | Action::InstallSnapshot { .. }
-            | Action::AbandonSnapshot { .. } => {
-                self.pending_violation = Some(Violation::DriverContract {
-                    node: id,
-                    reason: format!(
-                        "unexpected snapshot action {action_name} (no snapshots in simulation)"
-                    ),
-                });
+            Action::ReadSnapshot {
+                to,
+                id: request_id,
+                snapshot_id,
+                position,
+                max_bytes,
+            } => {
+                let read = match &self.nodes[node].disk.snapshot {
+                    Some((held, content)) if *held == snapshot_id => {
+                        let size = content.len();
+                        let from = usize::try_from(position).unwrap_or(usize::MAX).min(size);
+                        let until = from.saturating_add(max_bytes).min(size);
+                        SnapshotRead::Chunk {
+                            size: i64::try_from(size).unwrap_or(i64::MAX),
+                            bytes: content.slice(from..until),
+                        }
+                    }
+                    _ => SnapshotRead::NotFound,
+                };
+                let now = self.local(node, self.now_us);
+                if let Some(core) = self.nodes[node].core.as_mut() {
+                    core.handle_snapshot_read(now, to, request_id, snapshot_id, position, read);
+                }
+            }
+            Action::WriteSnapshotChunk {
+                snapshot_id,
+                position,
+                bytes,
+            } => {
+                let disk = &mut self.nodes[node].disk;
+                match &mut disk.partial {
+                    _ if position == 0 => disk.partial = Some((snapshot_id, bytes.to_vec())),
+                    Some((held, content))
+                        if *held == snapshot_id && content.len() as i64 == position =>
+                    {
+                        content.extend_from_slice(&bytes);
+                    }
+                    _ => {
+                        self.pending_violation = Some(Violation::DriverContract {
+                            node: id,
+                            reason: format!(
+                                "snapshot chunk for {snapshot_id} at {position} does not continue the partial file"
+                            ),
+                        });
+                    }
+                }
+            }
+            Action::InstallSnapshot { snapshot_id } => {
+                let n = &mut self.nodes[node];
+                match n.disk.partial.take() {
+                    Some((held, content)) if held == snapshot_id => {
+                        n.disk.snapshot = Some((snapshot_id, Bytes::from(content)));
+                        n.disk.batches.clear();
+                        n.disk.durable_batches = 0;
+                        n.disk.log_start = snapshot_id.offset;
+                        for pending in &mut n.disk.pending_flushes {
+                            pending.1 = pending.1.min(snapshot_id.offset);
+                        }
+                        // The listener loads the snapshot; commits continue after it.
+                        n.delivered_end = snapshot_id.offset;
+                        self.stats.snapshots_installed += 1;
+                    }
+                    _ => {
+                        self.pending_violation = Some(Violation::DriverContract {
+                            node: id,
+                            reason: format!("install of {snapshot_id} without a complete download"),
+                        });
+                    }
+                }
+            }
+            Action::AbandonSnapshot { .. } => self.nodes[node].disk.partial = None,
+            Action::DeleteLogPrefix { log_start_offset } => {
+                let disk = &mut self.nodes[node].disk;
+                let dropped = disk
+                    .batches
+                    .partition_point(|b| b.next_offset() <= log_start_offset.0);
+                disk.batches.drain(..dropped);
+                disk.durable_batches = disk.durable_batches.saturating_sub(dropped);
+                disk.log_start = log_start_offset;
             }
             Action::Fatal(error) => {
                 self.pending_violation = Some(Violation::Fatal { node: id, error });
             }
         }
+    }
+
+    /// The state machine snapshots everything committed (Kafka: every N bytes or T ms), and
+    /// half the time retention deletes the log below the snapshot.
+    fn take_snapshot(&mut self, node: usize) -> bool {
+        let delete_prefix = self.rng.gen_bool(0.5);
+        let n = &mut self.nodes[node];
+        let Some(core) = n.core.as_mut() else {
+            return false;
+        };
+        let hw = core.high_watermark();
+        let (old_end, mut content) = match &n.disk.snapshot {
+            Some((id, content)) => (id.offset, content.to_vec()),
+            None => (LogOffset(0), Vec::new()),
+        };
+        if hw <= old_end {
+            return false;
+        }
+        let batches: Vec<&RecordBatch> = core
+            .log_batches()
+            .iter()
+            .filter(|b| b.base_offset() >= old_end.0 && b.next_offset() <= hw.0)
+            .collect();
+        let (Some(first), Some(last)) = (batches.first(), batches.last()) else {
+            return false;
+        };
+        if first.base_offset() != old_end.0 || last.next_offset() != hw.0 {
+            return false; // the log does not hold the whole stretch (e.g. it starts later)
+        }
+        let snapshot_id = OffsetAndEpoch::new(hw.0, last.partition_leader_epoch());
+        for b in &batches {
+            content.extend_from_slice(b.as_bytes());
+        }
+        if core.snapshot_created(snapshot_id).is_err() {
+            return false;
+        }
+        // A snapshot is frozen (fsync + rename) when created: durable at once.
+        n.disk.snapshot = Some((snapshot_id, Bytes::from(content)));
+        if delete_prefix && core.delete_log_prefix(snapshot_id).is_ok() {
+            self.drain(node);
+        }
+        true
     }
 
     fn reschedule_wakeup(&mut self, node: usize) {
@@ -904,6 +1044,16 @@ impl SimCluster {
                 if generation == self.partition_generation {
                     self.blocked.clear();
                 }
+            }
+            Event::Snapshot => {
+                for node in 0..self.nodes.len() {
+                    if self.take_snapshot(node) {
+                        touched.push(node);
+                    }
+                }
+                let interval = self.config.snapshot_interval_us;
+                let next = self.now_us + self.rng.gen_range(interval / 2..=interval * 3 / 2);
+                self.schedule(next, Event::Snapshot);
             }
             Event::EndChaos => {
                 self.heal_all();

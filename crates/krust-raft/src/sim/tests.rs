@@ -24,11 +24,12 @@ fn run_swarm(test: &str, base: u64, count: u64, voters: usize, observers: usize)
     let max = |f: fn(&SimStats) -> u64| all.iter().map(f).max().unwrap_or(0);
     let sum = |f: fn(&SimStats) -> u64| all.iter().map(f).sum::<u64>();
     println!(
-        "{test}: {} seeds, {} events, {} crashes, {} messages dropped, max epoch {}, longest recovery after healing {} ms",
+        "{test}: {} seeds, {} events, {} crashes, {} messages dropped, {} snapshots installed by download, max epoch {}, longest recovery after healing {} ms",
         all.len(),
         sum(|s| s.events),
         sum(|s| s.crashes),
         sum(|s| s.dropped),
+        sum(|s| s.snapshots_installed),
         max(|s| u64::try_from(s.max_epoch).unwrap_or(0)),
         max(|s| s.recovery_us) / 1000,
     );
@@ -42,7 +43,7 @@ fn three_voters_stay_safe_and_recover_under_faults() {
     let stats = run_swarm(
         "three_voters_stay_safe_and_recover_under_faults",
         0,
-        500,
+        700,
         3,
         2,
     );
@@ -55,7 +56,7 @@ fn five_voters_stay_safe_and_recover_under_faults() {
     let stats = run_swarm(
         "five_voters_stay_safe_and_recover_under_faults",
         1_000_000,
-        350,
+        500,
         5,
         1,
     );

@@ -1,0 +1,759 @@
+//! The tokio driver: one task that owns a [`RaftCore`] and does its IO.
+//!
+//! The task feeds the core its inputs — requests handed over by the controller listener
+//! ([`RaftHandle::handle_request`]), responses from peers, timer expiry at
+//! [`RaftCore::poll_timeout`], completed fsyncs, client appends ([`RaftHandle::append`]) — and
+//! after each input executes every [`Action`] **in order**:
+//!
+//! * `PersistQuorumState` → `quorum-state` written with `write_atomically` (fsynced) before the
+//!   next action runs, so a vote is durable before the response granting it is handed back;
+//! * `Append` / `Truncate` → the `__cluster_metadata-0` [`krust_log::Log`];
+//! * `Flush` → `fsync`, then `handle_flushed` — a voter's Fetch offset, and the leader's own
+//!   count toward the high watermark, only ever cover flushed data;
+//! * `SendRequest` → a task sending through the [`NetworkClient`] pool to the address from
+//!   `controller.quorum.voters` (timeout `controller.quorum.request.timeout.ms`); its answer
+//!   comes back into the loop as an input;
+//! * `SendResponse` → back to the listener task waiting for it;
+//! * `Commit` / `LeaderChange` / `InstallSnapshot` → to the [`RaftEvent`] listener;
+//! * `HighWatermarkAdvanced` → completes waiting [`RaftHandle::append`] calls.
+//!
+//! Decisions stay in the core; the driver only does IO. A storage failure or an
+//! `Action::Fatal` stops the replica ([`DriverExit::Failed`]): a voter that cannot persist must
+//! leave the quorum rather than acknowledge what it may lose.
+//!
+//! # Layout
+//!
+//! * `mod.rs` — [`RaftDriver`], [`RaftHandle`], the event loop.
+//! * `storage.rs` — [`MetadataStore`]: log, `quorum-state`, snapshot files.
+//! * `wire_versions.rs` — the Raft RPC versions served and sent, and fitting messages to older
+//!   versions.
+
+mod storage;
+pub mod wire_versions;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use kafka_protocol::messages::{
+    DescribeQuorumRequest, RequestKind, ResponseKind, describe_quorum_request,
+};
+use krust_log::LogConfig;
+use krust_log::batch::RecordBatch;
+use krust_net::{ClientConfig, ClientError, NetworkClient};
+use rand::SeedableRng as _;
+use rand::rngs::StdRng;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant as TokioInstant;
+use tracing::{debug, error, info, warn};
+
+pub use storage::{MetadataStore, QUORUM_STATE_FILE, StorageError};
+
+use crate::config::{RaftConfig, VoterAddress};
+use crate::core::{
+    Action, AppendError, FatalError, InitError, METADATA_PARTITION, METADATA_TOPIC_NAME, RaftCore,
+    RaftMetrics, RaftRequest, RaftResponse, RoleKind,
+};
+use crate::types::{LeaderEpoch, LogOffset, NodeId, OffsetAndEpoch, RequestId};
+
+/// Commands queued to the driver before it pushes back on callers.
+const COMMAND_QUEUE: usize = 1024;
+/// Responses from peers queued before send tasks wait.
+const RESPONSE_QUEUE: usize = 1024;
+/// How long a graceful shutdown waits for EndQuorumEpoch answers before stopping anyway.
+pub const SHUTDOWN_RESIGN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the driver needs to run one replica.
+#[derive(Clone, Debug)]
+pub struct DriverConfig {
+    /// `controller.quorum.*` and identity.
+    pub raft: RaftConfig,
+    /// Addresses of the voters (`controller.quorum.voters`).
+    pub voters: Vec<VoterAddress>,
+    /// `<metadata.log.dir>/__cluster_metadata-0`.
+    pub partition_dir: PathBuf,
+    /// Settings of the metadata log (Kafka: retention off, `metadata.log.segment.bytes`).
+    pub log_config: LogConfig,
+    /// Seed for the core's rng (election jitter); `None` draws one.
+    pub rng_seed: Option<u64>,
+}
+
+/// What the listener of a replica is told, in log order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RaftEvent {
+    /// Batches now committed (below the high watermark), each exactly once per process life;
+    /// after a restart delivery starts again at the log start.
+    Commit(Vec<RecordBatch>),
+    /// The known leader changed.
+    LeaderChange {
+        /// The leader, if known.
+        leader: Option<NodeId>,
+        /// The quorum epoch.
+        epoch: LeaderEpoch,
+    },
+    /// The log was replaced by this snapshot (a follower caught up by FetchSnapshot).
+    SnapshotInstalled(OffsetAndEpoch),
+}
+
+/// A replica's state as the driver last saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaftStatus {
+    /// The core's role.
+    pub role: RoleKind,
+    /// The `raft-metrics` gauges.
+    pub metrics: RaftMetrics,
+}
+
+/// Why [`RaftHandle::append`] did not report a commit.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DriverAppendError {
+    /// The core refused the records (not the leader, batch too large, buffer full).
+    #[error(transparent)]
+    Rejected(#[from] AppendError),
+    /// The records were appended but later truncated away by a new leader: they were not
+    /// committed. Retrying may be safe (they are not in the log).
+    #[error("appended at offset {offset} but truncated by a new leader before committing")]
+    Truncated {
+        /// The offset the records had.
+        offset: LogOffset,
+    },
+    /// The driver stopped before the records committed (outcome unknown).
+    #[error("the Raft driver stopped")]
+    Stopped,
+}
+
+/// How the driver task ended.
+#[derive(Debug)]
+pub enum DriverExit {
+    /// [`RaftHandle::shutdown`] (after resigning, if leader).
+    Shutdown,
+    /// Storage failed or the core hit a fatal condition; the process must stop.
+    Failed(String),
+}
+
+/// Why the driver could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverStartError {
+    /// The partition directory or `quorum-state` could not be read.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The core refused the recovered state.
+    #[error("starting the Raft core")]
+    Init(#[from] InitError),
+}
+
+enum Command {
+    Request {
+        from: NodeId,
+        request: RaftRequest,
+        reply: oneshot::Sender<RaftResponse>,
+    },
+    Append {
+        records: Vec<Bytes>,
+        reply: oneshot::Sender<Result<LogOffset, DriverAppendError>>,
+    },
+    Shutdown {
+        done: oneshot::Sender<()>,
+    },
+}
+
+struct PeerResponse {
+    from: NodeId,
+    id: RequestId,
+    result: Result<RaftResponse, ClientError>,
+}
+
+/// A cheap, cloneable handle to a running driver.
+#[derive(Clone, Debug)]
+pub struct RaftHandle {
+    commands: mpsc::Sender<Command>,
+    status: watch::Receiver<RaftStatus>,
+    node_id: NodeId,
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Command::Request { from, .. } => write!(f, "Request(from {from})"),
+            Command::Append { records, .. } => write!(f, "Append({} records)", records.len()),
+            Command::Shutdown { .. } => f.write_str("Shutdown"),
+        }
+    }
+}
+
+impl RaftHandle {
+    /// This replica's id.
+    #[must_use]
+    pub fn node_id(&self) -> NodeId {
+        self.node_id
+    }
+
+    /// Hands a request from the controller listener to the core and waits for its answer
+    /// (a Fetch may wait up to its `MaxWaitMs`). `from` is the replica the request names
+    /// (candidate, leader or fetcher), `-1` if none.
+    ///
+    /// # Errors
+    /// `None` when the driver has stopped.
+    pub async fn handle_request(&self, from: NodeId, request: RaftRequest) -> Option<RaftResponse> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(Command::Request {
+                from,
+                request,
+                reply,
+            })
+            .await
+            .ok()?;
+        answer.await.ok()
+    }
+
+    /// Appends `records` (one value each) as the leader of the current epoch and waits until
+    /// they commit. Returns the offset of the last record.
+    ///
+    /// # Errors
+    /// [`DriverAppendError`]; `Rejected(NotLeader)` on a follower.
+    pub async fn append(&self, records: Vec<Bytes>) -> Result<LogOffset, DriverAppendError> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(Command::Append { records, reply })
+            .await
+            .map_err(|_| DriverAppendError::Stopped)?;
+        answer.await.map_err(|_| DriverAppendError::Stopped)?
+    }
+
+    /// The core's answer to DescribeQuorum (only the leader answers without error).
+    pub async fn describe_quorum(&self) -> Option<RaftResponse> {
+        let request = DescribeQuorumRequest::default().with_topics(vec![
+            describe_quorum_request::TopicData::default()
+                .with_topic_name(kafka_protocol::messages::TopicName(
+                    kafka_protocol::protocol::StrBytes::from_static_str(METADATA_TOPIC_NAME),
+                ))
+                .with_partitions(vec![
+                    describe_quorum_request::PartitionData::default()
+                        .with_partition_index(METADATA_PARTITION),
+                ]),
+        ]);
+        self.handle_request(NodeId(-1), RaftRequest::DescribeQuorum(request))
+            .await
+    }
+
+    /// The latest status.
+    #[must_use]
+    pub fn status(&self) -> RaftStatus {
+        self.status.borrow().clone()
+    }
+
+    /// A receiver that sees every status change.
+    #[must_use]
+    pub fn watch_status(&self) -> watch::Receiver<RaftStatus> {
+        self.status.clone()
+    }
+
+    /// Graceful shutdown: a leader resigns (EndQuorumEpoch to the voters, waiting up to
+    /// [`SHUTDOWN_RESIGN_TIMEOUT`] for their answers), then the driver flushes and closes the
+    /// log and stops. Returns when it has.
+    pub async fn shutdown(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.commands.send(Command::Shutdown { done }).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+}
+
+/// A running driver: its handle and task.
+#[derive(Debug)]
+pub struct RaftDriver {
+    handle: RaftHandle,
+    task: JoinHandle<DriverExit>,
+}
+
+impl RaftDriver {
+    /// Opens the metadata partition (crash recovery of the log, `quorum-state`, snapshots),
+    /// builds the core and spawns the driver task. Committed batches and leader changes go to
+    /// `events` (bounded: a slow listener slows the replica rather than losing events).
+    ///
+    /// # Errors
+    /// [`DriverStartError`].
+    pub fn start(
+        config: DriverConfig,
+        events: Option<mpsc::Sender<RaftEvent>>,
+    ) -> Result<Self, DriverStartError> {
+        let store = MetadataStore::open(&config.partition_dir, config.log_config.clone())?;
+        let persisted = store.read_quorum_state()?;
+        let recovered = store.recover()?;
+        info!(
+            node = config.raft.node_id.0,
+            dir = %config.partition_dir.display(),
+            log_start = recovered.log_start_offset.0,
+            batches = recovered.batches.len(),
+            snapshot = ?recovered.latest_snapshot,
+            epoch = persisted.as_ref().map(|p| p.leader_epoch.0),
+            "recovered metadata log"
+        );
+        let rng = match config.rng_seed {
+            Some(seed) => StdRng::seed_from_u64(seed),
+            None => StdRng::from_entropy(),
+        };
+        let now = std::time::Instant::now();
+        let mut core = RaftCore::new(config.raft.clone(), persisted, recovered, rng, now)?;
+        core.set_wall_clock(now, unix_ms());
+        let node_id = config.raft.node_id;
+        let status = RaftStatus {
+            role: core.role(),
+            metrics: core.metrics(),
+        };
+        let (status_tx, status_rx) = watch::channel(status);
+        let (commands_tx, commands_rx) = mpsc::channel(COMMAND_QUEUE);
+        let (responses_tx, responses_rx) = mpsc::channel(RESPONSE_QUEUE);
+        let client_config = ClientConfig {
+            client_id: format!("raft-client-{}", node_id.0),
+            request_timeout: Duration::from_millis(config.raft.request_timeout_ms),
+            connect_timeout: Duration::from_millis(config.raft.request_timeout_ms),
+            reconnect_backoff: Duration::from_millis(config.raft.retry_backoff_ms.max(1)),
+            negotiate_api_versions: true,
+            ..ClientConfig::default()
+        };
+        let pool = NetworkClient::new(client_config);
+        for voter in &config.voters {
+            if voter.id != node_id {
+                pool.set_node(voter.id.0, format!("{}:{}", voter.host, voter.port));
+            }
+        }
+        let driver = Driver {
+            core,
+            store: Some(store),
+            pool: Arc::new(pool),
+            events,
+            status: status_tx,
+            responses_tx,
+            inbound: HashMap::new(),
+            next_inbound: 0,
+            appends: BTreeMap::new(),
+            shutdown: None,
+            end_quorum_pending: HashSet::new(),
+            committed_batches: 0,
+        };
+        let span = tracing::info_span!("raft", node_id = node_id.0);
+        let task = tokio::spawn(tracing::Instrument::instrument(
+            driver.run(commands_rx, responses_rx),
+            span,
+        ));
+        Ok(Self {
+            handle: RaftHandle {
+                commands: commands_tx,
+                status: status_rx,
+                node_id,
+            },
+            task,
+        })
+    }
+
+    /// A handle for callers.
+    #[must_use]
+    pub fn handle(&self) -> RaftHandle {
+        self.handle.clone()
+    }
+
+    /// Waits for the driver task to end.
+    pub async fn join(self) -> DriverExit {
+        match self.task.await {
+            Ok(exit) => exit,
+            Err(e) => DriverExit::Failed(format!("driver task ended abnormally: {e}")),
+        }
+    }
+}
+
+struct Driver {
+    core: RaftCore,
+    /// `None` once closed at shutdown.
+    store: Option<MetadataStore>,
+    pool: Arc<NetworkClient>,
+    events: Option<mpsc::Sender<RaftEvent>>,
+    status: watch::Sender<RaftStatus>,
+    responses_tx: mpsc::Sender<PeerResponse>,
+    /// Inbound requests waiting for the core's answer, by the id given to the core.
+    inbound: HashMap<RequestId, oneshot::Sender<RaftResponse>>,
+    next_inbound: u64,
+    /// Appends waiting for the HW, by the offset of their last record.
+    appends: BTreeMap<LogOffset, Vec<oneshot::Sender<Result<LogOffset, DriverAppendError>>>>,
+    /// Set while a graceful shutdown waits for EndQuorumEpoch answers.
+    shutdown: Option<(TokioInstant, Vec<oneshot::Sender<()>>)>,
+    /// EndQuorumEpoch requests sent and not yet answered or failed.
+    end_quorum_pending: HashSet<RequestId>,
+    committed_batches: u64,
+}
+
+/// The core and the driver both use `std::time::Instant`; tokio's converts losslessly.
+fn std_now() -> std::time::Instant {
+    TokioInstant::now().into_std()
+}
+
+fn unix_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl Driver {
+    async fn run(
+        mut self,
+        mut commands: mpsc::Receiver<Command>,
+        mut responses: mpsc::Receiver<PeerResponse>,
+    ) -> DriverExit {
+        info!(role = ?self.core.role(), epoch = self.core.epoch().0, "Raft driver started");
+        if let Err(exit) = self.drain().await {
+            return self.fail(exit);
+        }
+        loop {
+            let due = self.core.poll_timeout().map(TokioInstant::from_std);
+            let shutdown_deadline = self.shutdown.as_ref().map(|(d, _)| *d);
+            let wake = match (due, shutdown_deadline) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let sleep = async {
+                match wake {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                command = commands.recv() => match command {
+                    Some(command) => self.on_command(command),
+                    // Every handle is gone: nobody can ask for anything again.
+                    None => self.begin_shutdown(None),
+                },
+                Some(response) = responses.recv() => self.on_response(response),
+                () = sleep => {
+                    let now = std_now();
+                    self.core.set_wall_clock(now, unix_ms());
+                    self.core.handle_timeout(now);
+                }
+            }
+            if let Err(exit) = self.drain().await {
+                return self.fail(exit);
+            }
+            self.publish_status();
+            if self.shutdown_complete() {
+                return self.finish_shutdown();
+            }
+        }
+    }
+
+    fn on_command(&mut self, command: Command) {
+        let now = std_now();
+        self.core.set_wall_clock(now, unix_ms());
+        match command {
+            Command::Request {
+                from,
+                request,
+                reply,
+            } => {
+                self.next_inbound = self.next_inbound.wrapping_add(1);
+                let id = RequestId(self.next_inbound);
+                self.inbound.insert(id, reply);
+                self.core.handle_request(now, from, id, request);
+            }
+            Command::Append { records, reply } => {
+                if self.shutdown.is_some() {
+                    let _ = reply.send(Err(DriverAppendError::Stopped));
+                    return;
+                }
+                let epoch = self.core.epoch();
+                match self.core.append(now, epoch, records) {
+                    Ok(last) => self.appends.entry(last).or_default().push(reply),
+                    Err(e) => {
+                        let _ = reply.send(Err(e.into()));
+                    }
+                }
+            }
+            Command::Shutdown { done } => self.begin_shutdown(Some(done)),
+        }
+    }
+
+    fn begin_shutdown(&mut self, done: Option<oneshot::Sender<()>>) {
+        if let Some((_, waiters)) = &mut self.shutdown {
+            waiters.extend(done);
+            return;
+        }
+        info!(role = ?self.core.role(), epoch = self.core.epoch().0, "shutting down the Raft replica");
+        let now = std_now();
+        self.core.begin_shutdown(now);
+        let deadline = TokioInstant::now() + SHUTDOWN_RESIGN_TIMEOUT;
+        self.shutdown = Some((deadline, done.into_iter().collect()));
+    }
+
+    /// Shutdown is complete once every EndQuorumEpoch has been answered (or failed), or the
+    /// wait is over.
+    fn shutdown_complete(&self) -> bool {
+        match &self.shutdown {
+            Some((deadline, _)) => {
+                self.end_quorum_pending.is_empty() || TokioInstant::now() >= *deadline
+            }
+            None => false,
+        }
+    }
+
+    fn finish_shutdown(mut self) -> DriverExit {
+        for (_, waiters) in std::mem::take(&mut self.appends) {
+            for w in waiters {
+                let _ = w.send(Err(DriverAppendError::Stopped));
+            }
+        }
+        if let Some(store) = self.store.take()
+            && let Err(e) = store.close()
+        {
+            error!(error = %e, "closing the metadata log");
+        }
+        info!(
+            committed_batches = self.committed_batches,
+            "Raft replica stopped"
+        );
+        if let Some((_, waiters)) = self.shutdown.take() {
+            for w in waiters {
+                let _ = w.send(());
+            }
+        }
+        DriverExit::Shutdown
+    }
+
+    fn fail(mut self, reason: String) -> DriverExit {
+        error!(reason = %reason, "Raft replica stopping after a fatal error");
+        for (_, waiters) in std::mem::take(&mut self.appends) {
+            for w in waiters {
+                let _ = w.send(Err(DriverAppendError::Stopped));
+            }
+        }
+        DriverExit::Failed(reason)
+    }
+
+    fn on_response(&mut self, response: PeerResponse) {
+        let now = std_now();
+        self.core.set_wall_clock(now, unix_ms());
+        let PeerResponse { from, id, result } = response;
+        self.end_quorum_pending.remove(&id);
+        match result {
+            Ok(response) => self.core.handle_response(now, from, id, response),
+            Err(e) => {
+                // The core retries when the request's deadline passes (it has the same
+                // timeout); nothing to tell it now.
+                debug!(to = from.0, id = id.0, error = %e, "request failed");
+            }
+        }
+    }
+
+    /// Executes every queued action in order. A `Flush` is reported to the core at once
+    /// (the fsync is synchronous), which may queue further actions; the loop runs them too.
+    async fn drain(&mut self) -> Result<(), String> {
+        while let Some(action) = self.core.poll_action() {
+            self.execute(action).await?;
+        }
+        Ok(())
+    }
+
+    async fn execute(&mut self, action: Action) -> Result<(), String> {
+        let Some(store) = self.store.as_mut() else {
+            return Ok(());
+        };
+        match action {
+            Action::PersistQuorumState(state) => {
+                debug!(epoch = state.leader_epoch.0, leader = ?state.leader_id, voted = ?state.voted_id, "persisting quorum-state");
+                store.write_quorum_state(&state).map_err(error_chain)?;
+            }
+            Action::Append { batches } => {
+                let now_ms = unix_ms();
+                store.append(batches, now_ms).map_err(error_chain)?;
+            }
+            Action::Truncate { end_offset } => {
+                warn!(end_offset = end_offset.0, "truncating the metadata log");
+                store.truncate(end_offset).map_err(error_chain)?;
+                // Appends at or beyond the cut are gone: they did not commit.
+                let cut: Vec<LogOffset> =
+                    self.appends.range(end_offset..).map(|(o, _)| *o).collect();
+                for offset in cut {
+                    for w in self.appends.remove(&offset).unwrap_or_default() {
+                        let _ = w.send(Err(DriverAppendError::Truncated { offset }));
+                    }
+                }
+            }
+            Action::Flush { end_offset } => {
+                store.flush().map_err(error_chain)?;
+                self.core.handle_flushed(std_now(), end_offset);
+            }
+            Action::SendRequest { to, id, request } => self.send_request(to, id, request),
+            Action::SendResponse { id, response, .. } => {
+                if let Some(reply) = self.inbound.remove(&id) {
+                    let _ = reply.send(response);
+                }
+            }
+            Action::HighWatermarkAdvanced(high_watermark) => {
+                store.set_high_watermark(high_watermark);
+                let done: Vec<LogOffset> = self
+                    .appends
+                    .range(..high_watermark)
+                    .map(|(o, _)| *o)
+                    .collect();
+                for offset in done {
+                    for w in self.appends.remove(&offset).unwrap_or_default() {
+                        let _ = w.send(Ok(offset));
+                    }
+                }
+            }
+            Action::Commit { batches } => {
+                self.committed_batches += batches.len() as u64;
+                for batch in &batches {
+                    debug!(
+                        base_offset = batch.base_offset(),
+                        last_offset = batch.last_offset(),
+                        epoch = batch.partition_leader_epoch(),
+                        control = batch.is_control(),
+                        records = batch.record_count(),
+                        "committed batch"
+                    );
+                }
+                self.emit(RaftEvent::Commit(batches)).await;
+            }
+            Action::LeaderChange { leader, epoch } => {
+                info!(leader = ?leader.map(|l| l.0), epoch = epoch.0, "leader changed");
+                self.emit(RaftEvent::LeaderChange { leader, epoch }).await;
+            }
+            Action::ReadSnapshot {
+                to,
+                id,
+                snapshot_id,
+                position,
+                max_bytes,
+            } => {
+                let read = store
+                    .read_snapshot(snapshot_id, position, max_bytes)
+                    .map_err(error_chain)?;
+                self.core
+                    .handle_snapshot_read(std_now(), to, id, snapshot_id, position, read);
+            }
+            Action::WriteSnapshotChunk {
+                snapshot_id,
+                position,
+                bytes,
+            } => {
+                store
+                    .write_snapshot_chunk(snapshot_id, position, &bytes)
+                    .map_err(error_chain)?;
+            }
+            Action::InstallSnapshot { snapshot_id } => {
+                info!(snapshot = %snapshot_id, "installing a snapshot from the leader");
+                store.install_snapshot(snapshot_id).map_err(error_chain)?;
+                self.emit(RaftEvent::SnapshotInstalled(snapshot_id)).await;
+            }
+            Action::DeleteLogPrefix { log_start_offset } => {
+                info!(log_start_offset = log_start_offset.0, "deleting the log below a snapshot");
+                store
+                    .delete_prefix(log_start_offset)
+                    .map_err(error_chain)?;
+            }
+            Action::AbandonSnapshot { snapshot_id } => {
+                debug!(snapshot = %snapshot_id, "abandoning a snapshot download");
+                store.abandon_partial().map_err(error_chain)?;
+            }
+            Action::Fatal(fatal) => return Err(fatal_message(&fatal)),
+        }
+        Ok(())
+    }
+
+    async fn emit(&mut self, event: RaftEvent) {
+        if let Some(events) = &self.events
+            && events.send(event).await.is_err()
+        {
+            // The listener went away (process stopping): keep replicating without it.
+            self.events = None;
+        }
+    }
+
+    fn send_request(&mut self, to: NodeId, id: RequestId, request: RaftRequest) {
+        let Some(client) = self.pool.client(to.0) else {
+            warn!(to = to.0, "no address for node; request dropped");
+            return;
+        };
+        if matches!(request, RaftRequest::EndQuorumEpoch(_)) {
+            self.end_quorum_pending.insert(id);
+        }
+        let responses = self.responses_tx.clone();
+        let timeout = Duration::from_millis(self.core.config().request_timeout_ms);
+        tokio::spawn(async move {
+            let result = send_one(&client, request, timeout).await;
+            let _ = responses
+                .send(PeerResponse {
+                    from: to,
+                    id,
+                    result,
+                })
+                .await;
+        });
+    }
+
+    fn publish_status(&mut self) {
+        let status = RaftStatus {
+            role: self.core.role(),
+            metrics: self.core.metrics(),
+        };
+        self.status.send_if_modified(|old| {
+            if *old == status {
+                false
+            } else {
+                *old = status;
+                true
+            }
+        });
+    }
+}
+
+/// Sends one request on `client`'s connection at the newest version both sides speak.
+async fn send_one(
+    client: &krust_net::Client,
+    mut request: RaftRequest,
+    timeout: Duration,
+) -> Result<RaftResponse, ClientError> {
+    let deadline = TokioInstant::now() + timeout;
+    let connection = client.connection(deadline).await?;
+    let (api_key, ours) = wire_versions::request_api(&request);
+    let version = connection.usable_version(api_key, ours)?;
+    wire_versions::fit_request(&mut request, version);
+    let kind = match request {
+        RaftRequest::Vote(r) => RequestKind::Vote(r),
+        RaftRequest::BeginQuorumEpoch(r) => RequestKind::BeginQuorumEpoch(r),
+        RaftRequest::EndQuorumEpoch(r) => RequestKind::EndQuorumEpoch(r),
+        RaftRequest::Fetch(r) => RequestKind::Fetch(r),
+        RaftRequest::DescribeQuorum(r) => RequestKind::DescribeQuorum(r),
+        RaftRequest::FetchSnapshot(r) => RequestKind::FetchSnapshot(r),
+    };
+    let left = deadline.saturating_duration_since(TokioInstant::now());
+    let response = connection.send_with_timeout(kind, version, left).await?;
+    match response {
+        ResponseKind::Vote(r) => Ok(RaftResponse::Vote(r)),
+        ResponseKind::BeginQuorumEpoch(r) => Ok(RaftResponse::BeginQuorumEpoch(r)),
+        ResponseKind::EndQuorumEpoch(r) => Ok(RaftResponse::EndQuorumEpoch(r)),
+        ResponseKind::Fetch(r) => Ok(RaftResponse::Fetch(r)),
+        ResponseKind::DescribeQuorum(r) => Ok(RaftResponse::DescribeQuorum(r)),
+        ResponseKind::FetchSnapshot(r) => Ok(RaftResponse::FetchSnapshot(r)),
+        _ => Err(ClientError::UnexpectedResponse {
+            addr: connection.addr().to_owned(),
+        }),
+    }
+}
+
+fn error_chain(e: impl std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+fn fatal_message(fatal: &FatalError) -> String {
+    format!("fatal Raft condition: {fatal}")
+}
