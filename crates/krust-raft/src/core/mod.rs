@@ -5,8 +5,10 @@
 //!
 //! * requests and responses (`handle_request`, `handle_response`) with the time they arrived,
 //! * timer expiry (`handle_timeout`, due at [`RaftCore::poll_timeout`]),
-//! * completed fsyncs (`handle_flushed`), and
-//! * client appends on the leader ([`RaftCore::append`]),
+//! * completed fsyncs (`handle_flushed`),
+//! * snapshot reads it asked for (`handle_snapshot_read`, answering `Action::ReadSnapshot`),
+//! * client appends on the leader ([`RaftCore::append`]), and
+//! * the state machine's snapshots (`snapshot_created`, then optionally `delete_log_prefix`),
 //!
 //! and after each call drains [`RaftCore::poll_action`] **in order**, executing every action
 //! before the next one. Two orderings carry the safety of the protocol:
@@ -18,6 +20,9 @@
 //!    driver reported (via `handle_flushed`) that everything below it is fsynced. The leader
 //!    counts that offset toward the high watermark, so a voter never acknowledges data it
 //!    could lose in a crash. The leader counts its own log only up to its flushed offset.
+//!
+//! Memory: the core mirrors the log from its start offset (the metadata log is bounded by
+//! snapshots and retention); `delete_log_prefix` drops what a snapshot covers.
 //!
 //! Time must be monotonic across calls. Randomness (election jitter, backoff, choice of
 //! bootstrap voter) comes from the seeded `StdRng` given to [`RaftCore::new`].
