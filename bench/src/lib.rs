@@ -70,6 +70,26 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size {text:?} too large"))
 }
 
+/// CPU seconds (user + system) this thread has used so far, from `/proc/thread-self/stat`
+/// (0 where unavailable). Resolution is the kernel tick (usually 10 ms).
+#[must_use]
+pub fn thread_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/thread-self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which is in parentheses and may contain spaces).
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the full line: 12 and 13 after the name.
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    ticks as f64 / 100.0
+}
+
 /// Bytes per second as MB/s (10^6).
 #[must_use]
 pub fn mb_per_s(bytes: u64, seconds: f64) -> f64 {

@@ -20,7 +20,7 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use clap::Parser;
-use krust_bench::{cores, cpu_model, filesystem_of, mb_per_s, parse_size};
+use krust_bench::{cores, cpu_model, filesystem_of, mb_per_s, parse_size, thread_cpu_seconds};
 use krust_log::{Log, LogConfig, RecordBatch, RecordBatchBuilder};
 
 /// krust-log append throughput vs. plain sequential write + fdatasync.
@@ -65,6 +65,8 @@ fn template_batch(batch_bytes: u64, record_bytes: u64) -> RecordBatch {
 struct Totals {
     log_seconds: f64,
     plain_seconds: f64,
+    log_cpu_seconds: f64,
+    plain_cpu_seconds: f64,
     bytes: u64,
 }
 
@@ -99,6 +101,7 @@ fn run_paired(
         };
         for is_log in order {
             let start = Instant::now();
+            let cpu_start = thread_cpu_seconds();
             if is_log {
                 for _ in 0..n {
                     // A fresh buffer per batch, as a produce request would bring.
@@ -111,6 +114,7 @@ fn run_paired(
                 }
                 log.flush().context("flush")?;
                 totals.log_seconds += start.elapsed().as_secs_f64();
+                totals.log_cpu_seconds += thread_cpu_seconds() - cpu_start;
             } else {
                 for _ in 0..n {
                     // The same per-chunk copy the log side makes.
@@ -119,6 +123,7 @@ fn run_paired(
                 }
                 file.sync_data().context("fdatasync")?;
                 totals.plain_seconds += start.elapsed().as_secs_f64();
+                totals.plain_cpu_seconds += thread_cpu_seconds() - cpu_start;
             }
         }
         done += n;
@@ -196,11 +201,15 @@ fn main() -> Result<()> {
             std::fs::remove_dir_all(previous).context("removing previous log")?;
         }
         println!(
-            "run {run}: plain write+fdatasync {:7.1} MB/s, krust-log append+flush {:7.1} MB/s, ratio {:.3}",
+            "run {run}: plain write+fdatasync {:7.1} MB/s ({:.2} CPU-s), krust-log append+flush {:7.1} MB/s ({:.2} CPU-s), ratio {:.3}",
             mb_per_s(t.bytes, t.plain_seconds),
+            t.plain_cpu_seconds,
             mb_per_s(t.bytes, t.log_seconds),
+            t.log_cpu_seconds,
             t.plain_seconds / t.log_seconds
         );
+        sum.log_cpu_seconds += t.log_cpu_seconds;
+        sum.plain_cpu_seconds += t.plain_cpu_seconds;
         sum.log_seconds += t.log_seconds;
         sum.plain_seconds += t.plain_seconds;
         sum.bytes += t.bytes;
