@@ -4,7 +4,12 @@
 //!
 //! - [`config`]: `server.properties` parsing and typed access (Kafka 3.9 names, defaults and
 //!   `KafkaConfig` validation messages).
+//! - [`server`]: `krust server <server.properties>` (controller role: Raft driver + controller
+//!   listener).
+//! - [`metadata_quorum`]: `krust metadata-quorum describe --status | --replication`.
 //! - [`storage`]: `krust storage random-uuid | format | info` (Kafka's `kafka-storage.sh`).
 
 pub mod config;
+pub mod metadata_quorum;
+pub mod server;
 pub mod storage;

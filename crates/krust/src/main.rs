@@ -3,7 +3,7 @@
 //!
 //! Exit codes follow Kafka's tools: 0 on success, 1 on any failure (including bad arguments).
 
-use krust::storage;
+use krust::{metadata_quorum, server, storage};
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -21,10 +21,56 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a KRaft node (`kafka-server-start.sh`); controller role only for now.
+    Server(ServerCli),
+    /// Describe the KRaft quorum (`kafka-metadata-quorum.sh`).
+    MetadataQuorum(MetadataQuorumCli),
     /// The Kafka storage tool (`kafka-storage.sh`).
     Storage {
         #[command(subcommand)]
         command: StorageCommand,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ServerCli {
+    /// The `server.properties` file.
+    config: PathBuf,
+    /// Test hook: serve appends to the metadata log on this Unix socket (one line = one
+    /// record, answered `OK <offset>` once committed). Never use in production.
+    #[arg(long = "test-append-socket", hide = true)]
+    test_append_socket: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("bootstrap").required(true).multiple(false))]
+struct MetadataQuorumCli {
+    /// A comma-separated list of host:port pairs of brokers to connect to.
+    #[arg(long = "bootstrap-server", group = "bootstrap")]
+    bootstrap_server: Option<String>,
+    /// A comma-separated list of host:port pairs of controllers to connect to.
+    #[arg(long = "bootstrap-controller", group = "bootstrap")]
+    bootstrap_controller: Option<String>,
+    /// Property file with admin client settings (accepted; only PLAINTEXT is supported).
+    #[arg(long = "command-config")]
+    command_config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: MetadataQuorumCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum MetadataQuorumCommand {
+    /// Describe the metadata quorum info.
+    Describe {
+        /// A summary of the metadata quorum status.
+        #[arg(long, group = "what", required_unless_present = "replication")]
+        status: bool,
+        /// The replication state of the metadata quorum.
+        #[arg(long, group = "what")]
+        replication: bool,
+        /// Relative timestamps (with --replication).
+        #[arg(long = "human-readable", requires = "replication")]
+        human_readable: bool,
     },
 }
 
@@ -85,8 +131,11 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+                // A server logs its lifecycle like Kafka's INFO log; tools stay quiet.
+                let server = std::env::args_os().nth(1).is_some_and(|a| a == "server");
+                tracing_subscriber::EnvFilter::new(if server { "info" } else { "warn" })
+            }),
         )
         .init();
     // Like kafka-storage (argparse4j with `fromFilePrefix "@"`), `@file` arguments after
@@ -112,6 +161,29 @@ fn main() -> ExitCode {
     };
     let mut stdout = std::io::stdout().lock();
     let result = match cli.command {
+        Command::Server(args) => server::run_server(&server::ServerArgs {
+            config: args.config,
+            test_append_socket: args.test_append_socket,
+        }),
+        Command::MetadataQuorum(args) => {
+            let _ = args.command_config;
+            let bootstrap = match (args.bootstrap_controller, args.bootstrap_server) {
+                (Some(c), _) => metadata_quorum::Bootstrap::Controller(c),
+                (None, Some(s)) => metadata_quorum::Bootstrap::Server(s),
+                (None, None) => unreachable!("clap requires one of the bootstrap options"),
+            };
+            let MetadataQuorumCommand::Describe {
+                status,
+                human_readable,
+                ..
+            } = args.command;
+            let what = if status {
+                metadata_quorum::Describe::Status
+            } else {
+                metadata_quorum::Describe::Replication { human_readable }
+            };
+            metadata_quorum::run_describe(&bootstrap, what, &mut stdout)
+        }
         Command::Storage { command } => match command {
             StorageCommand::RandomUuid => storage::run_random_uuid(&mut stdout),
             StorageCommand::Info { config } => storage::run_info(&config, &mut stdout),

@@ -648,10 +648,11 @@ impl Driver {
                 self.emit(RaftEvent::SnapshotInstalled(snapshot_id)).await;
             }
             Action::DeleteLogPrefix { log_start_offset } => {
-                info!(log_start_offset = log_start_offset.0, "deleting the log below a snapshot");
-                store
-                    .delete_prefix(log_start_offset)
-                    .map_err(error_chain)?;
+                info!(
+                    log_start_offset = log_start_offset.0,
+                    "deleting the log below a snapshot"
+                );
+                store.delete_prefix(log_start_offset).map_err(error_chain)?;
             }
             Action::AbandonSnapshot { snapshot_id } => {
                 debug!(snapshot = %snapshot_id, "abandoning a snapshot download");

@@ -92,7 +92,11 @@ impl ControllerHandler {
             response.endpoint_type = ENDPOINT_TYPE_CONTROLLER;
         }
         // v0 cannot say which endpoint type it wants: it means "broker".
-        let wanted = if version >= 1 { request.endpoint_type } else { 1 };
+        let wanted = if version >= 1 {
+            request.endpoint_type
+        } else {
+            1
+        };
         if wanted != ENDPOINT_TYPE_CONTROLLER {
             response.error_code = MISMATCHED_ENDPOINT_TYPE;
             response.error_message = Some(StrBytes::from_static_str(
