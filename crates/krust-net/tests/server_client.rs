@@ -944,3 +944,39 @@ async fn timeout_while_waiting_for_an_in_flight_slot_keeps_the_connection() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn handler_bugs_close_only_their_connection() {
+    bounded(async {
+        let server = start(TestHandler::new(), ServerConfig::default()).await;
+        let addr = server.local_addr().to_string();
+        let cases = [
+            (
+                "the handler panics",
+                raw_frame(
+                    ApiKey::AddRaftVoter,
+                    0,
+                    1,
+                    RequestKind::AddRaftVoter(Default::default()),
+                ),
+            ),
+            (
+                "the handler answers with another API's response",
+                raw_frame(
+                    ApiKey::RemoveRaftVoter,
+                    0,
+                    1,
+                    RequestKind::RemoveRaftVoter(Default::default()),
+                ),
+            ),
+        ];
+        for (reason, frame) in cases {
+            let mut stream = TcpStream::connect(&addr).await.expect("connect");
+            stream.write_all(&frame).await.expect("write");
+            assert!(read_frame(&mut stream).await.is_none(), "case: {reason}");
+        }
+        api_versions_works(&addr).await;
+        server.shutdown().await;
+    })
+    .await;
+}

@@ -45,6 +45,8 @@ impl TestHandler {
             (ApiKey::BeginQuorumEpoch, 0, 1),
             (ApiKey::EndQuorumEpoch, 0, 1),
             (ApiKey::DescribeQuorum, 0, 2),
+            (ApiKey::AddRaftVoter, 0, 0),
+            (ApiKey::RemoveRaftVoter, 0, 0),
         ])
         .expect("valid API list");
         let (finished_tx, finished_rx) = watch::channel(Vec::new());
@@ -126,6 +128,12 @@ impl Handler for TestHandler {
             RequestKind::BeginQuorumEpoch(_) => std::future::pending().await,
             RequestKind::EndQuorumEpoch(_) => Reply::Close,
             RequestKind::DescribeQuorum(_) => Reply::NoResponse,
+            // A handler bug: the server must close the connection, nothing else.
+            RequestKind::AddRaftVoter(_) => panic!("test handler panics on purpose"),
+            // A handler bug: another API's response.
+            RequestKind::RemoveRaftVoter(_) => {
+                ResponseKind::Metadata(MetadataResponse::default()).into()
+            }
             _ => Reply::Close,
         }
     }
