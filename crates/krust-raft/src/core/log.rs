@@ -379,6 +379,33 @@ mod tests {
     }
 
     #[test]
+    fn trimming_to_a_snapshot_keeps_the_epoch_spanning_the_new_start() {
+        // epoch 1: [0, 3), epoch 3: [3, 5), epoch 4: [5, 8)
+        let mut log = log_of(&[(1, 2), (1, 1), (3, 2), (4, 3)]);
+        log.trim_prefix(OffsetAndEpoch::new(2, 1));
+        assert_eq!(
+            (log.start_offset(), log.end_offset()),
+            (LogOffset(2), LogOffset(8))
+        );
+        assert_eq!(
+            log.end_offset_for_epoch(LeaderEpoch(1)),
+            OffsetAndEpoch::new(3, 1)
+        );
+        assert_eq!(
+            log.end_offset_for_epoch(LeaderEpoch(3)),
+            OffsetAndEpoch::new(5, 3)
+        );
+        log.trim_prefix(OffsetAndEpoch::new(8, 4));
+        assert_eq!(
+            log.end_offset_and_epoch(),
+            OffsetAndEpoch::new(8, 4),
+            "empty log: the snapshot is its end"
+        );
+        assert!(log.is_boundary_of_epoch(OffsetAndEpoch::new(8, 4)));
+        assert_eq!(log.earliest_snapshot(), Some(OffsetAndEpoch::new(8, 4)));
+    }
+
+    #[test]
     fn recovered_logs_must_be_contiguous_with_rising_epochs() {
         let gap = RecoveredLog {
             batches: vec![batch(0, 1, 1), batch(2, 1, 1)],

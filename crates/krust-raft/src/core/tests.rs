@@ -1543,6 +1543,52 @@ fn corrupt_or_misplaced_fetched_records_are_refused() {
     assert!(appended(&actions).is_empty(), "epoch above the leader's");
 }
 
+/// testFetchRequestTruncateToLogStart / KafkaMetadataLog.maybeClean: once the log below a
+/// snapshot is deleted, a fetch below the new log start is answered with the snapshot id.
+#[test]
+fn deleting_the_log_prefix_sends_laggards_the_snapshot() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    let actions = ctx.elect();
+    ctx.flush_all(&actions);
+    let epoch = ctx.core.epoch();
+    ctx.core
+        .append(ctx.now, epoch, vec![Bytes::from_static(b"a")])
+        .expect("append");
+    let actions = ctx.advance(25);
+    ctx.flush_all(&actions);
+    ctx.fetch(2, epoch.0, 2, epoch.0, 0);
+    assert_eq!(ctx.core.high_watermark(), LogOffset(2));
+    let snapshot = OffsetAndEpoch::new(2, epoch.0);
+    assert!(matches!(
+        ctx.core.delete_log_prefix(snapshot),
+        Err(SnapshotIdError::NotLatestSnapshot { .. })
+    ));
+    ctx.core
+        .snapshot_created(snapshot)
+        .expect("committed and on an epoch boundary");
+    ctx.core
+        .delete_log_prefix(snapshot)
+        .expect("latest snapshot");
+    assert_eq!(
+        ctx.take(),
+        vec![Action::DeleteLogPrefix {
+            log_start_offset: LogOffset(2)
+        }]
+    );
+    let (_, actions) = ctx.fetch(3, epoch.0, 1, epoch.0, 0);
+    assert_eq!(
+        fetch_answer(&actions).1.expect("partition").snapshot_id,
+        Some(snapshot)
+    );
+    let (_, actions) = ctx.fetch(3, epoch.0, 2, epoch.0, 0);
+    let answer = fetch_answer(&actions).1.expect("partition");
+    assert_eq!(
+        (answer.snapshot_id, answer.diverging),
+        (None, None),
+        "at the log start with the snapshot epoch: valid"
+    );
+}
+
 /// KafkaRaftClientSnapshotTest (follower side): a snapshot id answer starts a FetchSnapshot
 /// loop; each slice must continue the file; the last one installs the snapshot, which
 /// replaces the log, moves the HW to its end offset, and fetching resumes after it.
