@@ -980,3 +980,39 @@ async fn handler_bugs_close_only_their_connection() {
     })
     .await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn failed_connections_are_retried_with_exponential_backoff() {
+    // A peer that accepts and hangs up at once: every attempt fails (in the ApiVersions
+    // negotiation). Within 3 s of virtual time, backoff 50 ms doubling to 1 s (±20 %) allows
+    // attempts near 0, 50, 150, 350, 750, 1550 and 2550 ms: about seven, not thousands.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr").to_string();
+    let attempts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = attempts.clone();
+    let hang_up = tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            drop(stream);
+        }
+    });
+    let config = ClientConfig {
+        request_timeout: Duration::from_secs(3),
+        negotiate_api_versions: true,
+        ..client_config()
+    };
+    let client = Client::new(addr, config);
+    let err = client
+        .send(MetadataRequest::default(), 12)
+        .await
+        .expect_err("the peer always hangs up");
+    assert!(err.is_retriable(), "{err}");
+    let attempts = attempts.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        (4..=9).contains(&attempts),
+        "{attempts} connection attempts"
+    );
+    hang_up.abort();
+}
