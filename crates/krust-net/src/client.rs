@@ -622,6 +622,29 @@ impl Client {
             .await
     }
 
+    /// Sends `request` at the highest version within `ours` (the caller's `min..=max`) that
+    /// the server supports, per the ApiVersions negotiation at connect (set
+    /// [`ClientConfig::negotiate_api_versions`]; without it, `ours.1` capped to the codec).
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::NoCommonVersion`], or any error of [`Client::send`].
+    pub async fn send_latest(
+        &self,
+        request: impl Into<RequestKind>,
+        ours: (i16, i16),
+    ) -> Result<(i16, ResponseKind), ClientError> {
+        let request = request.into();
+        let api_key =
+            crate::codec::request_api_key(&request).ok_or(ClientError::UnknownRequestKind)?;
+        let deadline = Instant::now() + self.config.request_timeout;
+        let connection = self.connection(deadline).await?;
+        let version = connection.usable_version(api_key, ours)?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let response = connection.send_with_timeout(request, version, left).await?;
+        Ok((version, response))
+    }
+
     /// Closes the current connection, if any; the next request reconnects at once.
     pub async fn disconnect(&self) {
         let mut state = self.state.lock().await;

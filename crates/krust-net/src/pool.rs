@@ -84,4 +84,22 @@ impl NetworkClient {
             .ok_or(ClientError::UnknownNode { node_id })?;
         client.send(request, api_version).await
     }
+
+    /// Sends `request` to `node_id` at the highest version within `ours` that the node
+    /// supports (see [`Client::send_latest`]); returns the version used with the response.
+    ///
+    /// # Errors
+    ///
+    /// [`ClientError::UnknownNode`], or any error of [`Client::send_latest`].
+    pub async fn send_latest(
+        &self,
+        node_id: i32,
+        request: impl Into<RequestKind>,
+        ours: (i16, i16),
+    ) -> Result<(i16, ResponseKind), ClientError> {
+        let client = self
+            .client(node_id)
+            .ok_or(ClientError::UnknownNode { node_id })?;
+        client.send_latest(request, ours).await
+    }
 }

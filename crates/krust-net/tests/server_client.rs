@@ -821,6 +821,27 @@ async fn network_client_sends_by_node_id() {
             };
             assert_eq!(vote.topics[0].partitions[0].leader_epoch, node);
         }
+        // With negotiation, the version is the highest both sides know.
+        let negotiating = NetworkClient::new(ClientConfig {
+            negotiate_api_versions: true,
+            ..client_config()
+        });
+        negotiating.set_node(1, one.local_addr().to_string());
+        let (version, response) = negotiating
+            .send_latest(1, fetch_request(5, 0), (0, 13))
+            .await
+            .expect("Fetch");
+        assert_eq!(version, 13);
+        assert!(matches!(response, ResponseKind::Fetch(f) if f.session_id == 5));
+        let err = negotiating
+            .send_latest(
+                1,
+                kafka_protocol::messages::ProduceRequest::default(),
+                (0, 11),
+            )
+            .await
+            .expect_err("Produce is not served");
+        assert!(matches!(err, ClientError::NoCommonVersion { .. }), "{err}");
         let err = pool
             .send(3, vote_request(1, 1), 1)
             .await
