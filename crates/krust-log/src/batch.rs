@@ -301,9 +301,10 @@ impl BatchError {
             BatchError::TooLarge { .. } => MESSAGE_TOO_LARGE,
             BatchError::UnsupportedMagic { magic: 0 | 1 } => INVALID_RECORD,
             BatchError::UnsupportedMagic { .. } => CORRUPT_MESSAGE,
-            BatchError::UnknownCompression { .. } | BatchError::Compressed { .. } => {
-                UNSUPPORTED_COMPRESSION_TYPE
-            }
+            // Kafka 3.9's `CompressionType.forId` throws IllegalArgumentException, which the
+            // produce path answers with UNKNOWN_SERVER_ERROR.
+            BatchError::UnknownCompression { .. } => UNKNOWN_SERVER_ERROR,
+            BatchError::Compressed { .. } => UNSUPPORTED_COMPRESSION_TYPE,
             BatchError::InvalidRecordCount { .. }
             | BatchError::InvalidRecord { .. }
             | BatchError::TrailingBytes { .. } => INVALID_RECORD,
