@@ -55,17 +55,7 @@ pub fn run_describe(
     what: Describe,
     out: &mut dyn Write,
 ) -> anyhow::Result<i32> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let (cluster_id, quorum) = runtime.block_on(async {
-        tokio::time::timeout(COMMAND_TIMEOUT, fetch(bootstrap))
-            .await
-            .map_err(|_| {
-                anyhow::anyhow!("timed out after {COMMAND_TIMEOUT:?} waiting for the quorum")
-            })?
-    })?;
+    let (cluster_id, quorum) = describe(bootstrap, COMMAND_TIMEOUT)?;
     match what {
         Describe::Status => print_status(&cluster_id, &quorum, out)?,
         Describe::Replication { human_readable } => {
@@ -73,6 +63,23 @@ pub fn run_describe(
         }
     }
     Ok(0)
+}
+
+/// The cluster id and the quorum as the active controller describes it, retrying (every
+/// 200 ms) while no leader is known, for at most `timeout`.
+///
+/// # Errors
+/// Nothing answered with a leader within `timeout`; a non-retriable error code.
+pub fn describe(bootstrap: &Bootstrap, timeout: Duration) -> anyhow::Result<(String, QuorumInfo)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async {
+        tokio::time::timeout(timeout, fetch(bootstrap))
+            .await
+            .map_err(|_| anyhow::anyhow!("timed out after {timeout:?} waiting for the quorum"))?
+    })
 }
 
 /// The parts of DescribeQuorum the tool prints.
