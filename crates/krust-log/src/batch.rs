@@ -1325,6 +1325,23 @@ mod tests {
     }
 
     #[test]
+    fn leader_rewrites_do_not_copy_a_uniquely_owned_batch() {
+        let mut builder = RecordBatchBuilder::new(0);
+        builder.append_kv(5, None, b("x"));
+        let bytes = Bytes::copy_from_slice(builder.build().as_bytes());
+        let (mut batch, _) = RecordBatch::parse_default(bytes).expect("parse");
+        let before = batch.as_bytes().as_ptr();
+        batch.set_base_offset(77);
+        batch.set_partition_leader_epoch(3);
+        assert_eq!(batch.as_bytes().as_ptr(), before, "rewritten in place");
+        // A shared buffer is copied, leaving the other owner untouched.
+        let shared = batch.clone();
+        batch.set_base_offset(78);
+        assert_eq!(shared.base_offset(), 77);
+        assert_eq!(batch.base_offset(), 78);
+    }
+
+    #[test]
     fn parse_rejects_bad_framing_with_kafka_codes() {
         let mut builder = RecordBatchBuilder::new(0);
         builder.append_kv(5, None, b("x"));
