@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use tracing::{info, warn};
 
-use crate::batch::{Compression, RecordBatch, TimestampType};
+use crate::batch::{Compression, NO_TIMESTAMP, RecordBatch, TimestampType};
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fs::fsync_dir;
@@ -29,6 +29,15 @@ fn check_new_base(offset: i64) -> Result<(), LogError> {
     }
     Ok(())
 }
+
+/// ListOffsets target: the log start offset.
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+/// ListOffsets target: the log end offset.
+pub const LATEST_TIMESTAMP: i64 = -1;
+/// ListOffsets target: the record with the largest timestamp (KIP-734).
+pub const MAX_TIMESTAMP: i64 = -3;
+/// ListOffsets target: the local log start offset (KIP-405; the log start offset here).
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
 
 /// What an append wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -503,6 +512,98 @@ impl Log {
             }
         }
         Ok(LogReadResult::default())
+    }
+
+    /// ListOffsets for one partition (Kafka 3.9 `UnifiedLog.fetchOffsetByTimestamp`): the
+    /// special targets [`EARLIEST_TIMESTAMP`] and [`EARLIEST_LOCAL_TIMESTAMP`] (log start
+    /// offset; krust has no tiered storage), [`LATEST_TIMESTAMP`] (log end offset) and
+    /// [`MAX_TIMESTAMP`] (the first record carrying the largest timestamp, KIP-734), else
+    /// [`Log::offset_for_timestamp`]. Other negative targets (e.g. `LATEST_TIERED`, -5) give
+    /// `None`. Special targets answer with `NO_TIMESTAMP` (-1) as the timestamp.
+    ///
+    /// # Errors
+    /// [`LogError::CorruptSegment`], [`LogError::Io`].
+    pub fn fetch_offset_by_timestamp(
+        &self,
+        target_timestamp: i64,
+    ) -> Result<Option<TimestampAndOffset>, LogError> {
+        match target_timestamp {
+            EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
+                // The first epoch entry only names the log start's epoch if it starts there.
+                let leader_epoch = self
+                    .leader_epoch_cache
+                    .entries()
+                    .first()
+                    .filter(|e| e.start_offset <= self.log_start_offset)
+                    .map(|e| e.epoch);
+                Ok(Some(TimestampAndOffset {
+                    timestamp: NO_TIMESTAMP,
+                    offset: self.log_start_offset,
+                    leader_epoch,
+                }))
+            }
+            LATEST_TIMESTAMP => Ok(Some(TimestampAndOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: self.log_end_offset,
+                leader_epoch: self.leader_epoch_cache.latest_epoch(),
+            })),
+            MAX_TIMESTAMP => self.max_timestamp_and_offset(),
+            t if t < 0 => Ok(None),
+            t => self.offset_for_timestamp(t),
+        }
+    }
+
+    /// The first record carrying the log's largest timestamp (from the segment with the
+    /// largest timestamp; the earliest such segment wins ties). For a compressed batch the
+    /// answer is the batch's last offset (krust does not decompress).
+    fn max_timestamp_and_offset(&self) -> Result<Option<TimestampAndOffset>, LogError> {
+        let Some(segment) = self
+            .segments
+            .values()
+            .fold(None::<&Segment>, |best, s| match best {
+                Some(b) if b.max_timestamp().timestamp >= s.max_timestamp().timestamp => Some(b),
+                _ if s.size() > 0 => Some(s),
+                _ => best,
+            })
+        else {
+            return Ok(None);
+        };
+        let max = segment.max_timestamp();
+        let Some((mut pos, _)) = segment.translate_offset(max.offset)? else {
+            return Ok(None);
+        };
+        while let Some(batch) = segment.read_batch_at(pos)? {
+            pos += batch.size_in_bytes() as u64;
+            if batch.max_timestamp() != max.timestamp {
+                continue;
+            }
+            let leader_epoch = Some(batch.partition_leader_epoch()).filter(|&e| e >= 0);
+            let offset = if batch.compression() != Compression::None {
+                batch.last_offset()
+            } else if batch.timestamp_type() == TimestampType::LogAppendTime {
+                batch.base_offset()
+            } else {
+                let records = batch.records().map_err(|source| LogError::CorruptSegment {
+                    path: segment.log_path().to_path_buf(),
+                    position: pos - batch.size_in_bytes() as u64,
+                    source,
+                })?;
+                records
+                    .iter()
+                    .find(|r| {
+                        batch.base_timestamp().saturating_add(r.timestamp_delta) == max.timestamp
+                    })
+                    .map_or(batch.last_offset(), |r| {
+                        batch.base_offset() + i64::from(r.offset_delta)
+                    })
+            };
+            return Ok(Some(TimestampAndOffset {
+                timestamp: max.timestamp,
+                offset,
+                leader_epoch,
+            }));
+        }
+        Ok(None)
     }
 
     /// The first record with timestamp ≥ `target_timestamp` at or after the log start offset

@@ -860,3 +860,75 @@ fn kafka_append_path_index_entries_are_accepted() {
         );
     }
 }
+
+#[test]
+fn list_offsets_special_targets_follow_kafka() {
+    use krust_log::log::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = LogConfig {
+        segment_bytes: 1_000,
+        ..LogConfig::default()
+    };
+    let mut log = open(dir.path(), config);
+    // The largest timestamp (900) appears first at offset 13 (record 1 of the batch at 12),
+    // again at offset 20; Kafka answers with the first.
+    let timestamps: [&[i64]; 8] = [
+        &[100, 200],
+        &[300, 100],
+        &[400, 500],
+        &[600, 700],
+        &[800, 100],
+        &[200, 300],
+        &[850, 900],
+        &[10, 20],
+    ];
+    for (i, ts) in timestamps.iter().enumerate() {
+        let mut b = RecordBatchBuilder::new(0);
+        for &t in *ts {
+            b.append_kv(t, None, Some(Bytes::from(vec![0u8; 150])));
+        }
+        // Offsets 0..8 in epoch 1, then epoch 4.
+        let epoch = if i < 4 { 1 } else { 4 };
+        log.append_as_leader(vec![b.build()], epoch, 0)
+            .expect("append");
+    }
+    let mut b = RecordBatchBuilder::new(0);
+    b.append_kv(900, None, None);
+    log.append_as_leader(vec![b.build()], 4, 0).expect("append");
+    assert!(log.segment_count() > 2);
+
+    let max = log
+        .fetch_offset_by_timestamp(MAX_TIMESTAMP)
+        .expect("max")
+        .expect("some");
+    assert_eq!(
+        (max.timestamp, max.offset, max.leader_epoch),
+        (900, 13, Some(4))
+    );
+    let latest = log
+        .fetch_offset_by_timestamp(LATEST_TIMESTAMP)
+        .expect("latest")
+        .expect("some");
+    assert_eq!(
+        (latest.timestamp, latest.offset, latest.leader_epoch),
+        (-1, 17, Some(4))
+    );
+    let earliest = log
+        .fetch_offset_by_timestamp(EARLIEST_TIMESTAMP)
+        .expect("earliest")
+        .expect("some");
+    assert_eq!((earliest.offset, earliest.leader_epoch), (0, Some(1)));
+    let by_time = log
+        .fetch_offset_by_timestamp(450)
+        .expect("lookup")
+        .expect("some");
+    assert_eq!((by_time.timestamp, by_time.offset), (500, 5));
+    assert_eq!(log.fetch_offset_by_timestamp(-5).expect("tiered"), None);
+    // After delete_records the earliest answer moves; the first epoch entry is moved with it.
+    log.delete_records(9).expect("delete");
+    let earliest = log
+        .fetch_offset_by_timestamp(EARLIEST_TIMESTAMP)
+        .expect("earliest")
+        .expect("some");
+    assert_eq!((earliest.offset, earliest.leader_epoch), (9, Some(4)));
+}
