@@ -1988,6 +1988,107 @@ fn metrics_follow_the_replica_state() {
     assert_eq!(observer.core.metrics().current_state, "observer");
 }
 
+/// testEmptyRecordSetInFetchResponse / testObserverReplication: an empty answer still proves
+/// the leader alive (fetch timer reset) and carries its HW; observers replicate like followers.
+#[test]
+fn empty_fetch_answers_keep_the_follower_attached() {
+    let mut ctx = Builder::new(9, &[1, 2, 3]).state(3, Some(1), None).build();
+    let (_, id, _) = fetch_requests(&ctx.take()).remove(0);
+    ctx.advance(1_500);
+    let records = concat(&log_of(&[(2, 2), (3, 1)]));
+    let actions = ctx.respond(
+        1,
+        id,
+        RaftResponse::Fetch(wire::fetch_response(&answer(1, 3, Some(2), records))),
+    );
+    assert_eq!(hw_advances(&actions), vec![LogOffset(2)]);
+    let after = ctx.flush_all(&actions);
+    let (_, id, _) = fetch_requests(&after).remove(0);
+    ctx.advance(1_500);
+    ctx.respond(
+        1,
+        id,
+        RaftResponse::Fetch(wire::fetch_response(&answer(1, 3, Some(3), Bytes::new()))),
+    );
+    assert_eq!(ctx.core.high_watermark(), LogOffset(3));
+    ctx.advance(1_500);
+    assert_eq!(
+        (ctx.core.role(), ctx.core.leader()),
+        (RoleKind::Observer, Some(n(1))),
+        "3 s without timeout: answers reset it"
+    );
+}
+
+/// testResignInOlderEpochIgnored / testCannotResign: only the leader of the given epoch resigns.
+#[test]
+fn resign_only_applies_to_the_current_leader_epoch() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    ctx.elect();
+    let epoch = ctx.core.epoch();
+    ctx.core.resign(ctx.now, LeaderEpoch(epoch.0 - 1));
+    assert_eq!(ctx.core.role(), RoleKind::Leader);
+    let mut follower = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+    follower.core.resign(follower.now, LeaderEpoch(2));
+    assert_eq!(follower.core.role(), RoleKind::Follower);
+    ctx.core.resign(ctx.now, epoch);
+    assert_eq!(ctx.core.role(), RoleKind::Resigned);
+}
+
+/// testGrantVotesWhenShuttingDown / testFollowerGracefulShutdown: a follower shutting down
+/// sends nothing special and still votes, but never stands for election itself.
+#[test]
+fn shutting_down_voters_still_vote_but_never_stand() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).state(2, Some(2), None).build();
+    ctx.take();
+    ctx.core.begin_shutdown(ctx.now);
+    assert!(ctx.take().is_empty());
+    assert!(vote_answer(&ctx.vote(3, 3, 0, 0)).2);
+    ctx.run_timers(10_000);
+    assert_ne!(ctx.core.role(), RoleKind::Candidate);
+}
+
+/// testEndQuorumIgnoredAsCandidateIfOlderEpoch / testEndQuorumIgnoredAsLeaderIfOlderEpoch.
+#[test]
+fn end_quorum_epoch_from_an_older_epoch_is_fenced() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    ctx.elect();
+    let epoch = ctx.core.epoch().0;
+    let actions = ctx.end_epoch(2, epoch - 1, &[1]);
+    let error = actions.iter().find_map(|a| match a {
+        Action::SendResponse {
+            response: RaftResponse::EndQuorumEpoch(r),
+            ..
+        } => wire::parse_end_quorum_epoch_response(r)
+            .and_then(|(_, i)| i)
+            .and_then(|i| i.error),
+        _ => None,
+    });
+    assert_eq!(error, Some(ResponseError::FencedLeaderEpoch));
+    assert_eq!(ctx.core.role(), RoleKind::Leader);
+}
+
+/// testInitializeObserverNoPreviousState / testObserverQuorumDiscovery: an observer with no
+/// state asks a voter, and a NOT_LEADER answer naming the leader attaches it.
+#[test]
+fn observer_discovers_the_leader_through_any_voter() {
+    let mut ctx = Builder::new(9, &[1, 2, 3]).build();
+    let (to, id, _) = fetch_requests(&ctx.take()).remove(0);
+    let mut redirect = answer(2, 0, None, Bytes::new());
+    redirect.info.error = Some(ResponseError::NotLeaderOrFollower);
+    redirect.info.leader_id = Some(n(2));
+    redirect.info.epoch = LeaderEpoch(4);
+    let actions = ctx.respond(
+        to.0,
+        id,
+        RaftResponse::Fetch(wire::fetch_response(&redirect)),
+    );
+    assert_eq!(
+        (ctx.core.role(), ctx.core.leader(), ctx.core.epoch()),
+        (RoleKind::Observer, Some(n(2)), LeaderEpoch(4))
+    );
+    assert_eq!(fetch_requests(&actions)[0].0, n(2));
+}
+
 // -------------------------------------------------------------------------------------------------
 // Hostile input: whatever arrives, the core answers or ignores it, never panics
 // -------------------------------------------------------------------------------------------------
