@@ -75,8 +75,11 @@ fn vote(cluster_id: &str, voter_id: i32, candidate: i32, epoch: i32) -> VoteRequ
         ])
 }
 
+/// (top-level error, partition error).
+type Errors = (i16, Option<i16>);
+
 /// (top-level error, partition error) of a Fetch answer.
-fn fetch_errors(response: ResponseKind) -> (i16, Option<i16>) {
+fn fetch_errors(response: ResponseKind) -> Errors {
     let ResponseKind::Fetch(r) = response else {
         panic!("not a Fetch response: {response:?}");
     };
@@ -140,7 +143,7 @@ fn bad_requests_get_kafkas_error_codes_and_the_node_keeps_serving() {
             async move { conn.send(request, version).await.expect("answer") }
         };
 
-        let cases: Vec<(&str, FetchRequest, (i16, Option<i16>))> = vec![
+        let cases: Vec<(&str, FetchRequest, Errors)> = vec![
             (
                 "another cluster's id",
                 fetch("someOtherClusterIdAAAA", 2, epoch, METADATA_TOPIC_ID, 0),
