@@ -193,6 +193,10 @@ enum Event {
     },
     ClientAppend,
     Fault,
+    /// The end of a graceful shutdown: the process exits (unflushed data is lost as in a crash).
+    Stop {
+        node: usize,
+    },
     Restart {
         node: usize,
     },
@@ -272,6 +276,8 @@ pub struct SimNode {
     scheduled_wakeup_us: Option<u64>,
     /// Next offset the listener expects from `Action::Commit` in this incarnation.
     pub delivered_end: LogOffset,
+    /// A graceful shutdown began; the process stops soon.
+    shutting_down: bool,
 }
 
 impl SimNode {
@@ -391,6 +397,7 @@ impl SimCluster {
                 clock_rate_permille: rate,
                 scheduled_wakeup_us: None,
                 delivered_end: LogOffset(0),
+                shutting_down: false,
             });
         }
         let mut cluster = Self {
@@ -491,6 +498,7 @@ impl SimCluster {
                 n.core = Some(core);
                 n.incarnation += 1;
                 n.delivered_end = log_start;
+                n.shutting_down = false;
                 n.scheduled_wakeup_us = None;
                 self.drain(node);
             }
@@ -841,7 +849,21 @@ impl SimCluster {
 
     fn inject_fault(&mut self) {
         let total = self.nodes.len();
-        match self.rng.gen_range(0..4) {
+        match self.rng.gen_range(0..5) {
+            4 => {
+                // Graceful shutdown of the leader: it resigns (EndQuorumEpoch with its preferred
+                // successors), keeps running a little, then stops and restarts later.
+                if let Some(leader) = self.current_leader() {
+                    let now = self.local(leader, self.now_us);
+                    if let Some(core) = self.nodes[leader].core.as_mut() {
+                        core.begin_shutdown(now);
+                        self.nodes[leader].shutting_down = true;
+                    }
+                    self.drain(leader);
+                    let delay = self.rng.gen_range(20_000..300_000);
+                    self.schedule(self.now_us + delay, Event::Stop { node: leader });
+                }
+            }
             0 | 1 => {
                 // Crash a node (often the leader), restart it later.
                 let leader = self.current_leader();
@@ -939,6 +961,10 @@ impl SimCluster {
                 self.crash(node);
             } else if !self.nodes[node].is_up() {
                 self.start_node(node);
+            } else if self.nodes[node].shutting_down {
+                // The shutdown completes now, and the process comes back.
+                self.crash(node);
+                self.start_node(node);
             }
         }
     }
@@ -1033,6 +1059,12 @@ impl SimCluster {
                     self.schedule(next, Event::Fault);
                 }
                 touched.extend(0..self.nodes.len());
+            }
+            Event::Stop { node } => {
+                if self.chaos && self.nodes[node].is_up() && self.nodes[node].shutting_down {
+                    self.crash(node);
+                    self.schedule_restart(node);
+                }
             }
             Event::Restart { node } => {
                 if self.chaos && !self.nodes[node].is_up() {
