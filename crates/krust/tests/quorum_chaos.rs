@@ -14,7 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use support::{FAST_TIMEOUTS, Quorum, append_via, data_records, read_metadata_log, wait_for_quorum};
+use support::{
+    FAST_TIMEOUTS, Quorum, append_via, data_records, read_metadata_log, wait_for_quorum,
+};
 
 const ROUNDS: usize = 10;
 const WAIT: Duration = Duration::from_secs(60);
@@ -66,8 +68,15 @@ fn acknowledged_entries_survive_ten_leader_crashes_exactly_once_on_every_node() 
         let (leader, epoch) = (q.leader_id, q.leader_epoch);
         quorum.kill(leader);
         let survivors = quorum.bootstrap_without(&[leader]);
-        let next = wait_for_quorum(&survivors, WAIT, |q| q.leader_epoch > epoch && q.leader_id != leader)
-            .unwrap_or_else(|| panic!("round {round}: no new leader after killing {leader}\n{}", quorum.log_tails()));
+        let next = wait_for_quorum(&survivors, WAIT, |q| {
+            q.leader_epoch > epoch && q.leader_id != leader
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "round {round}: no new leader after killing {leader}\n{}",
+                quorum.log_tails()
+            )
+        });
         epochs.push((leader, epoch, next.leader_id, next.leader_epoch));
         quorum.start(leader);
     }
@@ -75,13 +84,22 @@ fn acknowledged_entries_survive_ten_leader_crashes_exactly_once_on_every_node() 
     let (sent, failures) = writer.join().expect("writer thread");
     let acked = acked.lock().expect("lock").clone();
     println!("kills (old leader, epoch -> new leader, epoch): {epochs:?}");
-    println!("entries sent {sent}, acknowledged {}, failed or unknown {failures}", acked.len());
-    assert!(acked.len() >= ROUNDS * 5, "too few acknowledged entries: {}", acked.len());
+    println!(
+        "entries sent {sent}, acknowledged {}, failed or unknown {failures}",
+        acked.len()
+    );
+    assert!(
+        acked.len() >= ROUNDS * 5,
+        "too few acknowledged entries: {}",
+        acked.len()
+    );
 
     // Everybody caught up to the same committed end, then stop and read the files.
     let q = wait_for_quorum(&quorum.bootstrap(), WAIT, |q| {
         let end = q.voters.iter().map(|v| v.log_end_offset).max();
-        q.voters.len() == 3 && q.voters.iter().all(|v| Some(v.log_end_offset) == end) && Some(q.high_watermark) == end
+        q.voters.len() == 3
+            && q.voters.iter().all(|v| Some(v.log_end_offset) == end)
+            && Some(q.high_watermark) == end
     })
     .unwrap_or_else(|| panic!("quorum did not catch up\n{}", quorum.log_tails()));
     let committed_end = q.high_watermark;
@@ -98,9 +116,22 @@ fn acknowledged_entries_survive_ten_leader_crashes_exactly_once_on_every_node() 
         })
         .collect();
     for (i, log) in logs.iter().enumerate().skip(1) {
-        assert_eq!(log.len(), logs[0].len(), "node {} holds {} committed records, node 1 {}", i + 1, log.len(), logs[0].len());
+        assert_eq!(
+            log.len(),
+            logs[0].len(),
+            "node {} holds {} committed records, node 1 {}",
+            i + 1,
+            log.len(),
+            logs[0].len()
+        );
         for (a, b) in logs[0].iter().zip(log) {
-            assert_eq!(a, b, "node 1 and node {} differ at offset {}", i + 1, a.offset);
+            assert_eq!(
+                a,
+                b,
+                "node 1 and node {} differ at offset {}",
+                i + 1,
+                a.offset
+            );
         }
     }
     let data = data_records(&logs[0], committed_end);
