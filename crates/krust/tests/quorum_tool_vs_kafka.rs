@@ -1,0 +1,94 @@
+//! `krust metadata-quorum` against a real Kafka 3.9 node (combined broker + controller) prints
+//! what Kafka's own `MetadataQuorumCommand` prints, through `--bootstrap-controller` and
+//! `--bootstrap-server`: the same `--status` lines (high watermark and lag times aside, which
+//! move between the two runs) and the same `--replication` table shape and rows.
+
+use std::time::Duration;
+
+use krust_testkit::{KafkaDist, KafkaNode, class, run_binary};
+
+const KRUST: &str = env!("CARGO_BIN_EXE_krust");
+
+/// Lines whose values do not move while nobody writes (Kafka's NoOps move the HW).
+fn stable_status_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| {
+            [
+                "ClusterId:",
+                "LeaderId:",
+                "LeaderEpoch:",
+                "CurrentVoters:",
+                "CurrentObservers:",
+            ]
+            .iter()
+            .any(|p| l.starts_with(p))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+/// `(NodeId, DirectoryId, Status)` of each `--replication` row, plus the header cells.
+fn replication_shape(text: &str) -> Vec<Vec<String>> {
+    text.lines()
+        .map(|l| {
+            let cells: Vec<String> = l.split('\t').map(|c| c.trim().to_owned()).collect();
+            if cells.first().is_some_and(|c| c == "NodeId") {
+                cells
+            } else {
+                [0, 1, 6]
+                    .iter()
+                    .filter_map(|&i| cells.get(i).cloned())
+                    .collect()
+            }
+        })
+        .filter(|cells| !cells.is_empty() && !cells[0].is_empty())
+        .collect()
+}
+
+#[test]
+fn krust_metadata_quorum_prints_what_kafkas_tool_prints() {
+    let dist = KafkaDist::locate().expect("Kafka 3.9 jars");
+    let mut node = KafkaNode::start_combined(&dist).expect("Kafka combined node");
+    for bootstrap in [
+        ("--bootstrap-controller", node.bootstrap_controller()),
+        ("--bootstrap-server", node.bootstrap_servers()),
+    ] {
+        for what in ["--status", "--replication"] {
+            let args = [bootstrap.0, bootstrap.1.as_str(), "describe", what];
+            let kafka = dist
+                .run_tool(class::METADATA_QUORUM, &args, Duration::from_secs(120))
+                .expect("run Kafka's tool")
+                .ok()
+                .expect("Kafka's tool");
+            let mut krust_args = vec!["metadata-quorum"];
+            krust_args.extend(args);
+            let krust = run_binary(KRUST, &krust_args, None, Duration::from_secs(60))
+                .expect("run krust")
+                .ok()
+                .expect("krust metadata-quorum");
+            println!(
+                "{} {what}\nKafka:\n{}krust:\n{}",
+                bootstrap.0, kafka.stdout, krust.stdout
+            );
+            if what == "--status" {
+                assert_eq!(
+                    stable_status_lines(&krust.stdout),
+                    stable_status_lines(&kafka.stdout)
+                );
+                assert_eq!(krust.stdout.lines().count(), 8, "{}", krust.stdout);
+            } else {
+                assert_eq!(
+                    replication_shape(&krust.stdout),
+                    replication_shape(&kafka.stdout)
+                );
+                let header = |t: &str| t.lines().next().map(str::to_owned);
+                assert_eq!(
+                    header(&krust.stdout),
+                    header(&kafka.stdout),
+                    "identical header line"
+                );
+            }
+        }
+    }
+    node.terminate(Duration::from_secs(60)).expect("stop Kafka");
+}
