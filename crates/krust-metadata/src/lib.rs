@@ -13,6 +13,9 @@
 //! - [`features`]: `kraft.version`, `transaction.version` and the format-time feature rules.
 //! - [`bootstrap`]: `bootstrap.checkpoint` (facts §4.7), via [`krust_raft::snapshot`].
 //! - [`dynamic_voters`]: `--initial-controllers` and the `VotersRecord` of the bootstrap snapshot.
+//! - [`image`]: [`MetadataImage`] (immutable, `Arc` sub-images over persistent maps) and
+//!   [`MetadataDelta`] (`replay` every record, `apply`, what changed, `local_changes`), snapshot
+//!   write/read of an image in Kafka's order.
 //! - [`scram`]: `--add-scram` arguments and the `UserScramCredentialRecord` they become.
 //! - [`meta_properties`]: `meta.properties` v0/v1 (facts §4.6).
 //! - [`properties`]: Java `.properties` text.
@@ -23,6 +26,7 @@ pub mod codec;
 pub mod dynamic_voters;
 pub mod features;
 pub mod frame;
+pub mod image;
 pub mod kafka_uuid;
 pub mod meta_properties;
 pub mod metadata_version;
@@ -32,5 +36,6 @@ pub mod scram;
 
 pub use bootstrap::{BOOTSTRAP_FILE_NAME, BootstrapError, BootstrapMetadata};
 pub use frame::{ApiMessageAndVersion, FrameError};
+pub use image::{MetadataDelta, MetadataImage, MetadataProvenance, ReplayError};
 pub use meta_properties::{MetaProperties, MetaPropertiesError, MetaPropertiesVersion};
 pub use metadata_version::MetadataVersion;
