@@ -48,7 +48,7 @@ use rand::rngs::StdRng;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant as TokioInstant;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, error, info, trace, warn};
 
 pub use storage::{MetadataStore, QUORUM_STATE_FILE, StorageError};
 
@@ -605,7 +605,7 @@ impl Driver {
             Action::Commit { batches } => {
                 self.committed_batches += batches.len() as u64;
                 for batch in &batches {
-                    debug!(
+                    trace!(
                         base_offset = batch.base_offset(),
                         last_offset = batch.last_offset(),
                         epoch = batch.partition_leader_epoch(),
