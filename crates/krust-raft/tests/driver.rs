@@ -117,6 +117,13 @@ async fn single_voter_commits_appends_and_recovers_them_after_a_restart() {
         state.contains(&format!("\"leaderEpoch\":{first_epoch}")),
         "{state}"
     );
+    let partition_metadata =
+        std::fs::read_to_string(dir.path().join("__cluster_metadata-0/partition.metadata"))
+            .expect("partition.metadata");
+    assert_eq!(
+        partition_metadata,
+        "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n"
+    );
 
     // Restart: the log is recovered and redelivered; a new epoch is needed to write again.
     let (tx, mut events) = mpsc::channel(64);
@@ -157,6 +164,29 @@ async fn a_damaged_quorum_state_file_is_a_typed_start_error() {
     match RaftDriver::start(config(1, &voters, dir.path()), None) {
         Err(DriverStartError::Storage(StorageError::QuorumState { .. })) => {}
         other => panic!("expected a quorum-state error, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_directory_of_another_topic_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let partition = dir.path().join("__cluster_metadata-0");
+    std::fs::create_dir_all(&partition).expect("dir");
+    std::fs::write(
+        partition.join("partition.metadata"),
+        "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAg\n",
+    )
+    .expect("write");
+    let voters = [VoterAddress {
+        id: NodeId(1),
+        host: "127.0.0.1".into(),
+        port: 1,
+    }];
+    match RaftDriver::start(config(1, &voters, dir.path()), None) {
+        Err(DriverStartError::Storage(StorageError::ForeignTopicId { found, .. })) => {
+            assert_eq!(found, "AAAAAAAAAAAAAAAAAAAAAg");
+        }
+        other => panic!("expected a foreign topic id error, got {other:?}"),
     }
 }
 

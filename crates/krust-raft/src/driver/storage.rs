@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use krust_log::batch::RecordBatch;
-use krust_log::{Log, LogConfig, LogError};
+use krust_log::{Log, LogConfig, LogError, PartitionMetadata};
 
-use crate::core::{RecoveredLog, SnapshotRead};
+use crate::core::{METADATA_TOPIC_ID, RecoveredLog, SnapshotRead};
 use crate::quorum_state::{MAX_QUORUM_STATE_BYTES, QuorumStateData, QuorumStateError};
 use crate::snapshot::{SnapshotFileKind, SnapshotFileName, SnapshotId};
 use crate::types::{LogOffset, OffsetAndEpoch};
@@ -51,6 +51,24 @@ pub enum StorageError {
         #[source]
         source: QuorumStateError,
     },
+    /// `partition.metadata` could not be read or written.
+    #[error("partition.metadata in {dir}")]
+    PartitionMetadata {
+        /// The partition directory.
+        dir: PathBuf,
+        /// The checkpoint error.
+        #[source]
+        source: krust_log::CheckpointError,
+    },
+    /// `partition.metadata` names another topic: the directory is not a metadata log (or was
+    /// copied from elsewhere). Fix or remove the directory.
+    #[error("{dir}/partition.metadata names topic id {found}, not the metadata topic")]
+    ForeignTopicId {
+        /// The partition directory.
+        dir: PathBuf,
+        /// The id found (Kafka's base64).
+        found: String,
+    },
     /// A batch read back at start-up does not have the shape the core needs.
     #[error("metadata log in {dir}: batch at offset {offset} does not follow its predecessor")]
     Shape {
@@ -82,6 +100,24 @@ impl MetadataStore {
             dir: dir.to_owned(),
             source,
         })?;
+        let checkpoint = |source| StorageError::PartitionMetadata {
+            dir: dir.to_owned(),
+            source,
+        };
+        // Kafka writes `partition.metadata` with the fixed metadata topic id (facts §4.1).
+        let ours = PartitionMetadata {
+            topic_id: *METADATA_TOPIC_ID.as_bytes(),
+        };
+        match PartitionMetadata::read(dir).map_err(checkpoint)? {
+            None => ours.write(dir).map_err(checkpoint)?,
+            Some(found) if found == ours => {}
+            Some(found) => {
+                return Err(StorageError::ForeignTopicId {
+                    dir: dir.to_owned(),
+                    found: found.topic_id_base64(),
+                });
+            }
+        }
         for (name, kind) in list_snapshot_files(dir)? {
             if kind.kind == SnapshotFileKind::Partial || kind.kind == SnapshotFileKind::Deleted {
                 let path = dir.join(&name);
