@@ -1,0 +1,213 @@
+//! Golden files from a real Apache Kafka 3.9 node (run by `krust-testkit`): its metadata log
+//! segment and a snapshot it wrote are replayed by krust into images, and
+//! - the log's image holds what was done to Kafka (topics with their partitions, topic
+//!   configs, the broker and controller registrations, metadata.version, a SCRAM credential);
+//! - the snapshot's image equals krust's image of the log up to the snapshot's end offset, so
+//!   Kafka's `MetadataImage` and ours agree record for record;
+//! - krust writes that image back as the same records Kafka's snapshot holds.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use krust_log::batch::RecordBatch;
+use krust_metadata::image::configs::ConfigResource;
+use krust_metadata::image::{
+    MetadataDelta, MetadataImage, MetadataProvenance, read_image_snapshot,
+};
+use krust_metadata::records::MetadataRecord;
+use krust_metadata::{ApiMessageAndVersion, MetadataVersion};
+use krust_raft::snapshot::{SnapshotFileKind, SnapshotFileName, SnapshotId};
+use krust_testkit::{KafkaDist, KafkaNode};
+
+/// Every data record of the metadata log with its offset, epoch and batch time.
+fn read_log(dir: &Path) -> Vec<(i64, i32, i64, MetadataRecord)> {
+    let mut segments: Vec<_> = std::fs::read_dir(dir)
+        .expect("metadata log dir")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    segments.sort();
+    let mut records = Vec::new();
+    for segment in segments {
+        let mut rest = Bytes::from(std::fs::read(&segment).expect("segment"));
+        while !rest.is_empty() {
+            let (batch, tail) = RecordBatch::parse_default(rest).expect("valid batch");
+            rest = tail;
+            if batch.is_control() {
+                continue;
+            }
+            for record in batch.records().expect("records") {
+                let value = record.value.expect("metadata records have values");
+                let framed = ApiMessageAndVersion::decode(&value).expect("a metadata record");
+                records.push((
+                    batch.base_offset() + i64::from(record.offset_delta),
+                    batch.partition_leader_epoch(),
+                    batch.base_timestamp(),
+                    framed.record,
+                ));
+            }
+        }
+    }
+    records
+}
+
+fn latest_snapshot(dir: &Path) -> Option<SnapshotId> {
+    std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| {
+            let name = e.ok()?.file_name().into_string().ok()?;
+            SnapshotFileName::parse(&name).ok().flatten()
+        })
+        .filter(|f| f.kind == SnapshotFileKind::Frozen)
+        .map(|f| f.id)
+        .max_by_key(|id| id.end_offset)
+}
+
+fn load_snapshot(dir: &Path, id: SnapshotId) -> MetadataImage {
+    let bytes = std::fs::read(dir.join(id.file_name())).expect("snapshot file");
+    read_image_snapshot(Bytes::from(bytes), id).expect("Kafka's snapshot loads")
+}
+
+fn snapshot_records(dir: &Path, id: SnapshotId) -> Vec<ApiMessageAndVersion> {
+    let bytes = std::fs::read(dir.join(id.file_name())).expect("snapshot file");
+    krust_raft::snapshot::read_snapshot(Bytes::from(bytes), Some(id.epoch))
+        .expect("valid snapshot")
+        .records
+        .iter()
+        .map(|v| ApiMessageAndVersion::decode(v).expect("metadata record"))
+        .collect()
+}
+
+/// Records compared as a multiset: Kafka writes map entries in hash order.
+fn sorted(records: &[ApiMessageAndVersion]) -> Vec<String> {
+    let mut out: Vec<String> = records.iter().map(|r| format!("{r:?}")).collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn krust_replays_kafkas_metadata_log_and_snapshot() {
+    let dist =
+        KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh) and java");
+    let mut node = KafkaNode::builder(&dist)
+        .format_arg("--add-scram")
+        .format_arg("SCRAM-SHA-256=[name=alice,password=alice-secret]")
+        .prop("metadata.log.max.snapshot.interval.ms", 1000)
+        .start()
+        .expect("Kafka starts");
+    node.create_topic("golden-a", 3, &[("retention.ms", "12345")])
+        .expect("create golden-a");
+    node.create_topic("golden-b", 1, &[])
+        .expect("create golden-b");
+    let metadata_dir = node.log_dir().join("__cluster_metadata-0");
+
+    // Wait for a snapshot that holds both topics.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let snapshot_id = loop {
+        if let Some(id) = latest_snapshot(&metadata_dir) {
+            let image = load_snapshot(&metadata_dir, id);
+            if image.topics.topic_by_name("golden-b").is_some() {
+                break id;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Kafka wrote no snapshot with both topics in 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    node.terminate(Duration::from_secs(60)).expect("clean stop");
+
+    let log = read_log(&metadata_dir);
+    let (last_offset, last_epoch, last_time, _) = log.last().cloned().expect("records");
+    let log_image = MetadataImage::from_records(
+        log.iter().map(|(_, _, _, r)| r),
+        MetadataProvenance::new(last_offset, last_epoch, last_time),
+    )
+    .expect("krust replays Kafka's log");
+
+    assert_eq!(
+        log_image.metadata_version(),
+        MetadataVersion::LATEST_PRODUCTION
+    );
+    let node_id = node.node_id();
+    let a = log_image
+        .topics
+        .topic_by_name("golden-a")
+        .expect("golden-a");
+    assert_eq!(a.partitions.len(), 3);
+    for (partition_id, p) in &a.partitions {
+        assert_eq!(p.replicas, vec![node_id], "golden-a-{partition_id}");
+        assert_eq!(p.isr, vec![node_id]);
+        // SIGTERM ran a controlled shutdown: the controller moved leadership off the broker,
+        // and with no other replica that leaves the partition without a leader.
+        assert_eq!(
+            p.leader, -1,
+            "golden-a-{partition_id} after controlled shutdown"
+        );
+        assert_eq!(p.directories.len(), 1);
+    }
+    assert_eq!(
+        log_image
+            .topics
+            .topic_by_name("golden-b")
+            .map(|t| t.partitions.len()),
+        Some(1)
+    );
+    assert_eq!(
+        log_image
+            .configs
+            .configs(&ConfigResource::topic("golden-a"))
+            .get("retention.ms")
+            .map(String::as_str),
+        Some("12345")
+    );
+    let broker = log_image
+        .cluster
+        .broker(node_id)
+        .expect("the broker registered");
+    assert!(broker.listeners.contains_key("PLAINTEXT"), "{broker:?}");
+    assert!(broker.fenced || broker.in_controlled_shutdown, "{broker:?}");
+    assert_eq!(broker.directories.len(), 1);
+    assert!(log_image.cluster.controllers.contains_key(&node_id));
+    assert!(
+        log_image
+            .scram
+            .credentials
+            .contains_key(&(1, "alice".to_owned())),
+        "SCRAM-SHA-256 credential from --add-scram"
+    );
+
+    // The snapshot is Kafka's image at its end offset; ours from the log must be equal.
+    let snapshot_image = load_snapshot(&metadata_dir, snapshot_id);
+    let a = snapshot_image
+        .topics
+        .topic_by_name("golden-a")
+        .expect("golden-a");
+    assert!(a.partitions.values().all(|p| p.leader == node_id), "{a:?}");
+    assert!(
+        !snapshot_image
+            .cluster
+            .broker(node_id)
+            .expect("registered")
+            .fenced
+    );
+    let mut delta = MetadataDelta::new(&MetadataImage::empty());
+    for (offset, _, _, record) in &log {
+        if *offset < snapshot_id.end_offset {
+            delta.replay(record).expect("prefix replays");
+        }
+    }
+    let prefix_image = delta.apply(snapshot_image.provenance);
+    assert_eq!(prefix_image, snapshot_image);
+
+    // And krust writes that image as the records Kafka's snapshot holds.
+    let ours = snapshot_image
+        .to_records(snapshot_image.metadata_version())
+        .expect("writable at its own version");
+    assert_eq!(
+        sorted(&ours),
+        sorted(&snapshot_records(&metadata_dir, snapshot_id))
+    );
+}
