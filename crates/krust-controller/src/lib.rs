@@ -1,0 +1,31 @@
+//! krust-controller: the KIP-631 quorum controller's deterministic building blocks. Each is a
+//! plain struct or function driven with explicit time (`now: Instant`) and seeded randomness,
+//! that turns a request into Kafka 3.9 metadata records ([`ApiMessageAndVersion`] of
+//! `krust_metadata`) or a [`ControllerError`] carrying a Kafka error code. None does IO and none
+//! reads a `MetadataImage` directly: each takes a small description of the cluster that the
+//! `QuorumController` (next) fills from the image. Only the active controller calls these; the
+//! records they return are not applied here — they go to the log, and every node (this one
+//! included) replays them.
+//!
+//! # Layout
+//!
+//! - [`placement`]: striped, rack-aware replica placement (Kafka's `StripedReplicaPlacer`).
+//! - [`heartbeat`]: broker sessions, fencing, unfencing and controlled shutdown
+//!   (`BrokerHeartbeatManager` + the heartbeat half of `ReplicationControlManager`).
+//! - [`registration`]: BrokerRegistration, ControllerRegistration and UnregisterBroker
+//!   validation → `RegisterBrokerRecord` / `RegisterControllerRecord` /
+//!   `UnregisterBrokerRecord` (`ClusterControlManager`).
+//! - [`producer_ids`]: AllocateProducerIds in blocks of 1000 (`ProducerIdControlManager`).
+//! - [`features`]: UpdateFeatures validation → `FeatureLevelRecord`s (`FeatureControlManager`).
+//! - [`error`]: [`ControllerError`] and its Kafka error codes.
+//!
+//! [`ApiMessageAndVersion`]: krust_metadata::ApiMessageAndVersion
+
+pub mod error;
+pub mod features;
+pub mod heartbeat;
+pub mod placement;
+pub mod producer_ids;
+pub mod registration;
+
+pub use error::ControllerError;
