@@ -16,6 +16,8 @@
 //! - [`topics`]: topics, partitions, and [`topics::LocalReplicaChanges`] for a broker.
 //! - [`configs`], [`client_quotas`], [`producer_ids`], [`acls`], [`scram`],
 //!   [`delegation_tokens`]: one sub-image and sub-delta each.
+//! - [`loader`]: [`MetadataBatchLoader`], committed batches → published images, with KIP-868
+//!   metadata transactions.
 //! - [`writer`]: the record sink and the metadata-loss policy of [`MetadataImage::write`].
 //! - `snapshot.rs`: an image to and from KIP-630 snapshot bytes (no IO).
 
@@ -26,6 +28,7 @@ pub mod configs;
 pub mod delegation_tokens;
 mod delta;
 pub mod features;
+pub mod loader;
 pub mod producer_ids;
 pub mod scram;
 mod snapshot;
@@ -35,6 +38,7 @@ pub mod writer;
 use std::sync::Arc;
 
 pub use delta::{MetadataDelta, ReplayError};
+pub use loader::{MetadataBatchLoader, Publication};
 pub use snapshot::{ImageSnapshotError, read_image_snapshot, write_image_snapshot};
 pub use writer::{ImageWriteError, ImageWriterOptions, RecordSink};
 
