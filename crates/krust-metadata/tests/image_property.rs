@@ -482,6 +482,22 @@ proptest! {
     }
 
     #[test]
+    fn a_snapshot_loaded_over_any_image_gives_the_snapshots_image(
+        elr in any::<bool>(),
+        before in choices(),
+        after in choices(),
+    ) {
+        let old = generate(elr, &before).image;
+        let new = generate(!elr, &after).image;
+        let mut delta = MetadataDelta::new_snapshot(&old);
+        for record in new.to_records(new.metadata_version()).expect("writable") {
+            delta.replay(&record.record).expect("a snapshot replays over any image");
+        }
+        delta.finish_snapshot();
+        prop_assert_eq!(delta.apply(new.provenance), new);
+    }
+
+    #[test]
     fn snapshot_of_an_intermediate_image_plus_the_tail_gives_the_same_image(
         elr in any::<bool>(),
         choices in choices(),

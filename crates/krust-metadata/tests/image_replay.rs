@@ -931,3 +931,68 @@ fn local_changes_tell_a_broker_what_it_leads_follows_and_deletes() {
     assert!(topics.topic_was_created(topic_id(3)));
     assert_eq!(topics.changed_partitions().count(), 4);
 }
+
+#[test]
+fn a_snapshot_loaded_over_an_image_replaces_it_and_reports_the_difference() {
+    let old = image_of(&[
+        topic("kept", 1),
+        partition(1, 0, &[1, 2], 1),
+        topic("dropped", 2),
+        partition(2, 0, &[1], 1),
+        broker(1, 100),
+        broker(2, 200),
+        config(2, "kept", "a", Some("1")),
+        config(2, "kept", "b", Some("2")),
+        acl(1),
+    ]);
+    // The snapshot: "kept" with a new leader, broker 2 only, config "a" only.
+    let snapshot = [
+        topic("kept", 1),
+        MetadataRecord::Partition(PartitionRecord {
+            leader_epoch: 5,
+            partition_epoch: 6,
+            ..match partition(1, 0, &[1, 2], 2) {
+                MetadataRecord::Partition(p) => p,
+                _ => unreachable!("built as a partition"),
+            }
+        }),
+        broker(2, 200),
+        config(2, "kept", "a", Some("1")),
+    ];
+    let mut delta = MetadataDelta::new_snapshot(&old);
+    for record in &snapshot {
+        delta.replay(record).expect("valid");
+    }
+    delta.finish_snapshot();
+    let next = delta.apply(NEXT);
+    assert_eq!(
+        next,
+        MetadataImage {
+            provenance: NEXT,
+            ..image_of(&snapshot)
+        }
+    );
+    let local = delta.local_changes(1);
+    assert_eq!(
+        local.deletes.iter().cloned().collect::<Vec<_>>(),
+        vec![TopicPartition {
+            topic: "dropped".into(),
+            partition: 0
+        }]
+    );
+    assert_eq!(local.followers.len(), 1, "kept-0 is now led by broker 2");
+    assert_eq!(
+        delta
+            .cluster_delta()
+            .expect("changed")
+            .changed_brokers()
+            .get(&1),
+        Some(&None)
+    );
+}
+
+#[test]
+#[should_panic(expected = "not a snapshot load")]
+fn finishing_a_log_delta_as_a_snapshot_is_a_bug() {
+    MetadataDelta::new(&MetadataImage::empty()).finish_snapshot();
+}

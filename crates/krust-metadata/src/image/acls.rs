@@ -120,6 +120,13 @@ impl AclsDelta {
         Ok(())
     }
 
+    /// Ends a snapshot load: ACLs the snapshot did not hold are removed.
+    pub(crate) fn finish_snapshot(&mut self) {
+        for id in self.image.acls.keys() {
+            self.changes.entry(*id).or_insert(None);
+        }
+    }
+
     pub(crate) fn apply(&self) -> AclsImage {
         let mut acls = self.image.acls.clone();
         for (id, change) in &self.changes {

@@ -91,6 +91,16 @@ impl ClientQuotasDelta {
             .insert(record.key.clone(), value);
     }
 
+    /// Ends a snapshot load: quotas the snapshot did not hold are removed.
+    pub(crate) fn finish_snapshot(&mut self) {
+        for (entity, quotas) in &self.image.entities {
+            let changes = self.changes.entry(entity.clone()).or_default();
+            for key in quotas.keys() {
+                changes.entry(key.clone()).or_insert(None);
+            }
+        }
+    }
+
     pub(crate) fn apply(&self) -> ClientQuotasImage {
         let mut entities = self.image.entities.clone();
         for (entity, changes) in &self.changes {

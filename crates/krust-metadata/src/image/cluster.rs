@@ -424,6 +424,16 @@ impl ClusterDelta {
         )
     }
 
+    /// Ends a snapshot load: registrations the snapshot did not hold are removed.
+    pub(crate) fn finish_snapshot(&mut self) {
+        for id in self.image.brokers.keys() {
+            self.changed_brokers.entry(*id).or_insert(None);
+        }
+        for id in self.image.controllers.keys() {
+            self.changed_controllers.entry(*id).or_insert(None);
+        }
+    }
+
     pub(crate) fn apply(&self) -> ClusterImage {
         let mut brokers = self.image.brokers.clone();
         for (id, change) in &self.changed_brokers {

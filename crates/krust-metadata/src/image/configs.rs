@@ -122,6 +122,16 @@ impl ConfigsDelta {
         }
     }
 
+    /// Ends a snapshot load: configs the snapshot did not hold are deleted.
+    pub(crate) fn finish_snapshot(&mut self) {
+        for (resource, configs) in &self.image.resources {
+            let changes = self.changes.entry(resource.clone()).or_default();
+            for name in configs.keys() {
+                changes.entry(name.clone()).or_insert(None);
+            }
+        }
+    }
+
     pub(crate) fn apply(&self) -> ConfigsImage {
         let mut resources = self.image.resources.clone();
         for (resource, changes) in &self.changes {

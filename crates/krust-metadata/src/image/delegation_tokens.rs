@@ -105,6 +105,13 @@ impl DelegationTokensDelta {
         self.changes.insert(record.token_id.clone(), None);
     }
 
+    /// Ends a snapshot load: tokens the snapshot did not hold are removed.
+    pub(crate) fn finish_snapshot(&mut self) {
+        for id in self.image.tokens.keys() {
+            self.changes.entry(id.clone()).or_insert(None);
+        }
+    }
+
     pub(crate) fn apply(&self) -> DelegationTokensImage {
         let mut tokens = self.image.tokens.clone();
         for (id, change) in &self.changes {

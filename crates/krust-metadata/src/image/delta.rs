@@ -175,6 +175,8 @@ fn with_delta<D, T>(
 #[derive(Debug, Clone)]
 pub struct MetadataDelta {
     image: MetadataImage,
+    /// Loading a whole snapshot on top of `image` (see [`MetadataDelta::new_snapshot`]).
+    snapshot: bool,
     features: Option<FeaturesDelta>,
     cluster: Option<ClusterDelta>,
     topics: Option<TopicsDelta>,
@@ -192,6 +194,7 @@ impl MetadataDelta {
     pub fn new(image: &MetadataImage) -> Self {
         Self {
             image: image.clone(),
+            snapshot: false,
             features: None,
             cluster: None,
             topics: None,
@@ -202,6 +205,62 @@ impl MetadataDelta {
             scram: None,
             delegation_tokens: None,
         }
+    }
+
+    /// A delta that loads a whole snapshot on top of `image` (a node that fell behind the log
+    /// start fetched one): replay every snapshot record, then call
+    /// [`Self::finish_snapshot`], which removes whatever the snapshot did not hold. Publishers
+    /// then see the difference between `image` and the snapshot as one delta (Kafka's
+    /// `MetadataDelta.finishSnapshot`). A topic the snapshot names again is replaced whole.
+    #[must_use]
+    pub fn new_snapshot(image: &MetadataImage) -> Self {
+        Self {
+            snapshot: true,
+            ..Self::new(image)
+        }
+    }
+
+    /// Ends a snapshot load begun with [`Self::new_snapshot`]: every topic, registration,
+    /// config, quota, ACL, credential, token and feature level of the starting image that the
+    /// snapshot did not replay is removed.
+    ///
+    /// # Panics
+    /// If the delta was not made by [`Self::new_snapshot`]: on a log delta this would delete
+    /// everything the delta did not touch, so it is a programming error.
+    pub fn finish_snapshot(&mut self) {
+        assert!(
+            self.snapshot,
+            "finish_snapshot on a delta that is not a snapshot load"
+        );
+        let image = &self.image;
+        self.features
+            .get_or_insert_with(|| FeaturesDelta::new(Arc::clone(&image.features)))
+            .finish_snapshot();
+        self.cluster
+            .get_or_insert_with(|| ClusterDelta::new(Arc::clone(&image.cluster)))
+            .finish_snapshot();
+        self.topics
+            .get_or_insert_with(|| TopicsDelta::new(Arc::clone(&image.topics), true))
+            .finish_snapshot();
+        self.configs
+            .get_or_insert_with(|| ConfigsDelta::new(Arc::clone(&image.configs)))
+            .finish_snapshot();
+        self.client_quotas
+            .get_or_insert_with(|| ClientQuotasDelta::new(Arc::clone(&image.client_quotas)))
+            .finish_snapshot();
+        let replayed_producer_ids = self.producer_ids.is_some();
+        self.producer_ids
+            .get_or_insert_with(|| ProducerIdsDelta::new(&image.producer_ids))
+            .finish_snapshot(replayed_producer_ids);
+        self.acls
+            .get_or_insert_with(|| AclsDelta::new(Arc::clone(&image.acls)))
+            .finish_snapshot();
+        self.scram
+            .get_or_insert_with(|| ScramDelta::new(Arc::clone(&image.scram)))
+            .finish_snapshot();
+        self.delegation_tokens
+            .get_or_insert_with(|| DelegationTokensDelta::new(Arc::clone(&image.delegation_tokens)))
+            .finish_snapshot();
     }
 
     /// The image this delta started from.
@@ -282,6 +341,7 @@ impl MetadataDelta {
     /// A [`ReplayError`] when the record does not fit; the delta is then unchanged.
     pub fn replay(&mut self, record: &MetadataRecord) -> Result<(), ReplayError> {
         let image = &self.image;
+        let snapshot = self.snapshot;
         match record {
             MetadataRecord::FeatureLevel(r) => with_delta(
                 &mut self.features,
@@ -331,23 +391,23 @@ impl MetadataDelta {
             ),
             MetadataRecord::Topic(r) => with_delta(
                 &mut self.topics,
-                || TopicsDelta::new(Arc::clone(&image.topics)),
+                || TopicsDelta::new(Arc::clone(&image.topics), snapshot),
                 |d| d.replay_topic(r),
             ),
             MetadataRecord::Partition(r) => with_delta(
                 &mut self.topics,
-                || TopicsDelta::new(Arc::clone(&image.topics)),
+                || TopicsDelta::new(Arc::clone(&image.topics), snapshot),
                 |d| d.replay_partition(r),
             ),
             MetadataRecord::PartitionChange(r) => with_delta(
                 &mut self.topics,
-                || TopicsDelta::new(Arc::clone(&image.topics)),
+                || TopicsDelta::new(Arc::clone(&image.topics), snapshot),
                 |d| d.replay_partition_change(r),
             ),
             MetadataRecord::RemoveTopic(r) => {
                 let name = with_delta(
                     &mut self.topics,
-                    || TopicsDelta::new(Arc::clone(&image.topics)),
+                    || TopicsDelta::new(Arc::clone(&image.topics), snapshot),
                     |d| d.replay_remove_topic(r),
                 )?;
                 // A deleted topic takes its configs with it (Kafka's MetadataDelta).

@@ -214,6 +214,16 @@ impl FeaturesDelta {
         Ok(())
     }
 
+    /// Ends a snapshot load: feature levels the snapshot did not hold are removed, and the
+    /// migration state is the snapshot's (NONE if it had none).
+    pub(crate) fn finish_snapshot(&mut self) {
+        for name in self.image.finalized_levels.keys() {
+            self.changes.entry(name.clone()).or_insert(None);
+        }
+        self.zk_migration_state_change
+            .get_or_insert(ZkMigrationState::None);
+    }
+
     pub(crate) fn apply(&self) -> FeaturesImage {
         let mut finalized_levels = self.image.finalized_levels.clone();
         for (name, level) in &self.changes {

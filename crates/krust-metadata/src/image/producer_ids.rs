@@ -55,6 +55,13 @@ impl ProducerIdsDelta {
         self.next_producer_id = record.next_producer_id;
     }
 
+    /// Ends a snapshot load: without a `ProducerIdsRecord` no block was ever allocated.
+    pub(crate) fn finish_snapshot(&mut self, replayed: bool) {
+        if !replayed {
+            self.next_producer_id = -1;
+        }
+    }
+
     pub(crate) fn apply(&self) -> ProducerIdsImage {
         ProducerIdsImage {
             next_producer_id: self.next_producer_id,

@@ -109,6 +109,13 @@ impl ScramDelta {
             .insert((record.mechanism, record.name.clone()), None);
     }
 
+    /// Ends a snapshot load: credentials the snapshot did not hold are removed.
+    pub(crate) fn finish_snapshot(&mut self) {
+        for key in self.image.credentials.keys() {
+            self.changes.entry(key.clone()).or_insert(None);
+        }
+    }
+
     pub(crate) fn apply(&self) -> ScramImage {
         let mut credentials = self.image.credentials.clone();
         for (key, change) in &self.changes {

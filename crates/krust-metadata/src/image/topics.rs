@@ -458,15 +458,19 @@ impl TopicDelta {
 #[derive(Debug, Clone)]
 pub struct TopicsDelta {
     image: Arc<TopicsImage>,
+    /// Loading a snapshot on top of `image`: a `TopicRecord` may name a topic of the image
+    /// (it replaces it), and [`Self::finish_snapshot`] deletes what the snapshot left out.
+    snapshot: bool,
     changed_topics: BTreeMap<Uuid, TopicDelta>,
     deleted_topic_ids: BTreeSet<Uuid>,
     created_topics: BTreeMap<String, Uuid>,
 }
 
 impl TopicsDelta {
-    pub(crate) fn new(image: Arc<TopicsImage>) -> Self {
+    pub(crate) fn new(image: Arc<TopicsImage>, snapshot: bool) -> Self {
         Self {
             image,
+            snapshot,
             changed_topics: BTreeMap::new(),
             deleted_topic_ids: BTreeSet::new(),
             created_topics: BTreeMap::new(),
@@ -553,17 +557,20 @@ impl TopicsDelta {
 
     pub(crate) fn replay_topic(&mut self, record: &TopicRecord) -> Result<(), ReplayError> {
         let id = record.topic_id;
-        if self.changed_topics.contains_key(&id) || self.image.by_id.contains_key(&id) {
+        let in_image = self.image.by_id.contains_key(&id);
+        if self.changed_topics.contains_key(&id) || (in_image && !self.snapshot) {
             return Err(ReplayError::DuplicateTopicId {
                 topic_id: id,
                 name: record.name.clone(),
             });
         }
+        // While loading a snapshot, topics of the image not named again are deleted at the
+        // end, so only the snapshot's own names can clash.
         let name_taken_by = self.created_topics.get(&record.name).copied().or_else(|| {
             self.image
                 .topic_by_name(&record.name)
                 .map(|t| t.id)
-                .filter(|existing| !self.deleted_topic_ids.contains(existing))
+                .filter(|existing| !self.snapshot && !self.deleted_topic_ids.contains(existing))
         });
         if let Some(existing_id) = name_taken_by {
             return Err(ReplayError::DuplicateTopicName {
@@ -660,10 +667,24 @@ impl TopicsDelta {
         Ok(name)
     }
 
+    /// Ends a snapshot load: every topic of the image the snapshot did not name is deleted.
+    pub(crate) fn finish_snapshot(&mut self) {
+        for id in self.image.by_id.keys() {
+            if !self.changed_topics.contains_key(id) {
+                self.deleted_topic_ids.insert(*id);
+            }
+        }
+    }
+
     pub(crate) fn apply(&self) -> TopicsImage {
         let mut by_id = self.image.by_id.clone();
         let mut by_name = self.image.by_name.clone();
-        for id in &self.deleted_topic_ids {
+        for id in self
+            .deleted_topic_ids
+            .iter()
+            .chain(self.changed_topics.keys())
+        {
+            // A replaced topic (snapshot load) drops its old name too.
             if let Some(topic) = by_id.remove(id) {
                 by_name.remove(&topic.name);
             }
