@@ -146,3 +146,29 @@ fn unbalanced_markers_and_bad_records_are_faults_and_loading_goes_on() {
     assert_eq!(names(&published.image), vec!["t1"]);
     assert_eq!(published.image.provenance.last_contained_offset, 16);
 }
+
+#[test]
+fn a_snapshot_supersedes_what_was_loaded_and_is_published_at_once() {
+    let mut loader = MetadataBatchLoader::new(MetadataImage::empty());
+    loader.load_batch(0, 1, 100, &[topic(1), topic(2)]);
+    loader.maybe_flush().expect("published");
+    loader.load_batch(2, 1, 110, &[begin(), topic(3)]);
+    let at = MetadataProvenance::new(99, 4, 999);
+    let (published, faults) = loader.load_snapshot(&[topic(2), topic(7)], at);
+    assert!(faults.is_empty());
+    assert_eq!(names(&published.image), vec!["t2", "t7"]);
+    assert_eq!(published.image.provenance, at);
+    assert_eq!(
+        published
+            .delta
+            .topics_delta()
+            .map(|t| t.deleted_topic_ids().len()),
+        Some(1),
+        "t1 is gone"
+    );
+    assert!(!loader.in_transaction());
+    assert!(loader.maybe_flush().is_none());
+    loader.load_batch(100, 4, 1000, &[topic(8)]);
+    let next = loader.maybe_flush().expect("published");
+    assert_eq!(names(&next.image), vec!["t2", "t7", "t8"]);
+}

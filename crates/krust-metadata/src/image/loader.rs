@@ -51,6 +51,15 @@ pub enum LoadFault {
         /// Offset of the record.
         offset: i64,
     },
+    /// A snapshot record that does not fit the image built so far.
+    #[error("Error loading snapshot record {index}")]
+    SnapshotReplay {
+        /// Index of the record in the snapshot.
+        index: usize,
+        /// Why.
+        #[source]
+        source: ReplayError,
+    },
     /// `AbortTransactionRecord` outside a transaction.
     #[error(
         "Encountered AbortTransactionRecord without having seen a BeginTransactionRecord (offset {offset})"
@@ -181,6 +190,30 @@ impl MetadataBatchLoader {
             self.last_offset = offset;
         }
         outcome
+    }
+
+    /// Loads a whole snapshot (records in snapshot order) on top of the published image and
+    /// publishes the result at once: whatever the snapshot lacks is removed
+    /// ([`MetadataDelta::new_snapshot`]). Anything loaded but not yet published, including an
+    /// open transaction, is superseded and dropped.
+    pub fn load_snapshot<'a>(
+        &mut self,
+        records: impl IntoIterator<Item = &'a MetadataRecord>,
+        provenance: MetadataProvenance,
+    ) -> (Publication, Vec<LoadFault>) {
+        let mut delta = MetadataDelta::new_snapshot(&self.image);
+        let mut faults = Vec::new();
+        for (index, record) in records.into_iter().enumerate() {
+            if let Err(source) = delta.replay(record) {
+                faults.push(LoadFault::SnapshotReplay { index, source });
+            }
+        }
+        delta.finish_snapshot();
+        self.delta = delta;
+        self.last_offset = provenance.last_contained_offset;
+        self.last_epoch = provenance.last_contained_epoch;
+        self.last_log_time_ms = provenance.last_contained_log_time_ms;
+        (self.publish(), faults)
     }
 
     /// At a commit point (the loader caught up with the high watermark): publishes what was
