@@ -639,6 +639,17 @@ impl RaftCore {
         self.timers.stop(Timer::ElectionBackoff);
     }
 
+    /// The driver could not deliver request `id` or got no answer on its connection (refused,
+    /// reset, closed). Kafka counts this as a failed request and retries after
+    /// `retry.backoff.ms`; here the request's deadline moves to `now + retry.backoff.ms`, so the
+    /// usual timeout handling resends it then instead of after the full request timeout.
+    pub fn handle_send_failed(&mut self, now: Instant, id: RequestId) {
+        let retry_at = now + Duration::from_millis(self.config.retry_backoff_ms);
+        if let Some(inflight) = self.inflight.get_mut(&id) {
+            inflight.deadline = inflight.deadline.min(retry_at);
+        }
+    }
+
     /// Gives the core the wall-clock time matching `now`, for DescribeQuorum timestamps and
     /// batch timestamps. Optional; without it both are relative to an arbitrary origin.
     pub fn set_wall_clock(&mut self, now: Instant, unix_ms: i64) {

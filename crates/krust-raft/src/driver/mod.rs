@@ -538,9 +538,16 @@ impl Driver {
         match result {
             Ok(response) => self.core.handle_response(now, from, id, response),
             Err(e) => {
-                // The core retries when the request's deadline passes (it has the same
-                // timeout); nothing to tell it now.
                 debug!(to = from.0, id = id.0, error = %e, "request failed");
+                if matches!(
+                    e.response_error(),
+                    kafka_protocol::error::ResponseError::NetworkException
+                ) {
+                    // Refused, reset, in reconnect backoff: retry after retry.backoff.ms, as
+                    // Kafka does (the client's reconnect backoff spaces the attempts).
+                    self.core.handle_send_failed(now, id);
+                }
+                // Anything else (timeout, protocol error): the core's own deadline handles it.
             }
         }
     }
