@@ -996,3 +996,30 @@ fn a_snapshot_loaded_over_an_image_replaces_it_and_reports_the_difference() {
 fn finishing_a_log_delta_as_a_snapshot_is_a_bug() {
     MetadataDelta::new(&MetadataImage::empty()).finish_snapshot();
 }
+
+#[test]
+fn a_change_to_one_partition_shares_every_other_partition_and_topic() {
+    let mut records = vec![topic("big", 1), topic("other", 2), partition(2, 0, &[1], 1)];
+    records.extend((0..2_000).map(|p| partition(1, p, &[1, 2, 3], 1)));
+    let image = image_of(&records);
+    let next = replay_all(
+        &image,
+        &[MetadataRecord::PartitionChange(PartitionChangeRecord {
+            isr: Some(vec![1]),
+            ..change(1, 1_000)
+        })],
+    )
+    .apply(NEXT);
+    let before = image.topics.topic(topic_id(1)).expect("big");
+    let after = next.topics.topic(topic_id(1)).expect("big");
+    let shared = before
+        .partitions
+        .iter()
+        .filter(|(id, p)| Arc::ptr_eq(p, &after.partitions[*id]))
+        .count();
+    assert_eq!(shared, 1_999, "only the changed partition is new");
+    assert!(Arc::ptr_eq(
+        &image.topics.by_id[&topic_id(2)],
+        &next.topics.by_id[&topic_id(2)]
+    ));
+}
