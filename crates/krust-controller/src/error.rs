@@ -116,6 +116,10 @@ pub enum ControllerError {
         /// Kafka's reason.
         reason: String,
     },
+    /// ControllerRegistration before metadata.version 3.7-IV0. Remedy: upgrade the
+    /// metadata.version (the controller retries on its own).
+    #[error("The current MetadataVersion is too old to support controller registrations.")]
+    ControllerRegistrationNotSupported,
     /// Every producer id has been handed out. Remedy: none; the id space is 2^63.
     #[error(
         "Exhausted all producerIds as the next block's end producerId has exceeded the int64 type limit"
@@ -133,7 +137,9 @@ impl ControllerError {
             | Self::AllBrokersFenced => ResponseError::InvalidReplicationFactor,
             Self::InconsistentClusterId { .. } => ResponseError::InconsistentClusterId,
             Self::DuplicateBrokerRegistration { .. } => ResponseError::DuplicateBrokerRegistration,
-            Self::UnsupportedFinalizedFeature { .. } => ResponseError::UnsupportedVersion,
+            Self::UnsupportedFinalizedFeature { .. } | Self::ControllerRegistrationNotSupported => {
+                ResponseError::UnsupportedVersion
+            }
             Self::InvalidRegistration { .. } => ResponseError::Unknown(INVALID_REGISTRATION_CODE),
             Self::BrokerIdNotRegistered { .. } => ResponseError::BrokerIdNotRegistered,
             Self::StaleBrokerEpoch { .. } | Self::UnknownBrokerEpoch { .. } => {
