@@ -1,5 +1,6 @@
-//! Golden files from a real Apache Kafka 3.9 node (run by `krust-testkit`): its metadata log
-//! segment and a snapshot it wrote are replayed by krust into images, and
+//! Golden files from a real Apache Kafka 3.9 node (run by `krust-testkit`), formatted at
+//! metadata.version 3.9-IV0 and again at 3.5-IV2: its metadata log segment and a snapshot it wrote
+//! are replayed by krust into images, and
 //! - the log's image holds what was done to Kafka (topics with their partitions, topic
 //!   configs, the broker and controller registrations, metadata.version, a SCRAM credential);
 //! - the snapshot's image equals krust's image of the log up to the snapshot's end offset, so
@@ -86,11 +87,23 @@ fn sorted(records: &[ApiMessageAndVersion]) -> Vec<String> {
     out
 }
 
+/// Both runs share one test so that only one JVM runs at a time on a 2-core machine.
 #[test]
 fn krust_replays_kafkas_metadata_log_and_snapshot() {
     let dist =
         KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh) and java");
-    let mut node = KafkaNode::builder(&dist)
+    // 3.9-IV0: transactions, controller registrations, directories (RegisterBroker v3,
+    // PartitionRecord v1). 3.5-IV2: none of those (RegisterBroker v2, PartitionRecord v0).
+    check_against_kafka(&dist, None, MetadataVersion::IBP_3_9_IV0);
+    check_against_kafka(&dist, Some("3.5"), MetadataVersion::IBP_3_5_IV2);
+}
+
+fn check_against_kafka(dist: &KafkaDist, release: Option<&str>, expected: MetadataVersion) {
+    let mut builder = KafkaNode::builder(dist);
+    if let Some(release) = release {
+        builder = builder.format_arg("--release-version").format_arg(release);
+    }
+    let mut node = builder
         .format_arg("--add-scram")
         .format_arg("SCRAM-SHA-256=[name=alice,password=alice-secret]")
         .prop("metadata.log.max.snapshot.interval.ms", 1000)
@@ -127,10 +140,8 @@ fn krust_replays_kafkas_metadata_log_and_snapshot() {
     )
     .expect("krust replays Kafka's log");
 
-    assert_eq!(
-        log_image.metadata_version(),
-        MetadataVersion::LATEST_PRODUCTION
-    );
+    assert_eq!(log_image.metadata_version(), expected);
+    let jbod = expected.is_directory_assignment_supported();
     let node_id = node.node_id();
     let a = log_image
         .topics
@@ -169,8 +180,11 @@ fn krust_replays_kafkas_metadata_log_and_snapshot() {
         .expect("the broker registered");
     assert!(broker.listeners.contains_key("PLAINTEXT"), "{broker:?}");
     assert!(broker.fenced || broker.in_controlled_shutdown, "{broker:?}");
-    assert_eq!(broker.directories.len(), 1);
-    assert!(log_image.cluster.controllers.contains_key(&node_id));
+    assert_eq!(broker.directories.len(), usize::from(jbod));
+    assert_eq!(
+        log_image.cluster.controllers.contains_key(&node_id),
+        expected.is_controller_registration_supported()
+    );
     assert!(
         log_image
             .scram
@@ -208,6 +222,7 @@ fn krust_replays_kafkas_metadata_log_and_snapshot() {
         .expect("writable at its own version");
     assert_eq!(
         sorted(&ours),
-        sorted(&snapshot_records(&metadata_dir, snapshot_id))
+        sorted(&snapshot_records(&metadata_dir, snapshot_id)),
+        "metadata.version {expected}"
     );
 }
