@@ -159,6 +159,28 @@ fn three_controllers_elect_a_leader_and_krust_and_kafka_tools_describe_it() {
         "{}",
         replication.stdout
     );
+
+    // Commit latency through the test hook: sequential single-record appends on the leader
+    // (each waits for the commit: linger 25 ms + a follower fetch round). Printed, not asserted.
+    let leader_socket = quorum.node(q.leader_id).socket();
+    let mut latencies = Vec::new();
+    let mut last_offset = -1;
+    for i in 0..100 {
+        let started = Instant::now();
+        let offset = support::append_via(&leader_socket, &format!("latency-{i}"))
+            .expect("append on the leader");
+        latencies.push(started.elapsed());
+        assert!(
+            offset > last_offset,
+            "offsets grow: {offset} after {last_offset}"
+        );
+        last_offset = offset;
+    }
+    latencies.sort();
+    println!(
+        "100 sequential commits on a 3-voter krust quorum (debug build): p50 {:?}, p90 {:?}, max {:?}",
+        latencies[50], latencies[90], latencies[99]
+    );
     quorum.stop_all();
 }
 
