@@ -6,8 +6,8 @@
 //! - [`frame`]: the `ApiMessageAndVersion` frame around every metadata record (facts §3.4).
 //! - [`records`]: the record catalogue (api keys, versions) and one module per record type
 //!   (every record a Kafka 3.9 snapshot holds: features, broker/controller registrations,
-//!   topics, partitions, configs, producer ids, SCRAM, migration state, transactions, no-ops;
-//!   the change/ACL/quota/token records are carried opaquely until their codecs land).
+//!   topics, partitions, configs, producer ids, SCRAM, migration state, transactions, no-ops,
+//!   and the change/ACL/quota/token records).
 //! - [`codec`]: checked readers/writers for Kafka's flexible encoding.
 //! - [`metadata_version`]: the `metadata.version` table of Kafka 3.9 (facts §5).
 //! - [`features`]: `kraft.version`, `transaction.version` and the format-time feature rules.

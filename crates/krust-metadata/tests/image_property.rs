@@ -62,6 +62,7 @@ impl Generator {
         }
         let offset = self.records.len() as i64;
         self.image = delta.apply(MetadataProvenance::new(offset, 1, offset));
+        check_invariants(&self.image);
         self.records.push(record);
     }
 
@@ -418,6 +419,36 @@ impl Generator {
     }
 }
 
+/// What every image must satisfy, checked after every generated record.
+fn check_invariants(image: &MetadataImage) {
+    let topics = &image.topics;
+    assert_eq!(
+        topics.by_id.len(),
+        topics.by_name.len(),
+        "by id and by name differ"
+    );
+    for (name, topic) in &topics.by_name {
+        assert_eq!(&topic.name, name);
+        assert_eq!(topics.by_id.get(&topic.id), Some(topic), "{name} by id");
+        for (id, partition) in &topic.partitions {
+            assert_eq!(
+                partition.directories.len(),
+                partition.replicas.len(),
+                "{name}-{id}: one directory per replica"
+            );
+        }
+    }
+    for (id, broker) in &image.cluster.brokers {
+        assert_eq!(*id, broker.id);
+    }
+    for configs in image.configs.resources.values() {
+        assert!(!configs.is_empty(), "a resource without configs is absent");
+    }
+    for quotas in image.client_quotas.entities.values() {
+        assert!(!quotas.is_empty(), "an entity without quotas is absent");
+    }
+}
+
 fn generate(elr: bool, choices: &[Choice]) -> Generator {
     let mut generator = Generator::new(if elr { 22 } else { 21 });
     for choice in choices {
@@ -494,7 +525,9 @@ proptest! {
             delta.replay(&record.record).expect("a snapshot replays over any image");
         }
         delta.finish_snapshot();
-        prop_assert_eq!(delta.apply(new.provenance), new);
+        let loaded = delta.apply(new.provenance);
+        check_invariants(&loaded);
+        prop_assert_eq!(loaded, new);
     }
 
     #[test]
