@@ -258,6 +258,7 @@ fn topics_created_then_deleted_in_one_delta_leave_no_trace() {
         &[
             topic("foo", 1),
             partition(1, 0, &[1, 2], 1),
+            config(2, "foo", "retention.ms", Some("1")),
             MetadataRecord::PartitionChange(PartitionChangeRecord {
                 leader: 2,
                 ..change(1, 0)
@@ -273,7 +274,10 @@ fn topics_created_then_deleted_in_one_delta_leave_no_trace() {
     assert!(topics.deleted_topic_ids().is_empty());
     assert!(topics.changed_topics().is_empty());
     assert!(delta.local_changes(1).is_empty());
-    assert_eq!(delta.apply(NEXT).topics, image.topics);
+    assert!(delta.configs_delta().expect("created").changes().is_empty());
+    let next = delta.apply(NEXT);
+    assert_eq!(next.topics, image.topics);
+    assert_eq!(next.configs, image.configs);
 }
 
 #[test]

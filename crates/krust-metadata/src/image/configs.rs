@@ -111,10 +111,15 @@ impl ConfigsDelta {
             .insert(record.name.clone(), record.value.clone());
     }
 
-    /// Deletes every config of a deleted topic.
+    /// Deletes every config of a deleted topic. A topic created and deleted within the delta
+    /// leaves no config change behind.
     pub(crate) fn delete_topic_configs(&mut self, topic_name: &str) {
         let resource = ConfigResource::topic(topic_name);
         let existing = self.image.configs(&resource);
+        if existing.is_empty() {
+            self.changes.remove(&resource);
+            return;
+        }
         let changes = self.changes.entry(resource).or_default();
         changes.clear();
         for name in existing.keys() {
