@@ -159,18 +159,29 @@ fn main() -> ExitCode {
             };
         }
     };
+    // The server prints from its runtime's threads: it must not run under a held stdout lock.
+    let command = match cli.command {
+        Command::Server(args) => {
+            let result = server::run_server(&server::ServerArgs {
+                config: args.config,
+                test_append_socket: args.test_append_socket,
+            });
+            return exit_code(result);
+        }
+        other => other,
+    };
     let mut stdout = std::io::stdout().lock();
-    let result = match cli.command {
-        Command::Server(args) => server::run_server(&server::ServerArgs {
-            config: args.config,
-            test_append_socket: args.test_append_socket,
-        }),
+    let result = match command {
+        // Handled above.
+        Command::Server(_) => Ok(1),
         Command::MetadataQuorum(args) => {
             let _ = args.command_config;
             let bootstrap = match (args.bootstrap_controller, args.bootstrap_server) {
-                (Some(c), _) => metadata_quorum::Bootstrap::Controller(c),
-                (None, Some(s)) => metadata_quorum::Bootstrap::Server(s),
-                (None, None) => unreachable!("clap requires one of the bootstrap options"),
+                (Some(c), _) => Ok(metadata_quorum::Bootstrap::Controller(c)),
+                (None, Some(s)) => Ok(metadata_quorum::Bootstrap::Server(s)),
+                (None, None) => Err(anyhow::anyhow!(
+                    "one of --bootstrap-server or --bootstrap-controller must be specified"
+                )),
             };
             let MetadataQuorumCommand::Describe {
                 status,
@@ -182,7 +193,7 @@ fn main() -> ExitCode {
             } else {
                 metadata_quorum::Describe::Replication { human_readable }
             };
-            metadata_quorum::run_describe(&bootstrap, what, &mut stdout)
+            bootstrap.and_then(|b| metadata_quorum::run_describe(&b, what, &mut stdout))
         }
         Command::Storage { command } => match command {
             StorageCommand::RandomUuid => storage::run_random_uuid(&mut stdout),
@@ -204,6 +215,12 @@ fn main() -> ExitCode {
         },
     };
     let _ = stdout.flush();
+    drop(stdout);
+    exit_code(result)
+}
+
+/// Exit status of a command: its code, or 1 with the error chain on stderr.
+fn exit_code(result: anyhow::Result<i32>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(e) => {
