@@ -5,7 +5,9 @@
 //!   configs, the broker and controller registrations, metadata.version, a SCRAM credential);
 //! - the snapshot's image equals krust's image of the log up to the snapshot's end offset, so
 //!   Kafka's `MetadataImage` and ours agree record for record;
-//! - krust writes that image back as the same records Kafka's snapshot holds.
+//! - krust writes that image back as the same records Kafka's snapshot holds;
+//! - the `MetadataBatchLoader` fed the log batch by batch (with the bootstrap transaction of
+//!   3.6-IV1+) publishes the same image as a straight replay.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -14,22 +16,25 @@ use bytes::Bytes;
 use krust_log::batch::RecordBatch;
 use krust_metadata::image::configs::ConfigResource;
 use krust_metadata::image::{
-    MetadataDelta, MetadataImage, MetadataProvenance, read_image_snapshot,
+    MetadataBatchLoader, MetadataDelta, MetadataImage, MetadataProvenance, read_image_snapshot,
 };
 use krust_metadata::records::MetadataRecord;
 use krust_metadata::{ApiMessageAndVersion, MetadataVersion};
 use krust_raft::snapshot::{SnapshotFileKind, SnapshotFileName, SnapshotId};
 use krust_testkit::{KafkaDist, KafkaNode};
 
-/// Every data record of the metadata log with its offset, epoch and batch time.
-fn read_log(dir: &Path) -> Vec<(i64, i32, i64, MetadataRecord)> {
+/// A data batch of the metadata log: base offset, leader epoch, append time, records.
+type LogBatch = (i64, i32, i64, Vec<MetadataRecord>);
+
+/// Every data batch of the metadata log, in offset order.
+fn read_log(dir: &Path) -> Vec<LogBatch> {
     let mut segments: Vec<_> = std::fs::read_dir(dir)
         .expect("metadata log dir")
         .map(|e| e.expect("dir entry").path())
         .filter(|p| p.extension().is_some_and(|e| e == "log"))
         .collect();
     segments.sort();
-    let mut records = Vec::new();
+    let mut batches = Vec::new();
     for segment in segments {
         let mut rest = Bytes::from(std::fs::read(&segment).expect("segment"));
         while !rest.is_empty() {
@@ -38,19 +43,30 @@ fn read_log(dir: &Path) -> Vec<(i64, i32, i64, MetadataRecord)> {
             if batch.is_control() {
                 continue;
             }
-            for record in batch.records().expect("records") {
+            let mut records = Vec::new();
+            for (expected_delta, record) in (0..).zip(batch.records().expect("records")) {
+                assert_eq!(record.offset_delta, expected_delta, "contiguous offsets");
                 let value = record.value.expect("metadata records have values");
                 let framed = ApiMessageAndVersion::decode(&value).expect("a metadata record");
-                records.push((
-                    batch.base_offset() + i64::from(record.offset_delta),
-                    batch.partition_leader_epoch(),
-                    batch.base_timestamp(),
-                    framed.record,
-                ));
+                records.push(framed.record);
             }
+            batches.push((
+                batch.base_offset(),
+                batch.partition_leader_epoch(),
+                batch.base_timestamp(),
+                records,
+            ));
         }
     }
-    records
+    batches
+}
+
+/// The records of `batches` with their offsets.
+fn with_offsets(batches: &[LogBatch]) -> Vec<(i64, &MetadataRecord)> {
+    batches
+        .iter()
+        .flat_map(|(base, _, _, records)| (*base..).zip(records))
+        .collect()
 }
 
 fn latest_snapshot(dir: &Path) -> Option<SnapshotId> {
@@ -132,13 +148,32 @@ fn check_against_kafka(dist: &KafkaDist, release: Option<&str>, expected: Metada
     };
     node.terminate(Duration::from_secs(60)).expect("clean stop");
 
-    let log = read_log(&metadata_dir);
-    let (last_offset, last_epoch, last_time, _) = log.last().cloned().expect("records");
+    let batches = read_log(&metadata_dir);
+    let log = with_offsets(&batches);
+    let (last_offset, _) = log.last().copied().expect("records");
+    let (_, last_epoch, last_time, _) = batches.last().expect("batches");
     let log_image = MetadataImage::from_records(
-        log.iter().map(|(_, _, _, r)| r),
-        MetadataProvenance::new(last_offset, last_epoch, last_time),
+        log.iter().map(|(_, r)| *r),
+        MetadataProvenance::new(last_offset, *last_epoch, *last_time),
     )
     .expect("krust replays Kafka's log");
+
+    // The loader, fed batch by batch with a commit point after each, publishes the same image
+    // (Kafka's bootstrap records sit in a metadata transaction from 3.6-IV1 on).
+    let mut loader = MetadataBatchLoader::new(MetadataImage::empty());
+    for (base_offset, epoch, time, records) in &batches {
+        let outcome = loader.load_batch(*base_offset, *epoch, *time, records);
+        assert!(outcome.faults.is_empty(), "{:?}", outcome.faults);
+        loader.maybe_flush();
+    }
+    assert!(!loader.in_transaction());
+    assert_eq!(
+        log.iter()
+            .any(|(_, r)| matches!(r, MetadataRecord::BeginTransaction(_))),
+        expected.is_metadata_transaction_supported(),
+        "bootstrap records in a transaction exactly from 3.6-IV1 on"
+    );
+    assert_eq!(loader.image(), &log_image);
 
     assert_eq!(log_image.metadata_version(), expected);
     let jbod = expected.is_directory_assignment_supported();
@@ -208,7 +243,7 @@ fn check_against_kafka(dist: &KafkaDist, release: Option<&str>, expected: Metada
             .fenced
     );
     let mut delta = MetadataDelta::new(&MetadataImage::empty());
-    for (offset, _, _, record) in &log {
+    for (offset, record) in &log {
         if *offset < snapshot_id.end_offset {
             delta.replay(record).expect("prefix replays");
         }
