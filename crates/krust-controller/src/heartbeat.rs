@@ -26,6 +26,7 @@ use krust_metadata::records::{
 };
 use krust_metadata::{ApiMessageAndVersion, MetadataVersion};
 use tracing::{debug, info, warn};
+use uuid::Uuid;
 
 use crate::error::ControllerError;
 
@@ -148,6 +149,10 @@ pub struct HeartbeatOutcome {
     pub records: Vec<ApiMessageAndVersion>,
     /// Partition changes the caller adds around `records`.
     pub partition_work: PartitionWork,
+    /// Log directories the broker newly reported offline (MV ≥ 3.7-IV2): the caller moves
+    /// leadership off the partitions in them (before the `LogDirs` change record, which is
+    /// the last of `records`).
+    pub offline_directories: Vec<Uuid>,
     /// The reply.
     pub reply: HeartbeatReply,
 }
@@ -172,6 +177,8 @@ struct BrokerSession {
     registration_offset: i64,
     /// The registration says InControlledShutdown (a record was written already).
     recorded_in_controlled_shutdown: bool,
+    /// Online log directories, per the registration and later `LogDirs` changes.
+    directories: Vec<Uuid>,
     /// Last heartbeat (or activation/registration).
     last_contact: Instant,
     /// Highest metadata offset the broker reported; -1 before its first heartbeat.
@@ -245,6 +252,7 @@ impl BrokerHeartbeatManager {
                     BrokerSession {
                         broker_epoch: r.broker_epoch,
                         registration_offset: offset,
+                        directories: r.log_dirs.clone(),
                         recorded_in_controlled_shutdown: r.in_controlled_shutdown,
                         last_contact: now,
                         metadata_offset,
@@ -259,6 +267,12 @@ impl BrokerHeartbeatManager {
             MetadataRecord::FenceBroker(r) => self.replay_fencing(now, r.id, true),
             MetadataRecord::UnfenceBroker(r) => self.replay_fencing(now, r.id, false),
             MetadataRecord::BrokerRegistrationChange(r) => {
+                // An empty `LogDirs` means "unchanged".
+                if !r.log_dirs.is_empty()
+                    && let Some(session) = self.brokers.get_mut(&r.broker_id)
+                {
+                    session.directories.clone_from(&r.log_dirs);
+                }
                 match r.fenced {
                     FENCE => self.replay_fencing(now, r.broker_id, true),
                     UNFENCE => self.replay_fencing(now, r.broker_id, false),
@@ -446,6 +460,37 @@ impl BrokerHeartbeatManager {
         } else {
             session.fenced = false;
         }
+        let mut offline_directories = Vec::new();
+        if metadata_version.is_directory_assignment_supported() {
+            offline_directories = session
+                .directories
+                .iter()
+                .filter(|d| request.offline_log_dirs.contains(d))
+                .copied()
+                .collect();
+            if !offline_directories.is_empty() {
+                warn!(
+                    broker_id,
+                    offline = offline_directories.len(),
+                    "log directories offline"
+                );
+                let online: Vec<Uuid> = session
+                    .directories
+                    .iter()
+                    .filter(|d| !offline_directories.contains(d))
+                    .copied()
+                    .collect();
+                records.push(ApiMessageAndVersion::new(
+                    MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+                        broker_id,
+                        broker_epoch: session.broker_epoch,
+                        log_dirs: online,
+                        ..BrokerRegistrationChangeRecord::default()
+                    }),
+                    2,
+                ));
+            }
+        }
         let reply = HeartbeatReply {
             is_caught_up: request.current_metadata_offset >= session.registration_offset,
             is_fenced: to.fenced(),
@@ -457,6 +502,7 @@ impl BrokerHeartbeatManager {
             to,
             records,
             partition_work,
+            offline_directories,
             reply,
         })
     }
@@ -946,6 +992,45 @@ mod tests {
         assert_eq!(out.to, BrokerControlState::Fenced);
         assert_eq!(out.partition_work, PartitionWork::RemoveBrokerBefore);
         assert_eq!(brcr(&out.records[0]).0.fenced, 1);
+    }
+
+    /// JBOD (KIP-858): a directory reported offline is dropped from the registration with a
+    /// BrokerRegistrationChangeRecord v2 listing the dirs still online; repeating the report
+    /// changes nothing.
+    #[test]
+    fn offline_log_dirs_leave_the_registration() {
+        let t0 = Instant::now();
+        let (a, b) = (Uuid::from_u64_pair(1, 500), Uuid::from_u64_pair(1, 501));
+        let mut m = BrokerHeartbeatManager::new(HeartbeatConfig::default());
+        let MetadataRecord::RegisterBroker(mut record) = register(1, 10) else {
+            unreachable!("register() builds a RegisterBrokerRecord")
+        };
+        record.log_dirs = vec![a, b];
+        m.replay(t0, &MetadataRecord::RegisterBroker(record), 10);
+        m.activate(t0);
+        unfence(&mut m, t0, 1, 10);
+        let beat = heartbeat(1, 10, 100).with_offline_log_dirs(vec![b, Uuid::from_u64_pair(9, 9)]);
+        let out = m.handle_heartbeat(t0, &beat, MV, || true).expect("valid");
+        assert_eq!(out.offline_directories, vec![b]);
+        let (change, version) = brcr(out.records.last().expect("a LogDirs change"));
+        assert_eq!(
+            (change.log_dirs.clone(), change.fenced, version),
+            (vec![a], 0, 2)
+        );
+        out.records[0].encode().expect("encodable");
+        m.replay(t0, &out.records[0].record, 101);
+        let again = m.handle_heartbeat(t0, &beat, MV, || true).expect("valid");
+        assert!(again.records.is_empty() && again.offline_directories.is_empty());
+        // Before 3.7-IV2 there are no directory assignments to change.
+        let old = m
+            .handle_heartbeat(
+                t0,
+                &heartbeat(1, 10, 100).with_offline_log_dirs(vec![a]),
+                MetadataVersion::IBP_3_7_IV1,
+                || true,
+            )
+            .expect("valid");
+        assert!(old.records.is_empty());
     }
 
     #[test]
