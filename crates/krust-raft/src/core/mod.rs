@@ -1463,6 +1463,29 @@ impl RaftCore {
     // Request validation (Kafka 3.9 order) and refusals
     // -----------------------------------------------------------------------------------------
 
+    /// Fetch and FetchSnapshot are only answered by the leader of the request's epoch: an older
+    /// epoch is fenced, a newer one is unknown to us yet, and a non-leader names the leader it knows.
+    fn check_addressed_to_leader(&self, request_epoch: LeaderEpoch) -> Result<(), RequestError> {
+        if request_epoch < self.epoch {
+            return Err(RequestError::FencedLeaderEpoch {
+                request: request_epoch,
+                current: self.epoch,
+            });
+        }
+        if request_epoch > self.epoch {
+            return Err(RequestError::UnknownLeaderEpoch {
+                request: request_epoch,
+                current: self.epoch,
+            });
+        }
+        if !matches!(self.role, Role::Leader(_)) {
+            return Err(RequestError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        Ok(())
+    }
+
     fn check_cluster_id(
         &self,
         request: Option<&kafka_protocol::protocol::StrBytes>,
@@ -1541,24 +1564,7 @@ impl RaftCore {
         if args.last_fetched_epoch < 0 || args.last_fetched_epoch > args.current_leader_epoch {
             return invalid("LastFetchedEpoch", i64::from(args.last_fetched_epoch));
         }
-        let request_epoch = LeaderEpoch(args.current_leader_epoch);
-        if request_epoch < self.epoch {
-            return Err(RequestError::FencedLeaderEpoch {
-                request: request_epoch,
-                current: self.epoch,
-            });
-        }
-        if request_epoch > self.epoch {
-            return Err(RequestError::UnknownLeaderEpoch {
-                request: request_epoch,
-                current: self.epoch,
-            });
-        }
-        if !matches!(self.role, Role::Leader(_)) {
-            return Err(RequestError::NotLeader {
-                leader: self.leader(),
-            });
-        }
+        self.check_addressed_to_leader(LeaderEpoch(args.current_leader_epoch))?;
         Ok(args)
     }
 
@@ -2085,24 +2091,7 @@ impl RaftCore {
     ) -> Result<wire::FetchSnapshotArgs, RequestError> {
         self.check_cluster_id(request.cluster_id.as_ref())?;
         let args = wire::fetch_snapshot_args(request).ok_or(RequestError::NotMetadataPartition)?;
-        let request_epoch = LeaderEpoch(args.current_leader_epoch);
-        if request_epoch < self.epoch {
-            return Err(RequestError::FencedLeaderEpoch {
-                request: request_epoch,
-                current: self.epoch,
-            });
-        }
-        if request_epoch > self.epoch {
-            return Err(RequestError::UnknownLeaderEpoch {
-                request: request_epoch,
-                current: self.epoch,
-            });
-        }
-        if !matches!(self.role, Role::Leader(_)) {
-            return Err(RequestError::NotLeader {
-                leader: self.leader(),
-            });
-        }
+        self.check_addressed_to_leader(LeaderEpoch(args.current_leader_epoch))?;
         let snapshot = args.snapshot_id;
         // The bootstrap snapshot (0, 0) is never served (§4.4).
         if snapshot.offset.0 <= 0 || snapshot.epoch.0 < 0 {
