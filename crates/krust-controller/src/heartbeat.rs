@@ -1033,6 +1033,136 @@ mod tests {
         assert!(old.records.is_empty());
     }
 
+    #[derive(Debug, Clone)]
+    enum Step {
+        Heartbeat {
+            broker: i32,
+            lag: i64,
+            want_fence: bool,
+            want_shut_down: bool,
+            leads: bool,
+        },
+        Advance(u64),
+        Timeout,
+        ShutdownAppended(i32),
+        Reregister(i32),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => (1..4i32, 0..3i64, proptest::bool::weighted(0.1), proptest::bool::weighted(0.15), any::<bool>())
+                .prop_map(|(broker, lag, want_fence, want_shut_down, leads)| Step::Heartbeat {
+                    broker, lag, want_fence, want_shut_down, leads,
+                }),
+            2 => (0..6_000u64).prop_map(Step::Advance),
+            1 => Just(Step::Timeout),
+            1 => (1..4i32).prop_map(Step::ShutdownAppended),
+            1 => (1..4i32).prop_map(Step::Reregister),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Random heartbeats, clock jumps, timeouts, controlled-shutdown appends and
+        /// re-registrations against 3 brokers, every produced record appended to a log and
+        /// replayed. After every step: the fencing the log describes is the manager's (its
+        /// optimistic state never runs ahead of a record), records carry the current broker
+        /// epoch, `should_shut_down` implies fenced, and after a timeout check no unfenced
+        /// broker has an expired session.
+        #[test]
+        fn the_log_always_describes_the_managers_fencing(
+            steps in proptest::collection::vec(step(), 1..80),
+            old_mv in proptest::bool::ANY,
+        ) {
+            let mv = if old_mv { MetadataVersion::IBP_3_3_IV1 } else { MV };
+            let t0 = Instant::now();
+            let mut now = t0;
+            let mut m = BrokerHeartbeatManager::new(HeartbeatConfig::default());
+            let mut log_end = 0i64;
+            let mut fenced_in_log: BTreeMap<i32, bool> = BTreeMap::new();
+            let mut epochs: BTreeMap<i32, i64> = BTreeMap::new();
+            fn append(
+                m: &mut BrokerHeartbeatManager,
+                now: Instant,
+                records: &[ApiMessageAndVersion],
+                log_end: &mut i64,
+                fenced_in_log: &mut BTreeMap<i32, bool>,
+                epochs: &BTreeMap<i32, i64>,
+            ) {
+                for record in records {
+                    match &record.record {
+                        MetadataRecord::BrokerRegistrationChange(r) => {
+                            assert_eq!(Some(&r.broker_epoch), epochs.get(&r.broker_id));
+                            match r.fenced {
+                                FENCE => { fenced_in_log.insert(r.broker_id, true); }
+                                UNFENCE => { fenced_in_log.insert(r.broker_id, false); }
+                                _ => {}
+                            }
+                        }
+                        MetadataRecord::FenceBroker(r) => {
+                            assert_eq!(Some(&r.epoch), epochs.get(&r.id));
+                            fenced_in_log.insert(r.id, true);
+                        }
+                        MetadataRecord::UnfenceBroker(r) => {
+                            assert_eq!(Some(&r.epoch), epochs.get(&r.id));
+                            fenced_in_log.insert(r.id, false);
+                        }
+                        other => panic!("unexpected record {other:?}"),
+                    }
+                    *log_end += 1;
+                    m.replay(now, &record.record, *log_end);
+                }
+            }
+            for id in 1..4 {
+                log_end += 1;
+                m.replay(now, &register(id, log_end), log_end);
+                fenced_in_log.insert(id, true);
+                epochs.insert(id, log_end);
+            }
+            m.activate(now);
+            for step in steps {
+                match step {
+                    Step::Heartbeat { broker, lag, want_fence, want_shut_down, leads } => {
+                        let request = heartbeat(broker, epochs[&broker], log_end - lag)
+                            .with_want_fence(want_fence)
+                            .with_want_shut_down(want_shut_down);
+                        let out = m.handle_heartbeat(now, &request, mv, || leads).expect("current epoch");
+                        proptest::prop_assert!(!out.reply.should_shut_down || out.reply.is_fenced);
+                        proptest::prop_assert_eq!(out.reply.is_fenced, out.to.fenced());
+                        append(&mut m, now, &out.records, &mut log_end, &mut fenced_in_log, &epochs);
+                    }
+                    Step::Advance(ms) => now += Duration::from_millis(ms),
+                    Step::Timeout => {
+                        let expired = m.handle_timeout(now, mv);
+                        for e in &expired {
+                            append(&mut m, now, &e.records, &mut log_end, &mut fenced_in_log, &epochs);
+                        }
+                        for id in 1..4 {
+                            let unfenced = m.state(id).is_some_and(|s| !s.fenced());
+                            proptest::prop_assert!(!unfenced || m.has_valid_session(now, id));
+                        }
+                    }
+                    Step::ShutdownAppended(broker) => {
+                        if m.state(broker) == Some(BrokerControlState::Unfenced) {
+                            m.handle_controlled_shutdown_appended(broker, log_end);
+                        }
+                    }
+                    Step::Reregister(broker) => {
+                        log_end += 1;
+                        epochs.insert(broker, log_end);
+                        m.replay(now, &register(broker, log_end), log_end);
+                        fenced_in_log.insert(broker, true);
+                    }
+                }
+                for id in 1..4 {
+                    let state = m.state(id).expect("registered");
+                    proptest::prop_assert_eq!(state.fenced(), fenced_in_log[&id], "broker {} in {:?}", id, state);
+                    proptest::prop_assert_eq!(m.broker_epoch(id), Some(epochs[&id]));
+                }
+            }
+        }
+    }
+
     #[test]
     fn stale_or_unknown_epochs_are_refused_and_change_nothing() {
         let t0 = Instant::now();
