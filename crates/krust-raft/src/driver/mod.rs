@@ -63,7 +63,8 @@ use crate::types::{LeaderEpoch, LogOffset, NodeId, OffsetAndEpoch, RequestId};
 const COMMAND_QUEUE: usize = 1024;
 /// Responses from peers queued before send tasks wait.
 const RESPONSE_QUEUE: usize = 1024;
-/// How long a graceful shutdown waits for EndQuorumEpoch answers before stopping anyway.
+/// How long a graceful shutdown of a leader waits for a successor before stopping anyway
+/// (Kafka's `RaftManager` gives its client 5 s).
 pub const SHUTDOWN_RESIGN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// What the driver needs to run one replica.
@@ -252,9 +253,11 @@ impl RaftHandle {
         self.status.clone()
     }
 
-    /// Graceful shutdown: a leader resigns (EndQuorumEpoch to the voters, waiting up to
-    /// [`SHUTDOWN_RESIGN_TIMEOUT`] for their answers), then the driver flushes and closes the
-    /// log and stops. Returns when it has.
+    /// Graceful shutdown: a leader resigns (EndQuorumEpoch to the voters) and, as Kafka's
+    /// `maybeCompleteShutdown`, keeps serving until another leader is known — so it can still
+    /// vote for its successor, which a two-voter quorum needs — for at most
+    /// [`SHUTDOWN_RESIGN_TIMEOUT`]. Then the driver flushes and closes the log and stops.
+    /// Returns when it has.
     pub async fn shutdown(&self) {
         let (done, wait) = oneshot::channel();
         if self.commands.send(Command::Shutdown { done }).await.is_ok() {
@@ -333,6 +336,7 @@ impl RaftDriver {
             next_inbound: 0,
             appends: BTreeMap::new(),
             shutdown: None,
+            resigning: false,
             end_quorum_pending: HashSet::new(),
             committed_batches: 0,
         };
@@ -381,6 +385,8 @@ struct Driver {
     appends: BTreeMap<LogOffset, Vec<oneshot::Sender<Result<LogOffset, DriverAppendError>>>>,
     /// Set while a graceful shutdown waits for EndQuorumEpoch answers.
     shutdown: Option<(TokioInstant, Vec<oneshot::Sender<()>>)>,
+    /// Whether this replica led when the shutdown began (then it waits for a successor).
+    resigning: bool,
     /// EndQuorumEpoch requests sent and not yet answered or failed.
     end_quorum_pending: HashSet<RequestId>,
     committed_batches: u64,
@@ -481,20 +487,25 @@ impl Driver {
         }
         info!(role = ?self.core.role(), epoch = self.core.epoch().0, "shutting down the Raft replica");
         let now = std_now();
+        self.resigning = self.core.role() == RoleKind::Leader;
         self.core.begin_shutdown(now);
         let deadline = TokioInstant::now() + SHUTDOWN_RESIGN_TIMEOUT;
         self.shutdown = Some((deadline, done.into_iter().collect()));
     }
 
-    /// Shutdown is complete once every EndQuorumEpoch has been answered (or failed), or the
-    /// wait is over.
+    /// Kafka 3.9's rule (`maybeCompleteShutdown`): done once another node leads, when this is
+    /// the only voter, or when the wait is over. One deviation: a replica that was not leading
+    /// stops at once (after any EndQuorumEpoch is answered) instead of waiting for a leader to
+    /// appear, so stopping a leaderless quorum does not take the full timeout per node.
     fn shutdown_complete(&self) -> bool {
-        match &self.shutdown {
-            Some((deadline, _)) => {
-                self.end_quorum_pending.is_empty() || TokioInstant::now() >= *deadline
-            }
-            None => false,
-        }
+        let Some((deadline, _)) = &self.shutdown else {
+            return false;
+        };
+        let me = self.core.config().node_id;
+        TokioInstant::now() >= *deadline
+            || self.core.config().voters.len() <= 1
+            || self.core.leader().is_some_and(|leader| leader != me)
+            || (!self.resigning && self.end_quorum_pending.is_empty())
     }
 
     fn finish_shutdown(mut self) -> DriverExit {
