@@ -4,7 +4,7 @@
 //!
 //! Per feature, in Kafka's order: a known upgrade type; a level ≥ 0; a level this controller,
 //! every registered broker and (from metadata.version 3.7-IV0) every registered controller
-//! supports; no downgrade unless asked for; then for `metadata.version`: not during a ZooKeeper
+//! supports; no downgrade unless asked for, and no "downgrade" to a higher level; then for `metadata.version`: not during a ZooKeeper
 //! migration, not below 3.3-IV0, and a downgrade only when no version crossed changed the
 //! metadata format (an "unsafe" downgrade is refused, as in Kafka 3.9). Every refusal is
 //! `INVALID_UPDATE_VERSION`. Features are decided independently: the records of the accepted
@@ -169,6 +169,9 @@ fn update_feature(
             "Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade.",
         );
     }
+    if level > current && upgrade_type != UpgradeType::Upgrade {
+        return invalid("Can't downgrade to a newer version.");
+    }
     if name == METADATA_VERSION {
         return update_metadata_version(context, level, upgrade_type);
     }
@@ -228,7 +231,7 @@ fn range_reason(who: &str, range: VersionRange, level: i16) -> Option<String> {
         Some(format!("{who} does not support this feature."))
     } else {
         Some(format!(
-            "{who} only supports versions SupportedVersionRange[min_version:{}, max_version:{}]",
+            "{who} only supports versions {}-{}",
             range.min, range.max
         ))
     }
@@ -429,7 +432,23 @@ mod tests {
         old_controller.controllers[1] = node(3001, &[("metadata.version", 1, 19)]);
         let mut migrating = Cluster::at(MetadataVersion::IBP_3_7_IV0);
         migrating.zk = ZkMigrationState::Migration;
-        let cases: [(&str, &Cluster, &'static str, i16, i8, &str); 11] = [
+        let cases: [(&str, &Cluster, &'static str, i16, i8, &str); 13] = [
+            (
+                "safe downgrade to a newer version",
+                &old_broker,
+                "metadata.version",
+                19,
+                2,
+                "Can't downgrade to a newer version.",
+            ),
+            (
+                "unsafe downgrade to a newer version",
+                &old_broker,
+                "metadata.version",
+                19,
+                3,
+                "Can't downgrade to a newer version.",
+            ),
             (
                 "unknown upgrade type",
                 &base,
@@ -460,7 +479,7 @@ mod tests {
                 "metadata.version",
                 22,
                 1,
-                "Local controller 3000 only supports versions SupportedVersionRange[min_version:1, max_version:21]",
+                "Local controller 3000 only supports versions 1-21",
             ),
             (
                 "a broker too old",
@@ -468,7 +487,7 @@ mod tests {
                 "metadata.version",
                 21,
                 1,
-                "Broker 2 only supports versions SupportedVersionRange[min_version:1, max_version:19]",
+                "Broker 2 only supports versions 1-19",
             ),
             (
                 "a controller too old",
@@ -476,7 +495,7 @@ mod tests {
                 "metadata.version",
                 21,
                 1,
-                "Controller 3001 only supports versions SupportedVersionRange[min_version:1, max_version:19]",
+                "Controller 3001 only supports versions 1-19",
             ),
             (
                 "downgrade asked as upgrade",
