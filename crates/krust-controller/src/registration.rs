@@ -12,6 +12,7 @@ use std::time::Instant;
 use kafka_protocol::messages::{
     BrokerRegistrationRequest, ControllerRegistrationRequest, UnregisterBrokerRequest,
 };
+use krust_metadata::features::KRAFT_VERSION;
 use krust_metadata::image::features::ZkMigrationState;
 use krust_metadata::kafka_uuid::is_reserved_directory_id;
 use krust_metadata::metadata_version::FEATURE_NAME as METADATA_VERSION;
@@ -41,7 +42,8 @@ pub trait ClusterView {
     fn cluster_id(&self) -> &str;
     /// The finalized `metadata.version`.
     fn metadata_version(&self) -> MetadataVersion;
-    /// Finalized levels of the features other than `metadata.version` (levels > 0).
+    /// Finalized levels of the features other than `metadata.version` (levels > 0),
+    /// `kraft.version` included.
     fn finalized_features(&self) -> BTreeMap<String, i16>;
     /// The cluster-wide ZooKeeper migration state.
     fn zk_migration_state(&self) -> ZkMigrationState;
@@ -58,6 +60,9 @@ pub trait ClusterView {
 pub struct ImageClusterView<'a> {
     /// The image.
     pub image: &'a MetadataImage,
+    /// `kraft.version` as the Raft layer has it (never in the image, yet a finalized feature
+    /// brokers must support).
+    pub kraft_version: i16,
     /// This cluster's id.
     pub cluster_id: &'a str,
     /// `zookeeper.metadata.migration.enable`.
@@ -74,12 +79,17 @@ impl ClusterView for ImageClusterView<'_> {
     }
 
     fn finalized_features(&self) -> BTreeMap<String, i16> {
-        self.image
+        let mut levels: BTreeMap<String, i16> = self
+            .image
             .features
             .finalized_levels
             .iter()
             .map(|(name, level)| (name.clone(), *level))
-            .collect()
+            .collect();
+        if self.kraft_version > 0 {
+            levels.insert(KRAFT_VERSION.to_owned(), self.kraft_version);
+        }
+        levels
     }
 
     fn zk_migration_state(&self) -> ZkMigrationState {
@@ -122,7 +132,7 @@ pub struct BrokerRegistrationOutcome {
     pub partition_work: PartitionWork,
 }
 
-/// Validates a BrokerRegistration (request `request_version`) and builds its
+/// Validates a BrokerRegistration and builds its
 /// `RegisterBrokerRecord` with broker epoch `new_broker_epoch` (the offset it will be written
 /// at, which the caller knows). The broker starts fenced.
 ///
@@ -137,7 +147,6 @@ pub fn register_broker(
     sessions: &BrokerHeartbeatManager,
     now: Instant,
     request: &BrokerRegistrationRequest,
-    request_version: i16,
     new_broker_epoch: i64,
 ) -> Result<BrokerRegistrationOutcome, ControllerError> {
     let broker_id = request.broker_id.0;
@@ -178,7 +187,7 @@ pub fn register_broker(
     } else {
         Vec::new()
     };
-    let features = check_features(view, mv, request, request_version)?;
+    let features = check_features(view, mv, request)?;
     let mut records = Vec::new();
     let new_incarnation = existing
         .as_ref()
@@ -260,14 +269,13 @@ fn check_log_dirs(
 }
 
 /// Every finalized level must be inside the broker's supported range. A broker that does not
-/// list `metadata.version` is taken to support only 3.0-IV1. From request v4 on, an unlisted
-/// finalized feature means range 0–0; before v4 brokers omitted features whose minimum is 0
-/// (KAFKA-17011), so unlisted features are not checked.
+/// list `metadata.version` is taken to support only 3.0-IV1, and an unlisted finalized
+/// feature means range 0–0 (Kafka 3.9 brokers send BrokerRegistration v4, which lists features
+/// whose minimum is 0 too; KAFKA-17011).
 fn check_features(
     view: &impl ClusterView,
     mv: MetadataVersion,
     request: &BrokerRegistrationRequest,
-    request_version: i16,
 ) -> Result<Vec<RegistrationFeature>, ControllerError> {
     let finalized = view.finalized_features();
     let finalized_level = |name: &str| -> i16 {
@@ -316,10 +324,8 @@ fn check_features(
         let oldest = MetadataVersion::MINIMUM_KRAFT_VERSION.feature_level();
         check(METADATA_VERSION, oldest, oldest)?;
     }
-    if request_version >= 4 {
-        for name in finalized.keys().filter(|name| !listed(name)) {
-            check(name, 0, 0)?;
-        }
+    for name in finalized.keys().filter(|name| !listed(name)) {
+        check(name, 0, 0)?;
     }
     Ok(features)
 }
@@ -500,7 +506,7 @@ mod tests {
         let cluster = TestCluster::new(MetadataVersion::IBP_3_9_IV0);
         let now = Instant::now();
         let outcome =
-            register_broker(&cluster, &sessions(), now, &request(1, 1), 4, 42).expect("valid");
+            register_broker(&cluster, &sessions(), now, &request(1, 1), 42).expect("valid");
         assert_eq!(outcome.broker_epoch, 42);
         assert_eq!(outcome.partition_work, PartitionWork::None);
         let (record, version) = register_record(&outcome);
@@ -536,9 +542,8 @@ mod tests {
         ];
         for (mv, expected, why) in cases {
             let cluster = TestCluster::new(mv);
-            let outcome =
-                register_broker(&cluster, &sessions(), Instant::now(), &request(1, 1), 4, 7)
-                    .expect(why);
+            let outcome = register_broker(&cluster, &sessions(), Instant::now(), &request(1, 1), 7)
+                .expect(why);
             let (record, version) = register_record(&outcome);
             assert_eq!(version, expected, "{why}");
             assert_eq!(record.log_dirs.is_empty(), expected < 3, "{why}");
@@ -550,8 +555,7 @@ mod tests {
     fn another_cluster_id_is_refused() {
         let cluster = TestCluster::new(MetadataVersion::IBP_3_9_IV0);
         let bad = request(1, 1).with_cluster_id(StrBytes::from_static_str("other"));
-        let err =
-            register_broker(&cluster, &sessions(), Instant::now(), &bad, 4, 1).expect_err("id");
+        let err = register_broker(&cluster, &sessions(), Instant::now(), &bad, 1).expect_err("id");
         assert_eq!(err.code(), 104);
         assert_eq!(
             err.to_string(),
@@ -580,7 +584,6 @@ mod tests {
             &live,
             t0,
             &request(1, 1),
-            4,
             10,
         )
         .expect("first registration");
@@ -598,15 +601,15 @@ mod tests {
         );
         live.activate(t0);
 
-        let err = register_broker(&cluster, &live, t0, &request(1, 2), 4, 20).expect_err("dup");
+        let err = register_broker(&cluster, &live, t0, &request(1, 2), 20).expect_err("dup");
         assert_eq!(err.code(), 101);
         // The same incarnation re-registering (e.g. after a controller failover) is fine.
-        register_broker(&cluster, &live, t0, &request(1, 1), 4, 20).expect("same incarnation");
+        register_broker(&cluster, &live, t0, &request(1, 1), 20).expect("same incarnation");
         // Once the session has expired, the new incarnation wins.
         let later = t0 + std::time::Duration::from_secs(9);
-        register_broker(&cluster, &live, later, &request(1, 2), 4, 30).expect("session expired");
+        register_broker(&cluster, &live, later, &request(1, 2), 30).expect("session expired");
         // A fenced broker has no session to protect.
-        register_broker(&cluster, &sessions(), t0, &request(1, 2), 4, 30).expect("no session");
+        register_broker(&cluster, &sessions(), t0, &request(1, 2), 30).expect("no session");
     }
 
     #[test]
@@ -629,7 +632,7 @@ mod tests {
                 .with_max_supported_version(23),
         ]);
         let outcome =
-            register_broker(&cluster, &sessions(), Instant::now(), &with_mv22, 4, 30).expect("ok");
+            register_broker(&cluster, &sessions(), Instant::now(), &with_mv22, 30).expect("ok");
         assert_eq!(outcome.partition_work, PartitionWork::RemoveBrokerBefore);
     }
 
@@ -642,7 +645,7 @@ mod tests {
                 .with_min_supported_version(1)
                 .with_max_supported_version(20),
         ]);
-        let err = register_broker(&cluster, &sessions(), Instant::now(), &too_old, 4, 1)
+        let err = register_broker(&cluster, &sessions(), Instant::now(), &too_old, 1)
             .expect_err("MV 21 > 20");
         assert_eq!(err.code(), 35);
         assert_eq!(
@@ -651,7 +654,7 @@ mod tests {
         );
 
         let silent = request(1, 1).with_features(Vec::new());
-        let err = register_broker(&cluster, &sessions(), Instant::now(), &silent, 4, 1)
+        let err = register_broker(&cluster, &sessions(), Instant::now(), &silent, 1)
             .expect_err("no metadata.version listed: 3.0-IV1 only");
         assert_eq!(err.code(), 35);
         register_broker(
@@ -659,17 +662,14 @@ mod tests {
             &sessions(),
             Instant::now(),
             &silent,
-            4,
             1,
         )
         .expect("3.0-IV1 cluster");
 
         cluster.finalized.insert("kraft.version".into(), 1);
-        let err = register_broker(&cluster, &sessions(), Instant::now(), &request(1, 1), 4, 1)
-            .expect_err("v4: unlisted kraft.version means 0-0");
+        let err = register_broker(&cluster, &sessions(), Instant::now(), &request(1, 1), 1)
+            .expect_err("unlisted kraft.version means 0-0");
         assert_eq!(err.code(), 35);
-        register_broker(&cluster, &sessions(), Instant::now(), &request(1, 1), 3, 1)
-            .expect("v3 brokers omitted min-0 features (KAFKA-17011)");
         let listing = request(1, 1).with_features(vec![
             Feature::default()
                 .with_name(StrBytes::from_static_str("metadata.version"))
@@ -680,7 +680,7 @@ mod tests {
                 .with_min_supported_version(0)
                 .with_max_supported_version(1),
         ]);
-        register_broker(&cluster, &sessions(), Instant::now(), &listing, 4, 1).expect("in range");
+        register_broker(&cluster, &sessions(), Instant::now(), &listing, 1).expect("in range");
     }
 
     #[test]
@@ -720,7 +720,6 @@ mod tests {
                 &sessions(),
                 Instant::now(),
                 &request(1, 1).with_log_dirs(dirs),
-                4,
                 1,
             )
             .expect_err(why);
@@ -729,22 +728,22 @@ mod tests {
         }
         // Its own directory again (a restart) is fine.
         let own = request(2, 9).with_log_dirs(vec![dir(7)]);
-        register_broker(&cluster, &sessions(), Instant::now(), &own, 4, 1).expect("own dir");
+        register_broker(&cluster, &sessions(), Instant::now(), &own, 1).expect("own dir");
     }
 
     #[test]
     fn zk_migration_rules_gate_who_may_register() {
         let mut cluster = TestCluster::new(MetadataVersion::IBP_3_9_IV0);
         let zk = request(1, 1).with_is_migrating_zk_broker(true);
-        let err = register_broker(&cluster, &sessions(), Instant::now(), &zk, 4, 1)
+        let err = register_broker(&cluster, &sessions(), Instant::now(), &zk, 1)
             .expect_err("no migration");
         assert_eq!(err.code(), 102);
         cluster.zk_enabled = true;
         cluster.zk_state = ZkMigrationState::PreMigration;
         let outcome =
-            register_broker(&cluster, &sessions(), Instant::now(), &zk, 4, 1).expect("zk broker");
+            register_broker(&cluster, &sessions(), Instant::now(), &zk, 1).expect("zk broker");
         assert!(register_record(&outcome).0.is_migrating_zk_broker);
-        let err = register_broker(&cluster, &sessions(), Instant::now(), &request(2, 1), 4, 1)
+        let err = register_broker(&cluster, &sessions(), Instant::now(), &request(2, 1), 1)
             .expect_err("KRaft broker in pre-migration");
         assert_eq!(err.code(), 102);
     }
@@ -811,11 +810,12 @@ mod tests {
         let view = ImageClusterView {
             image: &image,
             cluster_id: CLUSTER,
+            kraft_version: 0,
             zk_migration_enabled: false,
         };
         assert_eq!(view.metadata_version(), MetadataVersion::IBP_3_0_IV1);
         assert!(view.broker(1).is_none());
-        let outcome = register_broker(&view, &sessions(), Instant::now(), &request(1, 1), 4, 3)
+        let outcome = register_broker(&view, &sessions(), Instant::now(), &request(1, 1), 3)
             .expect("3.0-IV1 cluster, broker supports 1-21");
         assert_eq!(register_record(&outcome).1, 0);
     }
