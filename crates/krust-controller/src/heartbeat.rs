@@ -1163,6 +1163,95 @@ mod tests {
         }
     }
 
+    /// Port of Kafka's `BrokerHeartbeatManagerTest.testCalculateNextBrokerState`: six brokers
+    /// (0 and 4 fenced at offset 100; 1 at 98, 2 and 3 at 100 unfenced; 5 in controlled
+    /// shutdown with offset 99), then the next state for each kind of request.
+    #[test]
+    fn next_states_follow_kafkas_table() {
+        use BrokerControlState::{ControlledShutdown, Fenced, ShutdownNow, Unfenced};
+        let t0 = Instant::now();
+        let mut m = BrokerHeartbeatManager::new(HeartbeatConfig::default());
+        for id in 0..6 {
+            let offset = 90 + i64::from(id);
+            m.replay(t0, &register(id, offset), offset);
+        }
+        m.activate(t0);
+        let beat =
+            |m: &mut BrokerHeartbeatManager, id: i32, offset: i64, fence: bool, shut: bool| {
+                let request = heartbeat(id, 90 + i64::from(id), offset)
+                    .with_want_fence(fence)
+                    .with_want_shut_down(shut);
+                m.handle_heartbeat(t0, &request, MV, || true)
+                    .expect("valid")
+                    .to
+            };
+        assert_eq!(beat(&mut m, 0, 100, true, false), Fenced);
+        assert_eq!(beat(&mut m, 1, 98, false, false), Unfenced);
+        assert_eq!(beat(&mut m, 2, 100, false, false), Unfenced);
+        assert_eq!(beat(&mut m, 3, 100, false, false), Unfenced);
+        assert_eq!(beat(&mut m, 4, 100, true, false), Fenced);
+        assert_eq!(beat(&mut m, 5, 99, false, false), Unfenced);
+        assert_eq!(beat(&mut m, 5, 99, false, true), ControlledShutdown);
+        m.handle_controlled_shutdown_appended(5, 99);
+        assert_eq!(m.lowest_active_offset(), 98);
+
+        let next =
+            |m: &BrokerHeartbeatManager, id: i32, request: BrokerHeartbeatRequest, leads: bool| {
+                let session = &m.brokers[&id];
+                let from = session.state();
+                (
+                    from,
+                    next_state(from, session, &request, m.lowest_active_offset(), || leads),
+                )
+            };
+        let want = |offset: i64, fence: bool, shut: bool| {
+            BrokerHeartbeatRequest::default()
+                .with_current_metadata_offset(offset)
+                .with_want_fence(fence)
+                .with_want_shut_down(shut)
+        };
+        assert_eq!(
+            next(&m, 0, want(0, false, true), false),
+            (Fenced, ShutdownNow)
+        );
+        assert_eq!(
+            next(&m, 0, want(100, false, false), false),
+            (Fenced, Unfenced)
+        );
+        assert_eq!(next(&m, 0, want(50, false, false), false), (Fenced, Fenced));
+        assert_eq!(next(&m, 0, want(100, true, false), false), (Fenced, Fenced));
+        assert_eq!(
+            next(&m, 1, want(0, false, true), true),
+            (Unfenced, ControlledShutdown)
+        );
+        assert_eq!(
+            next(&m, 1, want(0, false, true), false),
+            (Unfenced, ShutdownNow)
+        );
+        assert_eq!(
+            next(&m, 1, want(0, false, false), false),
+            (Unfenced, Unfenced)
+        );
+        assert_eq!(
+            next(&m, 5, want(0, false, true), true),
+            (ControlledShutdown, ControlledShutdown)
+        );
+        // Broker 1 (offset 98) has not replayed the controlled-shutdown batch (99) yet.
+        assert_eq!(
+            next(&m, 5, want(0, false, true), false),
+            (ControlledShutdown, ControlledShutdown)
+        );
+        assert_eq!(beat(&mut m, 1, 98, true, false), Fenced);
+        assert_eq!(
+            next(&m, 5, want(0, false, true), false),
+            (ControlledShutdown, ShutdownNow)
+        );
+        assert_eq!(
+            next(&m, 5, want(0, false, true), true),
+            (ControlledShutdown, ControlledShutdown)
+        );
+    }
+
     #[test]
     fn stale_or_unknown_epochs_are_refused_and_change_nothing() {
         let t0 = Instant::now();
