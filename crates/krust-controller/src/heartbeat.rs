@@ -413,14 +413,14 @@ impl BrokerHeartbeatManager {
             info!(broker_id, ?from, ?to, "broker state change on heartbeat");
             match to {
                 BrokerControlState::Fenced | BrokerControlState::ShutdownNow => {
-                    if from != BrokerControlState::Fenced {
-                        records.push(fence_record(
-                            broker_id,
-                            session.broker_epoch,
-                            metadata_version,
-                        ));
-                        partition_work = PartitionWork::RemoveBrokerBefore;
-                    }
+                    // Also FENCED → SHUTDOWN_NOW: Kafka 3.9 writes the (redundant) fence
+                    // record there too, and the log should read the same.
+                    records.push(fence_record(
+                        broker_id,
+                        session.broker_epoch,
+                        metadata_version,
+                    ));
+                    partition_work = PartitionWork::RemoveBrokerBefore;
                 }
                 BrokerControlState::Unfenced => {
                     records.push(unfence_record(
@@ -943,7 +943,7 @@ mod tests {
     }
 
     #[test]
-    fn a_fenced_broker_asking_to_shut_down_goes_at_once_without_records() {
+    fn a_fenced_broker_asking_to_shut_down_goes_at_once_with_kafkas_redundant_fence_record() {
         let t0 = Instant::now();
         let mut m = manager(t0, &[1]);
         let out = m
@@ -958,7 +958,8 @@ mod tests {
             (out.from, out.to),
             (BrokerControlState::Fenced, BrokerControlState::ShutdownNow)
         );
-        assert!(out.records.is_empty() && out.reply.should_shut_down);
+        assert!(out.reply.should_shut_down);
+        assert_eq!(brcr(&out.records[0]).0.fenced, 1);
     }
 
     #[test]
