@@ -93,7 +93,7 @@ pub enum ControllerError {
         got: i64,
     },
     /// A request from a broker id that never registered. Remedy: register first.
-    #[error("No broker registration found for broker {broker_id}")]
+    #[error("No broker registration found for broker id {broker_id}")]
     UnknownBrokerEpoch {
         /// The broker id.
         broker_id: i32,

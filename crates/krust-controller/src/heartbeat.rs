@@ -241,12 +241,8 @@ impl BrokerHeartbeatManager {
     pub fn replay(&mut self, now: Instant, record: &MetadataRecord, offset: i64) {
         match record {
             MetadataRecord::RegisterBroker(r) => {
-                let previous = self.brokers.get(&r.broker_id);
-                // A re-registration keeps the reported offset only if the fencing is unchanged
-                // (Kafka's `register`).
-                let metadata_offset = previous
-                    .filter(|p| p.fenced == r.fenced)
-                    .map_or(-1, |p| p.metadata_offset);
+                // A new registration (even of the same incarnation) starts a fresh session, as
+                // Kafka's replay does (`remove` then `register`).
                 self.brokers.insert(
                     r.broker_id,
                     BrokerSession {
@@ -255,7 +251,7 @@ impl BrokerHeartbeatManager {
                         directories: r.log_dirs.clone(),
                         recorded_in_controlled_shutdown: r.in_controlled_shutdown,
                         last_contact: now,
-                        metadata_offset,
+                        metadata_offset: -1,
                         fenced: r.fenced,
                         controlled_shutdown_offset: None,
                     },
