@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 use kafka_protocol::messages::UpdateFeaturesRequest;
 use krust_metadata::features::Feature;
-use krust_metadata::image::cluster::VersionRange;
+use krust_metadata::image::cluster::{ClusterImage, VersionRange};
 use krust_metadata::image::features::ZkMigrationState;
 use krust_metadata::metadata_version::FEATURE_NAME as METADATA_VERSION;
 use krust_metadata::records::{FeatureLevelRecord, MetadataRecord};
@@ -64,6 +64,34 @@ pub struct NodeFeatures {
     pub node_id: i32,
     /// Supported ranges by feature name (absent = not supported, i.e. 0–0).
     pub supported: BTreeMap<String, VersionRange>,
+}
+
+impl NodeFeatures {
+    /// Every registered broker's ranges, from the cluster image.
+    #[must_use]
+    pub fn brokers_of(cluster: &ClusterImage) -> Vec<Self> {
+        cluster
+            .brokers
+            .values()
+            .map(|b| Self {
+                node_id: b.id,
+                supported: b.supported_features.clone(),
+            })
+            .collect()
+    }
+
+    /// Every registered controller's ranges, from the cluster image.
+    #[must_use]
+    pub fn controllers_of(cluster: &ClusterImage) -> Vec<Self> {
+        cluster
+            .controllers
+            .values()
+            .map(|c| Self {
+                node_id: c.id,
+                supported: c.supported_features.clone(),
+            })
+            .collect()
+    }
 }
 
 /// What feature updates are checked against.
@@ -621,6 +649,38 @@ mod tests {
             levels(&outcome),
             vec![("metadata.version".to_owned(), 21, 0)]
         );
+    }
+
+    #[test]
+    fn node_features_come_from_the_cluster_image() {
+        use krust_metadata::records::{RegisterBrokerRecord, RegistrationFeature};
+        use krust_metadata::{MetadataDelta, MetadataImage, MetadataProvenance};
+
+        let image = MetadataImage::empty();
+        let mut delta = MetadataDelta::new(&image);
+        let record = MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: 4,
+            is_migrating_zk_broker: false,
+            incarnation_id: uuid::Uuid::from_u64_pair(1, 1),
+            broker_epoch: 10,
+            end_points: Vec::new(),
+            features: vec![RegistrationFeature {
+                name: "metadata.version".to_owned(),
+                min_supported_version: 1,
+                max_supported_version: 21,
+                unknown_tagged_fields: Vec::new(),
+            }],
+            rack: None,
+            fenced: true,
+            in_controlled_shutdown: false,
+            log_dirs: Vec::new(),
+            unknown_tagged_fields: Vec::new(),
+        });
+        delta.replay(&record).expect("replays");
+        let image = delta.apply(MetadataProvenance::new(10, 1, 0));
+        let brokers = NodeFeatures::brokers_of(&image.cluster);
+        assert_eq!(brokers, vec![node(4, &[("metadata.version", 1, 21)])]);
+        assert!(NodeFeatures::controllers_of(&image.cluster).is_empty());
     }
 
     #[test]
