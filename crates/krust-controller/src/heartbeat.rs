@@ -29,6 +29,7 @@ use tracing::{debug, info, warn};
 use uuid::Uuid;
 
 use crate::error::ControllerError;
+use crate::placement::UsableBroker;
 
 /// `broker.session.timeout.ms` default: a broker that has not heartbeated for this long is
 /// fenced.
@@ -331,6 +332,22 @@ impl BrokerHeartbeatManager {
     #[must_use]
     pub fn broker_epoch(&self, broker_id: i32) -> Option<i64> {
         self.brokers.get(&broker_id).map(|s| s.broker_epoch)
+    }
+
+    /// Brokers new replicas may go to (Kafka's `usableBrokers`): every registered broker not in
+    /// controlled shutdown, fenced ones flagged, in id order. `rack_of` gives each broker's
+    /// `broker.rack` (from its registration).
+    #[must_use]
+    pub fn usable_brokers(&self, rack_of: impl Fn(i32) -> Option<String>) -> Vec<UsableBroker> {
+        self.brokers
+            .iter()
+            .filter(|(_, s)| s.controlled_shutdown_offset.is_none())
+            .map(|(&id, s)| UsableBroker {
+                id,
+                rack: rack_of(id),
+                fenced: s.fenced,
+            })
+            .collect()
     }
 
     /// Kafka's `TimedOutBrokerHeartbeatCount`.
@@ -1246,6 +1263,43 @@ mod tests {
         assert_eq!(
             next(&m, 5, want(0, false, true), true),
             (ControlledShutdown, ControlledShutdown)
+        );
+    }
+
+    /// Kafka's `testUsableBrokerIterator`: fenced brokers are usable (flagged), brokers in
+    /// controlled shutdown are not.
+    #[test]
+    fn usable_brokers_leave_out_those_shutting_down() {
+        let t0 = Instant::now();
+        let mut m = manager(t0, &[1, 2, 3]);
+        unfence(&mut m, t0, 1, 10);
+        unfence(&mut m, t0, 2, 20);
+        let out = m
+            .handle_heartbeat(
+                t0,
+                &heartbeat(2, 20, 100).with_want_shut_down(true),
+                MV,
+                || true,
+            )
+            .expect("valid");
+        assert_eq!(out.to, BrokerControlState::ControlledShutdown);
+        m.handle_controlled_shutdown_appended(2, 101);
+        let rack = |id: i32| Some(format!("rack{}", id % 2));
+        let usable = m.usable_brokers(rack);
+        assert_eq!(
+            usable,
+            vec![
+                UsableBroker {
+                    id: 1,
+                    rack: Some("rack1".into()),
+                    fenced: false
+                },
+                UsableBroker {
+                    id: 3,
+                    rack: Some("rack1".into()),
+                    fenced: true
+                },
+            ]
         );
     }
 
