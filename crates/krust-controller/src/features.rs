@@ -211,7 +211,9 @@ fn update_feature(
         Some(Feature::KRaftVersion) => invalid(
             "kraft.version is managed by the KRaft layer and cannot be changed by UpdateFeatures.",
         ),
-        None => invalid(&format!("Feature {name} is not known to the controller.")),
+        // Unknown to this controller: only level 0 got past the support checks, and a level-0
+        // record is a no-op removal, which Kafka writes too.
+        None => Ok(()),
     }
 }
 
@@ -634,6 +636,14 @@ mod tests {
             .one("kraft.version", 1, 1)
             .expect_err("kraft.version");
         assert_eq!(err.code(), 95);
+    }
+
+    #[test]
+    fn an_unknown_feature_may_only_be_set_to_zero() {
+        let cluster = Cluster::at(MetadataVersion::IBP_3_9_IV0);
+        assert!(cluster.one("no.such.feature", 1, 1).is_err());
+        let outcome = cluster.run(&request(vec![update("no.such.feature", 0, 1)]));
+        assert_eq!(levels(&outcome), vec![("no.such.feature".to_owned(), 0, 0)]);
     }
 
     #[test]
