@@ -24,7 +24,9 @@ use krust_raft::driver::{
     DriverAppendError, DriverConfig, DriverStartError, RaftDriver, RaftEvent, RaftHandle,
     StorageError,
 };
-use krust_raft::{AppendError, LogOffset, NodeId, RaftRequest, RaftResponse, RoleKind};
+use krust_raft::{
+    AppendError, LeaderEpoch, LogOffset, NodeId, RaftRequest, RaftResponse, RoleKind,
+};
 use tokio::sync::mpsc;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -147,6 +149,35 @@ async fn single_voter_commits_appends_and_recovers_them_after_a_restart() {
             .map(|i| Bytes::from(format!("v{i}")))
             .collect::<Vec<_>>()[..]
     );
+
+    // Appends name their epoch; another epoch is refused. Resigning starts a new election,
+    // which the sole voter wins in a later epoch.
+    let epoch = LeaderEpoch(handle.status().metrics.current_epoch);
+    handle
+        .append_in_epoch(epoch, vec![Bytes::from_static(b"in-epoch")])
+        .await
+        .expect("committed");
+    assert!(matches!(
+        handle
+            .append_in_epoch(LeaderEpoch(epoch.0 + 1), vec![Bytes::from_static(b"x")])
+            .await,
+        Err(DriverAppendError::Rejected(AppendError::FutureEpoch { .. }))
+    ));
+    handle.resign(epoch).await;
+    let mut status = handle.watch_status();
+    tokio::time::timeout(
+        WAIT,
+        status.wait_for(|s| s.role == RoleKind::Leader && s.metrics.current_epoch > epoch.0),
+    )
+    .await
+    .expect("re-elected within WAIT")
+    .expect("driver alive");
+    assert!(matches!(
+        handle
+            .append_in_epoch(epoch, vec![Bytes::from_static(b"x")])
+            .await,
+        Err(DriverAppendError::Rejected(AppendError::NotLeader { .. }))
+    ));
     handle.shutdown().await;
 }
 

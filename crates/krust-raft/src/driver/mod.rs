@@ -153,8 +153,13 @@ enum Command {
         reply: oneshot::Sender<RaftResponse>,
     },
     Append {
+        /// `None`: the current epoch.
+        epoch: Option<LeaderEpoch>,
         records: Vec<Bytes>,
         reply: oneshot::Sender<Result<LogOffset, DriverAppendError>>,
+    },
+    Resign {
+        epoch: LeaderEpoch,
     },
     Shutdown {
         done: oneshot::Sender<()>,
@@ -180,6 +185,7 @@ impl std::fmt::Debug for Command {
         match self {
             Command::Request { from, .. } => write!(f, "Request(from {from})"),
             Command::Append { records, .. } => write!(f, "Append({} records)", records.len()),
+            Command::Resign { epoch } => write!(f, "Resign({epoch})"),
             Command::Shutdown { .. } => f.write_str("Shutdown"),
         }
     }
@@ -217,12 +223,44 @@ impl RaftHandle {
     /// # Errors
     /// [`DriverAppendError`]; `Rejected(NotLeader)` on a follower.
     pub async fn append(&self, records: Vec<Bytes>) -> Result<LogOffset, DriverAppendError> {
+        self.send_append(None, records).await
+    }
+
+    /// [`RaftHandle::append`] only if this replica leads `epoch` (Kafka's
+    /// `prepareAppend(epoch, records)`): a controller that has seen leadership of `epoch`
+    /// never writes into a later term it has not caught up with.
+    ///
+    /// # Errors
+    /// As [`RaftHandle::append`]; `Rejected(NotLeader | FutureEpoch)` for another epoch.
+    pub async fn append_in_epoch(
+        &self,
+        epoch: LeaderEpoch,
+        records: Vec<Bytes>,
+    ) -> Result<LogOffset, DriverAppendError> {
+        self.send_append(Some(epoch), records).await
+    }
+
+    async fn send_append(
+        &self,
+        epoch: Option<LeaderEpoch>,
+        records: Vec<Bytes>,
+    ) -> Result<LogOffset, DriverAppendError> {
         let (reply, answer) = oneshot::channel();
         self.commands
-            .send(Command::Append { records, reply })
+            .send(Command::Append {
+                epoch,
+                records,
+                reply,
+            })
             .await
             .map_err(|_| DriverAppendError::Stopped)?;
         answer.await.map_err(|_| DriverAppendError::Stopped)?
+    }
+
+    /// Kafka's `resign(epoch)`: the leader of `epoch` steps down (EndQuorumEpoch) and the
+    /// quorum elects again; ignored for any other epoch. Returns once queued.
+    pub async fn resign(&self, epoch: LeaderEpoch) {
+        let _ = self.commands.send(Command::Resign { epoch }).await;
     }
 
     /// The core's answer to DescribeQuorum (only the leader answers without error).
@@ -463,12 +501,16 @@ impl Driver {
                 self.inbound.insert(id, reply);
                 self.core.handle_request(now, from, id, request);
             }
-            Command::Append { records, reply } => {
+            Command::Append {
+                epoch,
+                records,
+                reply,
+            } => {
                 if self.shutdown.is_some() {
                     let _ = reply.send(Err(DriverAppendError::Stopped));
                     return;
                 }
-                let epoch = self.core.epoch();
+                let epoch = epoch.unwrap_or_else(|| self.core.epoch());
                 match self.core.append(now, epoch, records) {
                     Ok(last) => self.appends.entry(last).or_default().push(reply),
                     Err(e) => {
@@ -476,6 +518,7 @@ impl Driver {
                     }
                 }
             }
+            Command::Resign { epoch } => self.core.resign(now, epoch),
             Command::Shutdown { done } => self.begin_shutdown(Some(done)),
         }
     }
