@@ -8,6 +8,7 @@
 
 use kafka_protocol::messages::{AllocateProducerIdsResponse, ProducerId};
 use krust_metadata::ApiMessageAndVersion;
+use krust_metadata::image::producer_ids::ProducerIdsImage;
 use krust_metadata::records::{MetadataRecord, ProducerIdsRecord};
 use thiserror::Error;
 use tracing::debug;
@@ -85,6 +86,12 @@ impl ProducerIdControl {
             next_producer_id,
             last_broker_epoch: -1,
         }
+    }
+
+    /// The counter a loaded image implies (its -1, "no block allocated yet", means 0).
+    #[must_use]
+    pub fn from_image(image: &ProducerIdsImage) -> Self {
+        Self::new(image.next_producer_id.max(0))
     }
 
     /// First id of the next block.
@@ -233,6 +240,16 @@ mod tests {
         }
         assert_eq!(starts, vec![0, 1000, 2000]);
         assert_eq!(control.next_producer_id(), 3000);
+    }
+
+    #[test]
+    fn an_empty_image_starts_at_zero() {
+        let control = ProducerIdControl::from_image(&ProducerIdsImage::default());
+        assert_eq!(control.next_producer_id(), 0);
+        let loaded = ProducerIdControl::from_image(&ProducerIdsImage {
+            next_producer_id: 7000,
+        });
+        assert_eq!(loaded.next_producer_id(), 7000);
     }
 
     #[test]
