@@ -6,11 +6,14 @@
 
 use std::time::{Duration, Instant};
 
+use kafka_protocol::messages::UpdateFeaturesRequest;
 use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
+use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
 use kafka_protocol::messages::{
     BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
+use krust_controller::features::{FeatureContext, NodeFeatures, update_features};
 use krust_controller::heartbeat::{BrokerControlState, BrokerHeartbeatManager, HeartbeatConfig};
 use krust_controller::placement::StripedReplicaPlacer;
 use krust_controller::producer_ids::ProducerIdControl;
@@ -41,7 +44,7 @@ impl Controller {
         };
         let bootstrap = FeatureLevelRecord::new(
             "metadata.version",
-            MetadataVersion::IBP_3_9_IV0.feature_level(),
+            MetadataVersion::IBP_3_8_IV0.feature_level(),
         );
         controller.commit(
             now,
@@ -130,7 +133,7 @@ impl Controller {
 }
 
 #[test]
-fn brokers_register_unfence_get_replicas_and_producer_ids_then_leave() {
+fn brokers_register_unfence_get_replicas_and_producer_ids_upgrade_then_leave() {
     let t0 = Instant::now();
     let mut controller = Controller::new(t0);
     let racks = ["a", "a", "b", "b", "c"];
@@ -177,6 +180,32 @@ fn brokers_register_unfence_get_replicas_and_producer_ids_then_leave() {
     }
     assert_eq!(block.first_producer_id, 0);
     assert_eq!(controller.image.producer_ids.next_producer_id, 1000);
+
+    // metadata.version 3.8-IV0 → 3.9-IV0, which every broker supports.
+    let finalized = std::collections::BTreeMap::new();
+    let brokers = NodeFeatures::brokers_of(&controller.image.cluster);
+    let context = FeatureContext {
+        metadata_version: controller.image.features.metadata_version,
+        finalized: &finalized,
+        zk_migration_state: controller.image.features.zk_migration_state,
+        local_controller_id: 3000,
+        unstable_feature_versions_enable: false,
+        brokers: &brokers,
+        controllers: &[],
+    };
+    let upgrade = UpdateFeaturesRequest::default().with_feature_updates(vec![
+        FeatureUpdateKey::default()
+            .with_feature(StrBytes::from_static_str("metadata.version"))
+            .with_max_version_level(21)
+            .with_upgrade_type(1),
+    ]);
+    let outcome = update_features(&context, &upgrade, 1);
+    assert_eq!(outcome.results["metadata.version"], Ok(()));
+    controller.commit(t0, &outcome.records);
+    assert_eq!(
+        controller.image.features.metadata_version,
+        MetadataVersion::IBP_3_9_IV0
+    );
 
     // Broker 5 goes silent and is fenced once its session expires.
     let later = t0 + Duration::from_secs(8);
