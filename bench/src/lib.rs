@@ -1,7 +1,15 @@
 //! Shared helpers for the benchmarks in `src/bin/`: the machine description every benchmark
-//! prints, size parsing, throughput formatting.
+//! prints, size parsing, throughput formatting, latency percentiles, and (for the Raft
+//! benchmarks) a quorum of `krust server` controllers with the `--test-append-socket` hook
+//! ([`KrustQuorum`], [`HookConnection`]) and a DescribeQuorum poller ([`QuorumPoller`]).
 
 use std::path::Path;
+
+mod raft;
+pub use raft::{
+    HookConnection, KrustQuorum, QuorumPoller, START_TIMEOUT, STARTED_LINE, default_krust_binary,
+    fdatasync_latencies,
+};
 
 /// CPU model from `/proc/cpuinfo` (or "unknown").
 #[must_use]
@@ -96,6 +104,36 @@ pub fn mb_per_s(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / seconds.max(1e-9) / 1e6
 }
 
+/// `/proc/loadavg`'s first three fields (1, 5, 15 minutes), or "?".
+#[must_use]
+pub fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| "?".to_string())
+}
+
+/// The `p`-quantile (`0.0..=1.0`, nearest rank) of `sorted`; zero for an empty slice.
+#[must_use]
+pub fn percentile(sorted: &[std::time::Duration], p: f64) -> std::time::Duration {
+    if sorted.is_empty() {
+        return std::time::Duration::ZERO;
+    }
+    let rank = (p.clamp(0.0, 1.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Milliseconds with three decimals, for printing.
+#[must_use]
+pub fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -108,5 +146,16 @@ mod tests {
         assert_eq!(parse_size("100"), Ok(100));
         assert!(parse_size("12X").is_err());
         assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        use std::time::Duration;
+        let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&v, 0.5), Duration::from_millis(50));
+        assert_eq!(percentile(&v, 0.99), Duration::from_millis(99));
+        assert_eq!(percentile(&v, 1.0), Duration::from_millis(100));
+        assert_eq!(percentile(&v[..1], 0.5), Duration::from_millis(1));
+        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
     }
 }
