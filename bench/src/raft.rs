@@ -421,7 +421,6 @@ impl QuorumPoller {
 pub fn fdatasync_latencies(dir: &Path, record_bytes: usize, count: usize) -> Result<Vec<Duration>> {
     let path = dir.join("fsync-probe.bin");
     let mut file = OpenOptions::new()
-        .write(true)
         .create(true)
         .append(true)
         .open(&path)
