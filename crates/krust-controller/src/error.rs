@@ -9,6 +9,9 @@ use uuid::Uuid;
 /// `INVALID_REGISTRATION` (Kafka 3.9 `Errors`, code 119). `kafka-protocol` 0.15.1 predates it.
 pub const INVALID_REGISTRATION_CODE: i16 = 119;
 
+/// `INELIGIBLE_REPLICA` (Kafka 3.9 `Errors`, code 107). `kafka-protocol` 0.15.1 predates it.
+pub const INELIGIBLE_REPLICA_CODE: i16 = 107;
+
 /// Why the controller refused a request. Each variant's doc gives cause and remedy; the code a
 /// client sees comes from [`ControllerError::response_error`] only.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -125,6 +128,89 @@ pub enum ControllerError {
         "Exhausted all producerIds as the next block's end producerId has exceeded the int64 type limit"
     )]
     ProducerIdsExhausted,
+    /// This node is not the active controller (or lost leadership before the records of the
+    /// request were committed). Remedy: the client finds the active controller and retries.
+    #[error("This is not the correct controller for this cluster.")]
+    NotController,
+    /// A malformed request (`INVALID_REQUEST`). Remedy: fix the request.
+    #[error("{reason}")]
+    InvalidRequest {
+        /// Kafka's message.
+        reason: String,
+    },
+    /// An illegal topic name, or one colliding with an existing topic. Remedy: pick another.
+    #[error("{reason}")]
+    InvalidTopicName {
+        /// Kafka's message.
+        reason: String,
+    },
+    /// The topic exists already. Remedy: none, or delete it first.
+    #[error("Topic '{name}' already exists.")]
+    TopicAlreadyExists {
+        /// The topic name.
+        name: String,
+    },
+    /// A bad partition count (`INVALID_PARTITIONS`). Remedy: ask for a sane positive count.
+    #[error("{reason}")]
+    InvalidPartitions {
+        /// Kafka's message.
+        reason: String,
+    },
+    /// A bad replication factor given directly (`INVALID_REPLICATION_FACTOR`).
+    #[error("{reason}")]
+    InvalidReplicationFactor {
+        /// Kafka's message.
+        reason: String,
+    },
+    /// A bad manual replica assignment (`INVALID_REPLICA_ASSIGNMENT`).
+    #[error("{reason}")]
+    InvalidReplicaAssignment {
+        /// Kafka's message.
+        reason: String,
+    },
+    /// A bad topic config (`INVALID_CONFIG`).
+    #[error("{reason}")]
+    InvalidConfig {
+        /// Kafka's message.
+        reason: String,
+    },
+    /// No topic (or partition) of that name. Remedy: create it first.
+    #[error("{reason}")]
+    UnknownTopicOrPartition {
+        /// Kafka's message.
+        reason: String,
+    },
+    /// No topic with that id.
+    #[error("No such topic id {topic_id}")]
+    UnknownTopicId {
+        /// The topic id asked for.
+        topic_id: Uuid,
+    },
+    /// AlterPartition from a leader with an old leader epoch. Remedy: the broker waits for
+    /// the newer partition state.
+    #[error("The leader epoch {got} is older than the current leader epoch {current}.")]
+    FencedLeaderEpoch {
+        /// The leader epoch the controller has.
+        current: i32,
+        /// The leader epoch in the request.
+        got: i32,
+    },
+    /// AlterPartition with an old partition epoch (`INVALID_UPDATE_VERSION`). Remedy: the
+    /// broker retries from the newer partition state.
+    #[error("The partition epoch {got} is older than the current partition epoch {current}.")]
+    StalePartitionEpoch {
+        /// The partition epoch the controller has.
+        current: i32,
+        /// The partition epoch in the request.
+        got: i32,
+    },
+    /// AlterPartition naming a replica that may not join the ISR (not registered, fenced, in
+    /// controlled shutdown, or with another broker epoch). `INELIGIBLE_REPLICA`, 107.
+    #[error("Ineligible replicas in the new ISR: {replicas:?}")]
+    IneligibleReplica {
+        /// The replicas refused.
+        replicas: Vec<i32>,
+    },
 }
 
 impl ControllerError {
@@ -149,6 +235,19 @@ impl ControllerError {
                 ResponseError::InvalidUpdateVersion
             }
             Self::ProducerIdsExhausted => ResponseError::UnknownServerError,
+            Self::NotController => ResponseError::NotController,
+            Self::InvalidRequest { .. } => ResponseError::InvalidRequest,
+            Self::InvalidTopicName { .. } => ResponseError::InvalidTopicException,
+            Self::TopicAlreadyExists { .. } => ResponseError::TopicAlreadyExists,
+            Self::InvalidPartitions { .. } => ResponseError::InvalidPartitions,
+            Self::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
+            Self::InvalidReplicaAssignment { .. } => ResponseError::InvalidReplicaAssignment,
+            Self::InvalidConfig { .. } => ResponseError::InvalidConfig,
+            Self::UnknownTopicOrPartition { .. } => ResponseError::UnknownTopicOrPartition,
+            Self::UnknownTopicId { .. } => ResponseError::UnknownTopicId,
+            Self::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+            Self::StalePartitionEpoch { .. } => ResponseError::InvalidUpdateVersion,
+            Self::IneligibleReplica { .. } => ResponseError::Unknown(INELIGIBLE_REPLICA_CODE),
         }
     }
 

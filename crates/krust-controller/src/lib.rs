@@ -17,6 +17,11 @@
 //!   `UnregisterBrokerRecord` (`ClusterControlManager`).
 //! - [`producer_ids`]: AllocateProducerIds in blocks of 1000 (`ProducerIdControlManager`).
 //! - [`features`]: UpdateFeatures validation → `FeatureLevelRecord`s (`FeatureControlManager`).
+//! - [`quorum_controller`]: [`QuorumController`], the state machine that wires the blocks
+//!   above to the image: committed batches in, atomic record batches and (commit-gated)
+//!   responses out; bootstrap, no-ops, topics, AlterPartition, leadership moves.
+//! - [`partition_change`]: one partition's next leader/ISR (`PartitionChangeBuilder`).
+//! - [`topic_names`]: topic name rules.
 //! - [`error`]: [`ControllerError`] and its Kafka error codes.
 //!
 //! [`ApiMessageAndVersion`]: krust_metadata::ApiMessageAndVersion
@@ -24,8 +29,15 @@
 pub mod error;
 pub mod features;
 pub mod heartbeat;
+pub mod partition_change;
 pub mod placement;
 pub mod producer_ids;
+pub mod quorum_controller;
 pub mod registration;
+pub mod topic_names;
 
 pub use error::ControllerError;
+pub use quorum_controller::{
+    CommittedBatch, ControllerAction, ControllerRequest, ControllerResponse, QuorumController,
+    QuorumControllerConfig, RequestId,
+};
