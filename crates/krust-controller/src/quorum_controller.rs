@@ -493,7 +493,9 @@ impl QuorumController {
         }
         let response = match response {
             Reply::Ready(response) => response,
-            Reply::AlterPartition(request) => self.alter_partition_response(&request),
+            Reply::AlterPartition(request, errors) => {
+                self.alter_partition_response(&request, &errors)
+            }
         };
         let active = self.active.as_mut().expect("checked active above");
         active.pending.push_back(PendingResponse {
@@ -707,8 +709,8 @@ impl QuorumController {
                 {
                     return refused(e);
                 }
-                let records = self.alter_partition_records(r);
-                (records, Reply::AlterPartition(r.clone()), None)
+                let (records, errors) = self.alter_partition_records(r);
+                (records, Reply::AlterPartition(r.clone(), errors), None)
             }
         }
     }
@@ -1288,74 +1290,74 @@ impl QuorumController {
         Ok((new_isr, state))
     }
 
+    /// The records of an AlterPartition, and each partition's refusal (by topic, then
+    /// partition, in request order), decided against the image before the records.
     fn alter_partition_records(
         &self,
         request: &AlterPartitionRequest,
-    ) -> Vec<ApiMessageAndVersion> {
+    ) -> (Vec<ApiMessageAndVersion>, Vec<Vec<Option<ControllerError>>>) {
         let mv = self.image.metadata_version();
         let mut records = Vec::new();
+        let mut errors = Vec::new();
         for topic in &request.topics {
+            let mut topic_errors = Vec::new();
             for data in &topic.partitions {
-                let Ok((topic_id, partition)) =
-                    self.alter_partition_target(topic, data.partition_index)
-                else {
-                    continue;
-                };
-                let Ok((new_isr, state)) =
-                    self.validate_alter_partition(request.broker_id.0, &partition, data)
-                else {
-                    continue;
-                };
-                let acceptable = |r: i32| self.broker_is_active(r);
-                records.extend(
-                    PartitionChangeBuilder::new(
-                        &partition,
-                        topic_id,
-                        data.partition_index,
-                        &acceptable,
-                        mv,
-                    )
-                    .with_target_isr(new_isr)
-                    .with_target_leader_recovery_state(state)
-                    .build(),
-                );
+                let checked = self
+                    .alter_partition_target(topic, data.partition_index)
+                    .and_then(|(topic_id, partition)| {
+                        self.validate_alter_partition(request.broker_id.0, &partition, data)
+                            .map(|accepted| (topic_id, partition, accepted))
+                    });
+                match checked {
+                    Ok((topic_id, partition, (new_isr, state))) => {
+                        let acceptable = |r: i32| self.broker_is_active(r);
+                        records.extend(
+                            PartitionChangeBuilder::new(
+                                &partition,
+                                topic_id,
+                                data.partition_index,
+                                &acceptable,
+                                mv,
+                            )
+                            .with_target_isr(new_isr)
+                            .with_target_leader_recovery_state(state)
+                            .build(),
+                        );
+                        topic_errors.push(None);
+                    }
+                    Err(e) => topic_errors.push(Some(e)),
+                }
             }
+            errors.push(topic_errors);
         }
-        records
+        (records, errors)
     }
 
-    /// The AlterPartition response, from the image after the request's records (errors are
-    /// found again against the state before them, which the same validation reproduces).
-    fn alter_partition_response(&self, request: &AlterPartitionRequest) -> ControllerResponse {
+    /// The AlterPartition response: refusals as decided, accepted partitions as they are in
+    /// the image after the request's records.
+    fn alter_partition_response(
+        &self,
+        request: &AlterPartitionRequest,
+        errors: &[Vec<Option<ControllerError>>],
+    ) -> ControllerResponse {
         let mut topics = Vec::new();
-        for topic in &request.topics {
+        for (topic, topic_errors) in request.topics.iter().zip(errors) {
             let mut partitions = Vec::new();
-            for data in &topic.partitions {
+            for (data, error) in topic.partitions.iter().zip(topic_errors) {
                 let result = alter_partition_response::PartitionData::default()
                     .with_partition_index(data.partition_index);
-                let current = self.alter_partition_target(topic, data.partition_index);
+                let current = match error {
+                    Some(e) => Err(e.clone()),
+                    None => self.alter_partition_target(topic, data.partition_index),
+                };
                 let result = match current {
                     Err(e) => result.with_error_code(e.code()),
-                    Ok((_, partition)) => {
-                        // A successful change bumped the partition epoch past the request's.
-                        let applied = partition.partition_epoch == data.partition_epoch + 1
-                            && partition.leader == request.broker_id.0;
-                        let error = if applied {
-                            None
-                        } else {
-                            self.validate_alter_partition(request.broker_id.0, &partition, data)
-                                .err()
-                        };
-                        match error {
-                            Some(e) => result.with_error_code(e.code()),
-                            None => result
-                                .with_leader_id(BrokerId(partition.leader))
-                                .with_leader_epoch(partition.leader_epoch)
-                                .with_isr(partition.isr.iter().copied().map(BrokerId).collect())
-                                .with_leader_recovery_state(partition.leader_recovery_state.value())
-                                .with_partition_epoch(partition.partition_epoch),
-                        }
-                    }
+                    Ok((_, partition)) => result
+                        .with_leader_id(BrokerId(partition.leader))
+                        .with_leader_epoch(partition.leader_epoch)
+                        .with_isr(partition.isr.iter().copied().map(BrokerId).collect())
+                        .with_leader_recovery_state(partition.leader_recovery_state.value())
+                        .with_partition_epoch(partition.partition_epoch),
                 };
                 partitions.push(result);
             }
@@ -1374,7 +1376,7 @@ impl QuorumController {
 enum Reply {
     Ready(ControllerResponse),
     /// Built from the image once the records are applied.
-    AlterPartition(AlterPartitionRequest),
+    AlterPartition(AlterPartitionRequest, Vec<Vec<Option<ControllerError>>>),
 }
 
 /// Bookkeeping after the batch is written.

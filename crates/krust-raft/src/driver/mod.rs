@@ -28,6 +28,7 @@
 //! * `wire_versions.rs` — the Raft RPC versions served and sent, and fitting messages to older
 //!   versions.
 
+pub mod metrics;
 mod storage;
 pub mod wire_versions;
 
@@ -177,6 +178,7 @@ struct PeerResponse {
 pub struct RaftHandle {
     commands: mpsc::Sender<Command>,
     status: watch::Receiver<RaftStatus>,
+    measured: Arc<metrics::RaftDriverMetrics>,
     node_id: NodeId,
 }
 
@@ -196,6 +198,13 @@ impl RaftHandle {
     #[must_use]
     pub fn node_id(&self) -> NodeId {
         self.node_id
+    }
+
+    /// Kafka's `raft-metrics` group of this replica (gauges and measured stats), for a
+    /// [`krust_metrics::Registry`].
+    #[must_use]
+    pub fn metrics_collector(&self) -> metrics::RaftMetricsCollector {
+        metrics::RaftMetricsCollector::new(self.status.clone(), self.measured.clone())
     }
 
     /// Hands a request from the controller listener to the core and waits for its answer
@@ -363,8 +372,12 @@ impl RaftDriver {
                 pool.set_node(voter.id.0, format!("{}:{}", voter.host, voter.port));
             }
         }
+        let measured = Arc::new(metrics::RaftDriverMetrics::new(
+            krust_metrics::SampleConfig::default(),
+        ));
         let driver = Driver {
             core,
+            measured: measured.clone(),
             store: Some(store),
             pool: Arc::new(pool),
             events,
@@ -387,6 +400,7 @@ impl RaftDriver {
             handle: RaftHandle {
                 commands: commands_tx,
                 status: status_rx,
+                measured,
                 node_id,
             },
             task,
@@ -410,6 +424,8 @@ impl RaftDriver {
 
 struct Driver {
     core: RaftCore,
+    /// The measured `raft-metrics` (see [`metrics`]).
+    measured: Arc<metrics::RaftDriverMetrics>,
     /// `None` once closed at shutdown.
     store: Option<MetadataStore>,
     pool: Arc<NetworkClient>,
@@ -464,6 +480,7 @@ impl Driver {
                     None => std::future::pending().await,
                 }
             };
+            self.measured.record_poll_start(std_now());
             tokio::select! {
                 command = commands.recv() => match command {
                     Some(command) => self.on_command(command),
@@ -473,6 +490,7 @@ impl Driver {
                 Some(response) = responses.recv() => self.on_response(response),
                 () = sleep => {
                     let now = std_now();
+                    self.measured.record_poll_end(now);
                     self.core.set_wall_clock(now, unix_ms());
                     self.core.handle_timeout(now);
                 }
@@ -489,6 +507,7 @@ impl Driver {
 
     fn on_command(&mut self, command: Command) {
         let now = std_now();
+        self.measured.record_poll_end(now);
         self.core.set_wall_clock(now, unix_ms());
         match command {
             Command::Request {
@@ -586,6 +605,7 @@ impl Driver {
 
     fn on_response(&mut self, response: PeerResponse) {
         let now = std_now();
+        self.measured.record_poll_end(now);
         self.core.set_wall_clock(now, unix_ms());
         let PeerResponse { from, id, result } = response;
         self.end_quorum_pending.remove(&id);
@@ -625,12 +645,15 @@ impl Driver {
                 store.write_quorum_state(&state).map_err(error_chain)?;
             }
             Action::Append { batches } => {
+                let as_leader = self.core.role() == RoleKind::Leader;
+                self.measured.record_append(as_leader, &batches, std_now());
                 let now_ms = unix_ms();
                 store.append(batches, now_ms).map_err(error_chain)?;
             }
             Action::Truncate { end_offset } => {
                 warn!(end_offset = end_offset.0, "truncating the metadata log");
                 store.truncate(end_offset).map_err(error_chain)?;
+                self.measured.record_truncate(end_offset);
                 // Appends at or beyond the cut are gone: they did not commit.
                 let cut: Vec<LogOffset> =
                     self.appends.range(end_offset..).map(|(o, _)| *o).collect();
@@ -652,6 +675,8 @@ impl Driver {
             }
             Action::HighWatermarkAdvanced(high_watermark) => {
                 store.set_high_watermark(high_watermark);
+                self.measured
+                    .record_high_watermark(high_watermark, std_now());
                 let done: Vec<LogOffset> = self
                     .appends
                     .range(..high_watermark)
@@ -756,6 +781,8 @@ impl Driver {
     }
 
     fn publish_status(&mut self) {
+        self.measured
+            .observe_role(self.core.role(), self.core.epoch(), std_now());
         let status = RaftStatus {
             role: self.core.role(),
             metrics: self.core.metrics(),

@@ -1,0 +1,854 @@
+//! The `QuorumController` driven the way the Raft driver will drive it, with virtual time: an
+//! active controller and a standby share one simulated log; batches are appended at the
+//! offsets the controller names, committed, and fed to both. After every step the harness
+//! checks the invariants: every partition's leader is in its ISR and unfenced (or -1), leader
+//! and partition epochs only grow, and the standby's image (plain replay of the committed log)
+//! equals the active controller's committed image — and its full image once all is committed.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_partition_request::{self, PartitionData};
+use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
+use kafka_protocol::messages::create_topics_request::{
+    CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
+};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::{
+    AlterPartitionRequest, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, TopicName,
+    UnregisterBrokerRequest,
+};
+use kafka_protocol::protocol::StrBytes;
+use krust_controller::heartbeat::HeartbeatConfig;
+use krust_controller::quorum_controller::top_level_error;
+use krust_controller::{
+    CommittedBatch, ControllerAction, ControllerRequest, ControllerResponse, QuorumController,
+    QuorumControllerConfig, RequestId,
+};
+use krust_metadata::records::MetadataRecord;
+use krust_metadata::{BootstrapMetadata, MetadataImage, MetadataVersion};
+use uuid::Uuid;
+
+const CLUSTER_ID: &str = "J8qXRwI-Qyi2G0guFTiuYw";
+const SESSION_MS: u64 = 9_000;
+
+fn config(node_id: i32) -> QuorumControllerConfig {
+    QuorumControllerConfig {
+        node_id,
+        cluster_id: CLUSTER_ID.to_owned(),
+        heartbeat: HeartbeatConfig::default(),
+        metadata_max_idle_interval_ms: 500,
+        bootstrap: BootstrapMetadata::from_versions(
+            MetadataVersion::IBP_3_9_IV0,
+            &BTreeMap::new(),
+            "test",
+        )
+        .expect("3.9 bootstraps"),
+        default_num_partitions: 1,
+        default_replication_factor: 1,
+        kraft_version: 0,
+    }
+}
+
+/// Two controllers over one log.
+struct Sim {
+    now: Instant,
+    controllers: Vec<QuorumController>,
+    active: usize,
+    epoch: i32,
+    log: Vec<CommittedBatch>,
+    committed: usize,
+    responses: BTreeMap<RequestId, ControllerResponse>,
+    /// (topic id, partition) → (leader epoch, partition epoch) last seen.
+    epochs: BTreeMap<(Uuid, i32), (i32, i32)>,
+}
+
+impl Sim {
+    fn new() -> Self {
+        let now = Instant::now();
+        let mut sim = Self {
+            now,
+            controllers: vec![
+                QuorumController::new(config(3000), 1),
+                QuorumController::new(config(3001), 2),
+            ],
+            active: 0,
+            epoch: 1,
+            log: Vec::new(),
+            committed: 0,
+            responses: BTreeMap::new(),
+            epochs: BTreeMap::new(),
+        };
+        sim.controllers[0].handle_leader_change(now, true, 1, 0);
+        sim.drain();
+        sim.commit_all();
+        sim
+    }
+
+    fn active(&self) -> &QuorumController {
+        &self.controllers[self.active]
+    }
+
+    fn log_end(&self) -> i64 {
+        self.log.last().map_or(0, |b| b.last_offset() + 1)
+    }
+
+    fn drain(&mut self) {
+        while let Some(action) = self.controllers[self.active].poll_action() {
+            match action {
+                ControllerAction::Append {
+                    epoch,
+                    base_offset,
+                    records,
+                } => {
+                    assert_eq!(epoch, self.epoch, "append in the current epoch");
+                    assert_eq!(base_offset, self.log_end(), "append at the log end");
+                    for record in &records {
+                        let bytes = record.encode().expect("encodable");
+                        assert_eq!(
+                            &krust_metadata::ApiMessageAndVersion::decode(&bytes).expect("decodes"),
+                            record
+                        );
+                    }
+                    self.log.push(CommittedBatch {
+                        base_offset,
+                        epoch,
+                        records,
+                    });
+                }
+                ControllerAction::Respond { id, response } => {
+                    assert!(
+                        self.responses.insert(id, response).is_none(),
+                        "one response"
+                    );
+                }
+            }
+        }
+    }
+
+    fn commit_all(&mut self) {
+        for batch in &self.log[self.committed..] {
+            for controller in &mut self.controllers {
+                controller
+                    .handle_committed(self.now, batch)
+                    .expect("replays");
+            }
+        }
+        self.committed = self.log.len();
+        self.drain();
+        self.check_invariants();
+    }
+
+    fn check_invariants(&mut self) {
+        let active = &self.controllers[self.active];
+        let standby = &self.controllers[1 - self.active];
+        assert_eq!(
+            standby.image(),
+            active.committed_image(),
+            "standby replay == active committed image"
+        );
+        if self.committed == self.log.len() {
+            assert_eq!(active.image(), active.committed_image(), "all committed");
+        }
+        let image = active.image();
+        for topic in image.topics.by_id.values() {
+            for (&partition_id, p) in &topic.partitions {
+                if p.leader != -1 {
+                    assert!(
+                        p.isr.contains(&p.leader),
+                        "{}-{partition_id}: leader {} not in ISR {:?}",
+                        topic.name,
+                        p.leader,
+                        p.isr
+                    );
+                    let broker = image.cluster.broker(p.leader).expect("leader registered");
+                    assert!(
+                        !broker.fenced,
+                        "{}-{partition_id}: fenced leader {}",
+                        topic.name, p.leader
+                    );
+                }
+                assert!(!p.isr.is_empty(), "ISR never empty");
+                let key = (topic.id, partition_id);
+                if let Some(&(leader_epoch, partition_epoch)) = self.epochs.get(&key) {
+                    assert!(p.leader_epoch >= leader_epoch, "leader epoch went back");
+                    assert!(
+                        p.partition_epoch >= partition_epoch,
+                        "partition epoch went back"
+                    );
+                }
+                self.epochs.insert(key, (p.leader_epoch, p.partition_epoch));
+            }
+        }
+    }
+
+    /// Sends a request, appends and commits what it wrote, and returns its response.
+    fn request(&mut self, request: ControllerRequest) -> ControllerResponse {
+        let id = self.controllers[self.active].handle_request(self.now, request);
+        self.drain();
+        self.commit_all();
+        self.responses.remove(&id).expect("answered once committed")
+    }
+
+    fn advance(&mut self, ms: u64) {
+        self.now += Duration::from_millis(ms);
+        self.controllers[self.active].handle_timeout(self.now);
+        self.drain();
+        self.commit_all();
+    }
+
+    fn register(&mut self, broker_id: i32) -> i64 {
+        let request = BrokerRegistrationRequest::default()
+            .with_broker_id(BrokerId(broker_id))
+            .with_cluster_id(StrBytes::from_static_str(CLUSTER_ID))
+            .with_incarnation_id(Uuid::from_u64_pair(
+                42,
+                u64::try_from(broker_id).unwrap_or(0),
+            ))
+            .with_listeners(vec![
+                Listener::default()
+                    .with_name(StrBytes::from_static_str("PLAINTEXT"))
+                    .with_host(StrBytes::from_static_str("localhost"))
+                    .with_port(9092)
+                    .with_security_protocol(0),
+            ])
+            .with_features(vec![
+                Feature::default()
+                    .with_name(StrBytes::from_static_str("metadata.version"))
+                    .with_min_supported_version(1)
+                    .with_max_supported_version(21),
+            ])
+            .with_log_dirs(vec![Uuid::from_u64_pair(
+                7,
+                u64::try_from(broker_id).unwrap_or(0) + 1000,
+            )]);
+        match self.request(ControllerRequest::BrokerRegistration(request)) {
+            ControllerResponse::BrokerRegistration(r) => {
+                assert_eq!(r.error_code, 0, "registration of {broker_id}");
+                r.broker_epoch
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn heartbeat_with(
+        &mut self,
+        broker_id: i32,
+        epoch: i64,
+        want_shut_down: bool,
+    ) -> kafka_protocol::messages::BrokerHeartbeatResponse {
+        let request = BrokerHeartbeatRequest::default()
+            .with_broker_id(BrokerId(broker_id))
+            .with_broker_epoch(epoch)
+            .with_want_shut_down(want_shut_down)
+            .with_current_metadata_offset(self.active().committed_offset());
+        match self.request(ControllerRequest::BrokerHeartbeat(request)) {
+            ControllerResponse::BrokerHeartbeat(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn heartbeat(
+        &mut self,
+        broker_id: i32,
+        epoch: i64,
+    ) -> kafka_protocol::messages::BrokerHeartbeatResponse {
+        self.heartbeat_with(broker_id, epoch, false)
+    }
+
+    /// Registers and unfences brokers 1..=n; returns their epochs.
+    fn brokers(&mut self, n: i32) -> BTreeMap<i32, i64> {
+        let epochs: BTreeMap<i32, i64> = (1..=n).map(|id| (id, self.register(id))).collect();
+        for (&id, &epoch) in &epochs {
+            let reply = self.heartbeat(id, epoch);
+            assert_eq!(reply.error_code, 0);
+            assert!(!reply.is_fenced, "broker {id} unfenced once caught up");
+        }
+        epochs
+    }
+
+    fn create(&mut self, topic: CreatableTopic, validate_only: bool) -> CreateTopicsResponse {
+        let request = CreateTopicsRequest::default()
+            .with_topics(vec![topic])
+            .with_validate_only(validate_only);
+        match self.request(ControllerRequest::CreateTopics(request)) {
+            ControllerResponse::CreateTopics(r) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn image(&self) -> &MetadataImage {
+        self.active().image()
+    }
+}
+
+fn topic(name: &str, partitions: i32, rf: i16) -> CreatableTopic {
+    CreatableTopic::default()
+        .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+        .with_num_partitions(partitions)
+        .with_replication_factor(rf)
+}
+
+#[test]
+fn first_activation_bootstraps_in_a_transaction_and_the_standby_follows() {
+    let sim = Sim::new();
+    let kinds: Vec<&str> = sim.log[0]
+        .records
+        .iter()
+        .map(|r| r.record.record_type().name())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "BEGIN_TRANSACTION_RECORD",
+            "FEATURE_LEVEL_RECORD",
+            "ZK_MIGRATION_STATE_RECORD",
+            "END_TRANSACTION_RECORD"
+        ]
+    );
+    assert_eq!(sim.image().metadata_version(), MetadataVersion::IBP_3_9_IV0);
+    assert_eq!(sim.controllers[1].image(), sim.image());
+}
+
+#[test]
+fn noop_records_are_written_every_idle_interval_while_active() {
+    let mut sim = Sim::new();
+    let due = sim.active().poll_timeout().expect("a timer while active");
+    assert_eq!(due, sim.now + Duration::from_millis(500));
+    assert_eq!(
+        sim.controllers[1].poll_timeout(),
+        None,
+        "a standby has no timers"
+    );
+    let before = sim.log.len();
+    sim.advance(500);
+    assert_eq!(sim.log.len(), before + 1);
+    assert!(matches!(
+        sim.log[before].records[0].record,
+        MetadataRecord::NoOp(_)
+    ));
+}
+
+#[test]
+fn a_standby_refuses_requests_with_not_controller() {
+    let mut sim = Sim::new();
+    let id = sim.controllers[1].handle_request(
+        sim.now,
+        ControllerRequest::CreateTopics(
+            CreateTopicsRequest::default().with_topics(vec![topic("a", 1, 1)]),
+        ),
+    );
+    match sim.controllers[1].poll_action() {
+        Some(ControllerAction::Respond {
+            id: got,
+            response: ControllerResponse::CreateTopics(r),
+        }) => {
+            assert_eq!(got, id);
+            assert_eq!(r.topics[0].error_code, 41);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn registration_then_heartbeat_unfences_and_stale_epochs_are_refused() {
+    let mut sim = Sim::new();
+    let epoch = sim.register(1);
+    assert!(sim.image().cluster.broker(1).expect("registered").fenced);
+    assert_eq!(
+        epoch,
+        sim.log_end() - 1,
+        "broker epoch is the record's offset"
+    );
+    let reply = sim.heartbeat(1, epoch);
+    assert!(!reply.is_fenced && reply.is_caught_up);
+    assert!(!sim.image().cluster.broker(1).expect("registered").fenced);
+    let stale = sim.heartbeat(1, epoch - 1);
+    assert_eq!(stale.error_code, 77, "STALE_BROKER_EPOCH");
+}
+
+#[test]
+fn topic_lifecycle_and_bad_requests_write_nothing() {
+    let mut sim = Sim::new();
+    sim.brokers(3);
+    let created = sim.create(topic("foo", 6, 3), false);
+    let result = &created.topics[0];
+    assert_eq!(result.error_code, 0, "{:?}", result.error_message);
+    let foo = sim
+        .image()
+        .topics
+        .topic_by_name("foo")
+        .expect("created")
+        .clone();
+    assert_eq!(foo.id, result.topic_id);
+    assert_eq!(foo.partitions.len(), 6);
+    for p in foo.partitions.values() {
+        assert_eq!(p.replicas.len(), 3);
+        assert_eq!(p.isr, p.replicas, "all replicas unfenced: full ISR");
+        assert_eq!(p.leader, p.replicas[0]);
+    }
+
+    let absurd = i32::try_from(10_i64.pow(9)).expect("fits");
+    let long = "x".repeat(250);
+    let cases: Vec<(CreatableTopic, i16, &str)> = vec![
+        (topic("foo", 1, 1), 36, "TOPIC_ALREADY_EXISTS"),
+        (topic("f.o", 1, 1), 0, "fine"),
+        (topic("f_o", 1, 1), 17, "collides with f.o"),
+        (topic("", 1, 1), 17, "empty name"),
+        (topic(&long, 1, 1), 17, "too long"),
+        (topic("a b", 1, 1), 17, "illegal char"),
+        (topic("__cluster_metadata", 1, 1), 42, "reserved"),
+        (topic("big", absurd, 1), 37, "absurd partition count"),
+        (topic("zero", 0, 1), 37, "zero partitions"),
+        (topic("rf0", 1, 0), 38, "zero replication factor"),
+        (topic("rf9", 1, 9), 38, "more replicas than brokers"),
+        (
+            topic("manual", 1, 1).with_assignments(vec![
+                CreatableReplicaAssignment::default()
+                    .with_partition_index(0)
+                    .with_broker_ids(vec![BrokerId(1)]),
+            ]),
+            42,
+            "assignments need -1 counts",
+        ),
+        (
+            topic("manual", -1, -1).with_assignments(vec![
+                CreatableReplicaAssignment::default()
+                    .with_partition_index(0)
+                    .with_broker_ids(vec![BrokerId(1), BrokerId(9)]),
+            ]),
+            39,
+            "unregistered broker",
+        ),
+        (
+            topic("conf", 1, 1).with_configs(vec![
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_static_str("unclean.leader.election.enable"))
+                    .with_value(Some(StrBytes::from_static_str("maybe"))),
+            ]),
+            40,
+            "bad boolean",
+        ),
+    ];
+    for (request, code, why) in cases {
+        let before = sim.log.len();
+        let response = sim.create(request, false);
+        assert_eq!(
+            response.topics[0].error_code, code,
+            "{why}: {:?}",
+            response.topics[0].error_message
+        );
+        if code != 0 {
+            assert_eq!(sim.log.len(), before, "{why}: no records");
+        }
+    }
+
+    let before = sim.log.len();
+    let dry = sim.create(topic("dry", 3, 2), true);
+    assert_eq!(dry.topics[0].error_code, 0);
+    assert_eq!(dry.topics[0].num_partitions, 3);
+    assert_eq!(sim.log.len(), before, "validateOnly writes nothing");
+    assert!(sim.image().topics.topic_by_name("dry").is_none());
+
+    let manual = sim.create(
+        topic("manual", -1, -1).with_assignments(vec![
+            CreatableReplicaAssignment::default()
+                .with_partition_index(0)
+                .with_broker_ids(vec![BrokerId(3), BrokerId(1)]),
+        ]),
+        false,
+    );
+    assert_eq!(manual.topics[0].error_code, 0);
+    let p = sim
+        .image()
+        .topics
+        .topic_by_name("manual")
+        .expect("created")
+        .partitions[&0]
+        .clone();
+    assert_eq!((p.leader, p.replicas.clone()), (3, vec![3, 1]));
+
+    let delete = DeleteTopicsRequest::default()
+        .with_topic_names(vec![TopicName(StrBytes::from_static_str("foo"))])
+        .with_topics(vec![
+            DeleteTopicState::default().with_topic_id(Uuid::from_u64_pair(1, 2)),
+            DeleteTopicState::default()
+                .with_name(Some(TopicName(StrBytes::from_static_str("nope")))),
+        ]);
+    match sim.request(ControllerRequest::DeleteTopics(delete)) {
+        ControllerResponse::DeleteTopics(r) => {
+            let codes: Vec<i16> = r.responses.iter().map(|t| t.error_code).collect();
+            assert_eq!(codes, [0, 100, 3]);
+            assert_eq!(r.responses[0].topic_id, foo.id);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(sim.image().topics.topic_by_name("foo").is_none());
+    assert!(sim.image().topics.topic(foo.id).is_none());
+}
+
+#[test]
+fn session_expiry_fences_the_broker_and_moves_its_leaderships() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(3);
+    assert_eq!(sim.create(topic("t", 9, 3), false).topics[0].error_code, 0);
+    // Brokers 1 and 2 keep heartbeating; 3 goes silent.
+    for _ in 0..5 {
+        sim.advance(2_000);
+        for id in [1, 2] {
+            assert!(!sim.heartbeat(id, epochs[&id]).is_fenced);
+        }
+    }
+    assert!(sim.image().cluster.broker(3).expect("registered").fenced);
+    assert!(!sim.image().cluster.broker(1).expect("registered").fenced);
+    let t = sim
+        .image()
+        .topics
+        .topic_by_name("t")
+        .expect("exists")
+        .clone();
+    for p in t.partitions.values() {
+        assert_ne!(p.leader, 3, "no leadership left on the fenced broker");
+        assert!(!p.isr.contains(&3), "fenced broker left every ISR");
+    }
+    assert_eq!(
+        sim.active().sessions().timed_out_broker_heartbeat_count(),
+        1
+    );
+    let _ = SESSION_MS;
+
+    // It comes back: the heartbeat unfences it; it rejoins ISRs only via AlterPartition.
+    let reply = sim.heartbeat(3, epochs[&3]);
+    assert!(!reply.is_fenced);
+}
+
+#[test]
+fn last_replica_fenced_leaves_the_partition_leaderless_until_it_returns() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(2);
+    let assign = topic("solo", -1, -1).with_assignments(vec![
+        CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(2)]),
+    ]);
+    assert_eq!(sim.create(assign, false).topics[0].error_code, 0);
+    for _ in 0..5 {
+        sim.advance(2_000);
+        sim.heartbeat(1, epochs[&1]);
+    }
+    let p = sim
+        .image()
+        .topics
+        .topic_by_name("solo")
+        .expect("exists")
+        .partitions[&0]
+        .clone();
+    assert_eq!(p.leader, -1);
+    assert_eq!(p.isr, vec![2], "the last ISR member stays");
+    sim.heartbeat(2, epochs[&2]);
+    let p = sim
+        .image()
+        .topics
+        .topic_by_name("solo")
+        .expect("exists")
+        .partitions[&0]
+        .clone();
+    assert_eq!(p.leader, 2, "unfencing elects it again");
+}
+
+#[test]
+fn controlled_shutdown_moves_leadership_then_allows_shutdown() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(3);
+    assert_eq!(sim.create(topic("t", 6, 3), false).topics[0].error_code, 0);
+    let reply = sim.heartbeat_with(1, epochs[&1], true);
+    assert!(!reply.should_shut_down, "first it moves leaderships");
+    let t = sim
+        .image()
+        .topics
+        .topic_by_name("t")
+        .expect("exists")
+        .clone();
+    for p in t.partitions.values() {
+        assert_ne!(p.leader, 1);
+        assert!(!p.isr.contains(&1));
+    }
+    assert!(
+        sim.image()
+            .cluster
+            .broker(1)
+            .expect("registered")
+            .in_controlled_shutdown
+    );
+    // The others catch up past the shutdown batch.
+    sim.heartbeat(2, epochs[&2]);
+    sim.heartbeat(3, epochs[&3]);
+    let reply = sim.heartbeat_with(1, epochs[&1], true);
+    assert!(reply.should_shut_down, "then it may stop");
+    assert!(sim.image().cluster.broker(1).expect("registered").fenced);
+
+    let unregister = UnregisterBrokerRequest::default().with_broker_id(BrokerId(1));
+    let response = sim.request(ControllerRequest::UnregisterBroker(unregister));
+    assert_eq!(top_level_error(&response), None);
+    assert!(sim.image().cluster.broker(1).is_none());
+}
+
+fn alter(
+    broker: i32,
+    broker_epoch: i64,
+    topic_id: Uuid,
+    leader_epoch: i32,
+    partition_epoch: i32,
+    isr: &[i32],
+) -> ControllerRequest {
+    ControllerRequest::AlterPartition(
+        AlterPartitionRequest::default()
+            .with_broker_id(BrokerId(broker))
+            .with_broker_epoch(broker_epoch)
+            .with_topics(vec![
+                alter_partition_request::TopicData::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(vec![
+                        PartitionData::default()
+                            .with_partition_index(0)
+                            .with_leader_epoch(leader_epoch)
+                            .with_partition_epoch(partition_epoch)
+                            .with_new_isr(isr.iter().copied().map(BrokerId).collect()),
+                    ]),
+            ]),
+    )
+}
+
+fn partition_code(response: &ControllerResponse) -> i16 {
+    match response {
+        ControllerResponse::AlterPartition(r) => {
+            if r.error_code != 0 {
+                return r.error_code;
+            }
+            r.topics[0].partitions[0].error_code
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn alter_partition_checks_epochs_and_eligibility() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(3);
+    let assign = topic("t", -1, -1).with_assignments(vec![
+        CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(1), BrokerId(2), BrokerId(3)]),
+    ]);
+    assert_eq!(sim.create(assign, false).topics[0].error_code, 0);
+    let id = sim.image().topics.topic_by_name("t").expect("exists").id;
+
+    // The leader shrinks the ISR.
+    let ok = sim.request(alter(1, epochs[&1], id, 0, 0, &[1, 2]));
+    assert_eq!(partition_code(&ok), 0);
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(
+        (p.isr.clone(), p.leader_epoch, p.partition_epoch),
+        (vec![1, 2], 0, 1)
+    );
+    if let ControllerResponse::AlterPartition(r) = &ok {
+        assert_eq!(r.topics[0].partitions[0].partition_epoch, 1);
+    }
+
+    let cases = [
+        (
+            alter(1, epochs[&1] - 1, id, 0, 1, &[1]),
+            77,
+            "stale broker epoch",
+        ),
+        (
+            alter(1, epochs[&1], id, 0, 0, &[1]),
+            95,
+            "stale partition epoch",
+        ),
+        (
+            alter(2, epochs[&2], id, 0, 1, &[1, 2]),
+            42,
+            "not the leader",
+        ),
+        (
+            alter(1, epochs[&1], id, 1, 1, &[1]),
+            41,
+            "newer leader epoch than the controller",
+        ),
+        (
+            alter(1, epochs[&1], id, 0, 1, &[2, 3]),
+            42,
+            "ISR without the leader",
+        ),
+        (
+            alter(1, epochs[&1], Uuid::from_u64_pair(5, 5), 0, 1, &[1]),
+            100,
+            "unknown topic id",
+        ),
+    ];
+    for (request, code, why) in cases {
+        let before = sim.log.len();
+        let response = sim.request(request);
+        assert_eq!(partition_code(&response), code, "{why}");
+        assert_eq!(sim.log.len(), before, "{why}: no records");
+    }
+
+    // Broker 3 goes silent and is fenced: it may not rejoin the ISR.
+    for _ in 0..5 {
+        sim.advance(2_000);
+        sim.heartbeat(1, epochs[&1]);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    let response = sim.request(alter(
+        1,
+        epochs[&1],
+        id,
+        p.leader_epoch,
+        p.partition_epoch,
+        &[1, 2, 3],
+    ));
+    assert_eq!(partition_code(&response), 107, "INELIGIBLE_REPLICA");
+
+    // An old leader epoch after a leadership move: FENCED_LEADER_EPOCH.
+    for _ in 0..5 {
+        sim.advance(2_000);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(p.leader, 2, "leadership moved off silent broker 1");
+    let response = sim.request(alter(
+        2,
+        epochs[&2],
+        id,
+        p.leader_epoch - 1,
+        p.partition_epoch,
+        &[2],
+    ));
+    assert_eq!(partition_code(&response), 74, "FENCED_LEADER_EPOCH");
+}
+
+#[test]
+fn failover_fails_uncommitted_requests_and_the_new_controller_resumes_from_its_image() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(3);
+    assert_eq!(
+        sim.create(topic("kept", 3, 3), false).topics[0].error_code,
+        0
+    );
+
+    // A request whose records never commit.
+    let id = sim.controllers[0].handle_request(
+        sim.now,
+        ControllerRequest::CreateTopics(
+            CreateTopicsRequest::default().with_topics(vec![topic("lost", 1, 1)]),
+        ),
+    );
+    sim.drain();
+    assert!(
+        !sim.responses.contains_key(&id),
+        "not answered before commit"
+    );
+    assert!(
+        sim.controllers[0]
+            .image()
+            .topics
+            .topic_by_name("lost")
+            .is_some()
+    );
+    sim.log.truncate(sim.committed); // the new leader's log does not have it
+    sim.controllers[0].handle_leader_change(sim.now, false, 2, 0);
+    sim.drain();
+    match sim.responses.remove(&id) {
+        Some(ControllerResponse::CreateTopics(r)) => assert_eq!(r.topics[0].error_code, 41),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        sim.controllers[0]
+            .image()
+            .topics
+            .topic_by_name("lost")
+            .is_none()
+    );
+    assert_eq!(
+        sim.controllers[0].image(),
+        sim.controllers[1].image(),
+        "both back to the committed image"
+    );
+
+    // Controller 3001 takes over.
+    sim.epoch = 2;
+    sim.active = 1;
+    let end = sim.log_end();
+    sim.controllers[1].handle_leader_change(sim.now, true, 2, end);
+    sim.drain();
+    assert_eq!(sim.log_end(), end, "no bootstrap on a non-empty log");
+    for (&broker, &epoch) in &epochs {
+        assert_eq!(
+            sim.heartbeat(broker, epoch).error_code,
+            0,
+            "sessions known to the new controller"
+        );
+    }
+    assert_eq!(
+        sim.create(topic("after", 2, 2), false).topics[0].error_code,
+        0
+    );
+    assert!(sim.image().topics.topic_by_name("kept").is_some());
+    let stale = sim.heartbeat(1, epochs[&1] + 1000);
+    assert_eq!(
+        top_level_error(&ControllerResponse::BrokerHeartbeat(stale)),
+        Some(ResponseError::StaleBrokerEpoch)
+    );
+}
+
+#[test]
+fn unclean_election_only_when_the_topic_allows_it() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(2);
+    for (name, unclean) in [("clean", "false"), ("dirty", "true")] {
+        let request = topic(name, -1, -1)
+            .with_assignments(vec![
+                CreatableReplicaAssignment::default()
+                    .with_partition_index(0)
+                    .with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+            ])
+            .with_configs(vec![
+                CreatableTopicConfig::default()
+                    .with_name(StrBytes::from_static_str("unclean.leader.election.enable"))
+                    .with_value(Some(StrBytes::from_string(unclean.to_owned()))),
+            ]);
+        assert_eq!(sim.create(request, false).topics[0].error_code, 0);
+        let id = sim.image().topics.topic_by_name(name).expect("exists").id;
+        // Leader 1 drops 2 from the ISR.
+        assert_eq!(
+            partition_code(&sim.request(alter(1, epochs[&1], id, 0, 0, &[1]))),
+            0
+        );
+    }
+    // Broker 1 goes silent and is fenced; broker 2 stays.
+    for _ in 0..5 {
+        sim.advance(2_000);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    let clean = sim
+        .image()
+        .topics
+        .topic_by_name("clean")
+        .expect("exists")
+        .partitions[&0]
+        .clone();
+    assert_eq!((clean.leader, clean.isr.clone()), (-1, vec![1]));
+    let dirty = sim
+        .image()
+        .topics
+        .topic_by_name("dirty")
+        .expect("exists")
+        .partitions[&0]
+        .clone();
+    assert_eq!((dirty.leader, dirty.isr.clone()), (2, vec![2]));
+    assert_eq!(dirty.leader_recovery_state.value(), 1, "RECOVERING");
+}
