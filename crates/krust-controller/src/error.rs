@@ -204,6 +204,12 @@ pub enum ControllerError {
         /// The partition epoch in the request.
         got: i32,
     },
+    /// ElectLeaders (preferred): the preferred replica cannot lead now.
+    #[error("Failed to elect leader for partition: the preferred replica is not available.")]
+    PreferredLeaderNotAvailable,
+    /// ElectLeaders (unclean): no replica can lead now.
+    #[error("Failed to elect leader for partition: no eligible replica is available.")]
+    EligibleLeadersNotAvailable,
     /// AlterPartition naming a replica that may not join the ISR (not registered, fenced, in
     /// controlled shutdown, or with another broker epoch). `INELIGIBLE_REPLICA`, 107.
     #[error("Ineligible replicas in the new ISR: {replicas:?}")]
@@ -247,6 +253,8 @@ impl ControllerError {
             Self::UnknownTopicId { .. } => ResponseError::UnknownTopicId,
             Self::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
             Self::StalePartitionEpoch { .. } => ResponseError::InvalidUpdateVersion,
+            Self::PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
+            Self::EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
             Self::IneligibleReplica { .. } => ResponseError::Unknown(INELIGIBLE_REPLICA_CODE),
         }
     }

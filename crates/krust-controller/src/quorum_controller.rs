@@ -26,13 +26,17 @@ use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_response;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{
     AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
     BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerRegistrationRequest,
-    ControllerRegistrationResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, TopicName, UnregisterBrokerRequest, UnregisterBrokerResponse,
+    ControllerRegistrationResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    ElectLeadersRequest, ElectLeadersResponse, TopicName, UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
@@ -136,6 +140,10 @@ pub enum ControllerRequest {
     DeleteTopics(DeleteTopicsRequest),
     /// AlterPartition.
     AlterPartition(AlterPartitionRequest),
+    /// CreatePartitions.
+    CreatePartitions(CreatePartitionsRequest),
+    /// ElectLeaders.
+    ElectLeaders(ElectLeadersRequest),
 }
 
 /// The answer to a [`ControllerRequest`].
@@ -155,6 +163,10 @@ pub enum ControllerResponse {
     DeleteTopics(DeleteTopicsResponse),
     /// AlterPartition.
     AlterPartition(AlterPartitionResponse),
+    /// CreatePartitions.
+    CreatePartitions(CreatePartitionsResponse),
+    /// ElectLeaders.
+    ElectLeaders(ElectLeadersResponse),
 }
 
 /// Identifies a request until its response comes out of [`QuorumController::poll_action`].
@@ -195,6 +207,8 @@ struct PendingResponse {
 #[derive(Debug)]
 struct ActiveState {
     epoch: i32,
+    /// The log end at activation: batches from here on are this controller's own writes.
+    first_write_offset: i64,
     /// Where the next batch goes.
     next_write_offset: i64,
     /// Ordered by offset (writes only go forward).
@@ -305,8 +319,13 @@ impl QuorumController {
         let own_write = self
             .active
             .as_ref()
-            .is_some_and(|a| batch.base_offset < a.next_write_offset);
+            .is_some_and(|a| batch.base_offset >= a.first_write_offset);
         if own_write {
+            let written = self.active.as_ref().map_or(0, |a| a.next_write_offset);
+            assert!(
+                last_offset < written,
+                "committed offset {last_offset} beyond what this controller wrote ({written})"
+            );
             self.complete_pending();
         } else {
             // A standby (or records a previous leader wrote): the image follows the log.
@@ -375,6 +394,7 @@ impl QuorumController {
         );
         self.active = Some(ActiveState {
             epoch,
+            first_write_offset: log_end_offset,
             next_write_offset: log_end_offset,
             pending: VecDeque::new(),
             next_noop: None,
@@ -702,6 +722,22 @@ impl QuorumController {
                     None,
                 )
             }
+            ControllerRequest::CreatePartitions(r) => {
+                let (records, response) = self.create_partitions(r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::CreatePartitions(response)),
+                    None,
+                )
+            }
+            ControllerRequest::ElectLeaders(r) => match self.elect_leaders(r) {
+                Ok((records, response)) => (
+                    records,
+                    Reply::Ready(ControllerResponse::ElectLeaders(response)),
+                    None,
+                ),
+                Err(e) => refused(e),
+            },
             ControllerRequest::AlterPartition(r) => {
                 if let Err(e) = self
                     .sessions
@@ -967,36 +1003,7 @@ impl QuorumController {
                     ));
                 }
                 let replicas: Vec<i32> = assignment.broker_ids.iter().map(|b| b.0).collect();
-                if replicas.is_empty() {
-                    return Err(invalid(
-                        "The manual partition assignment includes an empty replica list."
-                            .to_owned(),
-                    ));
-                }
-                let distinct: BTreeSet<i32> = replicas.iter().copied().collect();
-                if distinct.len() != replicas.len() {
-                    return Err(invalid(format!(
-                        "The manual partition assignment includes the broker {} more than once.",
-                        replicas
-                            .iter()
-                            .find(|r| replicas.iter().filter(|x| x == r).count() > 1)
-                            .copied()
-                            .unwrap_or(-1)
-                    )));
-                }
-                if let Some(missing) = replicas
-                    .iter()
-                    .find(|&&r| self.image.cluster.broker(r).is_none())
-                {
-                    return Err(invalid(format!(
-                        "The manual partition assignment includes broker {missing}, but no such broker is registered."
-                    )));
-                }
-                if !replicas.iter().any(|&r| self.broker_is_active(r)) {
-                    return Err(invalid(format!(
-                        "All brokers specified in the manual partition assignment for partition {expected} are fenced or in controlled shutdown."
-                    )));
-                }
+                self.validate_manual_assignment(&replicas, expected)?;
                 assignments.push(replicas);
             }
             if assignments.iter().any(|a| a.len() != assignments[0].len()) {
@@ -1017,7 +1024,6 @@ impl QuorumController {
                 break id;
             }
         };
-        let mv = self.image.metadata_version();
         let mut records = vec![ApiMessageAndVersion::new(
             MetadataRecord::Topic(TopicRecord {
                 name: name.clone(),
@@ -1039,42 +1045,327 @@ impl QuorumController {
             ));
         }
         for (partition_id, replicas) in assignments.into_iter().enumerate() {
-            let isr: Vec<i32> = replicas
-                .iter()
-                .copied()
-                .filter(|&r| self.broker_is_active(r))
-                .collect();
-            let leader = isr.first().copied().unwrap_or(NO_LEADER);
-            let directories = if mv.is_directory_assignment_supported() {
-                replicas
-                    .iter()
-                    .map(|&r| self.default_directory(r))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            records.push(ApiMessageAndVersion::new(
-                MetadataRecord::Partition(PartitionRecord {
-                    partition_id: i32::try_from(partition_id).expect("capped per request"),
-                    topic_id,
-                    replicas,
-                    isr,
-                    removing_replicas: Vec::new(),
-                    adding_replicas: Vec::new(),
-                    leader,
-                    leader_recovery_state: LeaderRecoveryState::Recovered.value(),
-                    leader_epoch: 0,
-                    partition_epoch: 0,
-                    directories,
-                    eligible_leader_replicas: None,
-                    last_known_elr: None,
-                    unknown_tagged_fields: Default::default(),
-                }),
-                mv.partition_record_version(),
-            ));
+            let partition_id = i32::try_from(partition_id).expect("capped per request");
+            records.push(self.new_partition_record(topic_id, partition_id, replicas));
         }
         info!(topic = %name, %topic_id, num_partitions, replication_factor, "creating topic");
         Ok((topic_id, num_partitions, replication_factor, records))
+    }
+
+    /// Kafka's checks of one manually assigned replica list (partition `index`).
+    fn validate_manual_assignment(
+        &self,
+        replicas: &[i32],
+        index: usize,
+    ) -> Result<(), ControllerError> {
+        let invalid = |reason: String| Err(ControllerError::InvalidReplicaAssignment { reason });
+        if replicas.is_empty() {
+            return invalid(
+                "The manual partition assignment includes an empty replica list.".to_owned(),
+            );
+        }
+        let mut seen = BTreeSet::new();
+        if let Some(twice) = replicas.iter().find(|&&r| !seen.insert(r)) {
+            return invalid(format!(
+                "The manual partition assignment includes the broker {twice} more than once."
+            ));
+        }
+        if let Some(missing) = replicas
+            .iter()
+            .find(|&&r| self.image.cluster.broker(r).is_none())
+        {
+            return invalid(format!(
+                "The manual partition assignment includes broker {missing}, but no such broker is registered."
+            ));
+        }
+        if !replicas.iter().any(|&r| self.broker_is_active(r)) {
+            return invalid(format!(
+                "All brokers specified in the manual partition assignment for partition {index} are fenced or in controlled shutdown."
+            ));
+        }
+        Ok(())
+    }
+
+    /// The `PartitionRecord` of a new partition: the ISR is the active replicas, the leader
+    /// the first of them.
+    fn new_partition_record(
+        &self,
+        topic_id: Uuid,
+        partition_id: i32,
+        replicas: Vec<i32>,
+    ) -> ApiMessageAndVersion {
+        let mv = self.image.metadata_version();
+        let isr: Vec<i32> = replicas
+            .iter()
+            .copied()
+            .filter(|&r| self.broker_is_active(r))
+            .collect();
+        let leader = isr.first().copied().unwrap_or(NO_LEADER);
+        let directories = if mv.is_directory_assignment_supported() {
+            replicas
+                .iter()
+                .map(|&r| self.default_directory(r))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        ApiMessageAndVersion::new(
+            MetadataRecord::Partition(PartitionRecord {
+                partition_id,
+                topic_id,
+                replicas,
+                isr,
+                removing_replicas: Vec::new(),
+                adding_replicas: Vec::new(),
+                leader,
+                leader_recovery_state: LeaderRecoveryState::Recovered.value(),
+                leader_epoch: 0,
+                partition_epoch: 0,
+                directories,
+                eligible_leader_replicas: None,
+                last_known_elr: None,
+                unknown_tagged_fields: Default::default(),
+            }),
+            mv.partition_record_version(),
+        )
+    }
+
+    fn create_partitions(
+        &mut self,
+        request: &CreatePartitionsRequest,
+    ) -> (Vec<ApiMessageAndVersion>, CreatePartitionsResponse) {
+        let mut records = Vec::new();
+        let mut results = Vec::new();
+        let mut seen = BTreeMap::new();
+        for topic in &request.topics {
+            *seen.entry(topic.name.0.to_string()).or_insert(0) += 1;
+        }
+        let mut total_added: i64 = 0;
+        for topic in &request.topics {
+            let name = topic.name.0.to_string();
+            let result = if seen.get(&name).copied().unwrap_or(0) > 1 {
+                Err(ControllerError::InvalidRequest {
+                    reason: "Duplicate topic name.".to_owned(),
+                })
+            } else {
+                self.create_partitions_of(topic, &mut total_added)
+            };
+            let entry = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+            match result {
+                Ok(new_records) => {
+                    if !request.validate_only {
+                        records.extend(new_records);
+                    }
+                    results.push(entry);
+                }
+                Err(e) => results.push(
+                    entry
+                        .with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                ),
+            }
+        }
+        (
+            records,
+            CreatePartitionsResponse::default().with_results(results),
+        )
+    }
+
+    /// Kafka's `createPartitions` for one topic.
+    fn create_partitions_of(
+        &mut self,
+        topic: &kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic,
+        total_added: &mut i64,
+    ) -> Result<Vec<ApiMessageAndVersion>, ControllerError> {
+        let name = topic.name.0.as_str();
+        let Some(existing) = self.image.topics.topic_by_name(name) else {
+            return Err(ControllerError::UnknownTopicOrPartition {
+                reason: format!("Unable to locate topic {name}"),
+            });
+        };
+        let topic_id = existing.id;
+        let current = i32::try_from(existing.partitions.len()).unwrap_or(i32::MAX);
+        let replication_factor = existing.partitions.get(&0).map_or(1, |p| p.replicas.len());
+        if topic.count < current {
+            return Err(ControllerError::InvalidPartitions {
+                reason: format!(
+                    "The topic {name} currently has {current} partition(s); {} would not be an increase.",
+                    topic.count
+                ),
+            });
+        }
+        if topic.count == current {
+            return Err(ControllerError::InvalidPartitions {
+                reason: format!("Topic already has {current} partition(s)."),
+            });
+        }
+        let additional = topic.count - current;
+        *total_added += i64::from(additional);
+        if *total_added > MAX_PARTITIONS_PER_REQUEST {
+            return Err(ControllerError::InvalidPartitions {
+                reason: "Excessively large number of partitions per request.".to_owned(),
+            });
+        }
+        let count = usize::try_from(additional).expect("positive and capped");
+        let assignments = match &topic.assignments {
+            Some(assignments) => {
+                if assignments.len() != count {
+                    return Err(ControllerError::InvalidReplicaAssignment {
+                        reason: format!(
+                            "Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.",
+                            assignments.len()
+                        ),
+                    });
+                }
+                let mut lists = Vec::with_capacity(count);
+                for (i, assignment) in assignments.iter().enumerate() {
+                    let replicas: Vec<i32> = assignment.broker_ids.iter().map(|b| b.0).collect();
+                    if replicas.len() != replication_factor {
+                        return Err(ControllerError::InvalidReplicaAssignment {
+                            reason: format!(
+                                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {replication_factor} replica(s).",
+                                replicas.len()
+                            ),
+                        });
+                    }
+                    self.validate_manual_assignment(
+                        &replicas,
+                        i + usize::try_from(current).unwrap_or(0),
+                    )?;
+                    lists.push(replicas);
+                }
+                lists
+            }
+            None => {
+                let image = self.image.clone();
+                let usable = self
+                    .sessions
+                    .usable_brokers(|id| image.cluster.broker(id).and_then(|b| b.rack.clone()));
+                self.placer.place(
+                    count,
+                    i32::try_from(replication_factor).unwrap_or(i32::MAX),
+                    &usable,
+                )?
+            }
+        };
+        Ok(assignments
+            .into_iter()
+            .zip(current..)
+            .map(|(replicas, partition_id)| {
+                self.new_partition_record(topic_id, partition_id, replicas)
+            })
+            .collect())
+    }
+
+    /// Kafka's `electLeaders`: preferred (type 0) or unclean (type 1) elections.
+    fn elect_leaders(
+        &self,
+        request: &ElectLeadersRequest,
+    ) -> Result<(Vec<ApiMessageAndVersion>, ElectLeadersResponse), ControllerError> {
+        let election = match request.election_type {
+            0 => Election::Preferred,
+            1 => Election::Unclean,
+            other => {
+                return Err(ControllerError::InvalidRequest {
+                    reason: format!("Unknown election type {other}"),
+                });
+            }
+        };
+        let mut records = Vec::new();
+        let mut results = Vec::new();
+        let all = request.topic_partitions.is_none();
+        let targets: Vec<(TopicName, Vec<i32>)> = match &request.topic_partitions {
+            Some(topics) => topics
+                .iter()
+                .map(|t| (t.topic.clone(), t.partitions.clone()))
+                .collect(),
+            None => self
+                .image
+                .topics
+                .by_name
+                .values()
+                .map(|t| {
+                    (
+                        TopicName(StrBytes::from_string(t.name.clone())),
+                        t.partitions.keys().copied().collect(),
+                    )
+                })
+                .collect(),
+        };
+        for (topic, partitions) in targets {
+            let mut partition_results = Vec::new();
+            for partition_id in partitions {
+                let outcome = self.elect_leader(&topic.0, partition_id, election);
+                let (code, message) = match outcome {
+                    Ok(Some(record)) => {
+                        records.push(record);
+                        (0, None)
+                    }
+                    Ok(None) if all => continue,
+                    Ok(None) => (
+                        ResponseError::ElectionNotNeeded.code(),
+                        Some(StrBytes::from_static_str(
+                            "Leader election not needed for topic partition.",
+                        )),
+                    ),
+                    Err(e) => error_fields(&e),
+                };
+                partition_results.push(
+                    PartitionResult::default()
+                        .with_partition_id(partition_id)
+                        .with_error_code(code)
+                        .with_error_message(message),
+                );
+            }
+            results.push(
+                ReplicaElectionResult::default()
+                    .with_topic(topic)
+                    .with_partition_result(partition_results),
+            );
+        }
+        Ok((
+            records,
+            ElectLeadersResponse::default().with_replica_election_results(results),
+        ))
+    }
+
+    /// One election: `Ok(None)` when not needed.
+    fn elect_leader(
+        &self,
+        topic: &str,
+        partition_id: i32,
+        election: Election,
+    ) -> Result<Option<ApiMessageAndVersion>, ControllerError> {
+        let found = self.image.topics.topic_by_name(topic);
+        let Some(partition) = found.and_then(|t| t.partitions.get(&partition_id)) else {
+            return Err(ControllerError::UnknownTopicOrPartition {
+                reason: format!("No such topic partition {topic}-{partition_id}"),
+            });
+        };
+        let topic_id = found.map(|t| t.id).unwrap_or_default();
+        let not_needed = match election {
+            Election::Preferred => partition.leader == partition.preferred_replica(),
+            _ => partition.has_leader(),
+        };
+        if not_needed {
+            return Ok(None);
+        }
+        let acceptable = |r: i32| self.broker_is_active(r);
+        PartitionChangeBuilder::new(
+            partition,
+            topic_id,
+            partition_id,
+            &acceptable,
+            self.image.metadata_version(),
+        )
+        .with_election(election)
+        .build()
+        .map(Some)
+        .ok_or(if election == Election::Preferred {
+            ControllerError::PreferredLeaderNotAvailable
+        } else {
+            ControllerError::EligibleLeadersNotAvailable
+        })
     }
 
     /// Kafka's `ClusterControlManager.defaultDir`: the only directory of a single-directory
@@ -1457,6 +1748,22 @@ fn refusal(request: &ControllerRequest, error: &ControllerError) -> ControllerRe
         ControllerRequest::AlterPartition(_) => ControllerResponse::AlterPartition(
             AlterPartitionResponse::default().with_error_code(code),
         ),
+        ControllerRequest::CreatePartitions(r) => ControllerResponse::CreatePartitions(
+            CreatePartitionsResponse::default().with_results(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        CreatePartitionsTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_error_code(code)
+                            .with_error_message(message.clone())
+                    })
+                    .collect(),
+            ),
+        ),
+        ControllerRequest::ElectLeaders(_) => {
+            ControllerResponse::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
+        }
     }
 }
 
@@ -1500,6 +1807,17 @@ fn error_response(response: &ControllerResponse, error: &ControllerError) -> Con
         ControllerResponse::AlterPartition(_) => ControllerResponse::AlterPartition(
             AlterPartitionResponse::default().with_error_code(code),
         ),
+        ControllerResponse::CreatePartitions(r) => {
+            let mut r = r.clone();
+            for t in &mut r.results {
+                t.error_code = code;
+                t.error_message = None;
+            }
+            ControllerResponse::CreatePartitions(r)
+        }
+        ControllerResponse::ElectLeaders(_) => {
+            ControllerResponse::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
+        }
     }
 }
 
@@ -1513,7 +1831,10 @@ pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
         ControllerResponse::UnregisterBroker(r) => r.error_code,
         ControllerResponse::ControllerRegistration(r) => r.error_code,
         ControllerResponse::AlterPartition(r) => r.error_code,
-        ControllerResponse::CreateTopics(_) | ControllerResponse::DeleteTopics(_) => 0,
+        ControllerResponse::ElectLeaders(r) => r.error_code,
+        ControllerResponse::CreateTopics(_)
+        | ControllerResponse::DeleteTopics(_)
+        | ControllerResponse::CreatePartitions(_) => 0,
     };
     code.err()
 }

@@ -11,14 +11,18 @@ use std::time::{Duration, Instant};
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_request::{self, PartitionData};
 use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
+use kafka_protocol::messages::create_partitions_request::{
+    CreatePartitionsAssignment, CreatePartitionsTopic,
+};
 use kafka_protocol::messages::create_topics_request::{
     CreatableReplicaAssignment, CreatableTopic, CreatableTopicConfig,
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
 use kafka_protocol::messages::{
     AlterPartitionRequest, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, TopicName,
-    UnregisterBrokerRequest,
+    CreatePartitionsRequest, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    ElectLeadersRequest, TopicName, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_controller::heartbeat::HeartbeatConfig;
@@ -851,4 +855,130 @@ fn unclean_election_only_when_the_topic_allows_it() {
         .clone();
     assert_eq!((dirty.leader, dirty.isr.clone()), (2, vec![2]));
     assert_eq!(dirty.leader_recovery_state.value(), 1, "RECOVERING");
+}
+
+fn add_partitions(
+    sim: &mut Sim,
+    name: &str,
+    count: i32,
+    assignments: Option<Vec<Vec<i32>>>,
+) -> i16 {
+    let topic = CreatePartitionsTopic::default()
+        .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+        .with_count(count)
+        .with_assignments(assignments.map(|lists| {
+            lists
+                .into_iter()
+                .map(|l| {
+                    CreatePartitionsAssignment::default()
+                        .with_broker_ids(l.into_iter().map(BrokerId).collect())
+                })
+                .collect()
+        }));
+    let request = CreatePartitionsRequest::default().with_topics(vec![topic]);
+    match sim.request(ControllerRequest::CreatePartitions(request)) {
+        ControllerResponse::CreatePartitions(r) => r.results[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn create_partitions_grows_a_topic_and_refuses_shrinks_and_bad_assignments() {
+    let mut sim = Sim::new();
+    sim.brokers(3);
+    assert_eq!(sim.create(topic("t", 2, 2), false).topics[0].error_code, 0);
+    let cases: [(&str, i32, Option<Vec<Vec<i32>>>, i16, &str); 6] = [
+        ("t", 1, None, 37, "a decrease"),
+        ("t", 2, None, 37, "no increase"),
+        ("t", 1_000_000_000, None, 37, "absurd count"),
+        ("nope", 3, None, 3, "unknown topic"),
+        ("t", 3, Some(vec![vec![1]]), 39, "wrong replication factor"),
+        ("t", 4, Some(vec![vec![1, 2]]), 39, "too few assignments"),
+    ];
+    for (name, count, assignments, code, why) in cases {
+        let before = sim.log.len();
+        assert_eq!(
+            add_partitions(&mut sim, name, count, assignments),
+            code,
+            "{why}"
+        );
+        assert_eq!(sim.log.len(), before, "{why}: no records");
+    }
+    assert_eq!(add_partitions(&mut sim, "t", 3, Some(vec![vec![3, 1]])), 0);
+    assert_eq!(add_partitions(&mut sim, "t", 5, None), 0);
+    let t = sim
+        .image()
+        .topics
+        .topic_by_name("t")
+        .expect("exists")
+        .clone();
+    assert_eq!(t.partitions.len(), 5);
+    assert_eq!(t.partitions[&2].replicas, vec![3, 1]);
+    assert!(t.partitions.values().all(|p| p.replicas.len() == 2));
+}
+
+#[test]
+fn preferred_election_returns_leadership_after_a_broker_comes_back() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(2);
+    let assign = topic("t", -1, -1).with_assignments(vec![
+        CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+    ]);
+    assert_eq!(sim.create(assign, false).topics[0].error_code, 0);
+    let elect = |election_type: i8| {
+        ControllerRequest::ElectLeaders(
+            ElectLeadersRequest::default()
+                .with_election_type(election_type)
+                .with_topic_partitions(Some(vec![
+                    TopicPartitions::default()
+                        .with_topic(TopicName(StrBytes::from_static_str("t")))
+                        .with_partitions(vec![0, 7]),
+                ])),
+        )
+    };
+    let codes = |response: ControllerResponse| match response {
+        ControllerResponse::ElectLeaders(r) => r.replica_election_results[0]
+            .partition_result
+            .iter()
+            .map(|p| p.error_code)
+            .collect::<Vec<_>>(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        codes(sim.request(elect(0))),
+        [84, 3],
+        "already preferred; unknown partition"
+    );
+    // Broker 1 is fenced; leadership moves to 2. It returns and rejoins the ISR.
+    for _ in 0..5 {
+        sim.advance(2_000);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    sim.heartbeat(1, epochs[&1]);
+    let id = sim.image().topics.topic_by_name("t").expect("exists").id;
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(p.leader, 2);
+    assert_eq!(
+        partition_code(&sim.request(alter(
+            2,
+            epochs[&2],
+            id,
+            p.leader_epoch,
+            p.partition_epoch,
+            &[2, 1]
+        ))),
+        0
+    );
+    assert_eq!(codes(sim.request(elect(0))), [0, 3]);
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(p.leader, 1, "preferred leader restored");
+    assert_eq!(
+        codes(sim.request(elect(1))),
+        [84, 3],
+        "unclean not needed with a leader"
+    );
+    let bad = sim.request(elect(5));
+    assert_eq!(top_level_error(&bad), Some(ResponseError::InvalidRequest));
 }
