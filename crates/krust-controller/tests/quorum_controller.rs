@@ -882,12 +882,15 @@ fn add_partitions(
     }
 }
 
+/// (topic, new count, assignments, expected code, why).
+type GrowCase = (&'static str, i32, Option<Vec<Vec<i32>>>, i16, &'static str);
+
 #[test]
 fn create_partitions_grows_a_topic_and_refuses_shrinks_and_bad_assignments() {
     let mut sim = Sim::new();
     sim.brokers(3);
     assert_eq!(sim.create(topic("t", 2, 2), false).topics[0].error_code, 0);
-    let cases: [(&str, i32, Option<Vec<Vec<i32>>>, i16, &str); 6] = [
+    let cases: [GrowCase; 6] = [
         ("t", 1, None, 37, "a decrease"),
         ("t", 2, None, 37, "no increase"),
         ("t", 1_000_000_000, None, 37, "absurd count"),
