@@ -245,7 +245,8 @@ impl RaftLog {
     }
 
     /// Drops batches below `snapshot.offset` (a batch boundary) and makes the snapshot the log
-    /// start. The epoch cache keeps the epoch that spans the new start, moved up to it.
+    /// start (and the latest, unless a later one is registered). The epoch cache keeps the
+    /// epoch that spans the new start, moved up to it.
     pub(crate) fn trim_prefix(&mut self, snapshot: OffsetAndEpoch) {
         assert!(
             snapshot.offset <= self.end_offset(),
@@ -273,7 +274,13 @@ impl RaftLog {
         }
         self.start_offset = start;
         self.earliest_snapshot = Some(snapshot);
-        self.latest_snapshot = Some(snapshot);
+        // A later snapshot stays the latest (retention advances the start to an older one).
+        if self
+            .latest_snapshot
+            .is_none_or(|l| l.offset < snapshot.offset)
+        {
+            self.latest_snapshot = Some(snapshot);
+        }
     }
 
     /// Records a locally created snapshot as the latest.

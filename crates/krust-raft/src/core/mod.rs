@@ -227,6 +227,14 @@ pub enum SnapshotIdError {
         /// The id.
         snapshot_id: OffsetAndEpoch,
     },
+    /// The log start may only move to a snapshot at or below the latest registered one.
+    #[error("snapshot {snapshot_id} ends after the latest registered snapshot {latest:?}")]
+    AfterLatestSnapshot {
+        /// The id.
+        snapshot_id: OffsetAndEpoch,
+        /// The latest registered snapshot, if any.
+        latest: Option<OffsetAndEpoch>,
+    },
     /// The record before the end offset is not of the snapshot's epoch.
     #[error("snapshot {snapshot_id} does not match the log's epoch at that offset")]
     EpochMismatch {
@@ -2291,6 +2299,24 @@ impl RaftCore {
     /// [`SnapshotIdError`] if the id lies beyond the high watermark or its epoch does not match
     /// the log at that offset.
     pub fn snapshot_created(&mut self, snapshot_id: OffsetAndEpoch) -> Result<(), SnapshotIdError> {
+        self.check_snapshot_id(snapshot_id)?;
+        // A snapshot older than the latest does not replace it as the one named to fetchers.
+        if self
+            .log
+            .latest_snapshot()
+            .is_none_or(|l| l.offset <= snapshot_id.offset)
+        {
+            self.log.set_latest_snapshot(snapshot_id);
+        }
+        Ok(())
+    }
+
+    /// The checks of [`RaftCore::snapshot_created`] without registering anything (Kafka's
+    /// `createNewSnapshot` validation, run before the state machine writes the file).
+    ///
+    /// # Errors
+    /// As [`RaftCore::snapshot_created`].
+    pub fn check_snapshot_id(&self, snapshot_id: OffsetAndEpoch) -> Result<(), SnapshotIdError> {
         if snapshot_id.offset > self.high_watermark {
             return Err(SnapshotIdError::BeyondHighWatermark {
                 snapshot_id,
@@ -2300,7 +2326,6 @@ impl RaftCore {
         if !self.log.is_boundary_of_epoch(snapshot_id) {
             return Err(SnapshotIdError::EpochMismatch { snapshot_id });
         }
-        self.log.set_latest_snapshot(snapshot_id);
         Ok(())
     }
 
@@ -2328,6 +2353,50 @@ impl RaftCore {
             log_start_offset: snapshot_id.offset,
         });
         Ok(())
+    }
+
+    /// Kafka's `deleteBeforeSnapshot`, used by the driver's retention (`maybeClean`): moves the
+    /// log start up to `snapshot_id`, a snapshot on disk at or below the latest registered one
+    /// (the latest stays registered), and emits `Action::DeleteLogPrefix`. Returns `false` when
+    /// the log already starts at or after it.
+    ///
+    /// # Errors
+    /// [`SnapshotIdError::AfterLatestSnapshot`], [`SnapshotIdError::BeyondHighWatermark`], or
+    /// [`SnapshotIdError::EpochMismatch`] if no batch of the snapshot's epoch ends at its offset.
+    pub fn advance_log_start(
+        &mut self,
+        snapshot_id: OffsetAndEpoch,
+    ) -> Result<bool, SnapshotIdError> {
+        let latest = self.log.latest_snapshot();
+        if latest.is_none_or(|l| snapshot_id.offset > l.offset) {
+            return Err(SnapshotIdError::AfterLatestSnapshot {
+                snapshot_id,
+                latest,
+            });
+        }
+        if snapshot_id.offset > self.high_watermark {
+            return Err(SnapshotIdError::BeyondHighWatermark {
+                snapshot_id,
+                high_watermark: self.high_watermark,
+            });
+        }
+        if snapshot_id.offset <= self.log.start_offset() {
+            return Ok(false);
+        }
+        if !self.log.is_boundary_of_epoch(snapshot_id) {
+            return Err(SnapshotIdError::EpochMismatch { snapshot_id });
+        }
+        self.log.trim_prefix(snapshot_id);
+        self.actions.push_back(Action::DeleteLogPrefix {
+            log_start_offset: snapshot_id.offset,
+        });
+        Ok(true)
+    }
+
+    /// First offset of the log (0, or the end offset of the snapshot it starts at).
+    #[must_use]
+    pub fn log_start_offset(&self) -> LogOffset {
+        self.log.start_offset()
     }
 
     // -----------------------------------------------------------------------------------------

@@ -2,20 +2,30 @@
 //! KIP-630 snapshot files of one replica. Every write that the protocol relies on is fsynced
 //! here before the call returns (see each method).
 
+use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
+use kafka_protocol::messages::SnapshotHeaderRecord;
+use kafka_protocol::protocol::Decodable as _;
 use krust_log::batch::RecordBatch;
-use krust_log::{Log, LogConfig, LogError, PartitionMetadata};
+use krust_log::{Log, LogConfig, LogError, LogOpenOptions, PartitionMetadata};
 
 use crate::core::{METADATA_TOPIC_ID, RecoveredLog, SnapshotRead};
 use crate::quorum_state::{MAX_QUORUM_STATE_BYTES, QuorumStateData, QuorumStateError};
-use crate::snapshot::{SnapshotFileKind, SnapshotFileName, SnapshotId};
+use crate::snapshot::{
+    MAX_BATCH_SIZE_BYTES, SnapshotFileKind, SnapshotFileName, SnapshotId, SnapshotWriteError,
+    SnapshotWriter, SnapshotWriterOptions,
+};
 use crate::types::{LogOffset, OffsetAndEpoch};
 
 /// Name of the election file inside the partition directory.
 pub const QUORUM_STATE_FILE: &str = "quorum-state";
+
+/// Name of the lock file in the metadata log directory (Kafka's `LogManager.LockFileName`).
+pub const LOCK_FILE: &str = ".lock";
 
 /// Largest slice read from the log for one start-up pass (whole batches, at least one).
 const RECOVERY_READ_BYTES: usize = 8 * 1024 * 1024;
@@ -69,6 +79,46 @@ pub enum StorageError {
         /// The id found (Kafka's base64).
         found: String,
     },
+    /// Another process (or another driver in this one) holds `.lock` on the metadata log
+    /// directory. Stop the other instance, or point `metadata.log.dir` elsewhere.
+    #[error(
+        "Failed to acquire lock on file .lock in {dir}. A Kafka instance in another process or thread is using this directory."
+    )]
+    Locked {
+        /// The metadata log directory (`metadata.log.dir`).
+        dir: PathBuf,
+    },
+    /// The log starts above 0 but no snapshot ends at or after its start: the records below
+    /// the start are gone and nothing replaces them (Kafka: "Inconsistent snapshot state").
+    /// Restore the snapshot files, or delete the directory and let the replica fetch again.
+    #[error(
+        "{dir}: inconsistent snapshot state: there must be a snapshot at an offset at or after the log start offset {log_start_offset}, but the latest snapshot is {latest:?}"
+    )]
+    MissingStartSnapshot {
+        /// The partition directory.
+        dir: PathBuf,
+        /// The first offset of the log's first segment.
+        log_start_offset: i64,
+        /// The latest snapshot found, if any.
+        latest: Option<OffsetAndEpoch>,
+    },
+    /// A snapshot could not be encoded while it was written.
+    #[error("writing snapshot {path}")]
+    SnapshotWrite {
+        /// The `.checkpoint.part` file.
+        path: PathBuf,
+        /// The writer's error.
+        #[source]
+        source: SnapshotWriteError,
+    },
+    /// A frozen snapshot file does not start with a readable `SnapshotHeader` batch.
+    #[error("{path}: the first batch is not a snapshot header: {reason}")]
+    SnapshotHeader {
+        /// The `.checkpoint` file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
     /// A batch read back at start-up does not have the shape the core needs.
     #[error("metadata log in {dir}: batch at offset {offset} does not follow its predecessor")]
     Shape {
@@ -79,6 +129,15 @@ pub enum StorageError {
     },
 }
 
+/// What the store knows of one frozen snapshot file (for retention).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotMeta {
+    /// Size of the `.checkpoint` file.
+    pub size_bytes: u64,
+    /// `SnapshotHeader.LastContainedLogTimestamp` (what `metadata.max.retention.ms` compares).
+    pub last_contained_log_timestamp_ms: i64,
+}
+
 /// One replica's metadata partition directory.
 #[derive(Debug)]
 pub struct MetadataStore {
@@ -86,20 +145,45 @@ pub struct MetadataStore {
     log: Log,
     /// The download in progress, if any: snapshot id and its `.checkpoint.part` path.
     partial: Option<(OffsetAndEpoch, PathBuf)>,
+    /// Frozen snapshots on disk (`<id>.checkpoint`), oldest first. Every one ends at or after
+    /// the log start offset; when the log start is above 0, one ends exactly there.
+    snapshots: BTreeMap<OffsetAndEpoch, SnapshotMeta>,
+    /// `.checkpoint.deleted` files waiting for their second phase (removal).
+    deleted: Vec<PathBuf>,
+    /// `<metadata.log.dir>/.lock`, locked exclusively for as long as the store is open; the
+    /// OS drops the lock when the file is closed (or the process dies).
+    _lock: File,
 }
 
 impl MetadataStore {
-    /// Opens (or creates) the partition directory `dir`, recovering the log from offset 0
-    /// (Kafka's metadata log also rescans everything: the log is small), and deletes
-    /// `.checkpoint.part` files left by a crash mid-download.
+    /// Opens (or creates) the partition directory `dir` (Kafka's `KafkaMetadataLog.apply` and
+    /// `recoverSnapshots`):
+    ///
+    /// 1. locks `<metadata.log.dir>/.lock` (the parent of `dir`) for the store's lifetime;
+    /// 2. recovers the log from offset 0 (Kafka opens the metadata log with recovery point 0
+    ///    too; the log is bounded by snapshots and `metadata.max.retention.bytes`);
+    /// 3. deletes `.checkpoint.part` (crash mid-write or mid-download) and `.checkpoint.deleted`
+    ///    (crash between the two phases of a deletion) files;
+    /// 4. if the latest snapshot is ahead of the log (a follower crashed between renaming a
+    ///    downloaded snapshot and emptying its log) empties the log and starts it there
+    ///    (Kafka's `truncateToLatestSnapshot`);
+    /// 5. otherwise, if the first segment starts above 0, moves the log start up to the
+    ///    first snapshot ending at or after it, so a snapshot ends exactly at the log start;
+    /// 6. deletes snapshots that end below the log start (retention was interrupted).
     ///
     /// # Errors
-    /// [`StorageError::Log`] / [`StorageError::Io`].
+    /// [`StorageError::Locked`] if another instance holds the directory,
+    /// [`StorageError::MissingStartSnapshot`] if the log start is not covered by a snapshot,
+    /// [`StorageError::Log`] / [`StorageError::Io`] / [`StorageError::SnapshotHeader`].
     pub fn open(dir: &Path, config: LogConfig) -> Result<Self, StorageError> {
-        let log = Log::open(dir, config, 0).map_err(|source| StorageError::Log {
-            dir: dir.to_owned(),
-            source,
-        })?;
+        let lock = lock_log_dir(dir)?;
+        let (mut log, _) =
+            Log::open_with(dir, config, LogOpenOptions::new(0)).map_err(|source| {
+                StorageError::Log {
+                    dir: dir.to_owned(),
+                    source,
+                }
+            })?;
         let checkpoint = |source| StorageError::PartitionMetadata {
             dir: dir.to_owned(),
             source,
@@ -118,17 +202,72 @@ impl MetadataStore {
                 });
             }
         }
-        for (name, kind) in list_snapshot_files(dir)? {
-            if kind.kind == SnapshotFileKind::Partial || kind.kind == SnapshotFileKind::Deleted {
-                let path = dir.join(&name);
-                tracing::info!(path = %path.display(), "removing leftover snapshot file");
-                std::fs::remove_file(&path).map_err(|source| StorageError::Io { path, source })?;
+        let mut frozen = Vec::new();
+        for (name, file) in list_snapshot_files(dir)? {
+            if file.kind == SnapshotFileKind::Frozen {
+                frozen.push(OffsetAndEpoch::new(file.id.end_offset, file.id.epoch));
+                continue;
             }
+            let path = dir.join(&name);
+            tracing::info!(path = %path.display(), "removing leftover snapshot file");
+            std::fs::remove_file(&path).map_err(|source| StorageError::Io { path, source })?;
+        }
+        frozen.sort();
+        let log_err = |source| StorageError::Log {
+            dir: dir.to_owned(),
+            source,
+        };
+        if let Some(&latest) = frozen.last() {
+            let log_epoch = log.leader_epoch_cache().latest_epoch().unwrap_or(0);
+            let ahead = latest.epoch.0 > log_epoch
+                || (latest.epoch.0 == log_epoch && latest.offset.0 > log.log_end_offset());
+            if ahead {
+                tracing::warn!(snapshot = %latest, log_end_offset = log.log_end_offset(),
+                    "latest snapshot is ahead of the log; starting the log at it");
+                log.truncate_fully_and_start_at(latest.offset.0)
+                    .map_err(log_err)?;
+            }
+        }
+        let first = log.log_start_offset();
+        if first > 0 {
+            let Some(start) = frozen.iter().find(|s| s.offset.0 >= first) else {
+                return Err(StorageError::MissingStartSnapshot {
+                    dir: dir.to_owned(),
+                    log_start_offset: first,
+                    latest: frozen.last().copied(),
+                });
+            };
+            if start.offset.0 > first {
+                log.delete_records(start.offset.0).map_err(log_err)?;
+            }
+        }
+        let start = log.log_start_offset();
+        let mut snapshots = BTreeMap::new();
+        let mut removed = false;
+        for id in frozen {
+            let path = dir.join(snapshot_id(id).file_name());
+            if id.offset.0 < start {
+                tracing::info!(path = %path.display(), "deleting snapshot below the log start");
+                std::fs::remove_file(&path).map_err(|source| StorageError::Io { path, source })?;
+                removed = true;
+                continue;
+            }
+            snapshots.insert(id, read_snapshot_meta(&path)?);
+        }
+        if removed {
+            // Keep the directory listing in step with the log start across a crash.
+            krust_log::fs::fsync_dir(dir).map_err(|source| StorageError::Io {
+                path: dir.to_owned(),
+                source,
+            })?;
         }
         Ok(Self {
             dir: dir.to_owned(),
             log,
             partial: None,
+            snapshots,
+            deleted: Vec::new(),
+            _lock: lock,
         })
     }
 
@@ -186,13 +325,6 @@ impl MetadataStore {
     /// # Errors
     /// [`StorageError::Log`] if a read fails, [`StorageError::Shape`] if batches do not chain.
     pub fn recover(&self) -> Result<RecoveredLog, StorageError> {
-        let mut snapshots: Vec<SnapshotId> = list_snapshot_files(&self.dir)?
-            .into_iter()
-            .filter(|(_, f)| f.kind == SnapshotFileKind::Frozen)
-            .map(|(_, f)| f.id)
-            .collect();
-        snapshots.sort();
-        let to_pair = |s: &SnapshotId| OffsetAndEpoch::new(s.end_offset, s.epoch);
         let mut batches: Vec<RecordBatch> = Vec::new();
         let mut next = self.log.log_start_offset();
         let end = self.log.log_end_offset();
@@ -221,8 +353,8 @@ impl MetadataStore {
         }
         Ok(RecoveredLog {
             log_start_offset: LogOffset(self.log.log_start_offset()),
-            latest_snapshot: snapshots.last().map(to_pair),
-            earliest_snapshot: snapshots.first().map(to_pair),
+            latest_snapshot: self.latest_snapshot(),
+            earliest_snapshot: self.snapshots.keys().next().copied(),
             batches,
         })
     }
@@ -378,13 +510,102 @@ impl MetadataStore {
             let target = self.dir.join(snapshot_id(id).file_name());
             std::fs::rename(&path, &target).map_err(io)?;
             krust_log::fs::fsync_dir(&self.dir).map_err(io)?;
+            let meta = read_snapshot_meta(&target)?;
+            self.snapshots.insert(id, meta);
         }
         self.log
             .truncate_fully_and_start_at(id.offset.0)
             .map_err(|source| StorageError::Log {
                 dir: self.dir.clone(),
                 source,
-            })
+            })?;
+        // Every other snapshot is now below the log start or describes another history.
+        let others: Vec<OffsetAndEpoch> = self
+            .snapshots
+            .keys()
+            .filter(|s| **s != id)
+            .copied()
+            .collect();
+        self.delete_snapshots(&others)
+    }
+
+    /// The latest frozen snapshot, if any.
+    #[must_use]
+    pub fn latest_snapshot(&self) -> Option<OffsetAndEpoch> {
+        self.snapshots.keys().next_back().copied()
+    }
+
+    /// Frozen snapshots, oldest first, with their size and timestamp.
+    #[must_use]
+    pub fn snapshots(&self) -> &BTreeMap<OffsetAndEpoch, SnapshotMeta> {
+        &self.snapshots
+    }
+
+    /// Bytes of all segments plus all frozen snapshots (what `metadata.max.retention.bytes`
+    /// limits).
+    #[must_use]
+    pub fn retained_bytes(&self) -> u64 {
+        self.log.size_in_bytes() + self.snapshots.values().map(|m| m.size_bytes).sum::<u64>()
+    }
+
+    /// Registers a snapshot file frozen by [`write_snapshot_file`] (Kafka's `onSnapshotFrozen`).
+    ///
+    /// # Errors
+    /// [`StorageError::SnapshotHeader`] / [`StorageError::Io`] if the file cannot be read.
+    pub fn add_snapshot(&mut self, id: OffsetAndEpoch) -> Result<(), StorageError> {
+        let meta = read_snapshot_meta(&self.dir.join(snapshot_id(id).file_name()))?;
+        self.snapshots.insert(id, meta);
+        Ok(())
+    }
+
+    /// First phase of Kafka's two-phase snapshot deletion: renames each snapshot to
+    /// `<id>.checkpoint.deleted` (a FetchSnapshot for it then finds nothing and the follower
+    /// asks again for the current one) and forgets it. [`MetadataStore::remove_deleted`]
+    /// removes the files later; leftovers are removed at start-up.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`].
+    pub fn delete_snapshots(&mut self, ids: &[OffsetAndEpoch]) -> Result<(), StorageError> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        for id in ids {
+            if self.snapshots.remove(id).is_none() {
+                continue;
+            }
+            let name = snapshot_id(*id);
+            let from = self.dir.join(name.file_name());
+            let to = self.dir.join(name.deleted_file_name());
+            tracing::info!(snapshot = %id, "deleting snapshot");
+            match std::fs::rename(&from, &to) {
+                Ok(()) => self.deleted.push(to),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(StorageError::Io { path: from, source }),
+            }
+        }
+        // The renames must not come back after a crash: a `.checkpoint` below the log start
+        // would be deleted at start-up anyway, but one above it must not be resurrected once
+        // forgotten (the core no longer names it).
+        krust_log::fs::fsync_dir(&self.dir).map_err(|source| StorageError::Io {
+            path: self.dir.clone(),
+            source,
+        })
+    }
+
+    /// Second phase: removes the `.checkpoint.deleted` files renamed by earlier deletions.
+    /// No fsync: a file that survives a crash is removed again at start-up.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`].
+    pub fn remove_deleted(&mut self) -> Result<(), StorageError> {
+        for path in std::mem::take(&mut self.deleted) {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(source) => return Err(StorageError::Io { path, source }),
+            }
+        }
+        Ok(())
     }
 
     /// Deletes the partial download, if any.
@@ -439,4 +660,145 @@ fn list_snapshot_files(dir: &Path) -> Result<Vec<(String, SnapshotFileName)>, St
         }
     }
     Ok(out)
+}
+
+/// Takes the exclusive advisory lock on `<metadata.log.dir>/.lock` (Kafka's `LogManager.lockLogDirs`).
+fn lock_log_dir(partition_dir: &Path) -> Result<File, StorageError> {
+    let log_dir = partition_dir.parent().unwrap_or(partition_dir).to_owned();
+    let io = |source| StorageError::Io {
+        path: log_dir.join(LOCK_FILE),
+        source,
+    };
+    std::fs::create_dir_all(&log_dir).map_err(io)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(log_dir.join(LOCK_FILE))
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StorageError::Locked { dir: log_dir }),
+        Err(std::fs::TryLockError::Error(source)) => Err(io(source)),
+    }
+}
+
+/// Size and `LastContainedLogTimestamp` of a frozen snapshot: reads only its first batch.
+fn read_snapshot_meta(path: &Path) -> Result<SnapshotMeta, StorageError> {
+    let io = |source| StorageError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let bad = |reason: String| StorageError::SnapshotHeader {
+        path: path.to_owned(),
+        reason,
+    };
+    let mut file = File::open(path).map_err(io)?;
+    let size_bytes = file.metadata().map_err(io)?.len();
+    let mut prefix = [0u8; 12];
+    file.read_exact(&mut prefix).map_err(io)?;
+    let length = i32::from_be_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]);
+    let length = usize::try_from(length)
+        .ok()
+        .filter(|l| *l <= MAX_BATCH_SIZE_BYTES)
+        .ok_or_else(|| bad(format!("batch length {length}")))?;
+    let mut bytes = prefix.to_vec();
+    bytes.resize(12 + length, 0);
+    file.read_exact(&mut bytes[12..]).map_err(io)?;
+    let (batch, _) = RecordBatch::parse(Bytes::from(bytes), MAX_BATCH_SIZE_BYTES)
+        .map_err(|e| bad(e.to_string()))?;
+    if !batch.is_control() {
+        return Err(bad("not a control batch".to_owned()));
+    }
+    let records = batch.records().map_err(|e| bad(e.to_string()))?;
+    let mut value = records
+        .into_iter()
+        .next()
+        .and_then(|r| r.value)
+        .ok_or_else(|| bad("no header record".to_owned()))?;
+    let header = SnapshotHeaderRecord::decode(&mut value, 0).map_err(|e| bad(e.to_string()))?;
+    Ok(SnapshotMeta {
+        size_bytes,
+        last_contained_log_timestamp_ms: header.last_contained_log_timestamp,
+    })
+}
+
+/// Writes snapshot `id` into `dir` as Kafka does (`createNewSnapshot` then `freeze`): the
+/// records go to `<id>-<random>.checkpoint.part`, which is fsynced, renamed to
+/// `<id>.checkpoint` and the directory fsynced. Runs outside the driver task (it may write
+/// many MiB); register the result with [`MetadataStore::add_snapshot`]. On failure the partial
+/// file is removed.
+///
+/// # Errors
+/// [`StorageError::SnapshotWrite`] (an empty or oversized record, or the disk), or
+/// [`StorageError::Io`].
+pub fn write_snapshot_file(
+    dir: &Path,
+    id: OffsetAndEpoch,
+    last_contained_log_timestamp_ms: i64,
+    append_timestamp_ms: i64,
+    records: impl IntoIterator<Item = Bytes>,
+) -> Result<PathBuf, StorageError> {
+    let name = snapshot_id(id);
+    let unique = format!("{:016x}", rand::random::<u64>());
+    let part = dir.join(name.partial_file_name(&unique));
+    let result = write_part(
+        &part,
+        name,
+        last_contained_log_timestamp_ms,
+        append_timestamp_ms,
+        records,
+    )
+    .and_then(|()| {
+        let target = dir.join(name.file_name());
+        std::fs::rename(&part, &target).map_err(|source| StorageError::Io {
+            path: part.clone(),
+            source,
+        })?;
+        // The frozen name must survive a crash before the core names the snapshot to
+        // followers or retention deletes the log below it.
+        krust_log::fs::fsync_dir(dir).map_err(|source| StorageError::Io {
+            path: dir.to_owned(),
+            source,
+        })?;
+        Ok(target)
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&part);
+    }
+    result
+}
+
+fn write_part(
+    part: &Path,
+    id: SnapshotId,
+    last_contained_log_timestamp_ms: i64,
+    append_timestamp_ms: i64,
+    records: impl IntoIterator<Item = Bytes>,
+) -> Result<(), StorageError> {
+    let io = |source| StorageError::Io {
+        path: part.to_owned(),
+        source,
+    };
+    let write = |source| StorageError::SnapshotWrite {
+        path: part.to_owned(),
+        source,
+    };
+    let file = std::fs::OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .open(part)
+        .map_err(io)?;
+    let mut options = SnapshotWriterOptions::new(id);
+    options.last_contained_log_timestamp_ms = last_contained_log_timestamp_ms;
+    options.append_timestamp_ms = append_timestamp_ms;
+    let mut writer = SnapshotWriter::new(std::io::BufWriter::new(file), options).map_err(write)?;
+    for record in records {
+        writer.append(record).map_err(write)?;
+    }
+    let sink = writer.freeze().map_err(write)?;
+    let file = sink.into_inner().map_err(|e| io(e.into_error()))?;
+    // A `.checkpoint` name must never point at a partly written file: the bytes are durable
+    // before the rename freezes them.
+    file.sync_all().map_err(io)
 }

@@ -21,7 +21,7 @@ use krust_log::LogConfig;
 use krust_metadata::meta_properties::MetaProperties;
 use krust_raft::NodeId;
 use krust_raft::config::{RaftConfig, parse_quorum_voters};
-use krust_raft::driver::{DriverConfig, DriverExit, RaftDriver, RaftEvent};
+use krust_raft::driver::{DriverConfig, DriverExit, MetadataLogConfig, RaftDriver, RaftEvent};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 use tracing::{debug, info};
@@ -133,7 +133,49 @@ fn setup(config: &ServerConfig) -> anyhow::Result<NodeSetup> {
             partition_dir: Path::new(&metadata_dir).join("__cluster_metadata-0"),
             log_config,
             rng_seed: None,
+            metadata_log: metadata_log_config(config)?,
         },
+    })
+}
+
+/// Snapshot triggers and metadata retention (Kafka's names; unset keys keep Kafka's defaults).
+fn metadata_log_config(config: &ServerConfig) -> anyhow::Result<MetadataLogConfig> {
+    fn parse<T: std::str::FromStr>(
+        config: &ServerConfig,
+        key: &str,
+        default: T,
+    ) -> anyhow::Result<T>
+    where
+        T::Err: std::error::Error + Send + Sync + 'static,
+    {
+        match config.get(key) {
+            Some(v) => v.trim().parse().with_context(|| format!("{key}={v}")),
+            None => Ok(default),
+        }
+    }
+    let d = MetadataLogConfig::default();
+    Ok(MetadataLogConfig {
+        max_record_bytes_between_snapshots: parse(
+            config,
+            "metadata.log.max.record.bytes.between.snapshots",
+            d.max_record_bytes_between_snapshots,
+        )?,
+        max_snapshot_interval_ms: parse(
+            config,
+            "metadata.log.max.snapshot.interval.ms",
+            d.max_snapshot_interval_ms,
+        )?,
+        max_retention_bytes: parse(
+            config,
+            "metadata.max.retention.bytes",
+            d.max_retention_bytes,
+        )?,
+        max_retention_ms: parse(config, "metadata.max.retention.ms", d.max_retention_ms)?,
+        retention_check_interval_ms: parse(
+            config,
+            "log.retention.check.interval.ms",
+            d.retention_check_interval_ms,
+        )?,
     })
 }
 
