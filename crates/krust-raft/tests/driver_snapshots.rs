@@ -632,3 +632,39 @@ async fn a_follower_behind_the_leaders_log_start_downloads_the_latest_snapshot()
         server.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_clean_shutdown_leaves_a_recovery_point_for_the_next_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let checkpoint = dir.path().join("recovery-point-offset-checkpoint");
+    // Another log of the same directory keeps its entry throughout.
+    std::fs::write(&checkpoint, "0\n1\nfoo 3 42\n").expect("seed checkpoint");
+    let entry = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("__cluster_metadata 0 "))
+            .map(|o| o.parse::<i64>().expect("offset"))
+    };
+    let driver = RaftDriver::start(config(1, &sole_voter(), dir.path(), no_retention()), None)
+        .expect("start");
+    let handle = driver.handle();
+    wait_for_role(&handle, RoleKind::Leader).await;
+    let end = append_all(&handle, &["a", "b"]).await;
+    stop(driver).await;
+    let text = std::fs::read_to_string(&checkpoint).expect("checkpoint");
+    let recovery_point = entry(&text).expect("an entry after a clean shutdown");
+    assert!(recovery_point >= end.offset.0, "{text}");
+    assert!(text.contains("foo 3 42"), "{text}");
+
+    // While a driver runs, a crash must rescan: the entry is gone until the next clean stop.
+    let driver = RaftDriver::start(config(1, &sole_voter(), dir.path(), no_retention()), None)
+        .expect("restart");
+    let text = std::fs::read_to_string(&checkpoint).expect("checkpoint");
+    assert_eq!(entry(&text), None, "{text}");
+    assert!(text.contains("foo 3 42"), "{text}");
+    let handle = driver.handle();
+    wait_for_role(&handle, RoleKind::Leader).await;
+    let end = append_all(&handle, &["c"]).await;
+    stop(driver).await;
+    let text = std::fs::read_to_string(&checkpoint).expect("checkpoint");
+    assert!(entry(&text).expect("entry") >= end.offset.0, "{text}");
+}

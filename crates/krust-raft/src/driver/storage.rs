@@ -102,6 +102,14 @@ pub enum StorageError {
         /// The latest snapshot found, if any.
         latest: Option<OffsetAndEpoch>,
     },
+    /// `recovery-point-offset-checkpoint` in the metadata log directory could not be read or
+    /// written. Fix or remove the file (the log is then fully rescanned).
+    #[error("recovery point checkpoint of the metadata log")]
+    RecoveryPoint {
+        /// The checkpoint error.
+        #[source]
+        source: krust_log::CheckpointError,
+    },
     /// A snapshot could not be encoded while it was written.
     #[error("writing snapshot {path}")]
     SnapshotWrite {
@@ -160,8 +168,10 @@ impl MetadataStore {
     /// `recoverSnapshots`):
     ///
     /// 1. locks `<metadata.log.dir>/.lock` (the parent of `dir`) for the store's lifetime;
-    /// 2. recovers the log from offset 0 (Kafka opens the metadata log with recovery point 0
-    ///    too; the log is bounded by snapshots and `metadata.max.retention.bytes`);
+    /// 2. recovers the log from the recovery point a clean shutdown left in
+    ///    `<metadata.log.dir>/recovery-point-offset-checkpoint` (entry `__cluster_metadata 0`),
+    ///    or from offset 0 after a crash (Kafka always rescans the metadata log; see
+    ///    [`take_recovery_point`] for why the entry is consumed at open);
     /// 3. deletes `.checkpoint.part` (crash mid-write or mid-download) and `.checkpoint.deleted`
     ///    (crash between the two phases of a deletion) files;
     /// 4. if the latest snapshot is ahead of the log (a follower crashed between renaming a
@@ -177,12 +187,11 @@ impl MetadataStore {
     /// [`StorageError::Log`] / [`StorageError::Io`] / [`StorageError::SnapshotHeader`].
     pub fn open(dir: &Path, config: LogConfig) -> Result<Self, StorageError> {
         let lock = lock_log_dir(dir)?;
-        let (mut log, _) =
-            Log::open_with(dir, config, LogOpenOptions::new(0)).map_err(|source| {
-                StorageError::Log {
-                    dir: dir.to_owned(),
-                    source,
-                }
+        let recovery_point = take_recovery_point(dir)?;
+        let (mut log, _) = Log::open_with(dir, config, LogOpenOptions::new(recovery_point))
+            .map_err(|source| StorageError::Log {
+                dir: dir.to_owned(),
+                source,
             })?;
         let checkpoint = |source| StorageError::PartitionMetadata {
             dir: dir.to_owned(),
@@ -629,10 +638,12 @@ impl MetadataStore {
     /// [`StorageError::Log`].
     pub fn close(self) -> Result<(), StorageError> {
         let dir = self.dir;
-        self.log
-            .close()
-            .map(|_| ())
-            .map_err(|source| StorageError::Log { dir, source })
+        let recovery_point = self.log.close().map_err(|source| StorageError::Log {
+            dir: dir.clone(),
+            source,
+        })?;
+        // Everything below the recovery point is now fsynced: the next open may trust it.
+        update_recovery_point(&dir, Some(recovery_point))
     }
 }
 
@@ -660,6 +671,57 @@ fn list_snapshot_files(dir: &Path) -> Result<Vec<(String, SnapshotFileName)>, St
         }
     }
     Ok(out)
+}
+
+/// `(metadata.log.dir)/recovery-point-offset-checkpoint` and this log's entry in it.
+fn recovery_point_entry(partition_dir: &Path) -> (PathBuf, krust_log::TopicPartition) {
+    let log_dir = partition_dir.parent().unwrap_or(partition_dir);
+    let name = partition_dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    // `<topic>-<partition>`: the partition is after the last dash.
+    let (topic, partition) = name
+        .rsplit_once('-')
+        .and_then(|(t, p)| Some((t, p.parse().ok()?)))
+        .unwrap_or((name, 0));
+    (
+        log_dir.join(krust_log::checkpoint::RECOVERY_POINT_CHECKPOINT_FILE),
+        krust_log::TopicPartition::new(topic, partition),
+    )
+}
+
+/// Reads this log's recovery point and removes the entry from the file (durably) before the
+/// log can change. The entry is only ever written by a clean [`MetadataStore::close`], so it
+/// is present exactly when nothing was written since that close: after a crash the log is
+/// rescanned from 0 (a stale recovery point above a truncated and rewritten, unflushed tail
+/// would make recovery trust bytes that may be torn).
+fn take_recovery_point(partition_dir: &Path) -> Result<i64, StorageError> {
+    let (path, entry) = recovery_point_entry(partition_dir);
+    let offsets = krust_log::checkpoint::read_offset_checkpoint(&path)
+        .map_err(|source| StorageError::RecoveryPoint { source })?;
+    let Some(&recovery_point) = offsets.get(&entry) else {
+        return Ok(0);
+    };
+    update_recovery_point(partition_dir, None)?;
+    Ok(recovery_point.max(0))
+}
+
+/// Sets (`Some`) or removes (`None`) this log's entry, keeping the other entries of the file
+/// (other logs of the same log directory). Written atomically and fsynced.
+fn update_recovery_point(partition_dir: &Path, offset: Option<i64>) -> Result<(), StorageError> {
+    let (path, entry) = recovery_point_entry(partition_dir);
+    let checkpoint = |source| StorageError::RecoveryPoint { source };
+    let mut offsets = krust_log::checkpoint::read_offset_checkpoint(&path).map_err(checkpoint)?;
+    match offset {
+        Some(offset) => {
+            offsets.insert(entry, offset);
+        }
+        None => {
+            offsets.remove(&entry);
+        }
+    }
+    krust_log::checkpoint::write_offset_checkpoint(&path, &offsets).map_err(checkpoint)
 }
 
 /// Takes the exclusive advisory lock on `<metadata.log.dir>/.lock` (Kafka's `LogManager.lockLogDirs`).
