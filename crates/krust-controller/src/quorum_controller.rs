@@ -626,13 +626,21 @@ impl QuorumController {
                 let broker_id = r.broker_id.0;
                 let mut records = Vec::new();
                 let known = self.image.cluster.broker(broker_id).is_some();
+                // A registration record fences the broker: an unfenced broker that
+                // re-registers (the same incarnation retrying) first hands its leaderships
+                // and ISR places over, as on fencing, so no fenced broker leads.
+                let was_unfenced = self
+                    .image
+                    .cluster
+                    .broker(broker_id)
+                    .is_some_and(|b| !b.fenced);
                 let epoch_guess = self.next_write_offset();
                 // The ELR cleanup (RemoveBrokerBefore) of a re-registration goes first, so
                 // the broker epoch is the offset after those records.
                 let outcome = register_broker(&self.view(), &self.sessions, now, r, epoch_guess);
                 let outcome = match outcome {
-                    Ok(o) if o.partition_work != PartitionWork::None && known => {
-                        records = self.partition_work(broker_id, o.partition_work);
+                    Ok(o) if (o.partition_work != PartitionWork::None && known) || was_unfenced => {
+                        records = self.partition_work(broker_id, PartitionWork::RemoveBrokerBefore);
                         let epoch = epoch_guess + i64::try_from(records.len()).unwrap_or(0);
                         register_broker(&self.view(), &self.sessions, now, r, epoch)
                     }
@@ -981,8 +989,11 @@ impl QuorumController {
             let usable = self
                 .sessions
                 .usable_brokers(|id| image.cluster.broker(id).and_then(|b| b.rack.clone()));
-            self.placer
-                .place(count, i32::from(replication_factor), &usable)?
+            let placed = self
+                .placer
+                .place(count, i32::from(replication_factor), &usable)?;
+            self.check_placed_isrs(&placed, i32::from(replication_factor))?;
+            placed
         } else {
             if topic.num_partitions != -1 {
                 return Err(ControllerError::InvalidRequest {
@@ -1050,6 +1061,27 @@ impl QuorumController {
         }
         info!(topic = %name, %topic_id, num_partitions, replication_factor, "creating topic");
         Ok((topic_id, num_partitions, replication_factor, records))
+    }
+
+    /// Every placed partition needs an active replica to start its ISR (the placer's view of
+    /// fencing comes from the sessions, "active" also needs the registration out of controlled
+    /// shutdown), as Kafka's `createTopic` checks.
+    fn check_placed_isrs(
+        &self,
+        placed: &[Vec<i32>],
+        replication_factor: i32,
+    ) -> Result<(), ControllerError> {
+        if placed
+            .iter()
+            .any(|replicas| !replicas.iter().any(|&r| self.broker_is_active(r)))
+        {
+            return Err(ControllerError::InvalidReplicationFactor {
+                reason: format!(
+                    "Unable to replicate the partition {replication_factor} time(s): All brokers are currently fenced or in controlled shutdown."
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// Kafka's checks of one manually assigned replica list (partition `index`).
@@ -1241,11 +1273,10 @@ impl QuorumController {
                 let usable = self
                     .sessions
                     .usable_brokers(|id| image.cluster.broker(id).and_then(|b| b.rack.clone()));
-                self.placer.place(
-                    count,
-                    i32::try_from(replication_factor).unwrap_or(i32::MAX),
-                    &usable,
-                )?
+                let replication_factor = i32::try_from(replication_factor).unwrap_or(i32::MAX);
+                let placed = self.placer.place(count, replication_factor, &usable)?;
+                self.check_placed_isrs(&placed, replication_factor)?;
+                placed
             }
         };
         Ok(assignments

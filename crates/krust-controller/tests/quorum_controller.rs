@@ -985,3 +985,110 @@ fn preferred_election_returns_leadership_after_a_broker_comes_back() {
     let bad = sim.request(elect(5));
     assert_eq!(top_level_error(&bad), Some(ResponseError::InvalidRequest));
 }
+
+/// A seeded random walk over every request kind, clock jumps and failovers; the harness
+/// checks the invariants after every commit. `KRUST_SIM_SEED=n` reruns one seed.
+#[test]
+fn random_operations_keep_the_invariants() {
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    let seeds: Vec<u64> = match std::env::var("KRUST_SIM_SEED") {
+        Ok(seed) => vec![seed.parse().expect("KRUST_SIM_SEED is a number")],
+        Err(_) => (0..32).collect(),
+    };
+    for seed in seeds {
+        let result = std::panic::catch_unwind(|| random_walk(seed));
+        if let Err(panic) = result {
+            eprintln!(
+                "rerun: KRUST_SIM_SEED={seed} cargo test -p krust-controller random_operations"
+            );
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    fn random_walk(seed: u64) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut sim = Sim::new();
+        let mut epochs: BTreeMap<i32, i64> = BTreeMap::new();
+        let names = ["a", "b", "c", "d"];
+        for _ in 0..300 {
+            let broker = rng.gen_range(1..=4);
+            match rng.gen_range(0..10) {
+                0 => {
+                    let epoch = sim.register(broker);
+                    epochs.insert(broker, epoch);
+                }
+                1..=3 => {
+                    if let Some(&epoch) = epochs.get(&broker) {
+                        let reply = sim.heartbeat_with(broker, epoch, rng.gen_bool(0.05));
+                        if reply.should_shut_down {
+                            epochs.remove(&broker);
+                        }
+                    }
+                }
+                4 => sim.advance(rng.gen_range(0..4_000)),
+                5 => {
+                    let name = names[rng.gen_range(0..names.len())];
+                    sim.create(topic(name, rng.gen_range(1..4), rng.gen_range(1..4)), false);
+                }
+                6 => {
+                    let name = names[rng.gen_range(0..names.len())];
+                    sim.request(ControllerRequest::DeleteTopics(
+                        DeleteTopicsRequest::default()
+                            .with_topic_names(vec![TopicName(StrBytes::from_static_str(name))]),
+                    ));
+                }
+                7 => {
+                    // The leader of some partition changes its ISR.
+                    let image = sim.image().clone();
+                    let Some(t) = image.topics.by_id.values().next() else {
+                        continue;
+                    };
+                    let Some(p) = t.partitions.get(&0) else {
+                        continue;
+                    };
+                    let Some(&epoch) = epochs.get(&p.leader) else {
+                        continue;
+                    };
+                    let mut isr: Vec<i32> = p
+                        .replicas
+                        .iter()
+                        .copied()
+                        .filter(|&r| r == p.leader || rng.gen_bool(0.5))
+                        .collect();
+                    if rng.gen_bool(0.2) {
+                        isr.retain(|&r| r != p.leader);
+                    }
+                    sim.request(alter(
+                        p.leader,
+                        epoch,
+                        t.id,
+                        p.leader_epoch,
+                        p.partition_epoch - i32::from(rng.gen_bool(0.1)),
+                        &isr,
+                    ));
+                }
+                8 => {
+                    sim.request(ControllerRequest::ElectLeaders(
+                        ElectLeadersRequest::default().with_election_type(0),
+                    ));
+                }
+                _ => {
+                    if rng.gen_bool(0.2) {
+                        let old = sim.active;
+                        sim.controllers[old].handle_leader_change(sim.now, false, sim.epoch, 0);
+                        sim.drain();
+                        sim.epoch += 1;
+                        sim.active = 1 - old;
+                        let end = sim.log_end();
+                        let epoch = sim.epoch;
+                        sim.controllers[sim.active].handle_leader_change(sim.now, true, epoch, end);
+                        sim.drain();
+                        sim.commit_all();
+                    }
+                }
+            }
+        }
+    }
+}
