@@ -9,6 +9,7 @@
 //! for a fetch timeout), flushes, and the process exits 0.
 
 pub mod listener;
+pub mod metrics_http;
 pub mod test_writer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -228,6 +229,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         ),
         None => None,
     };
+    let metrics = metrics_http::start(&config, &node.bind, &raft).await?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     info!(node_id = node.node_id, listener = %server.local_addr(), cluster_id = %node.cluster_id, "{prefix} Kafka Server started");
@@ -239,6 +241,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     };
     println!("{prefix} shutting down");
     drop(writer);
+    drop(metrics);
     let code = match exit {
         None => {
             // Graceful: resign (EndQuorumEpoch) while the listener still answers, then stop.
