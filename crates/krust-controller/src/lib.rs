@@ -20,12 +20,14 @@
 //! - [`quorum_controller`]: [`QuorumController`], the state machine that wires the blocks
 //!   above to the image: committed batches in, atomic record batches and (commit-gated)
 //!   responses out; bootstrap, no-ops, topics, AlterPartition, leadership moves.
+//! - [`configs`]: IncrementalAlterConfigs for topics and brokers → `ConfigRecord`s.
 //! - [`partition_change`]: one partition's next leader/ISR (`PartitionChangeBuilder`).
 //! - [`topic_names`]: topic name rules.
 //! - [`error`]: [`ControllerError`] and its Kafka error codes.
 //!
 //! [`ApiMessageAndVersion`]: krust_metadata::ApiMessageAndVersion
 
+pub mod configs;
 pub mod error;
 pub mod features;
 pub mod heartbeat;

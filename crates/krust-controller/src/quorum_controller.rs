@@ -30,13 +30,14 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{
     AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
     BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerRegistrationRequest,
     ControllerRegistrationResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    ElectLeadersRequest, ElectLeadersResponse, TopicName, UnregisterBrokerRequest,
-    UnregisterBrokerResponse,
+    ElectLeadersRequest, ElectLeadersResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, TopicName, UnregisterBrokerRequest, UnregisterBrokerResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
@@ -58,6 +59,7 @@ use rand::rngs::StdRng;
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use crate::configs::incremental_alter_configs;
 use crate::error::ControllerError;
 use crate::heartbeat::{
     BrokerControlState, BrokerHeartbeatManager, HeartbeatConfig, PartitionWork,
@@ -144,6 +146,8 @@ pub enum ControllerRequest {
     CreatePartitions(CreatePartitionsRequest),
     /// ElectLeaders.
     ElectLeaders(ElectLeadersRequest),
+    /// IncrementalAlterConfigs (topic and broker resources).
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
 }
 
 /// The answer to a [`ControllerRequest`].
@@ -167,6 +171,8 @@ pub enum ControllerResponse {
     CreatePartitions(CreatePartitionsResponse),
     /// ElectLeaders.
     ElectLeaders(ElectLeadersResponse),
+    /// IncrementalAlterConfigs.
+    IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
 }
 
 /// Identifies a request until its response comes out of [`QuorumController::poll_action`].
@@ -746,6 +752,14 @@ impl QuorumController {
                 ),
                 Err(e) => refused(e),
             },
+            ControllerRequest::IncrementalAlterConfigs(r) => {
+                let (records, response) = incremental_alter_configs(&self.image, r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::IncrementalAlterConfigs(response)),
+                    None,
+                )
+            }
             ControllerRequest::AlterPartition(r) => {
                 if let Err(e) = self
                     .sessions
@@ -1795,6 +1809,22 @@ fn refusal(request: &ControllerRequest, error: &ControllerError) -> ControllerRe
         ControllerRequest::ElectLeaders(_) => {
             ControllerResponse::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
         }
+        ControllerRequest::IncrementalAlterConfigs(r) => {
+            ControllerResponse::IncrementalAlterConfigs(
+                IncrementalAlterConfigsResponse::default().with_responses(
+                    r.resources
+                        .iter()
+                        .map(|c| {
+                            AlterConfigsResourceResponse::default()
+                                .with_resource_type(c.resource_type)
+                                .with_resource_name(c.resource_name.clone())
+                                .with_error_code(code)
+                                .with_error_message(message.clone())
+                        })
+                        .collect(),
+                ),
+            )
+        }
     }
 }
 
@@ -1849,6 +1879,14 @@ fn error_response(response: &ControllerResponse, error: &ControllerError) -> Con
         ControllerResponse::ElectLeaders(_) => {
             ControllerResponse::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
         }
+        ControllerResponse::IncrementalAlterConfigs(r) => {
+            let mut r = r.clone();
+            for c in &mut r.responses {
+                c.error_code = code;
+                c.error_message = None;
+            }
+            ControllerResponse::IncrementalAlterConfigs(r)
+        }
     }
 }
 
@@ -1865,7 +1903,8 @@ pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
         ControllerResponse::ElectLeaders(r) => r.error_code,
         ControllerResponse::CreateTopics(_)
         | ControllerResponse::DeleteTopics(_)
-        | ControllerResponse::CreatePartitions(_) => 0,
+        | ControllerResponse::CreatePartitions(_)
+        | ControllerResponse::IncrementalAlterConfigs(_) => 0,
     };
     code.err()
 }

@@ -19,10 +19,13 @@ use kafka_protocol::messages::create_topics_request::{
 };
 use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
 use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
 use kafka_protocol::messages::{
     AlterPartitionRequest, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest,
     CreatePartitionsRequest, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    ElectLeadersRequest, TopicName, UnregisterBrokerRequest,
+    ElectLeadersRequest, IncrementalAlterConfigsRequest, TopicName, UnregisterBrokerRequest,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_controller::heartbeat::HeartbeatConfig;
@@ -1091,4 +1094,115 @@ fn random_operations_keep_the_invariants() {
             }
         }
     }
+}
+
+fn alter_configs(
+    sim: &mut Sim,
+    resource_type: i8,
+    name: &str,
+    op: i8,
+    key: &str,
+    value: Option<&str>,
+    validate_only: bool,
+) -> i16 {
+    let request = IncrementalAlterConfigsRequest::default()
+        .with_validate_only(validate_only)
+        .with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(resource_type)
+                .with_resource_name(StrBytes::from_string(name.to_owned()))
+                .with_configs(vec![
+                    AlterableConfig::default()
+                        .with_name(StrBytes::from_string(key.to_owned()))
+                        .with_config_operation(op)
+                        .with_value(value.map(|v| StrBytes::from_string(v.to_owned()))),
+                ]),
+        ]);
+    match sim.request(ControllerRequest::IncrementalAlterConfigs(request)) {
+        ControllerResponse::IncrementalAlterConfigs(r) => r.responses[0].error_code,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn incremental_alter_configs_sets_and_deletes_topic_and_broker_configs() {
+    use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
+    let mut sim = Sim::new();
+    sim.brokers(1);
+    assert_eq!(sim.create(topic("t", 1, 1), false).topics[0].error_code, 0);
+    let unclean = "unclean.leader.election.enable";
+    let cases = [
+        (2, "nope", 0, unclean, Some("true"), 3, "unknown topic"),
+        (2, "t", 0, unclean, Some("maybe"), 40, "not a boolean"),
+        (2, "t", 0, unclean, None, 42, "SET without a value"),
+        (2, "t", 9, unclean, Some("true"), 42, "unknown operation"),
+        (
+            4,
+            "x",
+            0,
+            "log.retention.ms",
+            Some("1"),
+            42,
+            "non-integral broker id",
+        ),
+        (
+            4,
+            "7",
+            0,
+            "log.retention.ms",
+            Some("1"),
+            102,
+            "unregistered broker",
+        ),
+        (3, "g", 0, "a", Some("1"), 42, "not a controller resource"),
+    ];
+    for (resource_type, name, op, key, value, code, why) in cases {
+        let before = sim.log.len();
+        assert_eq!(
+            alter_configs(&mut sim, resource_type, name, op, key, value, false),
+            code,
+            "{why}"
+        );
+        assert_eq!(sim.log.len(), before, "{why}: no records");
+    }
+    let before = sim.log.len();
+    assert_eq!(
+        alter_configs(&mut sim, 2, "t", 0, unclean, Some("true"), true),
+        0
+    );
+    assert_eq!(sim.log.len(), before, "validateOnly writes nothing");
+
+    assert_eq!(
+        alter_configs(&mut sim, 2, "t", 0, unclean, Some("true"), false),
+        0
+    );
+    let topic_configs = sim.image().configs.configs(&ConfigResource::topic("t"));
+    assert_eq!(topic_configs.get(unclean).map(String::as_str), Some("true"));
+    assert_eq!(
+        alter_configs(&mut sim, 4, "", 0, "log.retention.ms", Some("5"), false),
+        0
+    );
+    assert_eq!(
+        alter_configs(&mut sim, 4, "1", 2, "a.list", Some("x,y"), false),
+        0
+    );
+    assert_eq!(
+        alter_configs(&mut sim, 4, "1", 3, "a.list", Some("x"), false),
+        0
+    );
+    let broker = ConfigResource {
+        resource_type: ConfigResourceType::BROKER,
+        name: "1".to_owned(),
+    };
+    assert_eq!(
+        sim.image()
+            .configs
+            .configs(&broker)
+            .get("a.list")
+            .map(String::as_str),
+        Some("y")
+    );
+    assert_eq!(alter_configs(&mut sim, 2, "t", 1, unclean, None, false), 0);
+    let topic_configs = sim.image().configs.configs(&ConfigResource::topic("t"));
+    assert_eq!(topic_configs.get(unclean), None, "deleted");
 }
