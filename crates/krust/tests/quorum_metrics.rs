@@ -2,7 +2,8 @@
 //! krust controller quorum is started with `metrics.port`, a few entries are appended through
 //! the `--test-append-socket` hook, and `/metrics` is scraped with a plain HTTP/1.1 GET. The
 //! scrape must show the leader state, a high watermark past the appends, a measured commit
-//! latency and the append rate; another path answers 404.
+//! latency and the append rate; another path answers 404. With three voters, the leader also
+//! reports its election latency and the followers the records they fetched.
 
 #[path = "quorum_support/mod.rs"]
 mod support;
@@ -161,6 +162,107 @@ fn single_voter_quorum_serves_raft_metrics_over_http() {
 
     let (status, _) = get(metrics_port, "/").expect("other path");
     assert!(status.starts_with("HTTP/1.1 404 "), "{status}");
+
+    quorum.stop_all();
+}
+
+/// Scrapes `port` until `accept` holds on the samples or `timeout` passes; returns the last.
+fn scrape_until(
+    port: u16,
+    timeout: Duration,
+    accept: impl Fn(&BTreeMap<String, f64>) -> bool,
+) -> (String, BTreeMap<String, f64>) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let (status, body) = get(port, "/metrics").expect("scrape");
+        assert_eq!(status, "HTTP/1.1 200 OK", "{body}");
+        let values = samples(&body);
+        if accept(&values) || Instant::now() > deadline {
+            return (body, values);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Three voters, each with its own `metrics.port`: the elected leader reports the time its
+/// election took (it stood as a candidate and needed votes), and followers report the records
+/// they fetched from it.
+#[test]
+fn three_voters_report_election_latency_and_fetched_records() {
+    let ports = free_ports(3).expect("ports");
+    let mut quorum = Quorum::new(3, support::FAST_TIMEOUTS);
+    for (node, port) in quorum.nodes.iter().zip(&ports) {
+        let mut text = std::fs::read_to_string(node.properties()).expect("read properties");
+        text.push_str(&format!("metrics.port={port}\n"));
+        std::fs::write(node.properties(), text).expect("write properties");
+    }
+    quorum.start_all();
+    let q = support::wait_for_quorum(&quorum.bootstrap(), Duration::from_secs(60), |q| {
+        q.leader_id > 0 && q.high_watermark > 0
+    })
+    .unwrap_or_else(|| panic!("no leader\n{}", quorum.log_tails()));
+    let leader = q.leader_id;
+    let socket = quorum.node(leader).socket();
+    let mut last = 0;
+    for i in 0..10 {
+        last = append_via(&socket, &format!("entry-{i}"))
+            .unwrap_or_else(|e| panic!("append {i} to leader {leader}: {e}"));
+    }
+
+    for (node, port) in quorum.nodes.iter().zip(&ports) {
+        let leads = node.id == leader;
+        let (body, values) = scrape_until(*port, Duration::from_secs(20), |v| {
+            let caught_up = v
+                .get("kafka_server_raft_metrics_high_watermark")
+                .is_some_and(|hw| *hw > last as f64);
+            let state = if leads { "leader" } else { "follower" };
+            let in_state = v
+                .get(&format!(
+                    "kafka_server_raft_metrics_current_state{{state=\"{state}\"}}"
+                ))
+                .is_some_and(|s| *s == 1.0);
+            caught_up && in_state
+        });
+        let value = |key: &str| -> f64 {
+            *values
+                .get(key)
+                .unwrap_or_else(|| panic!("node {}: {key} missing:\n{body}", node.id))
+        };
+        assert_eq!(
+            value("kafka_server_raft_metrics_current_leader"),
+            f64::from(leader),
+            "node {}",
+            node.id
+        );
+        if leads {
+            assert_eq!(
+                value("kafka_server_raft_metrics_current_state{state=\"leader\"}"),
+                1.0
+            );
+            let election = value("kafka_server_raft_metrics_election_latency_max");
+            assert!(
+                election > 0.0,
+                "leader's election-latency-max {election}\n{body}"
+            );
+            let append_rate = value("kafka_server_raft_metrics_append_records_rate");
+            assert!(append_rate > 0.0, "append-records-rate {append_rate}");
+            let commit = value("kafka_server_raft_metrics_commit_latency_max");
+            assert!(commit > 0.0, "commit-latency-max {commit}");
+        } else {
+            assert_eq!(
+                value("kafka_server_raft_metrics_current_state{state=\"follower\"}"),
+                1.0,
+                "node {}\n{body}",
+                node.id
+            );
+            let fetched = value("kafka_server_raft_metrics_fetch_records_rate");
+            assert!(
+                fetched > 0.0,
+                "node {} fetch-records-rate {fetched}",
+                node.id
+            );
+        }
+    }
 
     quorum.stop_all();
 }
