@@ -28,7 +28,8 @@
 //!   * `core/tests.rs` — scenario tests ported from Kafka's `KafkaRaftClientTest` and
 //!     `KafkaRaftClientSnapshotTest`, plus a hostile-input property test.
 //! * [`driver`] — the tokio driver: owns a core, the `__cluster_metadata-0` log, `quorum-state`
-//!   and snapshot files, and the peer connections; a [`driver::RaftHandle`] for callers.
+//!   and snapshot files, and the peer connections; a [`driver::RaftHandle`] for callers;
+//!   `driver/metrics.rs` measures Kafka's `raft-metrics` (rendered by `krust-metrics`).
 //! * [`snapshot`] — KIP-630 snapshot files (`SnapshotId`, names, header/data/footer batches).
 //! * [`sim`] (tests or feature `sim`) — deterministic cluster simulator and invariant checkers.
 //!

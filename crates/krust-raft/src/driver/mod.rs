@@ -25,6 +25,8 @@
 //!
 //! * `mod.rs` — [`RaftDriver`], [`RaftHandle`], the event loop.
 //! * `storage.rs` — [`MetadataStore`]: log, `quorum-state`, snapshot files.
+//! * `metrics.rs` — the measured `raft-metrics` (commit/election latency, append/fetch
+//!   rates, poll idle ratio) and [`RaftHandle::metrics_collector`] for Prometheus.
 //! * `wire_versions.rs` — the Raft RPC versions served and sent, and fitting messages to older
 //!   versions.
 
