@@ -7,8 +7,8 @@ use std::path::Path;
 
 mod raft;
 pub use raft::{
-    HookConnection, KrustQuorum, QuorumPoller, START_TIMEOUT, STARTED_LINE, default_krust_binary,
-    fdatasync_latencies,
+    FsyncProbe, HookConnection, KrustQuorum, QuorumPoller, START_TIMEOUT, STARTED_LINE,
+    default_krust_binary,
 };
 
 /// CPU model from `/proc/cpuinfo` (or "unknown").

@@ -413,28 +413,51 @@ impl QuorumPoller {
     }
 }
 
-/// Latency of `count` × (write `record_bytes` + `fdatasync`) appended to one file in `dir`,
-/// as a log appends (the file is removed afterwards).
-///
-/// # Errors
-/// An IO error.
-pub fn fdatasync_latencies(dir: &Path, record_bytes: usize, count: usize) -> Result<Vec<Duration>> {
-    let path = dir.join("fsync-probe.bin");
-    let mut file = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("opening {}", path.display()))?;
-    let record = vec![b'x'; record_bytes];
-    let mut out = Vec::with_capacity(count);
-    for _ in 0..count {
-        let start = Instant::now();
-        file.write_all(&record).context("write")?;
-        // The durability point being measured: what a Raft append waits for.
-        file.sync_data().context("fdatasync")?;
-        out.push(start.elapsed());
+/// The disk's own durability cost: 1 record (`record_bytes`) appended to a file + `fdatasync`,
+/// one sample at a time, so a benchmark can interleave it with what it compares against. The
+/// file is removed on drop.
+#[derive(Debug)]
+pub struct FsyncProbe {
+    file: std::fs::File,
+    path: PathBuf,
+    record: Vec<u8>,
+}
+
+impl FsyncProbe {
+    /// Creates `fsync-probe.bin` in `dir`.
+    ///
+    /// # Errors
+    /// The file cannot be created.
+    pub fn create(dir: &Path, record_bytes: usize) -> Result<Self> {
+        let path = dir.join("fsync-probe.bin");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        Ok(Self {
+            file,
+            path,
+            record: vec![b'x'; record_bytes],
+        })
     }
-    drop(file);
-    std::fs::remove_file(&path).with_context(|| format!("removing {}", path.display()))?;
-    Ok(out)
+
+    /// One write + fdatasync; how long it took.
+    ///
+    /// # Errors
+    /// An IO error.
+    pub fn sample(&mut self) -> Result<Duration> {
+        let start = Instant::now();
+        self.file.write_all(&self.record).context("write")?;
+        // The durability point being measured: what a Raft append waits for on each voter.
+        self.file.sync_data().context("fdatasync")?;
+        Ok(start.elapsed())
+    }
+}
+
+impl Drop for FsyncProbe {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }

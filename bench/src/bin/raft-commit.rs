@@ -6,12 +6,14 @@
 //! `--test-append-socket` hook, which answers once the record is committed (on a majority,
 //! fsynced). Two modes:
 //!
-//! * **latency**: one record at a time; the samples are taken in blocks that alternate with
-//!   blocks of plain 1 KiB write + fdatasync on the same filesystem, so both see the same disk
-//!   and the same noise (the machine is shared). Ratio printed: commit p99 / fsync p99 (goal
-//!   ≤ 3: a commit costs the leader's fsync, a round trip and a follower's fsync).
+//! * **latency**: one record at a time, each commit followed by one plain 1 KiB write +
+//!   fdatasync on the same filesystem (alternating sample by sample, so both see the same disk
+//!   and the same noise: the machine and its disk are shared). Ratio printed: commit p99 /
+//!   fsync p99 (goal ≤ 3: a commit costs the leader's fsync, a round trip and a follower's
+//!   fsync).
 //! * **throughput**: `--concurrency` writers, each with its own hook connection (the hook
-//!   serves one exchange at a time per connection), for `--seconds`.
+//!   serves one exchange at a time per connection), for `--seconds`; then one plain fsync
+//!   writer for as long, for the disk's own rate.
 //!
 //! ```text
 //! cargo build --release -p krust -p krust-bench
@@ -25,8 +27,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, Result, bail};
 use clap::Parser;
 use krust_bench::{
-    HookConnection, KrustQuorum, QuorumPoller, cores, cpu_model, default_krust_binary,
-    fdatasync_latencies, filesystem_of, load_average, ms, percentile,
+    FsyncProbe, HookConnection, KrustQuorum, QuorumPoller, cores, cpu_model, default_krust_binary,
+    filesystem_of, load_average, ms, percentile,
 };
 
 /// Commit latency/throughput of a 3-voter krust quorum vs. the disk's fdatasync.
@@ -41,9 +43,6 @@ struct Args {
     /// Latency samples of each kind (commits, fsyncs).
     #[arg(long, default_value_t = 2000)]
     records: usize,
-    /// Alternating blocks the latency samples are taken in.
-    #[arg(long, default_value_t = 10)]
-    blocks: usize,
     /// Record value size in bytes.
     #[arg(long, default_value_t = 1024)]
     record_bytes: usize,
@@ -104,8 +103,8 @@ fn summary(label: &str, samples: &mut [Duration]) -> (Duration, Duration) {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    if args.records == 0 || args.blocks == 0 || !(1..=16).contains(&args.concurrency) {
-        bail!("--records and --blocks must be positive, --concurrency 1..=16");
+    if args.records == 0 || !(1..=16).contains(&args.concurrency) {
+        bail!("--records must be positive, --concurrency 1..=16");
     }
     let krust = args.krust.clone().unwrap_or_else(default_krust_binary);
     let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
@@ -123,13 +122,12 @@ fn main() -> Result<()> {
         quorum.root().display()
     );
     println!(
-        "params:  3 krust voters on 127.0.0.1 ({}), records of {} B, append.linger.ms {}; latency: {} commits + {} fsyncs in {} alternating blocks; throughput: {} writers for {} s",
+        "params:  3 krust voters on 127.0.0.1 ({}), records of {} B, append.linger.ms {}; latency: {} commits + {} fsyncs, alternating; throughput: {} writers for {} s",
         krust.display(),
         args.record_bytes,
         args.linger_ms,
         args.records,
         args.records,
-        args.blocks,
         args.concurrency,
         args.seconds
     );
@@ -143,27 +141,16 @@ fn main() -> Result<()> {
     }
     println!("leader:  node {leader}; load {}", load_average());
 
-    // Latency: alternating blocks of commits and fsyncs.
-    let per_block = args.records.div_ceil(args.blocks);
+    // Latency: commits and fsyncs alternate sample by sample.
+    let mut probe = FsyncProbe::create(quorum.root(), args.record_bytes)?;
     let mut commits = Vec::with_capacity(args.records);
     let mut fsyncs = Vec::with_capacity(args.records);
-    let mut seq = 100u64;
-    for block in 0..args.blocks {
-        let n = per_block.min(args.records - commits.len());
-        let commit_first = block % 2 == 0;
-        for is_commit in [commit_first, !commit_first] {
-            if is_commit {
-                for _ in 0..n {
-                    commits.push(commit(
-                        &mut connection,
-                        &record_value(seq, args.record_bytes),
-                    )?);
-                    seq += 1;
-                }
-            } else {
-                fsyncs.extend(fdatasync_latencies(quorum.root(), args.record_bytes, n)?);
-            }
-        }
+    for seq in 0..args.records as u64 {
+        commits.push(commit(
+            &mut connection,
+            &record_value(100 + seq, args.record_bytes),
+        )?);
+        fsyncs.push(probe.sample()?);
     }
     println!("load:    {} (after latency mode)", load_average());
     println!("latency (one record at a time):");
@@ -217,7 +204,7 @@ fn main() -> Result<()> {
     let fsync_started = Instant::now();
     let mut fsync_all = Vec::new();
     while fsync_started.elapsed() < Duration::from_secs(args.seconds) {
-        fsync_all.extend(fdatasync_latencies(quorum.root(), args.record_bytes, 100)?);
+        fsync_all.push(probe.sample()?);
     }
     let fsync_elapsed = fsync_started.elapsed().as_secs_f64();
     println!(
