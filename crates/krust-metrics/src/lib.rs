@@ -45,7 +45,7 @@ mod registry;
 pub mod stats;
 
 pub use exposition::{Family, MetricKind, Sample, render};
-pub use registry::{Collector, Registry};
+pub use registry::{Collector, MAX_COLLECTORS, Registry};
 pub use stats::{Counter, Histogram, Rate, SampleConfig, TimeRatio, WindowedStat};
 
 /// The Prometheus name of Kafka metric `name` in MBean `<domain>:type=<group>` (see the crate
