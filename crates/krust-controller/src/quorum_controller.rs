@@ -689,6 +689,29 @@ impl QuorumController {
                             }
                             PartitionWork::None => o.records,
                         };
+                        // Leadership and ISR places in offline directories move away before
+                        // the `LogDirs` change (the last record), as Kafka's
+                        // `handleDirectoriesOffline`.
+                        // (A heartbeat that also fences or shuts down takes the broker out of
+                        // every ISR already.)
+                        let records = if o.offline_directories.is_empty()
+                            || o.partition_work != PartitionWork::None
+                        {
+                            records
+                        } else {
+                            let mut records = records;
+                            let dirs_change = records.pop();
+                            records.extend(self.partition_work_where(
+                                broker_id,
+                                PartitionWork::RemoveBrokerBefore,
+                                |p| {
+                                    p.directory(broker_id)
+                                        .is_some_and(|d| o.offline_directories.contains(&d))
+                                },
+                            ));
+                            records.extend(dirs_change);
+                            records
+                        };
                         let after = (o.to == BrokerControlState::ControlledShutdown
                             && o.from != BrokerControlState::ControlledShutdown)
                             .then_some(AfterWrite::ControlledShutdown(broker_id));
@@ -786,11 +809,24 @@ impl QuorumController {
     /// The `PartitionChangeRecord`s for `work` on `broker_id` (Kafka's
     /// `generateLeaderAndIsrUpdates`), built against the current image.
     fn partition_work(&self, broker_id: i32, work: PartitionWork) -> Vec<ApiMessageAndVersion> {
+        self.partition_work_where(broker_id, work, |_| true)
+    }
+
+    /// [`Self::partition_work`] limited to the partitions `only` accepts.
+    fn partition_work_where(
+        &self,
+        broker_id: i32,
+        work: PartitionWork,
+        only: impl Fn(&PartitionRegistration) -> bool,
+    ) -> Vec<ApiMessageAndVersion> {
         let mv = self.image.metadata_version();
         let mut records = Vec::new();
         for topic in self.image.topics.by_id.values() {
             let unclean = self.unclean_election_enabled(&topic.name);
             for (&partition_id, partition) in &topic.partitions {
+                if !only(partition) {
+                    continue;
+                }
                 let built = match work {
                     PartitionWork::None => None,
                     PartitionWork::RemoveBrokerBefore | PartitionWork::RemoveBrokerAfter => {

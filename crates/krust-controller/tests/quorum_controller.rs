@@ -1206,3 +1206,75 @@ fn incremental_alter_configs_sets_and_deletes_topic_and_broker_configs() {
     let topic_configs = sim.image().configs.configs(&ConfigResource::topic("t"));
     assert_eq!(topic_configs.get(unclean), None, "deleted");
 }
+
+#[test]
+fn an_offline_log_directory_moves_leadership_off_its_partitions() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(2);
+    let assign = topic("t", -1, -1).with_assignments(vec![
+        CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+    ]);
+    assert_eq!(sim.create(assign, false).topics[0].error_code, 0);
+    let dir = sim
+        .image()
+        .cluster
+        .broker(1)
+        .expect("registered")
+        .directories[0];
+    let p = sim
+        .image()
+        .topics
+        .topic_by_name("t")
+        .expect("exists")
+        .partitions[&0]
+        .clone();
+    assert_eq!(
+        p.directory(1),
+        Some(dir),
+        "a one-directory broker's replica lives there"
+    );
+    let request = BrokerHeartbeatRequest::default()
+        .with_broker_id(BrokerId(1))
+        .with_broker_epoch(epochs[&1])
+        .with_current_metadata_offset(sim.active().committed_offset())
+        .with_offline_log_dirs(vec![dir]);
+    let response = sim.request(ControllerRequest::BrokerHeartbeat(request));
+    assert_eq!(top_level_error(&response), None);
+    let p = sim
+        .image()
+        .topics
+        .topic_by_name("t")
+        .expect("exists")
+        .partitions[&0]
+        .clone();
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    // (Its only directory going offline leaves `LogDirs` empty, which the record format
+    // reads as "unchanged"; a broker without directories shuts itself down.)
+}
+
+#[test]
+fn a_controller_loaded_from_a_snapshot_activates_without_bootstrapping() {
+    use krust_metadata::MetadataProvenance;
+    let mut sim = Sim::new();
+    sim.brokers(2);
+    assert_eq!(sim.create(topic("t", 2, 2), false).topics[0].error_code, 0);
+    let image = sim.image().clone();
+    let records = image
+        .to_records(image.metadata_version())
+        .expect("writable at its own version");
+    let mut restored = QuorumController::new(config(3002), 9);
+    let provenance = MetadataProvenance::new(sim.log_end() - 1, 1, 0);
+    restored
+        .handle_snapshot(sim.now, &records, provenance)
+        .expect("loads");
+    assert_eq!(restored.image().topics, image.topics);
+    assert_eq!(restored.image().cluster, image.cluster);
+    restored.handle_leader_change(sim.now, true, 2, sim.log_end());
+    assert_eq!(restored.poll_action(), None, "no bootstrap over a snapshot");
+    assert!(
+        restored.sessions().broker_epoch(1).is_some(),
+        "sessions rebuilt from the image"
+    );
+}
