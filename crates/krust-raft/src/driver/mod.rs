@@ -15,7 +15,19 @@
 //!   comes back into the loop as an input;
 //! * `SendResponse` → back to the listener task waiting for it;
 //! * `Commit` / `LeaderChange` / `InstallSnapshot` → to the [`RaftEvent`] listener;
-//! * `HighWatermarkAdvanced` → completes waiting [`RaftHandle::append`] calls.
+//! * `HighWatermarkAdvanced` → completes waiting [`RaftHandle::append`] calls;
+//! * `ReadSnapshot` / `WriteSnapshotChunk` / `InstallSnapshot` / `DeleteLogPrefix` → the
+//!   snapshot files and the log start ([`MetadataStore`]).
+//!
+//! Snapshots (KIP-630): the state machine above writes one with
+//! [`RaftHandle::create_snapshot`] (id checked by the core, file written off the driver task,
+//! then registered). Retention is Kafka's `KafkaMetadataLog.maybeClean`, run after each new
+//! snapshot and every `log.retention.check.interval.ms` ([`MetadataLogConfig`]): the oldest
+//! snapshot goes while the log plus snapshots exceed `metadata.max.retention.bytes` or it is
+//! older than `metadata.max.retention.ms`, the log start moving up to the next snapshot; the
+//! latest snapshot always stays. At start-up the log start is put on a snapshot boundary and a
+//! listener of a log starting above 0 is handed the latest snapshot first. The store holds
+//! `<metadata.log.dir>/.lock` for its lifetime.
 //!
 //! Decisions stay in the core; the driver only does IO. A storage failure or an
 //! `Action::Fatal` stops the replica ([`DriverExit::Failed`]): a voter that cannot persist must
