@@ -1589,6 +1589,59 @@ fn deleting_the_log_prefix_sends_laggards_the_snapshot() {
     );
 }
 
+/// KafkaMetadataLog.deleteBeforeSnapshot: retention moves the log start to an older snapshot
+/// than the latest; the latest stays the one named to fetchers below the start, and the start
+/// never moves past the latest snapshot or backwards.
+#[test]
+fn retention_moves_the_log_start_to_an_older_snapshot_and_keeps_the_latest() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    let actions = ctx.elect();
+    ctx.flush_all(&actions);
+    let epoch = ctx.core.epoch();
+    for value in [b"a", b"b"] {
+        ctx.core
+            .append(ctx.now, epoch, vec![Bytes::from_static(value)])
+            .expect("append");
+        let actions = ctx.advance(25);
+        ctx.flush_all(&actions);
+    }
+    ctx.fetch(2, epoch.0, 3, epoch.0, 0);
+    assert_eq!(ctx.core.high_watermark(), LogOffset(3));
+    let older = OffsetAndEpoch::new(2, epoch.0);
+    let latest = OffsetAndEpoch::new(3, epoch.0);
+    assert!(matches!(
+        ctx.core.advance_log_start(older),
+        Err(SnapshotIdError::AfterLatestSnapshot { latest: None, .. })
+    ));
+    ctx.core.check_snapshot_id(older).expect("valid id");
+    ctx.core.snapshot_created(older).expect("older");
+    ctx.core.snapshot_created(latest).expect("latest");
+    let _ = ctx.take();
+    assert_eq!(ctx.core.advance_log_start(older), Ok(true));
+    assert_eq!(
+        ctx.take(),
+        vec![Action::DeleteLogPrefix {
+            log_start_offset: LogOffset(2)
+        }]
+    );
+    assert_eq!(ctx.core.log_start_offset(), LogOffset(2));
+    assert_eq!(
+        ctx.core.advance_log_start(older),
+        Ok(false),
+        "not backwards"
+    );
+    assert!(matches!(
+        ctx.core.advance_log_start(OffsetAndEpoch::new(4, epoch.0)),
+        Err(SnapshotIdError::AfterLatestSnapshot { .. })
+    ));
+    let (_, actions) = ctx.fetch(3, epoch.0, 1, epoch.0, 0);
+    assert_eq!(
+        fetch_answer(&actions).1.expect("partition").snapshot_id,
+        Some(latest),
+        "a laggard is sent the latest snapshot"
+    );
+}
+
 /// KafkaRaftClientSnapshotTest (follower side): a snapshot id answer starts a FetchSnapshot
 /// loop; each slice must continue the file; the last one installs the snapshot, which
 /// replaces the log, moves the HW to its end offset, and fetching resumes after it.
