@@ -1017,7 +1017,7 @@ fn random_operations_keep_the_invariants() {
         let names = ["a", "b", "c", "d"];
         for _ in 0..300 {
             let broker = rng.gen_range(1..=4);
-            match rng.gen_range(0..10) {
+            match rng.gen_range(0..14) {
                 0 => {
                     let epoch = sim.register(broker);
                     epochs.insert(broker, epoch);
@@ -1074,8 +1074,33 @@ fn random_operations_keep_the_invariants() {
                 }
                 8 => {
                     sim.request(ControllerRequest::ElectLeaders(
-                        ElectLeadersRequest::default().with_election_type(0),
+                        ElectLeadersRequest::default().with_election_type(rng.gen_range(0..2)),
                     ));
+                }
+                10 => {
+                    let name = names[rng.gen_range(0..names.len())];
+                    add_partitions(&mut sim, name, rng.gen_range(1..6), None);
+                }
+                11 => {
+                    let name = names[rng.gen_range(0..names.len())];
+                    let value = if rng.gen_bool(0.5) { "true" } else { "false" };
+                    alter_configs(
+                        &mut sim,
+                        2,
+                        name,
+                        0,
+                        "unclean.leader.election.enable",
+                        Some(value),
+                        false,
+                    );
+                }
+                12 => {
+                    if rng.gen_bool(0.3) {
+                        sim.request(ControllerRequest::UnregisterBroker(
+                            UnregisterBrokerRequest::default().with_broker_id(BrokerId(broker)),
+                        ));
+                        epochs.remove(&broker);
+                    }
                 }
                 _ => {
                     if rng.gen_bool(0.2) {
