@@ -31,13 +31,16 @@ use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{
-    AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse,
-    BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerRegistrationRequest,
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
+    AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId,
+    BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerRegistrationRequest,
     ControllerRegistrationResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
     ElectLeadersRequest, ElectLeadersResponse, IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse, TopicName, UnregisterBrokerRequest, UnregisterBrokerResponse,
+    UpdateFeaturesRequest, UpdateFeaturesResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
@@ -61,11 +64,13 @@ use uuid::Uuid;
 
 use crate::configs::incremental_alter_configs;
 use crate::error::ControllerError;
+use crate::features::{FeatureContext, NodeFeatures, update_features};
 use crate::heartbeat::{
     BrokerControlState, BrokerHeartbeatManager, HeartbeatConfig, PartitionWork,
 };
 use crate::partition_change::{Election, NO_LEADER, PartitionChangeBuilder};
 use crate::placement::StripedReplicaPlacer;
+use crate::producer_ids::ProducerIdControl;
 use crate::registration::{
     ImageClusterView, register_broker, register_controller, unregister_broker,
 };
@@ -148,6 +153,15 @@ pub enum ControllerRequest {
     ElectLeaders(ElectLeadersRequest),
     /// IncrementalAlterConfigs (topic and broker resources).
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    /// AllocateProducerIds.
+    AllocateProducerIds(AllocateProducerIdsRequest),
+    /// UpdateFeatures at request version `version` (the upgrade-type field depends on it).
+    UpdateFeatures {
+        /// The request.
+        request: UpdateFeaturesRequest,
+        /// Its API version.
+        version: i16,
+    },
 }
 
 /// The answer to a [`ControllerRequest`].
@@ -173,6 +187,10 @@ pub enum ControllerResponse {
     ElectLeaders(ElectLeadersResponse),
     /// IncrementalAlterConfigs.
     IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
+    /// AllocateProducerIds.
+    AllocateProducerIds(AllocateProducerIdsResponse),
+    /// UpdateFeatures.
+    UpdateFeatures(UpdateFeaturesResponse),
 }
 
 /// Identifies a request until its response comes out of [`QuorumController::poll_action`].
@@ -775,6 +793,25 @@ impl QuorumController {
                 ),
                 Err(e) => refused(e),
             },
+            ControllerRequest::AllocateProducerIds(r) => {
+                let control = ProducerIdControl::from_image(&self.image.producer_ids);
+                match control.generate_next_block(&self.view(), r.broker_id.0, r.broker_epoch) {
+                    Ok((block, records)) => (
+                        records,
+                        Reply::Ready(ControllerResponse::AllocateProducerIds(block.to_response())),
+                        None,
+                    ),
+                    Err(e) => refused(e),
+                }
+            }
+            ControllerRequest::UpdateFeatures { request, version } => {
+                let (records, response) = self.update_features(request, *version);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::UpdateFeatures(response)),
+                    None,
+                )
+            }
             ControllerRequest::IncrementalAlterConfigs(r) => {
                 let (records, response) = incremental_alter_configs(&self.image, r);
                 (
@@ -794,6 +831,50 @@ impl QuorumController {
                 (records, Reply::AlterPartition(r.clone(), errors), None)
             }
         }
+    }
+
+    fn update_features(
+        &self,
+        request: &UpdateFeaturesRequest,
+        version: i16,
+    ) -> (Vec<ApiMessageAndVersion>, UpdateFeaturesResponse) {
+        let finalized: BTreeMap<String, i16> = self
+            .image
+            .features
+            .finalized_levels
+            .iter()
+            .map(|(name, level)| (name.clone(), *level))
+            .collect();
+        let brokers = NodeFeatures::brokers_of(&self.image.cluster);
+        let controllers = NodeFeatures::controllers_of(&self.image.cluster);
+        let context = FeatureContext {
+            metadata_version: self.image.metadata_version(),
+            finalized: &finalized,
+            zk_migration_state: self.image.features.zk_migration_state,
+            local_controller_id: self.config.node_id,
+            unstable_feature_versions_enable: false,
+            brokers: &brokers,
+            controllers: &controllers,
+        };
+        let outcome = update_features(&context, request, version);
+        let results = outcome
+            .results
+            .into_iter()
+            .map(|(feature, result)| {
+                let entry =
+                    UpdatableFeatureResult::default().with_feature(StrBytes::from_string(feature));
+                match result {
+                    Ok(()) => entry,
+                    Err(e) => entry
+                        .with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                }
+            })
+            .collect();
+        (
+            outcome.records,
+            UpdateFeaturesResponse::default().with_results(results),
+        )
     }
 
     /// Whether `broker` may lead or join an ISR now (Kafka's `isActive`).
@@ -1845,6 +1926,14 @@ fn refusal(request: &ControllerRequest, error: &ControllerError) -> ControllerRe
         ControllerRequest::ElectLeaders(_) => {
             ControllerResponse::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
         }
+        ControllerRequest::AllocateProducerIds(_) => ControllerResponse::AllocateProducerIds(
+            AllocateProducerIdsResponse::default().with_error_code(code),
+        ),
+        ControllerRequest::UpdateFeatures { .. } => ControllerResponse::UpdateFeatures(
+            UpdateFeaturesResponse::default()
+                .with_error_code(code)
+                .with_error_message(message.clone()),
+        ),
         ControllerRequest::IncrementalAlterConfigs(r) => {
             ControllerResponse::IncrementalAlterConfigs(
                 IncrementalAlterConfigsResponse::default().with_responses(
@@ -1915,6 +2004,12 @@ fn error_response(response: &ControllerResponse, error: &ControllerError) -> Con
         ControllerResponse::ElectLeaders(_) => {
             ControllerResponse::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
         }
+        ControllerResponse::AllocateProducerIds(_) => ControllerResponse::AllocateProducerIds(
+            AllocateProducerIdsResponse::default().with_error_code(code),
+        ),
+        ControllerResponse::UpdateFeatures(_) => ControllerResponse::UpdateFeatures(
+            UpdateFeaturesResponse::default().with_error_code(code),
+        ),
         ControllerResponse::IncrementalAlterConfigs(r) => {
             let mut r = r.clone();
             for c in &mut r.responses {
@@ -1937,6 +2032,8 @@ pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
         ControllerResponse::ControllerRegistration(r) => r.error_code,
         ControllerResponse::AlterPartition(r) => r.error_code,
         ControllerResponse::ElectLeaders(r) => r.error_code,
+        ControllerResponse::AllocateProducerIds(r) => r.error_code,
+        ControllerResponse::UpdateFeatures(r) => r.error_code,
         ControllerResponse::CreateTopics(_)
         | ControllerResponse::DeleteTopics(_)
         | ControllerResponse::CreatePartitions(_)

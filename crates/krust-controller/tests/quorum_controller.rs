@@ -1303,3 +1303,58 @@ fn a_controller_loaded_from_a_snapshot_activates_without_bootstrapping() {
         "sessions rebuilt from the image"
     );
 }
+
+#[test]
+fn producer_id_blocks_and_feature_updates_go_through_the_log() {
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    use kafka_protocol::messages::{AllocateProducerIdsRequest, UpdateFeaturesRequest};
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(1);
+    let allocate = |epoch: i64| {
+        ControllerRequest::AllocateProducerIds(
+            AllocateProducerIdsRequest::default()
+                .with_broker_id(BrokerId(1))
+                .with_broker_epoch(epoch),
+        )
+    };
+    for first in [0, 1000] {
+        match sim.request(allocate(epochs[&1])) {
+            ControllerResponse::AllocateProducerIds(r) => {
+                assert_eq!(
+                    (r.error_code, r.producer_id_start.0, r.producer_id_len),
+                    (0, first, 1000)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(sim.image().producer_ids.next_producer_id, 2000);
+    let stale = sim.request(allocate(epochs[&1] + 1));
+    assert_eq!(
+        top_level_error(&stale),
+        Some(ResponseError::StaleBrokerEpoch)
+    );
+
+    let update = |level: i16| ControllerRequest::UpdateFeatures {
+        request: UpdateFeaturesRequest::default().with_feature_updates(vec![
+            FeatureUpdateKey::default()
+                .with_feature(StrBytes::from_static_str("metadata.version"))
+                .with_max_version_level(level)
+                .with_upgrade_type(1),
+        ]),
+        version: 1,
+    };
+    let code = |response: ControllerResponse| match response {
+        ControllerResponse::UpdateFeatures(r) => r.results[0].error_code,
+        other => panic!("{other:?}"),
+    };
+    let before = sim.log.len();
+    assert_eq!(code(sim.request(update(22))), 95, "no broker supports 22");
+    assert_eq!(sim.log.len(), before, "refused: no records");
+    assert_eq!(
+        code(sim.request(update(21))),
+        0,
+        "the current level is accepted"
+    );
+    assert_eq!(sim.image().metadata_version(), MetadataVersion::IBP_3_9_IV0);
+}
