@@ -668,3 +668,64 @@ async fn only_a_clean_shutdown_leaves_a_recovery_point_for_the_next_start() {
     let text = std::fs::read_to_string(&checkpoint).expect("checkpoint");
     assert!(entry(&text).expect("entry") >= end.offset.0, "{text}");
 }
+
+/// Kafka's `recoverSnapshots` and `truncateToLatestSnapshot` at start-up: leftovers of both
+/// deletion phases and of interrupted writes are removed; a snapshot ahead of the log (a
+/// follower crashed between freezing a download and emptying its log) becomes the log start
+/// and is handed to the listener; a log whose start no snapshot covers is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_up_removes_leftovers_and_puts_the_log_start_on_a_snapshot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let partition = dir.path().join("__cluster_metadata-0");
+    std::fs::create_dir_all(&partition).expect("dir");
+    let ahead = OffsetAndEpoch::new(10, 3);
+    krust_raft::driver::write_snapshot_file(&partition, ahead, 0, 0, state(&["s"]))
+        .expect("snapshot");
+    let leftovers = [
+        "00000000000000000004-0000000001-0123456789abcdef.checkpoint.part",
+        "00000000000000000002-0000000001.checkpoint.deleted",
+    ];
+    for name in leftovers {
+        std::fs::write(partition.join(name), b"x").expect("leftover");
+    }
+    let (tx, mut events) = mpsc::channel(64);
+    let driver = RaftDriver::start(
+        config(1, &sole_voter(), dir.path(), no_retention()),
+        Some(tx),
+    )
+    .expect("start");
+    for name in leftovers {
+        assert!(!partition.join(name).exists(), "{name} removed");
+    }
+    let first = tokio::time::timeout(WAIT, events.recv())
+        .await
+        .expect("event within WAIT")
+        .expect("events open");
+    assert_eq!(first, RaftEvent::SnapshotInstalled(ahead));
+    let handle = driver.handle();
+    wait_for_role(&handle, RoleKind::Leader).await;
+    let offset = handle
+        .append(vec![Bytes::from_static(b"after")])
+        .await
+        .expect("committed");
+    assert!(
+        offset.0 > ahead.offset.0,
+        "the log goes on after the snapshot: {offset:?}"
+    );
+    stop(driver).await;
+
+    // A log that starts above 0 with no snapshot at or after its start.
+    let bare = tempfile::tempdir().expect("tempdir");
+    let bare_partition = bare.path().join("__cluster_metadata-0");
+    let mut log = krust_log::Log::open(&bare_partition, small_segments(), 0).expect("log");
+    log.truncate_fully_and_start_at(50).expect("start at 50");
+    log.close().expect("close");
+    match RaftDriver::start(config(1, &sole_voter(), bare.path(), no_retention()), None) {
+        Err(DriverStartError::Storage(StorageError::MissingStartSnapshot {
+            log_start_offset: 50,
+            latest: None,
+            ..
+        })) => {}
+        other => panic!("expected the inconsistent snapshot state error, got {other:?}"),
+    }
+}
