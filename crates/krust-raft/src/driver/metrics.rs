@@ -20,7 +20,8 @@
 //! * `number-unknown-voter-connections` — 0: every voter's address is configured
 //!   (`controller.quorum.voters`), as Kafka 3.9 reports for static voters.
 //!
-//! Windows use Kafka's defaults (`metrics.sample.window.ms` 30000 × `metrics.num.samples` 2).
+//! Windows use Kafka's defaults (`metrics.sample.window.ms` 30000 × `metrics.num.samples` 2)
+//! until [`RaftMetricsCollector::configure_samples`] sets others.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -117,6 +118,19 @@ impl RaftDriverMetrics {
                 poll_start: None,
             }),
         }
+    }
+
+    /// Restarts every windowed stat empty with `config` (Kafka's `metrics.sample.window.ms`
+    /// and `metrics.num.samples`), keeping the election clock and the commits being timed.
+    /// Meant for start-up, before anyone scrapes.
+    pub fn configure_samples(&self, config: SampleConfig) {
+        let mut m = self.lock();
+        m.commit_latency_avg = WindowedStat::avg(config);
+        m.commit_latency_max = WindowedStat::max(config);
+        m.election_latency_avg = WindowedStat::avg(config);
+        m.election_latency_max = WindowedStat::max(config);
+        m.append_records = Rate::new(config);
+        m.fetch_records = Rate::new(config);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Measured> {
@@ -239,6 +253,12 @@ impl RaftMetricsCollector {
         measured: Arc<RaftDriverMetrics>,
     ) -> Self {
         Self { status, measured }
+    }
+
+    /// Samples the replica's windowed stats as `config` says (see
+    /// [`RaftDriverMetrics::configure_samples`]); the driver starts with Kafka's defaults.
+    pub fn configure_samples(&self, config: SampleConfig) {
+        self.measured.configure_samples(config);
     }
 }
 
@@ -455,6 +475,19 @@ mod tests {
         m.record_poll_start(at(t0, 110));
         m.record_poll_end(at(t0, 110));
         assert!((m.measure(at(t0, 120)).poll_idle_ratio_avg - 0.3).abs() < 1e-9);
+    }
+
+    #[test]
+    fn configured_windows_are_used() {
+        let t0 = Instant::now();
+        let m = RaftDriverMetrics::new(SampleConfig::default());
+        m.configure_samples(SampleConfig::new(Duration::from_secs(1), 3));
+        m.observe_role(RoleKind::Follower, LeaderEpoch(1), t0);
+        // 12 records at t0 over at least 2 full 1 s windows of a 3-sample ring: 6/s.
+        m.record_append(false, &[batch(0, 12)], t0);
+        assert!((m.measure(t0).fetch_records_rate - 6.0).abs() < 1e-12);
+        // After 3 s the sample is forgotten.
+        assert_eq!(m.measure(at(t0, 3000)).fetch_records_rate, 0.0);
     }
 
     #[test]

@@ -10,13 +10,17 @@
 //!   metrics are not published beyond loopback unless the listener already is on one
 //!   specific interface.
 //!
+//! * Windows: Kafka's `metrics.sample.window.ms` (30000) × `metrics.num.samples` (2), read
+//!   (and checked) only when `metrics.port` is set.
+//!
 //! Exposed today: Kafka's `raft-metrics` group of this node's replica.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use krust_metrics::Registry;
 use krust_metrics::http::MetricsServer;
+use krust_metrics::{Registry, SampleConfig};
 use krust_raft::driver::RaftHandle;
 use tracing::info;
 
@@ -45,6 +49,34 @@ pub fn metrics_address(config: &ServerConfig, bind: &str) -> anyhow::Result<Opti
     Ok(Some(format!("{host}:{port}")))
 }
 
+/// Kafka's `metrics.sample.window.ms` (default 30000) and `metrics.num.samples` (default 2),
+/// both at least 1.
+///
+/// # Errors
+/// A value that is not a number or is below 1 (Kafka's message).
+pub fn sample_config(config: &ServerConfig) -> anyhow::Result<SampleConfig> {
+    fn at_least_one(config: &ServerConfig, key: &str, default: u64) -> anyhow::Result<u64> {
+        let Some(value) = config.get(key) else {
+            return Ok(default);
+        };
+        match value.trim().parse::<i64>() {
+            Ok(n) if n >= 1 => Ok(n.unsigned_abs()),
+            Ok(_) => {
+                bail!("Invalid value {value} for configuration {key}: Value must be at least 1")
+            }
+            Err(_) => {
+                bail!("Invalid value {value} for configuration {key}: Not a number of type LONG")
+            }
+        }
+    }
+    let window_ms = at_least_one(config, "metrics.sample.window.ms", 30_000)?;
+    let samples = at_least_one(config, "metrics.num.samples", 2)?;
+    Ok(SampleConfig::new(
+        Duration::from_millis(window_ms),
+        usize::try_from(samples).unwrap_or(usize::MAX),
+    ))
+}
+
 /// Starts the endpoint if `metrics.port` is set, registering `raft`'s metrics.
 ///
 /// # Errors
@@ -57,8 +89,10 @@ pub async fn start(
     let Some(address) = metrics_address(config, bind)? else {
         return Ok(None);
     };
+    let collector = raft.metrics_collector();
+    collector.configure_samples(sample_config(config)?);
     let registry = Arc::new(Registry::new());
-    registry.register(Arc::new(raft.metrics_collector()));
+    registry.register(Arc::new(collector));
     let server = MetricsServer::bind(&address, registry)
         .await
         .with_context(|| format!("binding the metrics endpoint {address} ({METRICS_PORT})"))?;
@@ -75,6 +109,25 @@ mod tests {
         let path = dir.path().join("server.properties");
         std::fs::write(&path, text).expect("write");
         ServerConfig::load(&path).expect("load")
+    }
+
+    #[test]
+    fn sample_windows_come_from_kafkas_metrics_keys() {
+        assert_eq!(
+            sample_config(&config("")).expect("defaults"),
+            SampleConfig::default()
+        );
+        assert_eq!(
+            sample_config(&config(
+                "metrics.sample.window.ms=1000\nmetrics.num.samples=5\n"
+            ))
+            .expect("set"),
+            SampleConfig::new(Duration::from_secs(1), 5)
+        );
+        for bad in ["metrics.num.samples=0\n", "metrics.sample.window.ms=x\n"] {
+            let err = sample_config(&config(bad)).expect_err(bad);
+            assert!(err.to_string().starts_with("Invalid value"), "{err}");
+        }
     }
 
     #[test]
