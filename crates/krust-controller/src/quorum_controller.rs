@@ -320,7 +320,8 @@ impl QuorumController {
     /// controller can follow, and the caller must stop (Kafka's fatal fault handler).
     ///
     /// # Panics
-    /// If the batch does not follow the last committed offset.
+    /// If the batch does not follow the last committed offset, or if the active controller is
+    /// handed a batch from before its activation (see the module doc).
     pub fn handle_committed(
         &mut self,
         now: Instant,
@@ -352,7 +353,14 @@ impl QuorumController {
             );
             self.complete_pending();
         } else {
-            // A standby (or records a previous leader wrote): the image follows the log.
+            // The driver activates this controller only once the log before the activation
+            // offset is replayed; anything else would overwrite uncommitted writes.
+            assert!(
+                self.active.is_none(),
+                "batch at {} from before the activation committed while active",
+                batch.base_offset
+            );
+            // A standby: the image follows the log.
             for (i, record) in batch.records.iter().enumerate() {
                 let offset = batch.base_offset + i64::try_from(i).unwrap_or(i64::MAX);
                 self.sessions.replay(now, &record.record, offset);
@@ -363,7 +371,10 @@ impl QuorumController {
     }
 
     /// Loads a snapshot (the records of an image at `provenance`) in place of everything
-    /// replayed so far.
+    /// replayed so far. Standbys only.
+    ///
+    /// # Panics
+    /// On the active controller (the Raft leader never loads a snapshot).
     ///
     /// # Errors
     /// A [`ReplayError`] when the snapshot does not describe an image.
@@ -373,6 +384,10 @@ impl QuorumController {
         records: &[ApiMessageAndVersion],
         provenance: MetadataProvenance,
     ) -> Result<(), ReplayError> {
+        assert!(
+            self.active.is_none(),
+            "the active controller loads no snapshot"
+        );
         let image = MetadataImage::from_records(records.iter().map(|r| &r.record), provenance)?;
         self.committed_offset = provenance.last_contained_offset;
         self.committed_image = image.clone();
