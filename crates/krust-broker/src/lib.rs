@@ -1,0 +1,24 @@
+//! krust-broker: the broker's data path, below the cluster wiring.
+//!
+//! Everything here is deterministic and takes time explicitly (`now_ms`): the metadata
+//! publisher, the network server and the delayed-operation purgatory come later and drive
+//! these pieces. Handlers never block: where Kafka would park a request (acks=all waiting for
+//! the high watermark, a fetch below `min_bytes`), they return what the request waits for.
+//!
+//! # Layout
+//!
+//! - [`producer_state`]: idempotent producer state of a partition (last 5 batches per
+//!   producer, sequence/epoch checks, `<offset>.snapshot` files in Kafka's format, rebuild
+//!   from snapshot + log, expiry).
+//! - [`partition`]: [`Partition`] — a `krust_log::Log` with leader epoch, high watermark, the
+//!   leader's view of follower fetch state (ISR candidates), leader append with Kafka's
+//!   validation, reads for consumers and followers, ListOffsets, OffsetForLeaderEpoch and
+//!   follower divergence truncation.
+//! - [`error`]: [`PartitionError`] and its one mapping to Kafka error codes.
+pub mod error;
+pub mod partition;
+pub mod producer_state;
+
+pub use error::PartitionError;
+pub use partition::Partition;
+pub use producer_state::ProducerStateManager;

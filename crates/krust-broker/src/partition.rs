@@ -1,0 +1,856 @@
+//! One partition replica on this broker (Kafka 3.9 `Partition`, the parts of `UnifiedLog` and
+//! `Replica` it uses).
+//!
+//! A [`Partition`] wraps a [`krust_log::Log`] with the leader epoch, the high watermark, the
+//! ISR as the metadata image last said, the producer state, and — on the leader — each
+//! follower's fetch state. ISR changes are not made here: in KRaft they go to the controller
+//! (AlterPartition) and come back through the metadata image ([`Partition::update_isr`]);
+//! [`Partition::out_of_sync_replicas`] and [`Partition::isr_expansion_candidates`] say what to
+//! propose.
+//!
+//! # High watermark (leader)
+//! `HW = min(leader LEO, LEO of every ISR member and of every caught-up follower that is not
+//! yet in the ISR)` — Kafka's `maybeIncrementLeaderHW`, where a follower that has caught up
+//! holds the HW back so it can join the ISR. The leader's HW never moves backwards. A
+//! follower is **caught up** (Kafka's `ReplicaState.isCaughtUp`) if its LEO equals the leader's
+//! or its `last_caught_up_time_ms` is within `replica.lag.time.max.ms`; that time advances to a
+//! fetch's time when the fetch reached the leader's LEO at that moment, or to the previous
+//! fetch's time when this fetch reached the leader LEO seen at that previous fetch.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use krust_log::batch::{MAX_BATCH_BYTES, NO_TIMESTAMP, parse_all};
+use krust_log::leader_epoch::{EpochEndOffset, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+use krust_log::log::{LATEST_TIMESTAMP, MAX_TIMESTAMP};
+use krust_log::{Compression, Log, LogError, RecordBatch, TimestampAndOffset, TimestampType};
+use tracing::info;
+
+use crate::error::PartitionError;
+use crate::producer_state::{
+    AppendCheck, DEFAULT_PRODUCER_ID_EXPIRATION_MS, ProducerBatch, ProducerStateManager,
+};
+
+/// `replica.lag.time.max.ms` default.
+pub const DEFAULT_REPLICA_LAG_TIME_MAX_MS: i64 = 30_000;
+
+/// Partition-level configs (Kafka's names, `.` → `_`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartitionConfig {
+    /// `min.insync.replicas` (1): smallest ISR an acks=all produce is accepted with.
+    pub min_insync_replicas: i32,
+    /// `replica.lag.time.max.ms` (30000).
+    pub replica_lag_time_max_ms: i64,
+    /// `message.timestamp.before.max.ms` (`i64::MAX`): how far in the past a CreateTime
+    /// record may be.
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms` (`i64::MAX`): how far in the future it may be.
+    pub message_timestamp_after_max_ms: i64,
+    /// `producer.id.expiration.ms` (86400000).
+    pub producer_id_expiration_ms: i64,
+}
+
+impl Default for PartitionConfig {
+    fn default() -> Self {
+        PartitionConfig {
+            min_insync_replicas: 1,
+            replica_lag_time_max_ms: DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: i64::MAX,
+            producer_id_expiration_ms: DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        }
+    }
+}
+
+/// Fetch/ListOffsets isolation level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsolationLevel {
+    /// Up to the high watermark.
+    ReadUncommitted,
+    /// Up to the last stable offset.
+    ReadCommitted,
+}
+
+impl IsolationLevel {
+    /// From the wire (`0` uncommitted, `1` committed); other values read uncommitted.
+    #[must_use]
+    pub fn from_wire(value: i8) -> Self {
+        if value == 1 {
+            IsolationLevel::ReadCommitted
+        } else {
+            IsolationLevel::ReadUncommitted
+        }
+    }
+}
+
+/// Who reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fetcher {
+    /// A consumer: reads up to the HW or LSO.
+    Consumer {
+        /// Reading committed or uncommitted data.
+        isolation: IsolationLevel,
+    },
+    /// A follower replica: reads up to the LEO; the read updates its fetch state.
+    Follower {
+        /// Its broker id.
+        replica_id: i32,
+    },
+}
+
+/// The leader's view of one follower (Kafka's `ReplicaState`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerState {
+    /// Its log end offset, `-1` until it fetched in this leader epoch.
+    pub log_end_offset: i64,
+    /// Last time it was caught up to the leader's LEO.
+    pub last_caught_up_time_ms: i64,
+    /// Leader LEO at its previous fetch.
+    pub last_fetch_leader_log_end_offset: i64,
+    /// Time of its previous fetch.
+    pub last_fetch_time_ms: i64,
+}
+
+impl FollowerState {
+    fn is_caught_up(&self, leader_log_end_offset: i64, now_ms: i64, max_lag_ms: i64) -> bool {
+        self.log_end_offset == leader_log_end_offset
+            || now_ms.saturating_sub(self.last_caught_up_time_ms) <= max_lag_ms
+    }
+}
+
+/// What a leader append did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderAppend {
+    /// Offset of the first record (`-1` if nothing was appended).
+    pub base_offset: i64,
+    /// Offset of the last record (`-1` if nothing was appended).
+    pub last_offset: i64,
+    /// LogAppendTime stamped, or the original batch's timestamp for a duplicate; `-1` else.
+    pub log_append_time_ms: i64,
+    /// Log start offset after the append.
+    pub log_start_offset: i64,
+    /// The batch repeated an earlier one: nothing was written, offsets are the original's.
+    pub duplicate: bool,
+    /// acks=all: answer once the high watermark reaches this offset (see
+    /// [`Partition::check_enough_replicas_reach_offset`]). `None` for acks 0/1.
+    pub wait_for_high_watermark: Option<i64>,
+}
+
+/// What a read returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchData {
+    /// Whole batches.
+    pub records: Bytes,
+    /// High watermark.
+    pub high_watermark: i64,
+    /// Last stable offset.
+    pub last_stable_offset: i64,
+    /// Log start offset.
+    pub log_start_offset: i64,
+    /// Log end offset.
+    pub log_end_offset: i64,
+    /// For a follower whose log diverges: where the leader's log for its last fetched epoch
+    /// ends (it must truncate; no records are returned).
+    pub diverging_epoch: Option<EpochEndOffset>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Role {
+    Leader {
+        followers: BTreeMap<i32, FollowerState>,
+    },
+    Follower {
+        leader_id: Option<i32>,
+    },
+}
+
+/// One partition replica; see the module doc.
+#[derive(Debug)]
+pub struct Partition {
+    local_broker_id: i32,
+    log: Log,
+    producer_state: ProducerStateManager,
+    config: PartitionConfig,
+    leader_epoch: i32,
+    leader_epoch_start_offset: i64,
+    replicas: Vec<i32>,
+    isr: BTreeSet<i32>,
+    role: Role,
+    high_watermark: i64,
+}
+
+impl Partition {
+    /// A follower of no leader over an opened `log`, with the checkpointed high watermark
+    /// (clamped to the log) and producer state rebuilt from snapshot + log at `now_ms`.
+    ///
+    /// # Errors
+    /// [`PartitionError::Snapshot`] if producer state cannot be rebuilt.
+    pub fn open(
+        local_broker_id: i32,
+        log: Log,
+        config: PartitionConfig,
+        checkpointed_high_watermark: i64,
+        now_ms: i64,
+    ) -> Result<Partition, PartitionError> {
+        let producer_state =
+            ProducerStateManager::load(&log, config.producer_id_expiration_ms, now_ms)?;
+        let high_watermark =
+            checkpointed_high_watermark.clamp(log.log_start_offset(), log.log_end_offset());
+        let mut partition = Partition {
+            local_broker_id,
+            log,
+            producer_state,
+            config,
+            leader_epoch: UNDEFINED_EPOCH,
+            leader_epoch_start_offset: UNDEFINED_EPOCH_OFFSET,
+            replicas: Vec::new(),
+            isr: BTreeSet::new(),
+            role: Role::Follower { leader_id: None },
+            high_watermark,
+        };
+        partition.log.set_high_watermark(high_watermark);
+        Ok(partition)
+    }
+
+    /// The log.
+    #[must_use]
+    pub fn log(&self) -> &Log {
+        &self.log
+    }
+
+    /// The producer state.
+    #[must_use]
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producer_state
+    }
+
+    /// Current leader epoch (`-1` before the first leader change).
+    #[must_use]
+    pub fn leader_epoch(&self) -> i32 {
+        self.leader_epoch
+    }
+
+    /// High watermark.
+    #[must_use]
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    /// Log end offset.
+    #[must_use]
+    pub fn log_end_offset(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+
+    /// Log start offset.
+    #[must_use]
+    pub fn log_start_offset(&self) -> i64 {
+        self.log.log_start_offset()
+    }
+
+    /// Last stable offset: the HW, or the first offset of an open transaction below it.
+    #[must_use]
+    pub fn last_stable_offset(&self) -> i64 {
+        self.producer_state
+            .first_unstable_offset()
+            .map_or(self.high_watermark, |o| o.min(self.high_watermark))
+    }
+
+    /// Whether this replica leads the partition.
+    #[must_use]
+    pub fn is_leader(&self) -> bool {
+        matches!(self.role, Role::Leader { .. })
+    }
+
+    /// The ISR as last set by the metadata.
+    #[must_use]
+    pub fn isr(&self) -> &BTreeSet<i32> {
+        &self.isr
+    }
+
+    /// The leader's view of `replica_id`.
+    #[must_use]
+    pub fn follower_state(&self, replica_id: i32) -> Option<FollowerState> {
+        match &self.role {
+            Role::Leader { followers } => followers.get(&replica_id).copied(),
+            Role::Follower { .. } => None,
+        }
+    }
+
+    /// Becomes leader in `leader_epoch` (Kafka's `makeLeader`): the epoch starts at the log
+    /// end offset in the leader-epoch cache; follower states reset (ISR members count as
+    /// caught up now, others never were).
+    ///
+    /// # Errors
+    /// [`PartitionError::Log`] if the leader-epoch checkpoint cannot be written.
+    pub fn make_leader(
+        &mut self,
+        leader_epoch: i32,
+        replicas: &[i32],
+        isr: &[i32],
+        now_ms: i64,
+    ) -> Result<(), PartitionError> {
+        let log_end = self.log.log_end_offset();
+        if leader_epoch > self.leader_epoch || !self.is_leader() {
+            self.log.assign_epoch_start_offset(leader_epoch, log_end)?;
+            self.leader_epoch_start_offset = log_end;
+        }
+        info!(
+            local_broker_id = self.local_broker_id,
+            leader_epoch, log_end, "became leader"
+        );
+        self.leader_epoch = leader_epoch;
+        self.replicas = replicas.to_vec();
+        self.isr = isr.iter().copied().collect();
+        let followers = replicas
+            .iter()
+            .filter(|&&r| r != self.local_broker_id)
+            .map(|&r| {
+                let caught_up = if self.isr.contains(&r) { now_ms } else { 0 };
+                (
+                    r,
+                    FollowerState {
+                        log_end_offset: -1,
+                        last_caught_up_time_ms: caught_up,
+                        last_fetch_leader_log_end_offset: -1,
+                        last_fetch_time_ms: 0,
+                    },
+                )
+            })
+            .collect();
+        self.role = Role::Leader { followers };
+        self.maybe_increment_high_watermark(now_ms);
+        Ok(())
+    }
+
+    /// Becomes a follower of `leader_id` in `leader_epoch`.
+    pub fn make_follower(
+        &mut self,
+        leader_epoch: i32,
+        leader_id: Option<i32>,
+        replicas: &[i32],
+        isr: &[i32],
+    ) {
+        info!(
+            local_broker_id = self.local_broker_id,
+            leader_epoch,
+            ?leader_id,
+            "became follower"
+        );
+        self.leader_epoch = leader_epoch;
+        self.leader_epoch_start_offset = UNDEFINED_EPOCH_OFFSET;
+        self.replicas = replicas.to_vec();
+        self.isr = isr.iter().copied().collect();
+        self.role = Role::Follower { leader_id };
+    }
+
+    /// The ISR changed in the metadata (an AlterPartition committed). The HW may advance.
+    pub fn update_isr(&mut self, isr: &[i32], now_ms: i64) {
+        self.isr = isr.iter().copied().collect();
+        self.maybe_increment_high_watermark(now_ms);
+    }
+
+    fn check_current_leader_epoch(
+        &self,
+        current_leader_epoch: Option<i32>,
+    ) -> Result<(), PartitionError> {
+        match current_leader_epoch {
+            Some(e) if e != UNDEFINED_EPOCH && e < self.leader_epoch => {
+                Err(PartitionError::FencedLeaderEpoch {
+                    request_epoch: e,
+                    current_epoch: self.leader_epoch,
+                })
+            }
+            Some(e) if e != UNDEFINED_EPOCH && e > self.leader_epoch => {
+                Err(PartitionError::UnknownLeaderEpoch {
+                    request_epoch: e,
+                    current_epoch: self.leader_epoch,
+                })
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn require_leader(&self) -> Result<(), PartitionError> {
+        if self.is_leader() {
+            Ok(())
+        } else {
+            Err(PartitionError::NotLeaderOrFollower)
+        }
+    }
+
+    /// Appends a produce request's records as leader (Kafka's `appendRecordsToLeader`):
+    /// acks=all needs an ISR of at least `min.insync.replicas`; every batch is parsed and
+    /// CRC-checked, size-checked against `max.message.bytes`, its record count checked against
+    /// its offsets, CreateTime timestamps checked against
+    /// `message.timestamp.before/after.max.ms`, and idempotent batches checked against the
+    /// producer state. A duplicate returns the original offsets and writes nothing. Nothing is
+    /// written if any check fails.
+    ///
+    /// # Errors
+    /// [`PartitionError::NotLeaderOrFollower`], [`PartitionError::NotEnoughReplicas`],
+    /// [`PartitionError::InvalidTimestamp`], [`PartitionError::Producer`],
+    /// [`PartitionError::Log`] (CORRUPT_MESSAGE, MESSAGE_TOO_LARGE, INVALID_RECORD, storage).
+    pub fn append_as_leader(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: i64,
+    ) -> Result<LeaderAppend, PartitionError> {
+        self.require_leader()?;
+        if required_acks == -1 {
+            let min_isr = self.config.min_insync_replicas;
+            if self.isr.len() < usize::try_from(min_isr).unwrap_or(0) {
+                return Err(PartitionError::NotEnoughReplicas {
+                    isr_size: self.isr.len(),
+                    min_isr,
+                });
+            }
+        }
+        let batches = parse_all(records, MAX_BATCH_BYTES)
+            .map_err(|(index, source)| LogError::InvalidBatch { index, source })?;
+        let wait = |last_offset: i64| (required_acks == -1).then_some(last_offset + 1);
+        if batches.is_empty() {
+            return Ok(LeaderAppend {
+                base_offset: -1,
+                last_offset: -1,
+                log_append_time_ms: NO_TIMESTAMP,
+                log_start_offset: self.log.log_start_offset(),
+                duplicate: false,
+                wait_for_high_watermark: None,
+            });
+        }
+        self.validate_timestamps(&batches, now_ms)?;
+        let headers: Vec<ProducerBatch> = batches.iter().map(ProducerBatch::of).collect();
+        if let AppendCheck::Duplicate { original, .. } =
+            self.producer_state.check_client_append(&headers)?
+        {
+            return Ok(LeaderAppend {
+                base_offset: original.first_offset(),
+                last_offset: original.last_offset,
+                log_append_time_ms: original.timestamp,
+                log_start_offset: self.log.log_start_offset(),
+                duplicate: true,
+                wait_for_high_watermark: wait(original.last_offset),
+            });
+        }
+        let info = self
+            .log
+            .append_as_leader(batches, self.leader_epoch, now_ms)?;
+        for batch in &info.batches {
+            self.producer_state.apply_batch(batch);
+        }
+        self.maybe_increment_high_watermark(now_ms);
+        Ok(LeaderAppend {
+            base_offset: info.first_offset,
+            last_offset: info.last_offset,
+            log_append_time_ms: info.log_append_time_ms.unwrap_or(NO_TIMESTAMP),
+            log_start_offset: self.log.log_start_offset(),
+            duplicate: false,
+            wait_for_high_watermark: wait(info.last_offset),
+        })
+    }
+
+    fn validate_timestamps(
+        &self,
+        batches: &[RecordBatch],
+        now_ms: i64,
+    ) -> Result<(), PartitionError> {
+        if self.log.config().message_timestamp_type != TimestampType::CreateTime {
+            return Ok(());
+        }
+        let earliest = now_ms.saturating_sub(self.config.message_timestamp_before_max_ms);
+        let latest = now_ms.saturating_add(self.config.message_timestamp_after_max_ms);
+        let check = |index: usize, timestamp: i64| {
+            if timestamp != NO_TIMESTAMP && (timestamp < earliest || timestamp > latest) {
+                Err(PartitionError::InvalidTimestamp {
+                    index,
+                    timestamp,
+                    now_ms,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        for (index, batch) in batches.iter().enumerate() {
+            if batch.compression() != Compression::None {
+                // Compressed payloads are opaque to krust: the batch's bounds stand in.
+                check(index, batch.base_timestamp())?;
+                check(index, batch.max_timestamp())?;
+                continue;
+            }
+            let records = batch
+                .records()
+                .map_err(|source| LogError::InvalidBatch { index, source })?;
+            for record in records {
+                check(
+                    index,
+                    batch
+                        .base_timestamp()
+                        .saturating_add(record.timestamp_delta),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// For a waiting acks=all produce (Kafka's `checkEnoughReplicasReachOffset`): `None` while
+    /// the HW is below `required_offset`, then `Some(Ok(()))`, or
+    /// `Some(Err(NotEnoughReplicasAfterAppend))` if the ISR shrank below
+    /// `min.insync.replicas` meanwhile, or `Some(Err(NotLeaderOrFollower))` after losing
+    /// leadership.
+    #[must_use]
+    pub fn check_enough_replicas_reach_offset(
+        &self,
+        required_offset: i64,
+    ) -> Option<Result<(), PartitionError>> {
+        if !self.is_leader() {
+            return Some(Err(PartitionError::NotLeaderOrFollower));
+        }
+        if self.high_watermark < required_offset {
+            return None;
+        }
+        let min_isr = self.config.min_insync_replicas;
+        if self.isr.len() < usize::try_from(min_isr).unwrap_or(0) {
+            return Some(Err(PartitionError::NotEnoughReplicasAfterAppend {
+                isr_size: self.isr.len(),
+                min_isr,
+            }));
+        }
+        Some(Ok(()))
+    }
+
+    /// Leader: moves the HW up to the smallest LEO of the ISR and of caught-up followers
+    /// (see the module doc); never down. Returns whether it moved.
+    pub fn maybe_increment_high_watermark(&mut self, now_ms: i64) -> bool {
+        let Role::Leader { followers } = &self.role else {
+            return false;
+        };
+        let leader_end = self.log.log_end_offset();
+        let mut new_hw = leader_end;
+        for (id, f) in followers {
+            let holds_back = self.isr.contains(id)
+                || f.is_caught_up(leader_end, now_ms, self.config.replica_lag_time_max_ms)
+                    && f.log_end_offset >= 0;
+            if holds_back && f.log_end_offset < new_hw {
+                new_hw = f.log_end_offset;
+            }
+        }
+        if new_hw > self.high_watermark {
+            self.high_watermark = new_hw;
+            self.log.set_high_watermark(new_hw);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// ISR members that are no longer caught up (to shrink away through AlterPartition).
+    #[must_use]
+    pub fn out_of_sync_replicas(&self, now_ms: i64) -> Vec<i32> {
+        let Role::Leader { followers } = &self.role else {
+            return Vec::new();
+        };
+        let leader_end = self.log.log_end_offset();
+        followers
+            .iter()
+            .filter(|(id, f)| {
+                self.isr.contains(id)
+                    && !f.is_caught_up(leader_end, now_ms, self.config.replica_lag_time_max_ms)
+            })
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Followers outside the ISR that reached the HW and this leader epoch's start (Kafka's
+    /// `isFollowerInSync`): candidates to add through AlterPartition.
+    #[must_use]
+    pub fn isr_expansion_candidates(&self) -> Vec<i32> {
+        let Role::Leader { followers } = &self.role else {
+            return Vec::new();
+        };
+        followers
+            .iter()
+            .filter(|(id, f)| {
+                !self.isr.contains(id)
+                    && f.log_end_offset >= self.high_watermark
+                    && f.log_end_offset >= self.leader_epoch_start_offset
+            })
+            .map(|(&id, _)| id)
+            .collect()
+    }
+
+    /// Reads for a fetch (Kafka's `Partition.fetchRecords` + `UnifiedLog.read`): checks the
+    /// request's current leader epoch, requires leadership for followers (and for consumers
+    /// when `fetch_only_from_leader`), detects a follower's divergence from
+    /// `last_fetched_epoch` (Fetch v12+), checks `fetch_offset` against `[log start, LEO]`,
+    /// then returns whole batches below the HW (uncommitted), the LSO (committed) or the LEO
+    /// (followers). A follower's read then updates its fetch state and may advance the HW.
+    ///
+    /// # Errors
+    /// [`PartitionError::FencedLeaderEpoch`], [`PartitionError::UnknownLeaderEpoch`],
+    /// [`PartitionError::NotLeaderOrFollower`], [`PartitionError::OffsetOutOfRange`],
+    /// [`PartitionError::Log`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn read(
+        &mut self,
+        fetch_offset: i64,
+        max_bytes: usize,
+        fetcher: Fetcher,
+        current_leader_epoch: Option<i32>,
+        last_fetched_epoch: Option<i32>,
+        fetch_only_from_leader: bool,
+        now_ms: i64,
+    ) -> Result<FetchData, PartitionError> {
+        self.check_current_leader_epoch(current_leader_epoch)?;
+        let follower_id = match fetcher {
+            Fetcher::Follower { replica_id } => {
+                self.require_leader()?;
+                if self.follower_state(replica_id).is_none() {
+                    return Err(PartitionError::NotLeaderOrFollower);
+                }
+                Some(replica_id)
+            }
+            Fetcher::Consumer { .. } => {
+                if fetch_only_from_leader {
+                    self.require_leader()?;
+                }
+                None
+            }
+        };
+        let mut data = FetchData {
+            records: Bytes::new(),
+            high_watermark: self.high_watermark,
+            last_stable_offset: self.last_stable_offset(),
+            log_start_offset: self.log.log_start_offset(),
+            log_end_offset: self.log.log_end_offset(),
+            diverging_epoch: None,
+        };
+        if let (Some(_), Some(last_epoch)) = (follower_id, last_fetched_epoch.filter(|&e| e >= 0)) {
+            let end = self.log.end_offset_for_epoch(last_epoch);
+            if end.leader_epoch < last_epoch || end.end_offset < fetch_offset {
+                data.diverging_epoch = Some(end);
+                return Ok(data);
+            }
+        }
+        let log_start = self.log.log_start_offset();
+        let leader_end = self.log.log_end_offset();
+        if fetch_offset < log_start || fetch_offset > leader_end {
+            return Err(PartitionError::OffsetOutOfRange {
+                offset: fetch_offset,
+                log_start_offset: log_start,
+                log_end_offset: leader_end,
+            });
+        }
+        let max_offset = match fetcher {
+            Fetcher::Follower { .. } => leader_end,
+            Fetcher::Consumer {
+                isolation: IsolationLevel::ReadUncommitted,
+            } => self.high_watermark,
+            Fetcher::Consumer {
+                isolation: IsolationLevel::ReadCommitted,
+            } => self.last_stable_offset(),
+        };
+        if fetch_offset < max_offset {
+            data.records = self
+                .log
+                .read_up_to(fetch_offset, max_bytes, max_offset)?
+                .bytes;
+        }
+        if let Some(replica_id) = follower_id {
+            self.update_follower_fetch_state(replica_id, fetch_offset, leader_end, now_ms);
+            data.high_watermark = self.high_watermark;
+            data.last_stable_offset = self.last_stable_offset();
+        }
+        Ok(data)
+    }
+
+    /// Kafka's `Replica.updateFetchStateOrThrow` + `maybeIncrementLeaderHW`.
+    fn update_follower_fetch_state(
+        &mut self,
+        replica_id: i32,
+        fetch_offset: i64,
+        leader_end_at_read: i64,
+        now_ms: i64,
+    ) {
+        let Role::Leader { followers } = &mut self.role else {
+            return;
+        };
+        let Some(f) = followers.get_mut(&replica_id) else {
+            return;
+        };
+        if fetch_offset >= leader_end_at_read {
+            f.last_caught_up_time_ms = f.last_caught_up_time_ms.max(now_ms);
+        } else if fetch_offset >= f.last_fetch_leader_log_end_offset {
+            f.last_caught_up_time_ms = f.last_caught_up_time_ms.max(f.last_fetch_time_ms);
+        }
+        f.log_end_offset = fetch_offset;
+        f.last_fetch_leader_log_end_offset = leader_end_at_read;
+        f.last_fetch_time_ms = now_ms;
+        self.maybe_increment_high_watermark(now_ms);
+    }
+
+    /// ListOffsets for one partition (Kafka's `fetchOffsetForTimestamp`). `isolation` is
+    /// `None` for a replica (reads to the LEO). Latest answers the last fetchable offset with
+    /// the current leader epoch; timestamp lookups only answer offsets below it; `None` means
+    /// no such offset (the response carries offset -1).
+    ///
+    /// # Errors
+    /// Leader-epoch and leadership errors as [`Partition::read`];
+    /// [`PartitionError::OffsetNotAvailable`] for a client while a new leader's HW is below
+    /// its epoch start; [`PartitionError::Log`].
+    pub fn list_offsets(
+        &self,
+        timestamp: i64,
+        isolation: Option<IsolationLevel>,
+        current_leader_epoch: Option<i32>,
+        fetch_only_from_leader: bool,
+    ) -> Result<Option<TimestampAndOffset>, PartitionError> {
+        self.check_current_leader_epoch(current_leader_epoch)?;
+        if fetch_only_from_leader {
+            self.require_leader()?;
+        }
+        let last_fetchable = match isolation {
+            Some(IsolationLevel::ReadUncommitted) => self.high_watermark,
+            Some(IsolationLevel::ReadCommitted) => self.last_stable_offset(),
+            None => self.log.log_end_offset(),
+        };
+        let offsets_error = (isolation.is_some()
+            && self.is_leader()
+            && self.leader_epoch_start_offset > self.high_watermark)
+            .then_some(PartitionError::OffsetNotAvailable {
+                high_watermark: self.high_watermark,
+                epoch_start: self.leader_epoch_start_offset,
+            });
+        match timestamp {
+            LATEST_TIMESTAMP => match offsets_error {
+                Some(e) => Err(e),
+                None => Ok(Some(TimestampAndOffset {
+                    timestamp: NO_TIMESTAMP,
+                    offset: last_fetchable,
+                    leader_epoch: Some(self.leader_epoch).filter(|&e| e >= 0),
+                })),
+            },
+            t if t < 0 && t != MAX_TIMESTAMP => Ok(self.log.fetch_offset_by_timestamp(t)?),
+            t => {
+                let found = self
+                    .log
+                    .fetch_offset_by_timestamp(t)?
+                    .filter(|found| found.offset < last_fetchable);
+                match (found, offsets_error) {
+                    (Some(found), _) => Ok(Some(found)),
+                    (None, Some(e)) => Err(e),
+                    (None, None) => Ok(None),
+                }
+            }
+        }
+    }
+
+    /// OffsetForLeaderEpoch on the leader: where `leader_epoch` ends in this log (the largest
+    /// epoch ≤ it and the start of the next one, or the LEO for the latest epoch);
+    /// `(-1, -1)` if unknown.
+    ///
+    /// # Errors
+    /// Leader-epoch errors as [`Partition::read`]; [`PartitionError::NotLeaderOrFollower`].
+    pub fn offset_for_leader_epoch(
+        &self,
+        current_leader_epoch: Option<i32>,
+        leader_epoch: i32,
+    ) -> Result<EpochEndOffset, PartitionError> {
+        self.check_current_leader_epoch(current_leader_epoch)?;
+        self.require_leader()?;
+        Ok(self.log.end_offset_for_epoch(leader_epoch))
+    }
+
+    /// Follower: appends fetched records as they are and takes the leader's HW (bounded by
+    /// the LEO).
+    ///
+    /// # Errors
+    /// [`PartitionError::Log`] (non-contiguous offsets, corrupt batches, storage).
+    pub fn append_as_follower(
+        &mut self,
+        records: Bytes,
+        leader_high_watermark: i64,
+        now_ms: i64,
+    ) -> Result<i64, PartitionError> {
+        let info = self.log.append_records_as_follower(records, now_ms)?;
+        // The log records each batch's leader epoch in its epoch cache.
+        for batch in &info.batches {
+            self.producer_state.apply_batch(batch);
+        }
+        self.high_watermark = leader_high_watermark.clamp(0, self.log.log_end_offset());
+        self.log.set_high_watermark(self.high_watermark);
+        Ok(self.log.log_end_offset())
+    }
+
+    /// Follower: truncates after the leader reported a diverging epoch (KIP-101/KIP-320,
+    /// Kafka's `getOffsetTruncationState`): to the HW if the leader knows no such epoch; to
+    /// `min(leader end, our end for that epoch)` when both have the epoch; to our end of the
+    /// older epoch we have instead. Producer state is rebuilt and the HW bounded by the new
+    /// LEO. Returns the new log end offset.
+    ///
+    /// # Errors
+    /// [`PartitionError::Log`], [`PartitionError::Snapshot`].
+    pub fn truncate_to_epoch_end(
+        &mut self,
+        diverging: EpochEndOffset,
+        now_ms: i64,
+    ) -> Result<i64, PartitionError> {
+        let log_end = self.log.log_end_offset();
+        let target = if diverging.end_offset == UNDEFINED_EPOCH_OFFSET {
+            self.high_watermark
+        } else if diverging.leader_epoch == UNDEFINED_EPOCH {
+            diverging.end_offset.min(log_end)
+        } else {
+            let ours = self.log.end_offset_for_epoch(diverging.leader_epoch);
+            if ours.end_offset == UNDEFINED_EPOCH_OFFSET {
+                diverging.end_offset.min(log_end)
+            } else if ours.leader_epoch == diverging.leader_epoch {
+                diverging.end_offset.min(ours.end_offset)
+            } else {
+                ours.end_offset.min(log_end)
+            }
+        };
+        if target < log_end {
+            info!(
+                local_broker_id = self.local_broker_id,
+                leader_epoch = diverging.leader_epoch,
+                from = log_end,
+                to = target,
+                "truncating diverging log"
+            );
+            self.log.truncate_to(target)?;
+            self.producer_state = ProducerStateManager::load(
+                &self.log,
+                self.config.producer_id_expiration_ms,
+                now_ms,
+            )?;
+        }
+        self.high_watermark = self.high_watermark.min(self.log.log_end_offset());
+        self.log.set_high_watermark(self.high_watermark);
+        Ok(self.log.log_end_offset())
+    }
+
+    /// Writes a producer-state snapshot at the current end (Kafka takes one at each roll and
+    /// at shutdown).
+    ///
+    /// # Errors
+    /// [`PartitionError::Snapshot`].
+    pub fn write_producer_snapshot(&self) -> Result<(), PartitionError> {
+        self.producer_state.write_snapshot(self.log.dir())?;
+        Ok(())
+    }
+
+    /// Drops producers idle for `producer.id.expiration.ms`.
+    pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
+        self.producer_state.remove_expired(now_ms)
+    }
+
+    /// Closes the log; returns its recovery point.
+    ///
+    /// # Errors
+    /// [`PartitionError::Log`].
+    pub fn close(self) -> Result<i64, PartitionError> {
+        Ok(self.log.close()?)
+    }
+}
