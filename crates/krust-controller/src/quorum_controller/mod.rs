@@ -1,0 +1,934 @@
+//! [`QuorumController`]: the KIP-631 controller state machine (Kafka 3.9 `QuorumController`),
+//! sans-IO. Every controller (active or standby) replays committed batches into its
+//! [`MetadataImage`]; the active one also turns requests and timers into atomic record
+//! batches and answers each request once the records it depends on are committed.
+//!
+//! # Driving it
+//!
+//! 1. [`QuorumController::handle_committed`] with every committed batch (and
+//!    [`QuorumController::handle_snapshot`] for a loaded snapshot), in log order.
+//! 2. [`QuorumController::handle_leader_change`] when this node becomes the Raft leader —
+//!    only after every batch below `log_end_offset` went through step 1 — or stops being it.
+//! 3. [`QuorumController::handle_request`] per request; [`QuorumController::handle_timeout`]
+//!    at [`QuorumController::poll_timeout`].
+//! 4. Drain [`QuorumController::poll_action`] after each call: an
+//!    [`ControllerAction::Append`] must land at exactly its `base_offset` in its leader epoch
+//!    (Raft's `append_in_epoch`); if it cannot, the driver resigns and reports the loss of
+//!    leadership. A [`ControllerAction::Respond`] goes to the client.
+//!
+//! The active controller's image already holds its own uncommitted writes (the next request
+//! sees them, as Kafka's timeline structures do); on losing leadership it falls back to the
+//! image of committed records and rebuilds its broker sessions from it ("fresh timers, no
+//! reload").
+//!
+//! # Layout
+//!
+//! - this file: the state machine (replay, activation, bootstrap, timers, writes, pending
+//!   responses) and request dispatch (registration, heartbeats, producer ids, features).
+//! - `topics`: CreateTopics, CreatePartitions, DeleteTopics.
+//! - `replication`: leadership/ISR moves, AlterPartition, ElectLeaders.
+//! - `responses`: whole-request refusals, NOT_CONTROLLER on failover.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_partition_response;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
+use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
+use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
+use kafka_protocol::messages::{
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
+    AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId,
+    BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerRegistrationRequest,
+    ControllerRegistrationResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    ElectLeadersRequest, ElectLeadersResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, TopicName, UnregisterBrokerRequest, UnregisterBrokerResponse,
+    UpdateFeaturesRequest, UpdateFeaturesResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
+use krust_metadata::image::features::ZkMigrationState;
+use krust_metadata::image::topics::{LeaderRecoveryState, PartitionRegistration};
+use krust_metadata::kafka_uuid::{
+    DIRECTORY_ID_MIGRATING, DIRECTORY_ID_UNASSIGNED, random_kafka_uuid,
+};
+use krust_metadata::records::{
+    BeginTransactionRecord, ConfigRecord, EndTransactionRecord, MetadataRecord, NoOpRecord,
+    PartitionRecord, RemoveTopicRecord, TopicRecord, ZkMigrationStateRecord,
+};
+use krust_metadata::{
+    ApiMessageAndVersion, BootstrapMetadata, MetadataDelta, MetadataImage, MetadataProvenance,
+    ReplayError,
+};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use tracing::{info, warn};
+use uuid::Uuid;
+
+use crate::configs::incremental_alter_configs;
+use crate::error::ControllerError;
+use crate::features::{FeatureContext, NodeFeatures, update_features};
+use crate::heartbeat::{
+    BrokerControlState, BrokerHeartbeatManager, HeartbeatConfig, PartitionWork,
+};
+use crate::partition_change::{Election, NO_LEADER, PartitionChangeBuilder};
+use crate::placement::StripedReplicaPlacer;
+use crate::producer_ids::ProducerIdControl;
+use crate::registration::{
+    ImageClusterView, register_broker, register_controller, unregister_broker,
+};
+use crate::topic_names;
+
+mod replication;
+mod responses;
+mod topics;
+
+pub use responses::top_level_error;
+use responses::{error_response, refusal};
+
+/// `metadata.max.idle.interval.ms` default: a `NoOpRecord` this often while active.
+pub const METADATA_MAX_IDLE_INTERVAL_MS_DEFAULT: u64 = 500;
+/// Most partitions one CreateTopics may create (Kafka's `MAX_PARTITIONS_PER_BATCH`). Checked
+/// before anything is allocated, so an absurd count costs nothing.
+pub const MAX_PARTITIONS_PER_REQUEST: i64 = 10_000;
+/// The topic config that allows unclean leader election.
+pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+/// `BeginTransactionRecord.Name` of the bootstrap transaction.
+const BOOTSTRAP_TRANSACTION_NAME: &str = "Bootstrap records";
+
+/// The controller's settings (Kafka's names and defaults).
+#[derive(Debug, Clone)]
+pub struct QuorumControllerConfig {
+    /// `node.id`.
+    pub node_id: i32,
+    /// The cluster id from `meta.properties`.
+    pub cluster_id: String,
+    /// Broker session settings.
+    pub heartbeat: HeartbeatConfig,
+    /// `metadata.max.idle.interval.ms`; 0 disables the no-op records.
+    pub metadata_max_idle_interval_ms: u64,
+    /// What to write on first activation with an empty log.
+    pub bootstrap: BootstrapMetadata,
+    /// `num.partitions` (used for CreateTopics with -1).
+    pub default_num_partitions: i32,
+    /// `default.replication.factor` (used for CreateTopics with -1).
+    pub default_replication_factor: i16,
+    /// `kraft.version` as the Raft layer has it.
+    pub kraft_version: i16,
+}
+
+/// One committed batch from the Raft listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedBatch {
+    /// Offset of the first record.
+    pub base_offset: i64,
+    /// Leader epoch it was written in.
+    pub epoch: i32,
+    /// The records, in order.
+    pub records: Vec<ApiMessageAndVersion>,
+}
+
+impl CommittedBatch {
+    /// Offset of the last record.
+    ///
+    /// # Panics
+    /// On an empty batch (Raft never commits one).
+    #[must_use]
+    pub fn last_offset(&self) -> i64 {
+        assert!(!self.records.is_empty(), "empty committed batch");
+        self.base_offset + i64::try_from(self.records.len()).unwrap_or(i64::MAX) - 1
+    }
+}
+
+/// A request the controller answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ControllerRequest {
+    /// BrokerRegistration.
+    BrokerRegistration(BrokerRegistrationRequest),
+    /// BrokerHeartbeat.
+    BrokerHeartbeat(BrokerHeartbeatRequest),
+    /// UnregisterBroker.
+    UnregisterBroker(UnregisterBrokerRequest),
+    /// ControllerRegistration.
+    ControllerRegistration(ControllerRegistrationRequest),
+    /// CreateTopics.
+    CreateTopics(CreateTopicsRequest),
+    /// DeleteTopics.
+    DeleteTopics(DeleteTopicsRequest),
+    /// AlterPartition.
+    AlterPartition(AlterPartitionRequest),
+    /// CreatePartitions.
+    CreatePartitions(CreatePartitionsRequest),
+    /// ElectLeaders.
+    ElectLeaders(ElectLeadersRequest),
+    /// IncrementalAlterConfigs (topic and broker resources).
+    IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    /// AllocateProducerIds.
+    AllocateProducerIds(AllocateProducerIdsRequest),
+    /// UpdateFeatures at request version `version` (the upgrade-type field depends on it).
+    UpdateFeatures {
+        /// The request.
+        request: UpdateFeaturesRequest,
+        /// Its API version.
+        version: i16,
+    },
+}
+
+/// The answer to a [`ControllerRequest`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ControllerResponse {
+    /// BrokerRegistration.
+    BrokerRegistration(BrokerRegistrationResponse),
+    /// BrokerHeartbeat.
+    BrokerHeartbeat(BrokerHeartbeatResponse),
+    /// UnregisterBroker.
+    UnregisterBroker(UnregisterBrokerResponse),
+    /// ControllerRegistration.
+    ControllerRegistration(ControllerRegistrationResponse),
+    /// CreateTopics.
+    CreateTopics(CreateTopicsResponse),
+    /// DeleteTopics.
+    DeleteTopics(DeleteTopicsResponse),
+    /// AlterPartition.
+    AlterPartition(AlterPartitionResponse),
+    /// CreatePartitions.
+    CreatePartitions(CreatePartitionsResponse),
+    /// ElectLeaders.
+    ElectLeaders(ElectLeadersResponse),
+    /// IncrementalAlterConfigs.
+    IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
+    /// AllocateProducerIds.
+    AllocateProducerIds(AllocateProducerIdsResponse),
+    /// UpdateFeatures.
+    UpdateFeatures(UpdateFeaturesResponse),
+}
+
+/// Identifies a request until its response comes out of [`QuorumController::poll_action`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(pub u64);
+
+/// What the driver must do next.
+#[derive(Debug, Clone, PartialEq)]
+#[must_use]
+pub enum ControllerAction {
+    /// Append `records` as one atomic batch at `base_offset` in leader epoch `epoch`.
+    Append {
+        /// The controller's (Raft leader) epoch.
+        epoch: i32,
+        /// Where the first record must land.
+        base_offset: i64,
+        /// The records.
+        records: Vec<ApiMessageAndVersion>,
+    },
+    /// Send `response` for request `id`.
+    Respond {
+        /// The request.
+        id: RequestId,
+        /// Its response.
+        response: ControllerResponse,
+    },
+}
+
+/// A response waiting for the log to commit through `offset`.
+#[derive(Debug)]
+struct PendingResponse {
+    offset: i64,
+    id: RequestId,
+    response: ControllerResponse,
+}
+
+/// State that exists only while active.
+#[derive(Debug)]
+struct ActiveState {
+    epoch: i32,
+    /// The log end at activation: batches from here on are this controller's own writes.
+    first_write_offset: i64,
+    /// Where the next batch goes.
+    next_write_offset: i64,
+    /// Ordered by offset (writes only go forward).
+    pending: VecDeque<PendingResponse>,
+    /// When the next `NoOpRecord` is due.
+    next_noop: Option<Instant>,
+}
+
+/// The quorum controller. See the module doc for the driving contract.
+#[derive(Debug)]
+pub struct QuorumController {
+    config: QuorumControllerConfig,
+    /// Replay of committed records only.
+    committed_image: MetadataImage,
+    /// `committed_image` plus this controller's uncommitted writes (equal on a standby).
+    image: MetadataImage,
+    /// Offset of the last committed record; -1 before any.
+    committed_offset: i64,
+    sessions: BrokerHeartbeatManager,
+    placer: StripedReplicaPlacer,
+    rng: StdRng,
+    active: Option<ActiveState>,
+    actions: VecDeque<ControllerAction>,
+    next_request_id: u64,
+}
+
+impl QuorumController {
+    /// A standby controller with an empty image; randomness (placement, topic ids) from
+    /// `seed`.
+    #[must_use]
+    pub fn new(config: QuorumControllerConfig, seed: u64) -> Self {
+        Self {
+            sessions: BrokerHeartbeatManager::new(config.heartbeat),
+            config,
+            committed_image: MetadataImage::empty(),
+            image: MetadataImage::empty(),
+            committed_offset: -1,
+            placer: StripedReplicaPlacer::new(StdRng::seed_from_u64(seed)),
+            rng: StdRng::seed_from_u64(seed.wrapping_add(0x9E37_79B9_7F4A_7C15)),
+            active: None,
+            actions: VecDeque::new(),
+            next_request_id: 0,
+        }
+    }
+
+    /// The image, including this controller's uncommitted writes while active.
+    #[must_use]
+    pub fn image(&self) -> &MetadataImage {
+        &self.image
+    }
+
+    /// The image of committed records only.
+    #[must_use]
+    pub fn committed_image(&self) -> &MetadataImage {
+        &self.committed_image
+    }
+
+    /// Offset of the last committed record (-1 before any).
+    #[must_use]
+    pub fn committed_offset(&self) -> i64 {
+        self.committed_offset
+    }
+
+    /// Whether this controller is active.
+    #[must_use]
+    pub fn is_active(&self) -> bool {
+        self.active.is_some()
+    }
+
+    /// The broker sessions (for metrics and tests).
+    #[must_use]
+    pub fn sessions(&self) -> &BrokerHeartbeatManager {
+        &self.sessions
+    }
+
+    /// Next action, in order.
+    pub fn poll_action(&mut self) -> Option<ControllerAction> {
+        self.actions.pop_front()
+    }
+
+    /// Replays one committed batch.
+    ///
+    /// # Errors
+    /// A [`ReplayError`] when a record does not fit the image: the log is not one this
+    /// controller can follow, and the caller must stop (Kafka's fatal fault handler).
+    ///
+    /// # Panics
+    /// If the batch does not follow the last committed offset, or if the active controller is
+    /// handed a batch from before its activation (see the module doc).
+    pub fn handle_committed(
+        &mut self,
+        now: Instant,
+        batch: &CommittedBatch,
+    ) -> Result<(), ReplayError> {
+        assert!(
+            batch.base_offset > self.committed_offset,
+            "committed batch at {} after offset {}",
+            batch.base_offset,
+            self.committed_offset
+        );
+        let last_offset = batch.last_offset();
+        let provenance = MetadataProvenance::new(last_offset, batch.epoch, 0);
+        let mut delta = MetadataDelta::new(&self.committed_image);
+        for record in &batch.records {
+            delta.replay(&record.record)?;
+        }
+        self.committed_image = delta.apply(provenance);
+        self.committed_offset = last_offset;
+        let own_write = self
+            .active
+            .as_ref()
+            .is_some_and(|a| batch.base_offset >= a.first_write_offset);
+        if own_write {
+            let written = self.active.as_ref().map_or(0, |a| a.next_write_offset);
+            assert!(
+                last_offset < written,
+                "committed offset {last_offset} beyond what this controller wrote ({written})"
+            );
+            self.complete_pending();
+        } else {
+            // The driver activates this controller only once the log before the activation
+            // offset is replayed; anything else would overwrite uncommitted writes.
+            assert!(
+                self.active.is_none(),
+                "batch at {} from before the activation committed while active",
+                batch.base_offset
+            );
+            // A standby: the image follows the log.
+            for (i, record) in batch.records.iter().enumerate() {
+                let offset = batch.base_offset + i64::try_from(i).unwrap_or(i64::MAX);
+                self.sessions.replay(now, &record.record, offset);
+            }
+            self.image = self.committed_image.clone();
+        }
+        Ok(())
+    }
+
+    /// Loads a snapshot (the records of an image at `provenance`) in place of everything
+    /// replayed so far. Standbys only.
+    ///
+    /// # Panics
+    /// On the active controller (the Raft leader never loads a snapshot).
+    ///
+    /// # Errors
+    /// A [`ReplayError`] when the snapshot does not describe an image.
+    pub fn handle_snapshot(
+        &mut self,
+        now: Instant,
+        records: &[ApiMessageAndVersion],
+        provenance: MetadataProvenance,
+    ) -> Result<(), ReplayError> {
+        assert!(
+            self.active.is_none(),
+            "the active controller loads no snapshot"
+        );
+        let image = MetadataImage::from_records(records.iter().map(|r| &r.record), provenance)?;
+        self.committed_offset = provenance.last_contained_offset;
+        self.committed_image = image.clone();
+        self.image = image;
+        self.rebuild_sessions(now);
+        Ok(())
+    }
+
+    /// This node became the active controller in `epoch` (with the log ending before
+    /// `log_end_offset`), or stopped being it (`is_active == false`). Losing leadership fails
+    /// every pending request with `NOT_CONTROLLER` and drops uncommitted state.
+    pub fn handle_leader_change(
+        &mut self,
+        now: Instant,
+        is_active: bool,
+        epoch: i32,
+        log_end_offset: i64,
+    ) {
+        if let Some(previous) = self.active.take() {
+            warn!(epoch = previous.epoch, "controller no longer active");
+            for pending in previous.pending {
+                let response = error_response(&pending.response, &ControllerError::NotController);
+                self.actions.push_back(ControllerAction::Respond {
+                    id: pending.id,
+                    response,
+                });
+            }
+            self.sessions.deactivate();
+            self.image = self.committed_image.clone();
+            self.rebuild_sessions(now);
+        }
+        if !is_active {
+            return;
+        }
+        assert!(
+            log_end_offset > self.committed_offset,
+            "activated at log end {log_end_offset} before replaying up to {}",
+            self.committed_offset
+        );
+        info!(
+            node_id = self.config.node_id,
+            epoch, log_end_offset, "controller activated"
+        );
+        self.active = Some(ActiveState {
+            epoch,
+            first_write_offset: log_end_offset,
+            next_write_offset: log_end_offset,
+            pending: VecDeque::new(),
+            next_noop: None,
+        });
+        self.sessions.activate(now);
+        if self.image.is_empty() {
+            let records = self.bootstrap_records();
+            self.write(now, records);
+        }
+        self.schedule_noop(now);
+    }
+
+    fn bootstrap_records(&self) -> Vec<ApiMessageAndVersion> {
+        let bootstrap = &self.config.bootstrap;
+        let mv = bootstrap.metadata_version();
+        info!(
+            metadata_version = %mv,
+            source = bootstrap.source(),
+            "writing bootstrap records to an empty log"
+        );
+        let mut records = Vec::new();
+        let transaction = mv.is_metadata_transaction_supported();
+        if transaction {
+            records.push(ApiMessageAndVersion::new(
+                MetadataRecord::BeginTransaction(BeginTransactionRecord {
+                    name: Some(BOOTSTRAP_TRANSACTION_NAME.to_owned()),
+                    ..BeginTransactionRecord::default()
+                }),
+                0,
+            ));
+        }
+        records.extend(bootstrap.records().iter().cloned());
+        if mv.is_migration_supported() {
+            records.push(ApiMessageAndVersion::new(
+                MetadataRecord::ZkMigrationState(ZkMigrationStateRecord {
+                    zk_migration_state: ZkMigrationState::None.value(),
+                    ..ZkMigrationStateRecord::default()
+                }),
+                0,
+            ));
+        }
+        if transaction {
+            records.push(ApiMessageAndVersion::new(
+                MetadataRecord::EndTransaction(EndTransactionRecord::default()),
+                0,
+            ));
+        }
+        records
+    }
+
+    fn schedule_noop(&mut self, now: Instant) {
+        let interval = self.config.metadata_max_idle_interval_ms;
+        if let Some(active) = &mut self.active {
+            active.next_noop = (interval > 0).then(|| now + Duration::from_millis(interval));
+        }
+    }
+
+    /// When [`Self::handle_timeout`] is next due: a broker session expiry or the next no-op.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let active = self.active.as_ref()?;
+        [self.sessions.poll_timeout(), active.next_noop]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Fences brokers whose session expired (moving their leaderships) and writes the
+    /// `NoOpRecord` when due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.active.is_none() {
+            return;
+        }
+        let mv = self.image.metadata_version();
+        for expiry in self.sessions.handle_timeout(now, mv) {
+            let mut records =
+                self.partition_work(expiry.broker_id, PartitionWork::RemoveBrokerBefore);
+            records.extend(expiry.records);
+            self.write(now, records);
+        }
+        let due = self
+            .active
+            .as_ref()
+            .and_then(|a| a.next_noop)
+            .is_some_and(|t| now >= t);
+        if due {
+            if mv.is_noop_record_supported() {
+                self.write(
+                    now,
+                    vec![ApiMessageAndVersion::new(
+                        MetadataRecord::NoOp(NoOpRecord::default()),
+                        0,
+                    )],
+                );
+            }
+            self.schedule_noop(now);
+        }
+    }
+
+    /// Takes a request; its response comes out of [`Self::poll_action`] once the records it
+    /// depends on are committed (at once when refused, or when this node is not active).
+    pub fn handle_request(&mut self, now: Instant, request: ControllerRequest) -> RequestId {
+        let id = RequestId(self.next_request_id);
+        self.next_request_id += 1;
+        if self.active.is_none() {
+            let response = refusal(&request, &ControllerError::NotController);
+            self.actions
+                .push_back(ControllerAction::Respond { id, response });
+            return id;
+        }
+        let (records, response, after_write) = self.process(now, &request);
+        let end_offset = self.write(now, records);
+        if let Some(AfterWrite::ControlledShutdown(broker_id)) = after_write {
+            self.sessions
+                .handle_controlled_shutdown_appended(broker_id, end_offset);
+        }
+        let response = match response {
+            Reply::Ready(response) => response,
+            Reply::AlterPartition(request, errors) => {
+                self.alter_partition_response(&request, &errors)
+            }
+        };
+        let active = self.active.as_mut().expect("checked active above");
+        active.pending.push_back(PendingResponse {
+            offset: end_offset,
+            id,
+            response,
+        });
+        self.complete_pending();
+        id
+    }
+
+    /// Releases responses whose records are committed.
+    fn complete_pending(&mut self) {
+        let Some(active) = &mut self.active else {
+            return;
+        };
+        while active
+            .pending
+            .front()
+            .is_some_and(|p| p.offset <= self.committed_offset)
+        {
+            let pending = active.pending.pop_front().expect("front exists");
+            self.actions.push_back(ControllerAction::Respond {
+                id: pending.id,
+                response: pending.response,
+            });
+        }
+    }
+
+    /// Applies `records` to the image and the sessions and asks the driver to append them;
+    /// returns the offset of the last record written so far (the commit a response waits
+    /// for), whether or not `records` is empty.
+    fn write(&mut self, now: Instant, records: Vec<ApiMessageAndVersion>) -> i64 {
+        let active = self
+            .active
+            .as_mut()
+            .expect("only the active controller writes");
+        if records.is_empty() {
+            return active.next_write_offset - 1;
+        }
+        let base_offset = active.next_write_offset;
+        let count = i64::try_from(records.len()).expect("a batch fits in i64");
+        let last_offset = base_offset + count - 1;
+        let mut delta = MetadataDelta::new(&self.image);
+        for (i, record) in records.iter().enumerate() {
+            // Our own records not fitting our own image is a bug, not bad input.
+            if let Err(error) = delta.replay(&record.record) {
+                panic!("controller wrote a record its image refuses: {error}: {record:?}");
+            }
+            self.sessions.replay(
+                now,
+                &record.record,
+                base_offset + i64::try_from(i).unwrap_or(0),
+            );
+        }
+        self.image = delta.apply(MetadataProvenance::new(last_offset, active.epoch, 0));
+        active.next_write_offset = last_offset + 1;
+        self.actions.push_back(ControllerAction::Append {
+            epoch: active.epoch,
+            base_offset,
+            records,
+        });
+        last_offset
+    }
+
+    /// A fresh heartbeat manager from the image (registration offset = broker epoch, as
+    /// KRaft defines the broker epoch).
+    fn rebuild_sessions(&mut self, now: Instant) {
+        let mut sessions = BrokerHeartbeatManager::new(self.config.heartbeat);
+        let mv = self.image.metadata_version();
+        match self.image.to_records(mv) {
+            Ok(records) => {
+                for record in records {
+                    let offset = match &record.record {
+                        MetadataRecord::RegisterBroker(r) => r.broker_epoch,
+                        _ => self.committed_offset,
+                    };
+                    sessions.replay(now, &record.record, offset);
+                }
+            }
+            Err(error) => warn!(%error, "cannot rebuild broker sessions from the image"),
+        }
+        self.sessions = sessions;
+    }
+
+    fn view(&self) -> ImageClusterView<'_> {
+        ImageClusterView {
+            image: &self.image,
+            kraft_version: self.config.kraft_version,
+            cluster_id: &self.config.cluster_id,
+            zk_migration_enabled: false,
+        }
+    }
+
+    fn next_write_offset(&self) -> i64 {
+        self.active.as_ref().map_or(0, |a| a.next_write_offset)
+    }
+
+    fn process(
+        &mut self,
+        now: Instant,
+        request: &ControllerRequest,
+    ) -> (Vec<ApiMessageAndVersion>, Reply, Option<AfterWrite>) {
+        let refused =
+            |error: ControllerError| (Vec::new(), Reply::Ready(refusal(request, &error)), None);
+        match request {
+            ControllerRequest::BrokerRegistration(r) => {
+                let broker_id = r.broker_id.0;
+                let mut records = Vec::new();
+                let known = self.image.cluster.broker(broker_id).is_some();
+                // A registration record fences the broker: an unfenced broker that
+                // re-registers (the same incarnation retrying) first hands its leaderships
+                // and ISR places over, as on fencing, so no fenced broker leads.
+                let was_unfenced = self
+                    .image
+                    .cluster
+                    .broker(broker_id)
+                    .is_some_and(|b| !b.fenced);
+                let epoch_guess = self.next_write_offset();
+                // The ELR cleanup (RemoveBrokerBefore) of a re-registration goes first, so
+                // the broker epoch is the offset after those records.
+                let outcome = register_broker(&self.view(), &self.sessions, now, r, epoch_guess);
+                let outcome = match outcome {
+                    Ok(o) if (o.partition_work != PartitionWork::None && known) || was_unfenced => {
+                        records = self.partition_work(broker_id, PartitionWork::RemoveBrokerBefore);
+                        let epoch = epoch_guess + i64::try_from(records.len()).unwrap_or(0);
+                        register_broker(&self.view(), &self.sessions, now, r, epoch)
+                    }
+                    other => other,
+                };
+                match outcome {
+                    Ok(o) => {
+                        records.extend(o.records);
+                        let response =
+                            BrokerRegistrationResponse::default().with_broker_epoch(o.broker_epoch);
+                        (
+                            records,
+                            Reply::Ready(ControllerResponse::BrokerRegistration(response)),
+                            None,
+                        )
+                    }
+                    Err(e) => refused(e),
+                }
+            }
+            ControllerRequest::BrokerHeartbeat(r) => {
+                let broker_id = r.broker_id.0;
+                let mv = self.image.metadata_version();
+                let image = self.image.clone();
+                let outcome = self
+                    .sessions
+                    .handle_heartbeat(now, r, mv, || leads_any(&image, broker_id));
+                match outcome {
+                    Ok(o) => {
+                        let records = match o.partition_work {
+                            PartitionWork::RemoveBrokerBefore => {
+                                let mut records = self.partition_work(broker_id, o.partition_work);
+                                records.extend(o.records);
+                                records
+                            }
+                            PartitionWork::RemoveBrokerAfter
+                            | PartitionWork::ElectLeaderlessAfter => {
+                                let mut records = o.records;
+                                records.extend(self.partition_work(broker_id, o.partition_work));
+                                records
+                            }
+                            PartitionWork::None => o.records,
+                        };
+                        // Leadership and ISR places in offline directories move away before
+                        // the `LogDirs` change (the last record), as Kafka's
+                        // `handleDirectoriesOffline`.
+                        // (A heartbeat that also fences or shuts down takes the broker out of
+                        // every ISR already.)
+                        let records = if o.offline_directories.is_empty()
+                            || o.partition_work != PartitionWork::None
+                        {
+                            records
+                        } else {
+                            let mut records = records;
+                            let dirs_change = records.pop();
+                            records.extend(self.partition_work_where(
+                                broker_id,
+                                PartitionWork::RemoveBrokerBefore,
+                                |p| {
+                                    p.directory(broker_id)
+                                        .is_some_and(|d| o.offline_directories.contains(&d))
+                                },
+                            ));
+                            records.extend(dirs_change);
+                            records
+                        };
+                        let after = (o.to == BrokerControlState::ControlledShutdown
+                            && o.from != BrokerControlState::ControlledShutdown)
+                            .then_some(AfterWrite::ControlledShutdown(broker_id));
+                        let response = ControllerResponse::BrokerHeartbeat(o.reply.to_response());
+                        (records, Reply::Ready(response), after)
+                    }
+                    Err(e) => refused(e),
+                }
+            }
+            ControllerRequest::UnregisterBroker(r) => match unregister_broker(&self.view(), r) {
+                Ok((unregister, work)) => {
+                    let mut records = self.partition_work(r.broker_id.0, work);
+                    records.extend(unregister);
+                    let response =
+                        ControllerResponse::UnregisterBroker(UnregisterBrokerResponse::default());
+                    (records, Reply::Ready(response), None)
+                }
+                Err(e) => refused(e),
+            },
+            ControllerRequest::ControllerRegistration(r) => {
+                match register_controller(self.image.metadata_version(), r) {
+                    Ok(records) => (
+                        records,
+                        Reply::Ready(ControllerResponse::ControllerRegistration(
+                            ControllerRegistrationResponse::default(),
+                        )),
+                        None,
+                    ),
+                    Err(e) => refused(e),
+                }
+            }
+            ControllerRequest::CreateTopics(r) => {
+                let (records, response) = self.create_topics(r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::CreateTopics(response)),
+                    None,
+                )
+            }
+            ControllerRequest::DeleteTopics(r) => {
+                let (records, response) = self.delete_topics(r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::DeleteTopics(response)),
+                    None,
+                )
+            }
+            ControllerRequest::CreatePartitions(r) => {
+                let (records, response) = self.create_partitions(r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::CreatePartitions(response)),
+                    None,
+                )
+            }
+            ControllerRequest::ElectLeaders(r) => match self.elect_leaders(r) {
+                Ok((records, response)) => (
+                    records,
+                    Reply::Ready(ControllerResponse::ElectLeaders(response)),
+                    None,
+                ),
+                Err(e) => refused(e),
+            },
+            ControllerRequest::AllocateProducerIds(r) => {
+                let control = ProducerIdControl::from_image(&self.image.producer_ids);
+                match control.generate_next_block(&self.view(), r.broker_id.0, r.broker_epoch) {
+                    Ok((block, records)) => (
+                        records,
+                        Reply::Ready(ControllerResponse::AllocateProducerIds(block.to_response())),
+                        None,
+                    ),
+                    Err(e) => refused(e),
+                }
+            }
+            ControllerRequest::UpdateFeatures { request, version } => {
+                let (records, response) = self.update_features(request, *version);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::UpdateFeatures(response)),
+                    None,
+                )
+            }
+            ControllerRequest::IncrementalAlterConfigs(r) => {
+                let (records, response) = incremental_alter_configs(&self.image, r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::IncrementalAlterConfigs(response)),
+                    None,
+                )
+            }
+            ControllerRequest::AlterPartition(r) => {
+                if let Err(e) = self
+                    .sessions
+                    .check_broker_epoch(r.broker_id.0, r.broker_epoch)
+                {
+                    return refused(e);
+                }
+                let (records, errors) = self.alter_partition_records(r);
+                (records, Reply::AlterPartition(r.clone(), errors), None)
+            }
+        }
+    }
+
+    fn update_features(
+        &self,
+        request: &UpdateFeaturesRequest,
+        version: i16,
+    ) -> (Vec<ApiMessageAndVersion>, UpdateFeaturesResponse) {
+        let finalized: BTreeMap<String, i16> = self
+            .image
+            .features
+            .finalized_levels
+            .iter()
+            .map(|(name, level)| (name.clone(), *level))
+            .collect();
+        let brokers = NodeFeatures::brokers_of(&self.image.cluster);
+        let controllers = NodeFeatures::controllers_of(&self.image.cluster);
+        let context = FeatureContext {
+            metadata_version: self.image.metadata_version(),
+            finalized: &finalized,
+            zk_migration_state: self.image.features.zk_migration_state,
+            local_controller_id: self.config.node_id,
+            unstable_feature_versions_enable: false,
+            brokers: &brokers,
+            controllers: &controllers,
+        };
+        let outcome = update_features(&context, request, version);
+        let results = outcome
+            .results
+            .into_iter()
+            .map(|(feature, result)| {
+                let entry =
+                    UpdatableFeatureResult::default().with_feature(StrBytes::from_string(feature));
+                match result {
+                    Ok(()) => entry,
+                    Err(e) => entry
+                        .with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                }
+            })
+            .collect();
+        (
+            outcome.records,
+            UpdateFeaturesResponse::default().with_results(results),
+        )
+    }
+}
+
+/// What a processed request answers with.
+enum Reply {
+    Ready(ControllerResponse),
+    /// Built from the image once the records are applied.
+    AlterPartition(AlterPartitionRequest, Vec<Vec<Option<ControllerError>>>),
+}
+
+/// Bookkeeping after the batch is written.
+enum AfterWrite {
+    /// The broker's controlled-shutdown batch ends at the written offset.
+    ControlledShutdown(i32),
+}
+
+fn leads_any(image: &MetadataImage, broker_id: i32) -> bool {
+    image
+        .topics
+        .by_id
+        .values()
+        .any(|t| t.partitions.values().any(|p| p.leader == broker_id))
+}
+
+fn error_fields(error: &ControllerError) -> (i16, Option<StrBytes>) {
+    (error.code(), Some(StrBytes::from_string(error.to_string())))
+}

@@ -1,0 +1,198 @@
+//! Whole-request refusals and the conversion of a prepared response into an error.
+
+use super::*;
+
+/// The response refusing `request` as a whole with `error`.
+pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> ControllerResponse {
+    let (code, message) = error_fields(error);
+    match request {
+        ControllerRequest::BrokerRegistration(_) => ControllerResponse::BrokerRegistration(
+            BrokerRegistrationResponse::default()
+                .with_error_code(code)
+                .with_broker_epoch(-1),
+        ),
+        ControllerRequest::BrokerHeartbeat(_) => ControllerResponse::BrokerHeartbeat(
+            BrokerHeartbeatResponse::default()
+                .with_error_code(code)
+                .with_is_fenced(true),
+        ),
+        ControllerRequest::UnregisterBroker(_) => ControllerResponse::UnregisterBroker(
+            UnregisterBrokerResponse::default()
+                .with_error_code(code)
+                .with_error_message(message),
+        ),
+        ControllerRequest::ControllerRegistration(_) => ControllerResponse::ControllerRegistration(
+            ControllerRegistrationResponse::default()
+                .with_error_code(code)
+                .with_error_message(message),
+        ),
+        ControllerRequest::CreateTopics(r) => ControllerResponse::CreateTopics(
+            CreateTopicsResponse::default().with_topics(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        CreatableTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_error_code(code)
+                            .with_error_message(message.clone())
+                    })
+                    .collect(),
+            ),
+        ),
+        ControllerRequest::DeleteTopics(r) => {
+            let mut responses: Vec<DeletableTopicResult> = r
+                .topic_names
+                .iter()
+                .map(|n| {
+                    DeletableTopicResult::default()
+                        .with_name(Some(n.clone()))
+                        .with_error_code(code)
+                })
+                .collect();
+            responses.extend(r.topics.iter().map(|t| {
+                DeletableTopicResult::default()
+                    .with_name(t.name.clone())
+                    .with_topic_id(t.topic_id)
+                    .with_error_code(code)
+            }));
+            ControllerResponse::DeleteTopics(
+                DeleteTopicsResponse::default().with_responses(responses),
+            )
+        }
+        ControllerRequest::AlterPartition(_) => ControllerResponse::AlterPartition(
+            AlterPartitionResponse::default().with_error_code(code),
+        ),
+        ControllerRequest::CreatePartitions(r) => ControllerResponse::CreatePartitions(
+            CreatePartitionsResponse::default().with_results(
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        CreatePartitionsTopicResult::default()
+                            .with_name(t.name.clone())
+                            .with_error_code(code)
+                            .with_error_message(message.clone())
+                    })
+                    .collect(),
+            ),
+        ),
+        ControllerRequest::ElectLeaders(_) => {
+            ControllerResponse::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
+        }
+        ControllerRequest::AllocateProducerIds(_) => ControllerResponse::AllocateProducerIds(
+            AllocateProducerIdsResponse::default().with_error_code(code),
+        ),
+        ControllerRequest::UpdateFeatures { .. } => ControllerResponse::UpdateFeatures(
+            UpdateFeaturesResponse::default()
+                .with_error_code(code)
+                .with_error_message(message.clone()),
+        ),
+        ControllerRequest::IncrementalAlterConfigs(r) => {
+            ControllerResponse::IncrementalAlterConfigs(
+                IncrementalAlterConfigsResponse::default().with_responses(
+                    r.resources
+                        .iter()
+                        .map(|c| {
+                            AlterConfigsResourceResponse::default()
+                                .with_resource_type(c.resource_type)
+                                .with_resource_name(c.resource_name.clone())
+                                .with_error_code(code)
+                                .with_error_message(message.clone())
+                        })
+                        .collect(),
+                ),
+            )
+        }
+    }
+}
+
+/// A prepared response turned into a refusal with `error` (lost leadership before commit).
+pub(super) fn error_response(
+    response: &ControllerResponse,
+    error: &ControllerError,
+) -> ControllerResponse {
+    let code = error.code();
+    match response {
+        ControllerResponse::BrokerRegistration(_) => ControllerResponse::BrokerRegistration(
+            BrokerRegistrationResponse::default()
+                .with_error_code(code)
+                .with_broker_epoch(-1),
+        ),
+        ControllerResponse::BrokerHeartbeat(_) => ControllerResponse::BrokerHeartbeat(
+            BrokerHeartbeatResponse::default()
+                .with_error_code(code)
+                .with_is_fenced(true),
+        ),
+        ControllerResponse::UnregisterBroker(_) => ControllerResponse::UnregisterBroker(
+            UnregisterBrokerResponse::default().with_error_code(code),
+        ),
+        ControllerResponse::ControllerRegistration(_) => {
+            ControllerResponse::ControllerRegistration(
+                ControllerRegistrationResponse::default().with_error_code(code),
+            )
+        }
+        ControllerResponse::CreateTopics(r) => {
+            let mut r = r.clone();
+            for t in &mut r.topics {
+                t.error_code = code;
+                t.error_message = None;
+            }
+            ControllerResponse::CreateTopics(r)
+        }
+        ControllerResponse::DeleteTopics(r) => {
+            let mut r = r.clone();
+            for t in &mut r.responses {
+                t.error_code = code;
+            }
+            ControllerResponse::DeleteTopics(r)
+        }
+        ControllerResponse::AlterPartition(_) => ControllerResponse::AlterPartition(
+            AlterPartitionResponse::default().with_error_code(code),
+        ),
+        ControllerResponse::CreatePartitions(r) => {
+            let mut r = r.clone();
+            for t in &mut r.results {
+                t.error_code = code;
+                t.error_message = None;
+            }
+            ControllerResponse::CreatePartitions(r)
+        }
+        ControllerResponse::ElectLeaders(_) => {
+            ControllerResponse::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
+        }
+        ControllerResponse::AllocateProducerIds(_) => ControllerResponse::AllocateProducerIds(
+            AllocateProducerIdsResponse::default().with_error_code(code),
+        ),
+        ControllerResponse::UpdateFeatures(_) => ControllerResponse::UpdateFeatures(
+            UpdateFeaturesResponse::default().with_error_code(code),
+        ),
+        ControllerResponse::IncrementalAlterConfigs(r) => {
+            let mut r = r.clone();
+            for c in &mut r.responses {
+                c.error_code = code;
+                c.error_message = None;
+            }
+            ControllerResponse::IncrementalAlterConfigs(r)
+        }
+    }
+}
+
+/// The Kafka error of a response as a [`ResponseError`], for callers and tests.
+#[must_use]
+pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
+    use kafka_protocol::error::ParseResponseErrorCode;
+    let code = match response {
+        ControllerResponse::BrokerRegistration(r) => r.error_code,
+        ControllerResponse::BrokerHeartbeat(r) => r.error_code,
+        ControllerResponse::UnregisterBroker(r) => r.error_code,
+        ControllerResponse::ControllerRegistration(r) => r.error_code,
+        ControllerResponse::AlterPartition(r) => r.error_code,
+        ControllerResponse::ElectLeaders(r) => r.error_code,
+        ControllerResponse::AllocateProducerIds(r) => r.error_code,
+        ControllerResponse::UpdateFeatures(r) => r.error_code,
+        ControllerResponse::CreateTopics(_)
+        | ControllerResponse::DeleteTopics(_)
+        | ControllerResponse::CreatePartitions(_)
+        | ControllerResponse::IncrementalAlterConfigs(_) => 0,
+    };
+    code.err()
+}

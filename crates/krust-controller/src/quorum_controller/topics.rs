@@ -1,0 +1,542 @@
+//! CreateTopics, CreatePartitions and DeleteTopics (Kafka 3.9 `ReplicationControlManager`
+//! `createTopics` / `createPartitions` / `deleteTopics`), against the controller's image.
+
+use super::*;
+
+impl QuorumController {
+    pub(super) fn create_topics(
+        &mut self,
+        request: &CreateTopicsRequest,
+    ) -> (Vec<ApiMessageAndVersion>, CreateTopicsResponse) {
+        let mut records = Vec::new();
+        let mut results = Vec::new();
+        let mut seen = BTreeMap::new();
+        for topic in &request.topics {
+            *seen.entry(topic.name.0.to_string()).or_insert(0) += 1;
+        }
+        // Kafka's per-request cap, counted without allocating anything.
+        let total: i64 = request
+            .topics
+            .iter()
+            .map(|t| {
+                if t.assignments.is_empty() {
+                    i64::from(if t.num_partitions == -1 {
+                        self.config.default_num_partitions
+                    } else {
+                        t.num_partitions
+                    })
+                    .max(0)
+                } else {
+                    i64::try_from(t.assignments.len()).unwrap_or(i64::MAX)
+                }
+            })
+            .sum();
+        // Names created earlier in this request, for the collision check.
+        let mut created_now: BTreeSet<String> = BTreeSet::new();
+        for topic in &request.topics {
+            let name = topic.name.0.to_string();
+            let result = if seen.get(&name).copied().unwrap_or(0) > 1 {
+                Err(ControllerError::InvalidRequest {
+                    reason: "Duplicate topic name.".to_owned(),
+                })
+            } else if total > MAX_PARTITIONS_PER_REQUEST {
+                Err(ControllerError::InvalidPartitions {
+                    reason: "Excessively large number of partitions per request.".to_owned(),
+                })
+            } else {
+                self.create_topic(topic, request.validate_only, &created_now)
+            };
+            match result {
+                Ok((topic_id, num_partitions, replication_factor, topic_records)) => {
+                    created_now.insert(name.clone());
+                    results.push(
+                        CreatableTopicResult::default()
+                            .with_name(topic.name.clone())
+                            .with_topic_id(topic_id)
+                            .with_num_partitions(num_partitions)
+                            .with_replication_factor(replication_factor),
+                    );
+                    records.extend(topic_records);
+                }
+                Err(e) => results.push(
+                    CreatableTopicResult::default()
+                        .with_name(topic.name.clone())
+                        .with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1),
+                ),
+            }
+        }
+        (
+            records,
+            CreateTopicsResponse::default().with_topics(results),
+        )
+    }
+
+    /// Validates and builds one topic: `(id, partitions, replication factor, records)`.
+    pub(super) fn create_topic(
+        &mut self,
+        topic: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+        validate_only: bool,
+        created_now: &BTreeSet<String>,
+    ) -> Result<(Uuid, i32, i16, Vec<ApiMessageAndVersion>), ControllerError> {
+        let name = topic.name.0.to_string();
+        topic_names::validate(&name)?;
+        if name == topic_names::CLUSTER_METADATA_TOPIC_NAME {
+            return Err(ControllerError::InvalidRequest {
+                reason: format!("Creation of internal topic {name} is prohibited."),
+            });
+        }
+        if self.image.topics.topic_by_name(&name).is_some() || created_now.contains(&name) {
+            return Err(ControllerError::TopicAlreadyExists { name });
+        }
+        let unified = topic_names::unify_collision_chars(&name);
+        if let Some(existing) = self
+            .image
+            .topics
+            .by_name
+            .keys()
+            .chain(created_now.iter())
+            .find(|n| topic_names::unify_collision_chars(n) == unified)
+        {
+            return Err(ControllerError::InvalidTopicName {
+                reason: format!("Topic '{name}' collides with existing topic: {existing}"),
+            });
+        }
+        let mut configs = Vec::new();
+        for config in &topic.configs {
+            let Some(value) = &config.value else {
+                return Err(ControllerError::InvalidRequest {
+                    reason: format!(
+                        "Null value not supported for topic configs: {}",
+                        config.name
+                    ),
+                });
+            };
+            if config.name.as_str() == UNCLEAN_LEADER_ELECTION_ENABLE
+                && !matches!(value.to_ascii_lowercase().as_str(), "true" | "false")
+            {
+                return Err(ControllerError::InvalidConfig {
+                    reason: format!(
+                        "Invalid value {value} for configuration {UNCLEAN_LEADER_ELECTION_ENABLE}: Expected value to be either true or false"
+                    ),
+                });
+            }
+            configs.push((config.name.to_string(), value.to_string()));
+        }
+        let assignments = if topic.assignments.is_empty() {
+            let num_partitions = if topic.num_partitions == -1 {
+                self.config.default_num_partitions
+            } else {
+                topic.num_partitions
+            };
+            let replication_factor = if topic.replication_factor == -1 {
+                self.config.default_replication_factor
+            } else {
+                topic.replication_factor
+            };
+            if num_partitions <= 0 {
+                return Err(ControllerError::InvalidPartitions {
+                    reason: "Number of partitions was set to an invalid non-positive value."
+                        .to_owned(),
+                });
+            }
+            if replication_factor <= 0 {
+                return Err(ControllerError::InvalidReplicationFactor {
+                    reason:
+                        "Replication factor must be larger than 0, or -1 to use the default value."
+                            .to_owned(),
+                });
+            }
+            let count = usize::try_from(num_partitions).expect("positive, and capped per request");
+            let image = self.image.clone();
+            let usable = self
+                .sessions
+                .usable_brokers(|id| image.cluster.broker(id).and_then(|b| b.rack.clone()));
+            let placed = self
+                .placer
+                .place(count, i32::from(replication_factor), &usable)?;
+            self.check_placed_isrs(&placed, i32::from(replication_factor))?;
+            placed
+        } else {
+            if topic.num_partitions != -1 {
+                return Err(ControllerError::InvalidRequest {
+                    reason: "A manual partition assignment was specified, but numPartitions was not set to -1.".to_owned(),
+                });
+            }
+            if topic.replication_factor != -1 {
+                return Err(ControllerError::InvalidRequest {
+                    reason: "A manual partition assignment was specified, but replicationFactor was not set to -1.".to_owned(),
+                });
+            }
+            let mut assignments = Vec::with_capacity(topic.assignments.len());
+            for (expected, assignment) in topic.assignments.iter().enumerate() {
+                let invalid = |reason: String| ControllerError::InvalidReplicaAssignment { reason };
+                if usize::try_from(assignment.partition_index).ok() != Some(expected) {
+                    return Err(invalid(
+                        "partitions should be a consecutive 0-based integer sequence".to_owned(),
+                    ));
+                }
+                let replicas: Vec<i32> = assignment.broker_ids.iter().map(|b| b.0).collect();
+                self.validate_manual_assignment(&replicas, expected)?;
+                assignments.push(replicas);
+            }
+            if assignments.iter().any(|a| a.len() != assignments[0].len()) {
+                return Err(ControllerError::InvalidReplicaAssignment {
+                    reason: "The manual partition assignment includes a partition with a different replication factor than the others.".to_owned(),
+                });
+            }
+            assignments
+        };
+        let num_partitions = i32::try_from(assignments.len()).expect("capped per request");
+        let replication_factor = i16::try_from(assignments[0].len()).unwrap_or(i16::MAX);
+        if validate_only {
+            return Ok((Uuid::nil(), num_partitions, replication_factor, Vec::new()));
+        }
+        let topic_id = loop {
+            let id = random_kafka_uuid(&mut self.rng);
+            if self.image.topics.topic(id).is_none() {
+                break id;
+            }
+        };
+        let mut records = vec![ApiMessageAndVersion::new(
+            MetadataRecord::Topic(TopicRecord {
+                name: name.clone(),
+                topic_id,
+                ..TopicRecord::default()
+            }),
+            0,
+        )];
+        for (resource_config, value) in configs {
+            records.push(ApiMessageAndVersion::new(
+                MetadataRecord::Config(ConfigRecord {
+                    resource_type: ConfigResourceType::TOPIC.0,
+                    resource_name: name.clone(),
+                    name: resource_config,
+                    value: Some(value),
+                    ..ConfigRecord::default()
+                }),
+                0,
+            ));
+        }
+        for (partition_id, replicas) in assignments.into_iter().enumerate() {
+            let partition_id = i32::try_from(partition_id).expect("capped per request");
+            records.push(self.new_partition_record(topic_id, partition_id, replicas));
+        }
+        info!(topic = %name, %topic_id, num_partitions, replication_factor, "creating topic");
+        Ok((topic_id, num_partitions, replication_factor, records))
+    }
+
+    /// Every placed partition needs an active replica to start its ISR (the placer's view of
+    /// fencing comes from the sessions, "active" also needs the registration out of controlled
+    /// shutdown), as Kafka's `createTopic` checks.
+    pub(super) fn check_placed_isrs(
+        &self,
+        placed: &[Vec<i32>],
+        replication_factor: i32,
+    ) -> Result<(), ControllerError> {
+        if placed
+            .iter()
+            .any(|replicas| !replicas.iter().any(|&r| self.broker_is_active(r)))
+        {
+            return Err(ControllerError::InvalidReplicationFactor {
+                reason: format!(
+                    "Unable to replicate the partition {replication_factor} time(s): All brokers are currently fenced or in controlled shutdown."
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Kafka's checks of one manually assigned replica list (partition `index`).
+    pub(super) fn validate_manual_assignment(
+        &self,
+        replicas: &[i32],
+        index: usize,
+    ) -> Result<(), ControllerError> {
+        let invalid = |reason: String| Err(ControllerError::InvalidReplicaAssignment { reason });
+        if replicas.is_empty() {
+            return invalid(
+                "The manual partition assignment includes an empty replica list.".to_owned(),
+            );
+        }
+        let mut seen = BTreeSet::new();
+        if let Some(twice) = replicas.iter().find(|&&r| !seen.insert(r)) {
+            return invalid(format!(
+                "The manual partition assignment includes the broker {twice} more than once."
+            ));
+        }
+        if let Some(missing) = replicas
+            .iter()
+            .find(|&&r| self.image.cluster.broker(r).is_none())
+        {
+            return invalid(format!(
+                "The manual partition assignment includes broker {missing}, but no such broker is registered."
+            ));
+        }
+        if !replicas.iter().any(|&r| self.broker_is_active(r)) {
+            return invalid(format!(
+                "All brokers specified in the manual partition assignment for partition {index} are fenced or in controlled shutdown."
+            ));
+        }
+        Ok(())
+    }
+
+    /// The `PartitionRecord` of a new partition: the ISR is the active replicas, the leader
+    /// the first of them.
+    pub(super) fn new_partition_record(
+        &self,
+        topic_id: Uuid,
+        partition_id: i32,
+        replicas: Vec<i32>,
+    ) -> ApiMessageAndVersion {
+        let mv = self.image.metadata_version();
+        let isr: Vec<i32> = replicas
+            .iter()
+            .copied()
+            .filter(|&r| self.broker_is_active(r))
+            .collect();
+        let leader = isr.first().copied().unwrap_or(NO_LEADER);
+        let directories = if mv.is_directory_assignment_supported() {
+            replicas
+                .iter()
+                .map(|&r| self.default_directory(r))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        ApiMessageAndVersion::new(
+            MetadataRecord::Partition(PartitionRecord {
+                partition_id,
+                topic_id,
+                replicas,
+                isr,
+                removing_replicas: Vec::new(),
+                adding_replicas: Vec::new(),
+                leader,
+                leader_recovery_state: LeaderRecoveryState::Recovered.value(),
+                leader_epoch: 0,
+                partition_epoch: 0,
+                directories,
+                eligible_leader_replicas: None,
+                last_known_elr: None,
+                unknown_tagged_fields: Default::default(),
+            }),
+            mv.partition_record_version(),
+        )
+    }
+
+    pub(super) fn create_partitions(
+        &mut self,
+        request: &CreatePartitionsRequest,
+    ) -> (Vec<ApiMessageAndVersion>, CreatePartitionsResponse) {
+        let mut records = Vec::new();
+        let mut results = Vec::new();
+        let mut seen = BTreeMap::new();
+        for topic in &request.topics {
+            *seen.entry(topic.name.0.to_string()).or_insert(0) += 1;
+        }
+        let mut total_added: i64 = 0;
+        for topic in &request.topics {
+            let name = topic.name.0.to_string();
+            let result = if seen.get(&name).copied().unwrap_or(0) > 1 {
+                Err(ControllerError::InvalidRequest {
+                    reason: "Duplicate topic name.".to_owned(),
+                })
+            } else {
+                self.create_partitions_of(topic, &mut total_added)
+            };
+            let entry = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
+            match result {
+                Ok(new_records) => {
+                    if !request.validate_only {
+                        records.extend(new_records);
+                    }
+                    results.push(entry);
+                }
+                Err(e) => results.push(
+                    entry
+                        .with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                ),
+            }
+        }
+        (
+            records,
+            CreatePartitionsResponse::default().with_results(results),
+        )
+    }
+
+    /// Kafka's `createPartitions` for one topic.
+    pub(super) fn create_partitions_of(
+        &mut self,
+        topic: &kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic,
+        total_added: &mut i64,
+    ) -> Result<Vec<ApiMessageAndVersion>, ControllerError> {
+        let name = topic.name.0.as_str();
+        let Some(existing) = self.image.topics.topic_by_name(name) else {
+            return Err(ControllerError::UnknownTopicOrPartition {
+                reason: format!("Unable to locate topic {name}"),
+            });
+        };
+        let topic_id = existing.id;
+        let current = i32::try_from(existing.partitions.len()).unwrap_or(i32::MAX);
+        let replication_factor = existing.partitions.get(&0).map_or(1, |p| p.replicas.len());
+        if topic.count < current {
+            return Err(ControllerError::InvalidPartitions {
+                reason: format!(
+                    "The topic {name} currently has {current} partition(s); {} would not be an increase.",
+                    topic.count
+                ),
+            });
+        }
+        if topic.count == current {
+            return Err(ControllerError::InvalidPartitions {
+                reason: format!("Topic already has {current} partition(s)."),
+            });
+        }
+        let additional = topic.count - current;
+        *total_added += i64::from(additional);
+        if *total_added > MAX_PARTITIONS_PER_REQUEST {
+            return Err(ControllerError::InvalidPartitions {
+                reason: "Excessively large number of partitions per request.".to_owned(),
+            });
+        }
+        let count = usize::try_from(additional).expect("positive and capped");
+        let assignments = match &topic.assignments {
+            Some(assignments) => {
+                if assignments.len() != count {
+                    return Err(ControllerError::InvalidReplicaAssignment {
+                        reason: format!(
+                            "Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.",
+                            assignments.len()
+                        ),
+                    });
+                }
+                let mut lists = Vec::with_capacity(count);
+                for (i, assignment) in assignments.iter().enumerate() {
+                    let replicas: Vec<i32> = assignment.broker_ids.iter().map(|b| b.0).collect();
+                    if replicas.len() != replication_factor {
+                        return Err(ControllerError::InvalidReplicaAssignment {
+                            reason: format!(
+                                "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {replication_factor} replica(s).",
+                                replicas.len()
+                            ),
+                        });
+                    }
+                    self.validate_manual_assignment(
+                        &replicas,
+                        i + usize::try_from(current).unwrap_or(0),
+                    )?;
+                    lists.push(replicas);
+                }
+                lists
+            }
+            None => {
+                let image = self.image.clone();
+                let usable = self
+                    .sessions
+                    .usable_brokers(|id| image.cluster.broker(id).and_then(|b| b.rack.clone()));
+                let replication_factor = i32::try_from(replication_factor).unwrap_or(i32::MAX);
+                let placed = self.placer.place(count, replication_factor, &usable)?;
+                self.check_placed_isrs(&placed, replication_factor)?;
+                placed
+            }
+        };
+        Ok(assignments
+            .into_iter()
+            .zip(current..)
+            .map(|(replicas, partition_id)| {
+                self.new_partition_record(topic_id, partition_id, replicas)
+            })
+            .collect())
+    }
+
+    /// Kafka's `ClusterControlManager.defaultDir`: the only directory of a single-directory
+    /// broker, else unassigned (migrating for a broker that reported none).
+    pub(super) fn default_directory(&self, broker: i32) -> Uuid {
+        match self
+            .image
+            .cluster
+            .broker(broker)
+            .map(|b| b.directories.as_slice())
+        {
+            Some([only]) => *only,
+            Some([]) | None => DIRECTORY_ID_MIGRATING,
+            Some(_) => DIRECTORY_ID_UNASSIGNED,
+        }
+    }
+
+    pub(super) fn delete_topics(
+        &mut self,
+        request: &DeleteTopicsRequest,
+    ) -> (Vec<ApiMessageAndVersion>, DeleteTopicsResponse) {
+        let mut targets: Vec<(Option<String>, Uuid)> = request
+            .topic_names
+            .iter()
+            .map(|n| (Some(n.0.to_string()), Uuid::nil()))
+            .collect();
+        targets.extend(
+            request
+                .topics
+                .iter()
+                .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
+        );
+        let mut removed = BTreeSet::new();
+        let mut records = Vec::new();
+        let mut responses = Vec::new();
+        for (name, id) in targets {
+            let found = match (&name, id.is_nil()) {
+                (Some(name), true) => self
+                    .image
+                    .topics
+                    .topic_by_name(name)
+                    .map(|t| (t.name.clone(), t.id))
+                    .ok_or_else(|| ControllerError::UnknownTopicOrPartition {
+                        reason: "This server does not host this topic-partition.".to_owned(),
+                    }),
+                (_, false) => self
+                    .image
+                    .topics
+                    .topic(id)
+                    .map(|t| (t.name.clone(), t.id))
+                    .ok_or(ControllerError::UnknownTopicId { topic_id: id }),
+                (None, true) => Err(ControllerError::InvalidRequest {
+                    reason: "Neither topic name nor id were specified.".to_owned(),
+                }),
+            };
+            let result = DeletableTopicResult::default();
+            match found {
+                Ok((name, topic_id)) => {
+                    if removed.insert(topic_id) {
+                        info!(topic = %name, %topic_id, "deleting topic");
+                        records.push(ApiMessageAndVersion::new(
+                            MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                                topic_id,
+                                ..RemoveTopicRecord::default()
+                            }),
+                            0,
+                        ));
+                    }
+                    responses.push(
+                        result
+                            .with_name(Some(TopicName(StrBytes::from_string(name))))
+                            .with_topic_id(topic_id),
+                    );
+                }
+                Err(e) => responses.push(
+                    result
+                        .with_name(name.map(|n| TopicName(StrBytes::from_string(n))))
+                        .with_topic_id(id)
+                        .with_error_code(e.code())
+                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                ),
+            }
+        }
+        (
+            records,
+            DeleteTopicsResponse::default().with_responses(responses),
+        )
+    }
+}
