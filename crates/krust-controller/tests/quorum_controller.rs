@@ -56,11 +56,13 @@ fn config(node_id: i32) -> QuorumControllerConfig {
         default_num_partitions: 1,
         default_replication_factor: 1,
         kraft_version: 0,
+        unclean_leader_election_interval_ms: 300_000,
     }
 }
 
 /// Two controllers over one log.
 struct Sim {
+    t0: Instant,
     now: Instant,
     controllers: Vec<QuorumController>,
     active: usize,
@@ -76,6 +78,7 @@ impl Sim {
     fn new() -> Self {
         let now = Instant::now();
         let mut sim = Self {
+            t0: now,
             now,
             controllers: vec![
                 QuorumController::new(config(3000), 1),
@@ -1357,4 +1360,43 @@ fn producer_id_blocks_and_feature_updates_go_through_the_log() {
         "the current level is accepted"
     );
     assert_eq!(sim.image().metadata_version(), MetadataVersion::IBP_3_9_IV0);
+}
+
+#[test]
+fn enabling_unclean_election_later_elects_leaderless_partitions_on_the_next_pass() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(2);
+    let assign = topic("t", -1, -1).with_assignments(vec![
+        CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+    ]);
+    assert_eq!(sim.create(assign, false).topics[0].error_code, 0);
+    let id = sim.image().topics.topic_by_name("t").expect("exists").id;
+    assert_eq!(
+        partition_code(&sim.request(alter(1, epochs[&1], id, 0, 0, &[1]))),
+        0
+    );
+    for _ in 0..5 {
+        sim.advance(2_000);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(p.leader, -1, "clean election impossible");
+    let unclean = "unclean.leader.election.enable";
+    assert_eq!(
+        alter_configs(&mut sim, 2, "t", 0, unclean, Some("true"), false),
+        0
+    );
+    // The next pass is due 300 s after activation.
+    while sim.image().topics.topic(id).expect("exists").partitions[&0].leader == -1 {
+        assert!(
+            sim.now - sim.t0 < Duration::from_secs(301),
+            "no unclean election"
+        );
+        sim.advance(1_000);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
 }

@@ -96,6 +96,12 @@ pub const METADATA_MAX_IDLE_INTERVAL_MS_DEFAULT: u64 = 500;
 /// Most partitions one CreateTopics may create (Kafka's `MAX_PARTITIONS_PER_BATCH`). Checked
 /// before anything is allocated, so an absurd count costs nothing.
 pub const MAX_PARTITIONS_PER_REQUEST: i64 = 10_000;
+/// `unclean.leader.election.interval.ms` default: how often leaderless partitions of topics
+/// that allow unclean election get one.
+pub const UNCLEAN_LEADER_ELECTION_INTERVAL_MS_DEFAULT: u64 = 300_000;
+/// Most elections one periodic unclean-election pass makes (Kafka's
+/// `MAX_ELECTIONS_PER_IMBALANCE`); the rest wait for the next pass.
+pub const MAX_ELECTIONS_PER_PASS: usize = 1_000;
 /// The topic config that allows unclean leader election.
 pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
 /// `BeginTransactionRecord.Name` of the bootstrap transaction.
@@ -120,6 +126,8 @@ pub struct QuorumControllerConfig {
     pub default_replication_factor: i16,
     /// `kraft.version` as the Raft layer has it.
     pub kraft_version: i16,
+    /// `unclean.leader.election.interval.ms`; 0 disables the periodic pass.
+    pub unclean_leader_election_interval_ms: u64,
 }
 
 /// One committed batch from the Raft listener.
@@ -254,6 +262,8 @@ struct ActiveState {
     pending: VecDeque<PendingResponse>,
     /// When the next `NoOpRecord` is due.
     next_noop: Option<Instant>,
+    /// When the next periodic unclean election pass is due.
+    next_unclean_check: Option<Instant>,
 }
 
 /// The quorum controller. See the module doc for the driving contract.
@@ -452,6 +462,7 @@ impl QuorumController {
             next_write_offset: log_end_offset,
             pending: VecDeque::new(),
             next_noop: None,
+            next_unclean_check: None,
         });
         self.sessions.activate(now);
         if self.image.is_empty() {
@@ -459,6 +470,7 @@ impl QuorumController {
             self.write(now, records);
         }
         self.schedule_noop(now);
+        self.schedule_unclean_check(now);
     }
 
     fn bootstrap_records(&self) -> Vec<ApiMessageAndVersion> {
@@ -499,6 +511,14 @@ impl QuorumController {
         records
     }
 
+    fn schedule_unclean_check(&mut self, now: Instant) {
+        let interval = self.config.unclean_leader_election_interval_ms;
+        if let Some(active) = &mut self.active {
+            active.next_unclean_check =
+                (interval > 0).then(|| now + Duration::from_millis(interval));
+        }
+    }
+
     fn schedule_noop(&mut self, now: Instant) {
         let interval = self.config.metadata_max_idle_interval_ms;
         if let Some(active) = &mut self.active {
@@ -510,10 +530,14 @@ impl QuorumController {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let active = self.active.as_ref()?;
-        [self.sessions.poll_timeout(), active.next_noop]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.sessions.poll_timeout(),
+            active.next_noop,
+            active.next_unclean_check,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Fences brokers whose session expired (moving their leaderships) and writes the
@@ -528,6 +552,16 @@ impl QuorumController {
                 self.partition_work(expiry.broker_id, PartitionWork::RemoveBrokerBefore);
             records.extend(expiry.records);
             self.write(now, records);
+        }
+        let unclean_due = self
+            .active
+            .as_ref()
+            .and_then(|a| a.next_unclean_check)
+            .is_some_and(|t| now >= t);
+        if unclean_due {
+            let records = self.unclean_elections(MAX_ELECTIONS_PER_PASS);
+            self.write(now, records);
+            self.schedule_unclean_check(now);
         }
         let due = self
             .active

@@ -418,4 +418,31 @@ impl QuorumController {
         }
         ControllerResponse::AlterPartition(AlterPartitionResponse::default().with_topics(topics))
     }
+
+    /// Unclean elections for leaderless partitions of topics whose
+    /// `unclean.leader.election.enable` is true (Kafka 3.9's periodic check), at most `limit`.
+    pub(super) fn unclean_elections(&self, limit: usize) -> Vec<ApiMessageAndVersion> {
+        let mv = self.image.metadata_version();
+        let acceptable = |r: i32| self.broker_is_active(r);
+        let mut records = Vec::new();
+        for topic in self.image.topics.by_id.values() {
+            if !self.unclean_election_enabled(&topic.name) {
+                continue;
+            }
+            for (&partition_id, partition) in &topic.partitions {
+                if records.len() >= limit {
+                    return records;
+                }
+                if partition.has_leader() {
+                    continue;
+                }
+                records.extend(
+                    PartitionChangeBuilder::new(partition, topic.id, partition_id, &acceptable, mv)
+                        .with_election(Election::Unclean)
+                        .build(),
+                );
+            }
+        }
+        records
+    }
 }
