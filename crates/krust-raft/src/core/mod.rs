@@ -334,7 +334,8 @@ pub struct RaftMetrics {
     pub current_state: &'static str,
     /// `current-leader`: the leader's id, or -1.
     pub current_leader: i32,
-    /// `current-vote`: the candidate voted for in this epoch, or -1.
+    /// `current-vote`: the candidate voted for in this epoch (this replica itself while
+    /// candidate or leader, as in Kafka 3.9), or -1.
     pub current_vote: i32,
     /// `current-epoch`.
     pub current_epoch: i32,
@@ -722,7 +723,11 @@ impl RaftCore {
         RaftMetrics {
             current_state,
             current_leader: self.leader().map_or(-1, |n| n.0),
-            current_vote: self.voted_for().map_or(-1, |n| n.0),
+            // Kafka 3.9 reports its own id while leading, as while a candidate.
+            current_vote: match self.role() {
+                RoleKind::Leader => self.config.node_id.0,
+                _ => self.voted_for().map_or(-1, |n| n.0),
+            },
             current_epoch: self.epoch.0,
             high_watermark: self.high_watermark.0,
             log_end_offset: end.offset.0,
@@ -2610,9 +2615,11 @@ impl RaftCore {
         }
         let end = self.log.end_offset();
         self.actions.push_back(Action::Append { batches });
-        self.request_flush(end);
-        // Wake long-polling followers: there is data now.
+        // Wake long-polling followers before our own fsync, so theirs and ours overlap instead of
+        // running one after the other. Safe: the high watermark counts the leader's own log only
+        // up to its flushed offset (`handle_flushed`), so nothing commits on unflushed leader data.
         self.complete_parked_fetches();
+        self.request_flush(end);
         let _ = now;
     }
 
