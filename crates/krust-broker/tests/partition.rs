@@ -1,0 +1,578 @@
+//! Partition behaviour as Kafka 3.9's `Partition`/`UnifiedLog`: leader append validation,
+//! acks=all and `min.insync.replicas`, the high watermark moved by follower fetches, reads
+//! for consumers and followers, leader-epoch fencing, ListOffsets, OffsetForLeaderEpoch and
+//! follower divergence truncation. Time is explicit (`now` in ms).
+
+use std::path::Path;
+
+use bytes::Bytes;
+use kafka_protocol::error::ResponseError;
+use krust_broker::partition::{Fetcher, IsolationLevel, PartitionConfig};
+use krust_broker::{Partition, PartitionError};
+use krust_log::leader_epoch::EpochEndOffset;
+use krust_log::log::{EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP};
+use krust_log::{Log, LogConfig, RecordBatchBuilder};
+
+const T0: i64 = 1_700_000_000_000;
+const LEADER: i32 = 1;
+const CONSUMER: Fetcher = Fetcher::Consumer {
+    isolation: IsolationLevel::ReadUncommitted,
+};
+
+fn records(count: usize, ts: i64) -> Bytes {
+    let mut b = RecordBatchBuilder::new(0);
+    for i in 0..count {
+        b.append_kv(ts + i as i64, None, Some(Bytes::from(format!("v{i}"))));
+    }
+    b.build().into_bytes()
+}
+
+fn idempotent(pid: i64, epoch: i16, seq: i32, count: usize) -> Bytes {
+    let mut b = RecordBatchBuilder::new(0).producer(pid, epoch, seq);
+    for _ in 0..count {
+        b.append_kv(T0, None, Some(Bytes::from_static(b"x")));
+    }
+    b.build().into_bytes()
+}
+
+fn open(dir: &Path, config: PartitionConfig) -> Partition {
+    let log = Log::open(dir, LogConfig::default(), 0).expect("log");
+    Partition::open(LEADER, log, config, 0, T0).expect("partition")
+}
+
+fn leader(dir: &Path, replicas: &[i32], isr: &[i32], config: PartitionConfig) -> Partition {
+    let mut p = open(dir, config);
+    p.make_leader(5, replicas, isr, T0).expect("leader");
+    p
+}
+
+fn follower_fetch(p: &mut Partition, replica_id: i32, offset: i64, now: i64) {
+    p.read(
+        offset,
+        1 << 20,
+        Fetcher::Follower { replica_id },
+        Some(p.leader_epoch()),
+        None,
+        true,
+        now,
+    )
+    .expect("follower fetch");
+}
+
+fn code(e: &PartitionError) -> ResponseError {
+    e.response_error()
+}
+
+#[test]
+fn duplicate_batch_is_acknowledged_with_original_offsets_and_not_reappended() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[LEADER],
+        &[LEADER],
+        PartitionConfig::default(),
+    );
+    p.append_as_leader(records(2, T0), 1, T0).expect("plain");
+    let first = p
+        .append_as_leader(idempotent(9, 0, 0, 3), 1, T0)
+        .expect("first");
+    assert_eq!(
+        (first.base_offset, first.last_offset, first.duplicate),
+        (2, 4, false)
+    );
+    let retry = p
+        .append_as_leader(idempotent(9, 0, 0, 3), -1, T0)
+        .expect("retry");
+    assert_eq!(
+        (retry.base_offset, retry.last_offset, retry.duplicate),
+        (2, 4, true)
+    );
+    assert_eq!(retry.wait_for_high_watermark, Some(5));
+    assert_eq!(p.log_end_offset(), 5);
+}
+
+#[test]
+fn out_of_order_sequence_and_old_epoch_get_their_kafka_codes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[LEADER],
+        &[LEADER],
+        PartitionConfig::default(),
+    );
+    p.append_as_leader(idempotent(9, 1, 0, 1), 1, T0)
+        .expect("first");
+    let gap = p
+        .append_as_leader(idempotent(9, 1, 2, 1), 1, T0)
+        .expect_err("gap");
+    assert_eq!(code(&gap), ResponseError::OutOfOrderSequenceNumber);
+    let old = p
+        .append_as_leader(idempotent(9, 0, 1, 1), 1, T0)
+        .expect_err("old epoch");
+    assert_eq!(code(&old), ResponseError::InvalidProducerEpoch);
+    p.append_as_leader(idempotent(9, 2, 0, 1), 1, T0)
+        .expect("epoch bump at seq 0");
+    assert_eq!(p.log_end_offset(), 2);
+}
+
+#[test]
+fn producer_state_survives_restart_via_snapshot_and_log_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let mut p = leader(&path, &[LEADER], &[LEADER], PartitionConfig::default());
+    p.append_as_leader(idempotent(9, 0, 0, 2), 1, T0)
+        .expect("a");
+    p.write_producer_snapshot().expect("snapshot at 2");
+    p.append_as_leader(idempotent(9, 0, 2, 2), 1, T0)
+        .expect("b (tail)");
+    p.append_as_leader(idempotent(4, 0, 0, 1), 1, T0)
+        .expect("c (tail)");
+    let before = p.producer_state().snapshot_entries();
+    let recovery_point = p.close().expect("close");
+    let log = Log::open(&path, LogConfig::default(), recovery_point).expect("reopen");
+    let mut p = Partition::open(LEADER, log, PartitionConfig::default(), 5, T0).expect("open");
+    assert_eq!(p.producer_state().snapshot_entries(), before);
+    p.make_leader(6, &[LEADER], &[LEADER], T0).expect("leader");
+    let dup = p
+        .append_as_leader(idempotent(9, 0, 2, 2), 1, T0)
+        .expect("dup");
+    assert_eq!((dup.duplicate, dup.base_offset), (true, 2));
+    let next = p
+        .append_as_leader(idempotent(9, 0, 4, 1), 1, T0)
+        .expect("next");
+    assert_eq!(next.base_offset, 5);
+    let gap = p
+        .append_as_leader(idempotent(4, 0, 3, 1), 1, T0)
+        .expect_err("gap");
+    assert_eq!(code(&gap), ResponseError::OutOfOrderSequenceNumber);
+}
+
+#[test]
+fn high_watermark_moves_with_isr_fetches_and_never_backwards() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[1, 2, 3],
+        &[1, 2, 3],
+        PartitionConfig::default(),
+    );
+    p.append_as_leader(records(10, T0), 1, T0).expect("append");
+    assert_eq!(p.high_watermark(), 0, "followers have not fetched");
+    follower_fetch(&mut p, 2, 10, T0 + 1);
+    assert_eq!(p.high_watermark(), 0, "replica 3 holds it back");
+    follower_fetch(&mut p, 3, 4, T0 + 1);
+    assert_eq!(p.high_watermark(), 4);
+    follower_fetch(&mut p, 3, 10, T0 + 2);
+    assert_eq!(p.high_watermark(), 10);
+    // A follower fetching from an older offset (it truncated) does not move the HW back.
+    follower_fetch(&mut p, 3, 7, T0 + 3);
+    assert_eq!(p.high_watermark(), 10);
+    // Once replica 3 leaves the ISR it no longer holds the HW.
+    p.append_as_leader(records(5, T0), 1, T0 + 4)
+        .expect("append");
+    p.update_isr(&[1, 2], T0 + 40_000);
+    follower_fetch(&mut p, 2, 15, T0 + 40_001);
+    assert_eq!(p.high_watermark(), 15);
+}
+
+#[test]
+fn lagging_isr_member_is_out_of_sync_and_caught_up_follower_is_a_candidate() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[1, 2, 3],
+        &[1, 2],
+        PartitionConfig::default(),
+    );
+    p.append_as_leader(records(3, T0), 1, T0).expect("append");
+    follower_fetch(&mut p, 2, 3, T0 + 10);
+    follower_fetch(&mut p, 3, 3, T0 + 10);
+    assert_eq!(p.high_watermark(), 3);
+    assert_eq!(p.isr_expansion_candidates(), vec![3]);
+    p.append_as_leader(records(1, T0), 1, T0 + 20)
+        .expect("append");
+    // Replica 2 keeps fetching but never reaches the end again.
+    follower_fetch(&mut p, 2, 3, T0 + 20_000);
+    assert!(
+        p.out_of_sync_replicas(T0 + 30_010).is_empty(),
+        "within 30 s of last caught up"
+    );
+    assert_eq!(p.out_of_sync_replicas(T0 + 30_011), vec![2]);
+}
+
+#[test]
+fn acks_all_with_isr_below_min_insync_is_not_enough_replicas() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = PartitionConfig {
+        min_insync_replicas: 2,
+        ..PartitionConfig::default()
+    };
+    let mut p = leader(&dir.path().join("t-0"), &[1, 2], &[1], config);
+    let err = p
+        .append_as_leader(records(1, T0), -1, T0)
+        .expect_err("min isr");
+    assert_eq!(code(&err), ResponseError::NotEnoughReplicas);
+    assert_eq!(p.log_end_offset(), 0, "nothing written");
+    p.append_as_leader(records(1, T0), 1, T0)
+        .expect("acks=1 is fine");
+}
+
+#[test]
+fn acks_all_waits_until_the_high_watermark_reaches_the_append() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = PartitionConfig {
+        min_insync_replicas: 2,
+        ..PartitionConfig::default()
+    };
+    let mut p = leader(&dir.path().join("t-0"), &[1, 2], &[1, 2], config);
+    let append = p.append_as_leader(records(2, T0), -1, T0).expect("append");
+    let required = append.wait_for_high_watermark.expect("acks=all waits");
+    assert_eq!(required, 2);
+    assert!(p.check_enough_replicas_reach_offset(required).is_none());
+    follower_fetch(&mut p, 2, 2, T0 + 1);
+    assert!(matches!(
+        p.check_enough_replicas_reach_offset(required),
+        Some(Ok(()))
+    ));
+    p.update_isr(&[1], T0 + 2);
+    let after = p
+        .check_enough_replicas_reach_offset(required)
+        .expect("done");
+    assert_eq!(
+        code(&after.expect_err("isr shrank")),
+        ResponseError::NotEnoughReplicasAfterAppend
+    );
+}
+
+#[test]
+fn append_validation_maps_to_kafka_codes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = PartitionConfig {
+        message_timestamp_before_max_ms: 1000,
+        message_timestamp_after_max_ms: 1000,
+        ..PartitionConfig::default()
+    };
+    let mut p = leader(&dir.path().join("t-0"), &[LEADER], &[LEADER], config);
+    let cases: Vec<(&str, Bytes, ResponseError)> = vec![
+        (
+            "timestamp too old",
+            records(1, T0 - 1001),
+            ResponseError::InvalidTimestamp,
+        ),
+        (
+            "timestamp too new",
+            records(1, T0 + 1001),
+            ResponseError::InvalidTimestamp,
+        ),
+        (
+            "bad CRC",
+            {
+                let mut b = records(1, T0).to_vec();
+                let last = b.len() - 1;
+                b[last] ^= 0xff;
+                Bytes::from(b)
+            },
+            ResponseError::CorruptMessage,
+        ),
+        (
+            "too large",
+            {
+                let mut b = RecordBatchBuilder::new(0);
+                b.append_kv(T0, None, Some(Bytes::from(vec![0u8; 1_100_000])));
+                b.build().into_bytes()
+            },
+            ResponseError::MessageTooLarge,
+        ),
+        (
+            "truncated",
+            records(1, T0).slice(..30),
+            ResponseError::CorruptMessage,
+        ),
+    ];
+    for (name, bytes, expected) in cases {
+        let err = p.append_as_leader(bytes, 1, T0).expect_err(name);
+        assert_eq!(code(&err), expected, "case {name}: {err}");
+    }
+    assert_eq!(p.log_end_offset(), 0);
+    p.append_as_leader(records(1, T0 + 1000), 1, T0)
+        .expect("within bounds");
+}
+
+#[test]
+fn consumers_read_up_to_the_high_watermark_and_followers_to_the_log_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[1, 2],
+        &[1, 2],
+        PartitionConfig::default(),
+    );
+    p.append_as_leader(records(3, T0), 1, T0).expect("a");
+    follower_fetch(&mut p, 2, 3, T0);
+    p.append_as_leader(records(2, T0), 1, T0).expect("b");
+    let consumer = p
+        .read(0, 1 << 20, CONSUMER, None, None, true, T0)
+        .expect("read");
+    assert_eq!((consumer.high_watermark, consumer.log_end_offset), (3, 5));
+    let batches = krust_log::batch::parse_all(consumer.records, 1 << 20).expect("parse");
+    assert_eq!(batches.len(), 1, "only the committed batch");
+    let above = p
+        .read(3, 1 << 20, CONSUMER, None, None, true, T0)
+        .expect("read at HW");
+    assert!(above.records.is_empty());
+    let follower = p
+        .read(
+            3,
+            1 << 20,
+            Fetcher::Follower { replica_id: 2 },
+            None,
+            None,
+            true,
+            T0,
+        )
+        .expect("follower");
+    assert!(!follower.records.is_empty());
+    assert_eq!(follower.high_watermark, 3, "HW at read time for offset 3");
+}
+
+#[test]
+fn fetch_beyond_log_end_is_offset_out_of_range() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[LEADER],
+        &[LEADER],
+        PartitionConfig::default(),
+    );
+    p.append_as_leader(records(2, T0), 1, T0).expect("append");
+    let err = p
+        .read(3, 1024, CONSUMER, None, None, true, T0)
+        .expect_err("beyond");
+    assert_eq!(code(&err), ResponseError::OffsetOutOfRange);
+    let at_end = p
+        .read(2, 1024, CONSUMER, None, None, true, T0)
+        .expect("at end");
+    assert!(at_end.records.is_empty());
+    let err = p
+        .read(-1, 1024, CONSUMER, None, None, true, T0)
+        .expect_err("below");
+    assert_eq!(code(&err), ResponseError::OffsetOutOfRange);
+}
+
+#[test]
+fn fenced_and_unknown_leader_epochs_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[LEADER],
+        &[LEADER],
+        PartitionConfig::default(),
+    );
+    let fenced = p
+        .read(0, 1024, CONSUMER, Some(4), None, true, T0)
+        .expect_err("older");
+    assert_eq!(code(&fenced), ResponseError::FencedLeaderEpoch);
+    let unknown = p
+        .read(0, 1024, CONSUMER, Some(6), None, true, T0)
+        .expect_err("newer");
+    assert_eq!(code(&unknown), ResponseError::UnknownLeaderEpoch);
+    p.read(0, 1024, CONSUMER, Some(-1), None, true, T0)
+        .expect("no epoch given");
+    let list = p
+        .list_offsets(
+            LATEST_TIMESTAMP,
+            Some(IsolationLevel::ReadUncommitted),
+            Some(4),
+            true,
+        )
+        .expect_err("fenced");
+    assert_eq!(code(&list), ResponseError::FencedLeaderEpoch);
+    p.make_follower(6, Some(2), &[1, 2], &[1, 2]);
+    let not_leader = p
+        .read(0, 1024, CONSUMER, Some(6), None, true, T0)
+        .expect_err("follower");
+    assert_eq!(code(&not_leader), ResponseError::NotLeaderOrFollower);
+}
+
+#[test]
+fn list_offsets_earliest_latest_max_and_by_timestamp() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[LEADER],
+        &[LEADER],
+        PartitionConfig::default(),
+    );
+    p.append_as_leader(records(3, 1000), 1, 2000).expect("a"); // offsets 0..2, ts 1000..1002
+    p.append_as_leader(records(3, 1500), 1, 2000).expect("b"); // offsets 3..5, ts 1500..1502
+    p.append_as_leader(records(1, 1200), 1, 2000).expect("c"); // offset 6, ts 1200
+    let uncommitted = Some(IsolationLevel::ReadUncommitted);
+    let at = |p: &Partition, ts| {
+        p.list_offsets(ts, uncommitted, None, true)
+            .expect("list")
+            .map(|t| (t.timestamp, t.offset))
+    };
+    assert_eq!(at(&p, EARLIEST_TIMESTAMP), Some((-1, 0)));
+    assert_eq!(at(&p, LATEST_TIMESTAMP), Some((-1, 7)));
+    assert_eq!(at(&p, MAX_TIMESTAMP), Some((1502, 5)));
+    assert_eq!(at(&p, 1001), Some((1001, 1)));
+    assert_eq!(
+        at(&p, 1100),
+        Some((1500, 3)),
+        "first record at or after the target"
+    );
+    assert_eq!(at(&p, 1503), None);
+    let latest = p
+        .list_offsets(LATEST_TIMESTAMP, uncommitted, None, true)
+        .expect("latest");
+    assert_eq!(latest.and_then(|t| t.leader_epoch), Some(5));
+}
+
+#[test]
+fn list_offsets_by_timestamp_only_answers_below_the_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[1, 2],
+        &[1, 2],
+        PartitionConfig::default(),
+    );
+    p.append_as_leader(records(2, 1000), 1, 2000).expect("a");
+    let committed = p
+        .list_offsets(1000, Some(IsolationLevel::ReadUncommitted), None, true)
+        .expect("list");
+    assert_eq!(committed, None, "offset 0 is above the HW (0)");
+    let replica = p.list_offsets(1000, None, None, true).expect("replica");
+    assert_eq!(replica.map(|t| t.offset), Some(0));
+}
+
+#[test]
+fn offset_for_leader_epoch_answers_from_the_epoch_cache() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = open(&dir.path().join("t-0"), PartitionConfig::default());
+    p.make_leader(1, &[LEADER], &[LEADER], T0).expect("epoch 1");
+    p.append_as_leader(records(3, T0), 1, T0).expect("a");
+    p.make_leader(3, &[LEADER], &[LEADER], T0).expect("epoch 3");
+    p.append_as_leader(records(2, T0), 1, T0).expect("b");
+    let end = |e| p.offset_for_leader_epoch(Some(3), e).expect("answer");
+    assert_eq!(
+        end(1),
+        EpochEndOffset {
+            leader_epoch: 1,
+            end_offset: 3
+        }
+    );
+    assert_eq!(
+        end(2),
+        EpochEndOffset {
+            leader_epoch: 1,
+            end_offset: 3
+        }
+    );
+    assert_eq!(
+        end(3),
+        EpochEndOffset {
+            leader_epoch: 3,
+            end_offset: 5
+        }
+    );
+    assert_eq!(end(4), EpochEndOffset::UNDEFINED);
+    assert_eq!(
+        code(&p.offset_for_leader_epoch(Some(2), 1).expect_err("fenced")),
+        ResponseError::FencedLeaderEpoch
+    );
+}
+
+/// KIP-101/KIP-320: a follower that wrote records in an epoch the new leader ended earlier
+/// learns of the divergence from its fetch (last fetched epoch) and truncates to the leader's
+/// end of that epoch; then it fetches the leader's records.
+#[test]
+fn divergent_follower_truncates_to_the_leaders_epoch_end() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Leader (broker 1): epoch 1 has offsets 0..2, then epoch 2 starts at 3.
+    let mut leader_p = open(&dir.path().join("leader"), PartitionConfig::default());
+    leader_p
+        .make_leader(1, &[1, 2], &[1, 2], T0)
+        .expect("epoch 1");
+    leader_p.append_as_leader(records(3, T0), 1, T0).expect("a");
+    leader_p
+        .make_leader(2, &[1, 2], &[1, 2], T0)
+        .expect("epoch 2");
+    leader_p.append_as_leader(records(2, T0), 1, T0).expect("b");
+
+    // Follower (broker 2): also had epoch 1 but wrote 5 records in it (offsets 0..4).
+    let log = Log::open(&dir.path().join("follower"), LogConfig::default(), 0).expect("log");
+    let mut follower = Partition::open(2, log, PartitionConfig::default(), 0, T0).expect("open");
+    follower
+        .make_leader(1, &[1, 2], &[1, 2], T0)
+        .expect("was leader in epoch 1");
+    // Batches of one record: truncation removes whole batches (as Kafka's).
+    for _ in 0..5 {
+        follower
+            .append_as_leader(records(1, T0), 1, T0)
+            .expect("divergent tail");
+    }
+    follower.make_follower(2, Some(1), &[1, 2], &[1, 2]);
+
+    let data = leader_p
+        .read(
+            5,
+            1 << 20,
+            Fetcher::Follower { replica_id: 2 },
+            Some(2),
+            Some(1),
+            true,
+            T0,
+        )
+        .expect("fetch");
+    let diverging = data.diverging_epoch.expect("diverges");
+    assert_eq!(
+        diverging,
+        EpochEndOffset {
+            leader_epoch: 1,
+            end_offset: 3
+        }
+    );
+    assert!(data.records.is_empty());
+
+    let new_end = follower
+        .truncate_to_epoch_end(diverging, T0)
+        .expect("truncate");
+    assert_eq!(new_end, 3);
+    let data = leader_p
+        .read(
+            3,
+            1 << 20,
+            Fetcher::Follower { replica_id: 2 },
+            Some(2),
+            Some(1),
+            true,
+            T0,
+        )
+        .expect("fetch again");
+    assert!(data.diverging_epoch.is_none());
+    follower
+        .append_as_follower(data.records, data.high_watermark, T0)
+        .expect("append fetched");
+    assert_eq!(follower.log_end_offset(), 5);
+    assert_eq!(follower.log().end_offset_for_epoch(2).end_offset, 5);
+    assert_eq!(follower.log().end_offset_for_epoch(1).end_offset, 3);
+}
+
+#[test]
+fn truncation_to_undefined_epoch_end_goes_to_the_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(&dir.path().join("f"), LogConfig::default(), 0).expect("log");
+    let mut f = Partition::open(2, log, PartitionConfig::default(), 0, T0).expect("open");
+    f.make_leader(1, &[2], &[2], T0).expect("leader");
+    f.append_as_leader(records(2, T0), 1, T0).expect("a");
+    f.append_as_leader(records(2, T0), 1, T0).expect("b");
+    assert_eq!(f.high_watermark(), 4);
+    f.make_follower(2, Some(1), &[1, 2], &[1, 2]);
+    f.append_as_follower(Bytes::new(), 2, T0)
+        .expect("leader HW 2");
+    let end = f
+        .truncate_to_epoch_end(EpochEndOffset::UNDEFINED, T0)
+        .expect("truncate");
+    assert_eq!(end, 2);
+}
