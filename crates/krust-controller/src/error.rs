@@ -12,6 +12,9 @@ pub const INVALID_REGISTRATION_CODE: i16 = 119;
 /// `INELIGIBLE_REPLICA` (Kafka 3.9 `Errors`, code 107). `kafka-protocol` 0.15.1 predates it.
 pub const INELIGIBLE_REPLICA_CODE: i16 = 107;
 
+/// `NEW_LEADER_ELECTED` (Kafka 3.9 `Errors`, code 108). `kafka-protocol` 0.15.1 predates it.
+pub const NEW_LEADER_ELECTED_CODE: i16 = 108;
+
 /// Why the controller refused a request. Each variant's doc gives cause and remedy; the code a
 /// client sees comes from [`ControllerError::response_error`] only.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -210,6 +213,13 @@ pub enum ControllerError {
     /// ElectLeaders (unclean): no replica can lead now.
     #[error("Failed to elect leader for partition: no eligible replica is available.")]
     EligibleLeadersNotAvailable,
+    /// AlterPartition whose change moved leadership away from the requester (it is fenced or
+    /// shutting down). `NEW_LEADER_ELECTED`, 108. Remedy: the broker waits for the new state.
+    #[error("A new leader {leader} was elected for the partition.")]
+    NewLeaderElected {
+        /// The new leader (-1 for none).
+        leader: i32,
+    },
     /// AlterPartition naming a replica that may not join the ISR (not registered, fenced, in
     /// controlled shutdown, or with another broker epoch). `INELIGIBLE_REPLICA`, 107.
     #[error("Ineligible replicas in the new ISR: {replicas:?}")]
@@ -255,6 +265,7 @@ impl ControllerError {
             Self::StalePartitionEpoch { .. } => ResponseError::InvalidUpdateVersion,
             Self::PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
             Self::EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
+            Self::NewLeaderElected { .. } => ResponseError::Unknown(NEW_LEADER_ELECTED_CODE),
             Self::IneligibleReplica { .. } => ResponseError::Unknown(INELIGIBLE_REPLICA_CODE),
         }
     }

@@ -1,6 +1,8 @@
 //! Leadership and ISR changes: moves on fence/unfence/shutdown/unregister (Kafka's
 //! `generateLeaderAndIsrUpdates`), AlterPartition and ElectLeaders.
 
+use krust_metadata::records::NO_LEADER_CHANGE;
+
 use super::*;
 
 impl QuorumController {
@@ -359,19 +361,31 @@ impl QuorumController {
                 match checked {
                     Ok((topic_id, partition, (new_isr, state))) => {
                         let acceptable = |r: i32| self.broker_is_active(r);
-                        records.extend(
-                            PartitionChangeBuilder::new(
-                                &partition,
-                                topic_id,
-                                data.partition_index,
-                                &acceptable,
-                                mv,
-                            )
-                            .with_target_isr(new_isr)
-                            .with_target_leader_recovery_state(state)
-                            .build(),
+                        let change = PartitionChangeBuilder::new(
+                            &partition,
+                            topic_id,
+                            data.partition_index,
+                            &acceptable,
+                            mv,
+                        )
+                        .with_target_isr(new_isr)
+                        .with_target_leader_recovery_state(state)
+                        .build();
+                        // The requester may no longer lead (say, it is shutting down): the
+                        // change still goes in, and it hears NEW_LEADER_ELECTED, as in Kafka.
+                        let new_leader = change.as_ref().and_then(|c| match &c.record {
+                            MetadataRecord::PartitionChange(r)
+                                if r.leader != NO_LEADER_CHANGE
+                                    && r.leader != request.broker_id.0 =>
+                            {
+                                Some(r.leader)
+                            }
+                            _ => None,
+                        });
+                        records.extend(change);
+                        topic_errors.push(
+                            new_leader.map(|leader| ControllerError::NewLeaderElected { leader }),
                         );
-                        topic_errors.push(None);
                     }
                     Err(e) => topic_errors.push(Some(e)),
                 }
