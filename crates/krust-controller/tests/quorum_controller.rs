@@ -723,6 +723,36 @@ fn alter_partition_checks_epochs_and_eligibility() {
     ));
     assert_eq!(partition_code(&response), 107, "INELIGIBLE_REPLICA");
 
+    // AlterPartition v3 names each replica's broker epoch: a stale one is ineligible.
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    let with_epochs = ControllerRequest::AlterPartition(
+        AlterPartitionRequest::default()
+            .with_broker_id(BrokerId(1))
+            .with_broker_epoch(epochs[&1])
+            .with_topics(vec![
+                alter_partition_request::TopicData::default()
+                    .with_topic_id(id)
+                    .with_partitions(vec![
+                        PartitionData::default()
+                            .with_leader_epoch(p.leader_epoch)
+                            .with_partition_epoch(p.partition_epoch)
+                            .with_new_isr_with_epochs(vec![
+                                alter_partition_request::BrokerState::default()
+                                    .with_broker_id(BrokerId(1))
+                                    .with_broker_epoch(epochs[&1]),
+                                alter_partition_request::BrokerState::default()
+                                    .with_broker_id(BrokerId(2))
+                                    .with_broker_epoch(epochs[&2] - 1),
+                            ]),
+                    ]),
+            ]),
+    );
+    assert_eq!(
+        partition_code(&sim.request(with_epochs)),
+        107,
+        "stale replica epoch"
+    );
+
     // An old leader epoch after a leadership move: FENCED_LEADER_EPOCH.
     for _ in 0..5 {
         sim.advance(2_000);
