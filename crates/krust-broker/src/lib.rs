@@ -14,11 +14,22 @@
 //!   leader's view of follower fetch state (ISR candidates), leader append with Kafka's
 //!   validation, reads for consumers and followers, ListOffsets, OffsetForLeaderEpoch and
 //!   follower divergence truncation.
+//! - [`replicas`]: [`ReplicaSet`] — hosted partitions plus the topics the metadata knows
+//!   (NOT_LEADER_OR_FOLLOWER vs UNKNOWN_TOPIC_OR_PARTITION, topic ids).
+//! - [`produce`], [`fetch`], [`list_offsets`], [`offset_for_leader_epoch`]: request handlers
+//!   as functions over a [`ReplicaSet`], `kafka_protocol` messages in and out; produce and
+//!   fetch return what they wait for instead of blocking.
 //! - [`error`]: [`PartitionError`] and its one mapping to Kafka error codes.
 pub mod error;
+pub mod fetch;
+pub mod list_offsets;
+pub mod offset_for_leader_epoch;
 pub mod partition;
+pub mod produce;
 pub mod producer_state;
+pub mod replicas;
 
 pub use error::PartitionError;
 pub use partition::Partition;
 pub use producer_state::ProducerStateManager;
+pub use replicas::{ReplicaSet, TopicMetadata};
