@@ -1,6 +1,12 @@
 //! Every configuration key Kafka 3.9's `KafkaConfig` defines (as printed by its "KafkaConfig values"
 //! log), so that krust can warn about keys Kafka would not know either.
 
+/// krust's additive keys, beyond Kafka's (ARCHITECTURE.md lists what each does).
+pub const KRUST_KEYS: &[&str] = &[
+    // Port of the Prometheus `GET /metrics` endpoint (off when absent).
+    "metrics.port",
+];
+
 /// Known `server.properties` keys, sorted.
 pub const KNOWN_KEYS: [&str; 328] = [
     "advertised.listeners",

@@ -128,14 +128,15 @@ impl ServerConfig {
         &self.values
     }
 
-    /// Keys Kafka 3.9 does not define (they are kept; Kafka logs "supplied but isn't a known
-    /// config" for them), with their lines.
+    /// Keys neither Kafka 3.9 nor krust's own additions define (they are kept; Kafka logs
+    /// "supplied but isn't a known config" for them), with their lines.
     #[must_use]
     pub fn unknown_keys(&self) -> Vec<(&str, usize)> {
         self.values
             .iter()
             .filter(|(k, _)| {
                 known_keys::KNOWN_KEYS.binary_search(&k.as_str()).is_err()
+                    && !known_keys::KRUST_KEYS.contains(&k.as_str())
                     && !known_keys::KNOWN_PREFIXES.iter().any(|p| k.starts_with(p))
             })
             .map(|(k, v)| (k.as_str(), v.line))
@@ -628,6 +629,12 @@ mod tests {
         let c = config("node.id=1\nfoo.bar=baz\nlistener.name.x.ssl.key=1\n");
         assert_eq!(c.get("foo.bar"), Some("baz"));
         assert_eq!(c.unknown_keys(), vec![("foo.bar", 2)]);
+    }
+
+    #[test]
+    fn krust_extension_keys_are_not_unknown() {
+        let c = config("node.id=1\nmetrics.port=9404\n");
+        assert!(c.unknown_keys().is_empty());
     }
 
     #[test]
