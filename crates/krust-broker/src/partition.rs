@@ -11,7 +11,10 @@
 //! # High watermark (leader)
 //! `HW = min(leader LEO, LEO of every ISR member and of every caught-up follower that is not
 //! yet in the ISR)` — Kafka's `maybeIncrementLeaderHW`, where a follower that has caught up
-//! holds the HW back so it can join the ISR. The leader's HW never moves backwards. A
+//! holds the HW back so it can join the ISR. The leader's HW never moves backwards, and does
+//! not move at all while the ISR is below the effective `min.insync.replicas` (capped by the
+//! replica count). Every follower counts as ISR-eligible (fencing and controlled shutdown
+//! come with the metadata wiring). A
 //! follower is **caught up** (Kafka's `ReplicaState.isCaughtUp`) if its LEO equals the leader's
 //! or its `last_caught_up_time_ms` is within `replica.lag.time.max.ms`; that time advances to a
 //! fetch's time when the fetch reached the leader's LEO at that moment, or to the previous
@@ -371,6 +374,24 @@ impl Partition {
         }
     }
 
+    /// Kafka's `effectiveMinIsr`: `min.insync.replicas` capped by the replica count.
+    fn effective_min_isr(&self) -> usize {
+        let replica_count = match &self.role {
+            Role::Leader { followers } => followers.len() + 1,
+            Role::Follower { .. } => self.replicas.len().max(1),
+        };
+        usize::try_from(self.config.min_insync_replicas)
+            .unwrap_or(0)
+            .min(replica_count)
+    }
+
+    /// The ISR is smaller than the effective `min.insync.replicas` (Kafka's
+    /// `isUnderMinIsr`): acks=all is refused and the HW does not advance.
+    #[must_use]
+    pub fn is_under_min_isr(&self) -> bool {
+        self.is_leader() && self.isr.len() < self.effective_min_isr()
+    }
+
     fn require_leader(&self) -> Result<(), PartitionError> {
         if self.is_leader() {
             Ok(())
@@ -398,14 +419,11 @@ impl Partition {
         now_ms: i64,
     ) -> Result<LeaderAppend, PartitionError> {
         self.require_leader()?;
-        if required_acks == -1 {
-            let min_isr = self.config.min_insync_replicas;
-            if self.isr.len() < usize::try_from(min_isr).unwrap_or(0) {
-                return Err(PartitionError::NotEnoughReplicas {
-                    isr_size: self.isr.len(),
-                    min_isr,
-                });
-            }
+        if required_acks == -1 && self.is_under_min_isr() {
+            return Err(PartitionError::NotEnoughReplicas {
+                isr_size: self.isr.len(),
+                min_isr: self.config.min_insync_replicas,
+            });
         }
         let batches = parse_all(records, MAX_BATCH_BYTES)
             .map_err(|(index, source)| LogError::InvalidBatch { index, source })?;
@@ -510,11 +528,10 @@ impl Partition {
         if self.high_watermark < required_offset {
             return None;
         }
-        let min_isr = self.config.min_insync_replicas;
-        if self.isr.len() < usize::try_from(min_isr).unwrap_or(0) {
+        if self.is_under_min_isr() {
             return Some(Err(PartitionError::NotEnoughReplicasAfterAppend {
                 isr_size: self.isr.len(),
-                min_isr,
+                min_isr: self.config.min_insync_replicas,
             }));
         }
         Some(Ok(()))
@@ -523,6 +540,10 @@ impl Partition {
     /// Leader: moves the HW up to the smallest LEO of the ISR and of caught-up followers
     /// (see the module doc); never down. Returns whether it moved.
     pub fn maybe_increment_high_watermark(&mut self, now_ms: i64) -> bool {
+        // Kafka ≥ 3.7 (KAFKA-15583): no HW progress while under min ISR.
+        if self.is_under_min_isr() {
+            return false;
+        }
         let Role::Leader { followers } = &self.role else {
             return false;
         };

@@ -576,3 +576,41 @@ fn truncation_to_undefined_epoch_end_goes_to_the_high_watermark() {
         .expect("truncate");
     assert_eq!(end, 2);
 }
+
+#[test]
+fn high_watermark_does_not_advance_while_under_min_isr() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = PartitionConfig {
+        min_insync_replicas: 2,
+        ..PartitionConfig::default()
+    };
+    let mut p = leader(&dir.path().join("t-0"), &[1, 2], &[1], config);
+    p.append_as_leader(records(3, T0), 1, T0).expect("acks=1");
+    assert!(p.is_under_min_isr());
+    assert_eq!(
+        p.high_watermark(),
+        0,
+        "Kafka >= 3.7 holds the HW under min ISR"
+    );
+    follower_fetch(&mut p, 2, 3, T0 + 1);
+    assert_eq!(p.high_watermark(), 0);
+    p.update_isr(&[1, 2], T0 + 2);
+    assert_eq!(p.high_watermark(), 3);
+}
+
+#[test]
+fn min_insync_replicas_is_capped_by_the_replica_count() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = PartitionConfig {
+        min_insync_replicas: 3,
+        ..PartitionConfig::default()
+    };
+    let mut p = leader(&dir.path().join("t-0"), &[LEADER], &[LEADER], config);
+    let append = p
+        .append_as_leader(records(1, T0), -1, T0)
+        .expect("acks=all");
+    assert!(matches!(
+        p.check_enough_replicas_reach_offset(append.wait_for_high_watermark.expect("waits")),
+        Some(Ok(()))
+    ));
+}
