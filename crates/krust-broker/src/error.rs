@@ -51,11 +51,24 @@ pub enum PartitionError {
         /// `min.insync.replicas`.
         min_isr: i32,
     },
+    /// A client batch Kafka's `LogValidator` refuses: a control batch, or a producer id with
+    /// a negative base sequence. Kafka code `INVALID_RECORD`.
+    #[error("batch {index}: {reason}")]
+    InvalidRecord {
+        /// Batch index in the request.
+        index: usize,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A record timestamp is outside `message.timestamp.before.max.ms`/`after.max.ms`.
-    #[error("batch {index}: timestamp {timestamp} out of range at {now_ms}")]
+    #[error(
+        "timestamp {timestamp} of record {record_index} in batch {index} is out of range at {now_ms}"
+    )]
     InvalidTimestamp {
         /// Batch index in the request.
         index: usize,
+        /// Index of the record in its batch (the produce response's `batch_index`).
+        record_index: usize,
         /// The offending timestamp.
         timestamp: i64,
         /// Leader time.
@@ -104,6 +117,7 @@ impl PartitionError {
             PartitionError::NotEnoughReplicasAfterAppend { .. } => {
                 ResponseError::NotEnoughReplicasAfterAppend
             }
+            PartitionError::InvalidRecord { .. } => ResponseError::InvalidRecord,
             PartitionError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
             PartitionError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
             PartitionError::OffsetNotAvailable { .. } => ResponseError::OffsetNotAvailable,

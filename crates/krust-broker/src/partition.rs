@@ -438,6 +438,20 @@ impl Partition {
                 wait_for_high_watermark: None,
             });
         }
+        for (index, batch) in batches.iter().enumerate() {
+            if batch.is_control() {
+                return Err(PartitionError::InvalidRecord {
+                    index,
+                    reason: "clients are not allowed to write control records",
+                });
+            }
+            if batch.producer_id() >= 0 && batch.base_sequence() < 0 {
+                return Err(PartitionError::InvalidRecord {
+                    index,
+                    reason: "idempotent batch with a negative base sequence",
+                });
+            }
+        }
         self.validate_timestamps(&batches, now_ms)?;
         let headers: Vec<ProducerBatch> = batches.iter().map(ProducerBatch::of).collect();
         if let AppendCheck::Duplicate { original, .. } =
@@ -479,10 +493,11 @@ impl Partition {
         }
         let earliest = now_ms.saturating_sub(self.config.message_timestamp_before_max_ms);
         let latest = now_ms.saturating_add(self.config.message_timestamp_after_max_ms);
-        let check = |index: usize, timestamp: i64| {
+        let check = |index: usize, record_index: usize, timestamp: i64| {
             if timestamp != NO_TIMESTAMP && (timestamp < earliest || timestamp > latest) {
                 Err(PartitionError::InvalidTimestamp {
                     index,
+                    record_index,
                     timestamp,
                     now_ms,
                 })
@@ -493,16 +508,17 @@ impl Partition {
         for (index, batch) in batches.iter().enumerate() {
             if batch.compression() != Compression::None {
                 // Compressed payloads are opaque to krust: the batch's bounds stand in.
-                check(index, batch.base_timestamp())?;
-                check(index, batch.max_timestamp())?;
+                check(index, 0, batch.base_timestamp())?;
+                check(index, 0, batch.max_timestamp())?;
                 continue;
             }
             let records = batch
                 .records()
                 .map_err(|source| LogError::InvalidBatch { index, source })?;
-            for record in records {
+            for (record_index, record) in records.iter().enumerate() {
                 check(
                     index,
+                    record_index,
                     batch
                         .base_timestamp()
                         .saturating_add(record.timestamp_delta),

@@ -15,7 +15,9 @@
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use krust_log::batch::{MAX_BATCH_BYTES, parse_all};
 
@@ -134,7 +136,21 @@ pub fn handle_produce(
                         .get_mut(name, index)
                         .and_then(|p| p.append_as_leader(records, acks, now_ms))
                     {
-                        Err(e) => error_response(index, e.response_error()),
+                        Err(e) => {
+                            let mut part = error_response(index, e.response_error());
+                            if let PartitionError::InvalidTimestamp { record_index, .. } = e {
+                                // Kafka names the offending record (RecordValidationException).
+                                part.record_errors = vec![
+                                    BatchIndexAndErrorMessage::default()
+                                        .with_batch_index(
+                                            i32::try_from(record_index).unwrap_or(i32::MAX),
+                                        )
+                                        .with_batch_index_error_message(Some(e.to_string().into())),
+                                ];
+                                part.error_message = Some(e.to_string().into());
+                            }
+                            part
+                        }
                         Ok(append) => {
                             if let Some(required) = append.wait_for_high_watermark {
                                 waiting.push((

@@ -419,3 +419,33 @@ fn offset_for_leader_epoch_answers_epoch_end_or_error() {
         ]
     );
 }
+
+#[test]
+fn produce_with_an_invalid_timestamp_names_the_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = Log::open(&dir.path().join("orders-0"), LogConfig::default(), 0).expect("log");
+    let config = PartitionConfig {
+        message_timestamp_after_max_ms: 1000,
+        ..PartitionConfig::default()
+    };
+    let mut p = Partition::open(1, log, config, 0, T0).expect("open");
+    p.make_leader(3, &[1], &[1], T0).expect("leader");
+    let mut set = ReplicaSet::new();
+    set.insert("orders", 0, p);
+    let mut b = RecordBatchBuilder::new(0);
+    b.append_kv(T0, None, None);
+    b.append_kv(T0 + 5000, None, None);
+    let ProduceOutcome::Respond(response) = handle_produce(
+        &mut set,
+        &produce("orders", &[(0, b.build().into_bytes())], 1),
+        9,
+        T0,
+    ) else {
+        panic!("immediate");
+    };
+    let part = &response.responses[0].partition_responses[0];
+    assert_eq!(part.error_code, ResponseError::InvalidTimestamp.code());
+    assert_eq!(part.record_errors.len(), 1);
+    assert_eq!(part.record_errors[0].batch_index, 1);
+    assert!(part.error_message.is_some());
+}

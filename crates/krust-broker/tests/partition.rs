@@ -288,6 +288,24 @@ fn append_validation_maps_to_kafka_codes() {
             records(1, T0).slice(..30),
             ResponseError::CorruptMessage,
         ),
+        (
+            "control batch from a client",
+            {
+                let mut b = RecordBatchBuilder::new(0).control(true);
+                b.append_kv(T0, Some(Bytes::from_static(&[0, 0, 0, 0])), None);
+                b.build().into_bytes()
+            },
+            ResponseError::InvalidRecord,
+        ),
+        (
+            "producer id without a sequence",
+            {
+                let mut b = RecordBatchBuilder::new(0).producer(5, 0, -1);
+                b.append_kv(T0, None, None);
+                b.build().into_bytes()
+            },
+            ResponseError::InvalidRecord,
+        ),
     ];
     for (name, bytes, expected) in cases {
         let err = p.append_as_leader(bytes, 1, T0).expect_err(name);
