@@ -27,7 +27,7 @@ use krust_log::batch::{MAX_BATCH_BYTES, NO_TIMESTAMP, parse_all};
 use krust_log::leader_epoch::{EpochEndOffset, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use krust_log::log::{LATEST_TIMESTAMP, MAX_TIMESTAMP};
 use krust_log::{Compression, Log, LogError, RecordBatch, TimestampAndOffset, TimestampType};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::error::PartitionError;
 use crate::producer_state::{
@@ -466,12 +466,11 @@ impl Partition {
                 wait_for_high_watermark: wait(original.last_offset),
             });
         }
+        let active_base = self.active_segment_base();
         let info = self
             .log
             .append_as_leader(batches, self.leader_epoch, now_ms)?;
-        for batch in &info.batches {
-            self.producer_state.apply_batch(batch);
-        }
+        self.apply_written(&info.batches, active_base);
         self.maybe_increment_high_watermark(now_ms);
         Ok(LeaderAppend {
             base_offset: info.first_offset,
@@ -810,11 +809,10 @@ impl Partition {
         leader_high_watermark: i64,
         now_ms: i64,
     ) -> Result<i64, PartitionError> {
+        let active_base = self.active_segment_base();
         let info = self.log.append_records_as_follower(records, now_ms)?;
         // The log records each batch's leader epoch in its epoch cache.
-        for batch in &info.batches {
-            self.producer_state.apply_batch(batch);
-        }
+        self.apply_written(&info.batches, active_base);
         self.high_watermark = leader_high_watermark.clamp(0, self.log.log_end_offset());
         self.log.set_high_watermark(self.high_watermark);
         Ok(self.log.log_end_offset())
@@ -866,6 +864,58 @@ impl Partition {
         self.high_watermark = self.high_watermark.min(self.log.log_end_offset());
         self.log.set_high_watermark(self.high_watermark);
         Ok(self.log.log_end_offset())
+    }
+
+    fn active_segment_base(&self) -> i64 {
+        self.log
+            .segments()
+            .map(krust_log::segment::Segment::base_offset)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Applies written batches to the producer state, taking a snapshot at the base offset
+    /// of every segment the append rolled to (Kafka snapshots at each roll, so a restart
+    /// replays at most the active segment). A failed snapshot is logged and skipped: it
+    /// only costs replay time at the next open.
+    fn apply_written(&mut self, batches: &[RecordBatch], active_base_before: i64) {
+        let new_bases: BTreeSet<i64> = self
+            .log
+            .segments()
+            .map(krust_log::segment::Segment::base_offset)
+            .filter(|&base| base > active_base_before)
+            .collect();
+        for batch in batches {
+            if new_bases.contains(&batch.base_offset())
+                && let Err(error) = self.producer_state.write_snapshot(self.log.dir())
+            {
+                warn!(%error, offset = batch.base_offset(), "producer snapshot at roll failed");
+            }
+            self.producer_state.apply_batch(batch);
+        }
+    }
+
+    /// Applies `retention.ms`/`retention.bytes` (Kafka's `deleteOldSegments`), then forgets
+    /// producers whose last write went with the deleted segments and deletes producer
+    /// snapshots below the first remaining segment. Returns the segments deleted.
+    ///
+    /// # Errors
+    /// [`PartitionError::Log`], [`PartitionError::Snapshot`].
+    pub fn apply_retention(&mut self, now_ms: i64) -> Result<usize, PartitionError> {
+        let deleted = self.log.apply_retention(now_ms)?.total();
+        if deleted > 0 {
+            let log_start = self.log.log_start_offset();
+            self.producer_state
+                .on_log_start_offset_incremented(log_start);
+            let oldest_base = self
+                .log
+                .segments()
+                .map(krust_log::segment::Segment::base_offset)
+                .min()
+                .unwrap_or(log_start);
+            crate::producer_state::delete_snapshots_before(self.log.dir(), oldest_base)?;
+        }
+        Ok(deleted)
     }
 
     /// Writes a producer-state snapshot at the current end (Kafka takes one at each roll and

@@ -659,6 +659,21 @@ pub fn list_snapshots(dir: &Path) -> Result<Vec<(i64, PathBuf)>, SnapshotError> 
     Ok(out)
 }
 
+/// Deletes producer snapshots below `offset` (Kafka's `deleteSnapshotsBefore`).
+///
+/// # Errors
+/// [`SnapshotError::Io`].
+pub fn delete_snapshots_before(dir: &Path, offset: i64) -> Result<usize, SnapshotError> {
+    let mut deleted = 0;
+    for (snapshot_offset, path) in list_snapshots(dir)? {
+        if snapshot_offset < offset {
+            remove_file(&path)?;
+            deleted += 1;
+        }
+    }
+    Ok(deleted)
+}
+
 /// Encodes a version-1 snapshot of `entries`.
 #[must_use]
 pub fn encode_snapshot(entries: &[SnapshotEntry]) -> Vec<u8> {

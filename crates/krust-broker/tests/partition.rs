@@ -632,3 +632,54 @@ fn min_insync_replicas_is_capped_by_the_replica_count() {
         Some(Ok(()))
     ));
 }
+
+/// Kafka takes a producer snapshot at every roll (named after the new segment's base
+/// offset), so a restart replays only the tail; retention deletes snapshots below the first
+/// remaining segment.
+#[test]
+fn producer_snapshots_are_taken_at_rolls_and_dropped_by_retention() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let log_config = LogConfig {
+        segment_bytes: 300,
+        retention_bytes: 100,
+        ..LogConfig::default()
+    };
+    let log = Log::open(&path, log_config.clone(), 0).expect("log");
+    let mut p = Partition::open(LEADER, log, PartitionConfig::default(), 0, T0).expect("open");
+    p.make_leader(1, &[LEADER], &[LEADER], T0).expect("leader");
+    for seq in 0..8 {
+        p.append_as_leader(idempotent(9, 0, seq, 1), 1, T0)
+            .expect("append");
+    }
+    let snapshot_offsets = |path: &Path| -> Vec<i64> {
+        krust_broker::producer_state::list_snapshots(path)
+            .expect("list")
+            .into_iter()
+            .map(|(o, _)| o)
+            .collect()
+    };
+    let bases: Vec<i64> = p
+        .log()
+        .segments()
+        .map(|s| s.base_offset())
+        .skip(1)
+        .collect();
+    assert!(!bases.is_empty(), "the appends rolled");
+    assert_eq!(snapshot_offsets(&path), bases);
+
+    let before = p.producer_state().snapshot_entries();
+    let recovery_point = p.close().expect("close");
+    let log = Log::open(&path, log_config, recovery_point).expect("reopen");
+    let mut p = Partition::open(LEADER, log, PartitionConfig::default(), 8, T0).expect("open");
+    assert_eq!(p.producer_state().snapshot_entries(), before);
+
+    assert!(p.apply_retention(T0).expect("retention") > 0);
+    let first_base = p
+        .log()
+        .segments()
+        .map(|s| s.base_offset())
+        .min()
+        .expect("segment");
+    assert!(snapshot_offsets(&path).iter().all(|&o| o >= first_base));
+}
