@@ -100,8 +100,9 @@ pub fn handle_fetch(
     };
     let fetch_only_from_leader = replica_id >= 0 || version < 11;
     let mut remaining = usize::try_from(request.max_bytes).unwrap_or(0);
-    // v3+ has a response limit; the first batch may still exceed it (KIP-74).
-    let mut min_one_batch = true;
+    // v3+ has a response limit that the first batch may exceed (KIP-74); before v3 the
+    // partition limit is hard.
+    let mut min_one_batch = version >= 3;
     let mut bytes_read = 0usize;
     let mut error_or_divergence = false;
     for topic in &request.topics {

@@ -683,3 +683,73 @@ fn producer_snapshots_are_taken_at_rolls_and_dropped_by_retention() {
         .expect("segment");
     assert!(snapshot_offsets(&path).iter().all(|&o| o >= first_base));
 }
+
+mod high_watermark_property {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Append(usize),
+        /// Follower (2 or 3) fetches at `fraction` of the way to the leader's LEO.
+        Fetch {
+            replica: i32,
+            fraction: u8,
+        },
+        SetIsr {
+            with_2: bool,
+            with_3: bool,
+        },
+        Tick(i64),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (1usize..4).prop_map(Op::Append),
+            4 => (2i32..4, 0u8..=4).prop_map(|(replica, fraction)| Op::Fetch { replica, fraction }),
+            1 => (any::<bool>(), any::<bool>()).prop_map(|(with_2, with_3)| Op::SetIsr { with_2, with_3 }),
+            1 => (0i64..40_000).prop_map(Op::Tick),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+        /// Under any interleaving of appends, follower fetches, ISR changes and time, the
+        /// leader's HW never moves backwards and never passes its LEO; once every ISR member
+        /// has fetched to the end, the HW is the LEO.
+        #[test]
+        fn leader_high_watermark_is_monotonic_and_bounded(ops in prop::collection::vec(op(), 1..40)) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut p = leader(&dir.path().join("t-0"), &[1, 2, 3], &[1, 2, 3], PartitionConfig::default());
+            let mut now = T0;
+            let mut hw = p.high_watermark();
+            for op in ops {
+                match op {
+                    Op::Append(n) => {
+                        p.append_as_leader(records(n, T0), 1, now).expect("append");
+                    }
+                    Op::Fetch { replica, fraction } => {
+                        let offset = p.log_end_offset() * i64::from(fraction) / 4;
+                        follower_fetch(&mut p, replica, offset, now);
+                    }
+                    Op::SetIsr { with_2, with_3 } => {
+                        let mut isr = vec![1];
+                        if with_2 { isr.push(2); }
+                        if with_3 { isr.push(3); }
+                        p.update_isr(&isr, now);
+                    }
+                    Op::Tick(ms) => now += ms,
+                }
+                prop_assert!(p.high_watermark() >= hw, "HW went back from {} to {}", hw, p.high_watermark());
+                prop_assert!(p.high_watermark() <= p.log_end_offset());
+                hw = p.high_watermark();
+            }
+            let end = p.log_end_offset();
+            for replica in [2, 3] {
+                follower_fetch(&mut p, replica, end, now);
+            }
+            prop_assert_eq!(p.high_watermark(), end);
+        }
+    }
+}
