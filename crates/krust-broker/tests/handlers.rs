@@ -449,3 +449,43 @@ fn produce_with_an_invalid_timestamp_names_the_record() {
     assert_eq!(part.record_errors[0].batch_index, 1);
     assert!(part.error_message.is_some());
 }
+
+mod robustness {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        /// Bytes from the network never panic the produce path: they are appended whole or
+        /// answered with an error code, and the log stays readable.
+        #[test]
+        fn arbitrary_produce_bytes_get_an_error_code_not_a_panic(
+            garbage in prop::collection::vec(any::<u8>(), 0..200),
+            flip in 0usize..80,
+            acks in -2i16..3,
+        ) {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut set = setup(dir.path(), &[1], 1);
+            let mut valid = records(2, T0).to_vec();
+            if let Some(b) = valid.get_mut(flip) {
+                *b ^= 0x5a;
+            }
+            for bytes in [Bytes::from(garbage.clone()), Bytes::from(valid)] {
+                let _ = handle_produce(&mut set, &produce("orders", &[(0, bytes)], acks), 9, T0);
+            }
+            let request = FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_bytes(1 << 20)
+                .with_topics(vec![fetch_topic("orders", 0, 3)]);
+            let out = handle_fetch(&mut set, &request, 12, T0);
+            prop_assert_eq!(out.response.responses[0].partitions[0].error_code, 0);
+        }
+
+        /// A corrupt snapshot file is reported, never a panic.
+        #[test]
+        fn arbitrary_snapshot_bytes_decode_or_fail_cleanly(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
+            let _ = krust_broker::producer_state::decode_snapshot(&bytes);
+        }
+    }
+}
