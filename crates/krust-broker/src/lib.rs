@@ -5,6 +5,15 @@
 //! these pieces. Handlers never block: where Kafka would park a request (acks=all waiting for
 //! the high watermark, a fetch below `min_bytes`), they return what the request waits for.
 //!
+//! # Limits (for the wiring that comes next)
+//!
+//! - ISR eligibility (fenced brokers, controlled shutdown, broker epochs) and pending
+//!   AlterPartition state ("maximal ISR") are not modelled: the ISR is what the metadata says.
+//! - Transactions: open transactions bound the last stable offset, but there is no
+//!   transaction index, no aborted-transaction list in fetches and no coordinator verification.
+//! - Fetch sessions (KIP-227) are not kept: full fetches only.
+//! - Error responses carry no `current_leader`/`node_endpoints` hints yet.
+//!
 //! # Layout
 //!
 //! - [`producer_state`]: idempotent producer state of a partition (last 5 batches per

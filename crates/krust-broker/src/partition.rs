@@ -280,9 +280,9 @@ impl Partition {
         }
     }
 
-    /// Becomes leader in `leader_epoch` (Kafka's `makeLeader`): the epoch starts at the log
-    /// end offset in the leader-epoch cache; follower states reset (ISR members count as
-    /// caught up now, others never were).
+    /// Becomes leader in `leader_epoch` (Kafka's `makeLeader`): a new epoch starts at the log
+    /// end offset in the leader-epoch cache and resets follower states (ISR members count as
+    /// caught up now, others never were); the same epoch again only updates replicas and ISR.
     ///
     /// # Errors
     /// [`PartitionError::Log`] if the leader-epoch checkpoint cannot be written.
@@ -294,31 +294,36 @@ impl Partition {
         now_ms: i64,
     ) -> Result<(), PartitionError> {
         let log_end = self.log.log_end_offset();
-        if leader_epoch > self.leader_epoch || !self.is_leader() {
+        let new_epoch = leader_epoch > self.leader_epoch || !self.is_leader();
+        if new_epoch {
             self.log.assign_epoch_start_offset(leader_epoch, log_end)?;
             self.leader_epoch_start_offset = log_end;
+            info!(
+                local_broker_id = self.local_broker_id,
+                leader_epoch, log_end, "became leader"
+            );
         }
-        info!(
-            local_broker_id = self.local_broker_id,
-            leader_epoch, log_end, "became leader"
-        );
-        self.leader_epoch = leader_epoch;
+        self.leader_epoch = self.leader_epoch.max(leader_epoch);
         self.replicas = replicas.to_vec();
         self.isr = isr.iter().copied().collect();
+        // Same epoch (only the replica set or ISR changed): continuing followers keep their
+        // fetch state, as in Kafka's makeLeader.
+        let previous = match std::mem::replace(&mut self.role, Role::Follower { leader_id: None }) {
+            Role::Leader { followers } if !new_epoch => followers,
+            _ => BTreeMap::new(),
+        };
         let followers = replicas
             .iter()
             .filter(|&&r| r != self.local_broker_id)
             .map(|&r| {
                 let caught_up = if self.isr.contains(&r) { now_ms } else { 0 };
-                (
-                    r,
-                    FollowerState {
-                        log_end_offset: -1,
-                        last_caught_up_time_ms: caught_up,
-                        last_fetch_leader_log_end_offset: -1,
-                        last_fetch_time_ms: 0,
-                    },
-                )
+                let state = previous.get(&r).copied().unwrap_or(FollowerState {
+                    log_end_offset: -1,
+                    last_caught_up_time_ms: caught_up,
+                    last_fetch_leader_log_end_offset: -1,
+                    last_fetch_time_ms: 0,
+                });
+                (r, state)
             })
             .collect();
         self.role = Role::Leader { followers };

@@ -692,6 +692,7 @@ pub fn encode_snapshot(entries: &[SnapshotEntry]) -> Vec<u8> {
         out.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
         out.extend_from_slice(&e.current_txn_first_offset.to_be_bytes());
     }
+    // `out` holds at least the 10 header bytes written above, so both slices are in range.
     let crc = crc32c::crc32c(&out[ENTRIES_OFFSET..]);
     out[CRC_OFFSET..ENTRIES_OFFSET].copy_from_slice(&crc.to_be_bytes());
     out

@@ -753,3 +753,24 @@ mod high_watermark_property {
         }
     }
 }
+
+#[test]
+fn same_epoch_leader_update_keeps_follower_fetch_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[1, 2],
+        &[1, 2],
+        PartitionConfig::default(),
+    );
+    p.append_as_leader(records(3, T0), 1, T0).expect("append");
+    follower_fetch(&mut p, 2, 3, T0 + 1);
+    p.make_leader(5, &[1, 2, 3], &[1, 2], T0 + 2)
+        .expect("reassignment adds 3");
+    assert_eq!(p.follower_state(2).map(|f| f.log_end_offset), Some(3));
+    assert_eq!(p.follower_state(3).map(|f| f.log_end_offset), Some(-1));
+    p.make_leader(6, &[1, 2, 3], &[1, 2], T0 + 3)
+        .expect("new epoch");
+    assert_eq!(p.follower_state(2).map(|f| f.log_end_offset), Some(-1));
+    assert_eq!(p.log().end_offset_for_epoch(5).end_offset, 3);
+}
