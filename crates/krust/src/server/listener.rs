@@ -1,14 +1,20 @@
 //! The controller listener (`controller.listener.names`): Kafka 3.9's controller-side
 //! ApiVersions, the Raft RPCs (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot,
-//! DescribeQuorum) and DescribeCluster (KIP-919: what `--bootstrap-controller` admin clients
-//! ask first). Raft requests go to the driver; the core picks every error code.
+//! DescribeQuorum), DescribeCluster (KIP-919: what `--bootstrap-controller` admin clients
+//! ask first) and, with a controller task attached, the controller APIs (facts §2.1: broker
+//! registration and heartbeats, admin requests, AlterPartition, …) including Envelope, in
+//! which brokers forward their clients' admin requests. Raft requests go to the driver, the
+//! controller APIs to the [`ControllerChannel`]; the cores pick every error code.
 
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_quorum_response::{Listener, Node};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse, RequestKind, ResponseKind,
+    ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse, EnvelopeRequest,
+    EnvelopeResponse, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
+use krust_controller::{ControllerRequest, ControllerResponse};
+use krust_net::codec::{IncomingRequest, decode_request, encode_response};
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
 use krust_raft::config::VoterAddress;
 use krust_raft::driver::RaftHandle;
@@ -18,10 +24,53 @@ use krust_raft::driver::wire_versions::{
 };
 use krust_raft::{NodeId, RaftRequest, RaftResponse};
 
+use super::controller::ControllerChannel;
+
 /// Kafka's `MISMATCHED_ENDPOINT_TYPE` (114); `kafka-protocol` 0.15 has no name for it.
 const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
 /// DescribeCluster `EndpointType` of a controller listener.
 const ENDPOINT_TYPE_CONTROLLER: i8 = 2;
+/// Kafka's `INVALID_REQUEST`.
+const INVALID_REQUEST: i16 = 42;
+/// Kafka's `NOT_CONTROLLER`.
+const NOT_CONTROLLER: i16 = 41;
+/// Length of the size prefix `encode_response` puts before a frame.
+const SIZE_PREFIX_BYTES: usize = 4;
+
+/// The controller APIs of Kafka 3.9's controller listener (facts §2.1, `ApiKeys` with the
+/// `controller` listener), with its version ranges.
+const CONTROLLER_APIS: [(ApiKey, i16, i16); 14] = [
+    (ApiKey::CreateTopics, 0, 7),
+    (ApiKey::DeleteTopics, 0, 6),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::AlterPartition, 0, 3),
+    (ApiKey::UpdateFeatures, 0, 1),
+    (ApiKey::Envelope, 0, 0),
+    (ApiKey::BrokerRegistration, 0, 4),
+    (ApiKey::BrokerHeartbeat, 0, 1),
+    (ApiKey::UnregisterBroker, 0, 0),
+    (ApiKey::AllocateProducerIds, 0, 0),
+    (ApiKey::ControllerRegistration, 0, 0),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// The APIs a controller with a running controller task serves: the Raft ones of
+/// [`controller_apis`] plus the controller APIs.
+///
+/// # Errors
+/// Never in practice: the table is fixed and valid.
+pub fn controller_apis_with_controller() -> Result<SupportedApis, krust_net::SupportedApisError> {
+    let raft = controller_apis()?;
+    let mut all: Vec<(ApiKey, i16, i16)> = raft
+        .iter()
+        .filter(|r| !CONTROLLER_APIS.iter().any(|(k, _, _)| *k == r.api_key))
+        .map(|r| (r.api_key, r.min, r.max))
+        .collect();
+    all.extend(CONTROLLER_APIS);
+    SupportedApis::new(all)
+}
 
 /// The APIs a krust controller serves, with Kafka 3.9's version ranges (facts §1.1).
 ///
@@ -65,6 +114,8 @@ pub struct ControllerHandler {
     /// Controller listener name, as DescribeQuorum v2 reports voter endpoints.
     listener_name: String,
     voters: Vec<VoterAddress>,
+    /// The controller task, when this node runs one.
+    controller: Option<ControllerChannel>,
 }
 
 impl ControllerHandler {
@@ -83,6 +134,70 @@ impl ControllerHandler {
             cluster_id,
             listener_name,
             voters,
+            controller: None,
+        }
+    }
+
+    /// Serves the controller APIs through `controller` (the table passed to [`Self::new`]
+    /// should be [`controller_apis_with_controller`]).
+    #[must_use]
+    pub fn with_controller(mut self, controller: ControllerChannel) -> Self {
+        self.controller = Some(controller);
+        self
+    }
+
+    /// Runs a controller API request; `None` when the controller task has stopped.
+    async fn call_controller(&self, request: ControllerRequest) -> Option<ResponseKind> {
+        let response = self.controller.as_ref()?.call(request).await?;
+        Some(match response {
+            ControllerResponse::BrokerRegistration(r) => ResponseKind::BrokerRegistration(r),
+            ControllerResponse::BrokerHeartbeat(r) => ResponseKind::BrokerHeartbeat(r),
+            ControllerResponse::UnregisterBroker(r) => ResponseKind::UnregisterBroker(r),
+            ControllerResponse::ControllerRegistration(r) => {
+                ResponseKind::ControllerRegistration(r)
+            }
+            ControllerResponse::CreateTopics(r) => ResponseKind::CreateTopics(r),
+            ControllerResponse::DeleteTopics(r) => ResponseKind::DeleteTopics(r),
+            ControllerResponse::AlterPartition(r) => ResponseKind::AlterPartition(r),
+            ControllerResponse::CreatePartitions(r) => ResponseKind::CreatePartitions(r),
+            ControllerResponse::ElectLeaders(r) => ResponseKind::ElectLeaders(r),
+            ControllerResponse::IncrementalAlterConfigs(r) => {
+                ResponseKind::IncrementalAlterConfigs(r)
+            }
+            ControllerResponse::AllocateProducerIds(r) => ResponseKind::AllocateProducerIds(r),
+            ControllerResponse::UpdateFeatures(r) => ResponseKind::UpdateFeatures(r),
+        })
+    }
+
+    /// Kafka's `ControllerApis.handleEnvelopeRequest`: decode the forwarded request (header
+    /// and body as the client sent them), run it if it is a forwardable controller API, and
+    /// return its response (header and body) inside the envelope.
+    async fn envelope(&self, request: EnvelopeRequest) -> ResponseKind {
+        let refuse =
+            |code: i16| ResponseKind::Envelope(EnvelopeResponse::default().with_error_code(code));
+        let (header, body) = match decode_request(request.request_data, &self.apis) {
+            Ok(IncomingRequest::Request { header, body }) => (header, body),
+            Ok(IncomingRequest::UnsupportedApiVersions { .. }) | Err(_) => {
+                return refuse(INVALID_REQUEST);
+            }
+        };
+        let Some(inner) = forwardable(*body, header.api_version) else {
+            return refuse(INVALID_REQUEST);
+        };
+        let Some(response) = self.call_controller(inner).await else {
+            return refuse(NOT_CONTROLLER);
+        };
+        match encode_response(
+            header.correlation_id,
+            header.api_key,
+            header.api_version,
+            &response,
+        ) {
+            Ok(frame) if frame.len() >= SIZE_PREFIX_BYTES => ResponseKind::Envelope(
+                EnvelopeResponse::default()
+                    .with_response_data(Some(frame.slice(SIZE_PREFIX_BYTES..))),
+            ),
+            _ => refuse(INVALID_REQUEST),
         }
     }
 
@@ -137,6 +252,37 @@ impl ControllerHandler {
     }
 }
 
+/// A forwardable controller API (Kafka 3.9 `ApiKeys` forwardable flag) as a controller
+/// request; `None` for anything else.
+fn forwardable(request: RequestKind, version: i16) -> Option<ControllerRequest> {
+    Some(match request {
+        RequestKind::CreateTopics(r) => ControllerRequest::CreateTopics(r),
+        RequestKind::DeleteTopics(r) => ControllerRequest::DeleteTopics(r),
+        RequestKind::CreatePartitions(r) => ControllerRequest::CreatePartitions(r),
+        RequestKind::ElectLeaders(r) => ControllerRequest::ElectLeaders(r),
+        RequestKind::IncrementalAlterConfigs(r) => ControllerRequest::IncrementalAlterConfigs(r),
+        RequestKind::UpdateFeatures(r) => ControllerRequest::UpdateFeatures {
+            request: r,
+            version,
+        },
+        RequestKind::UnregisterBroker(r) => ControllerRequest::UnregisterBroker(r),
+        RequestKind::AllocateProducerIds(r) => ControllerRequest::AllocateProducerIds(r),
+        _ => return None,
+    })
+}
+
+/// Any controller API request (the broker-only ones and the forwardable ones sent directly,
+/// e.g. by `--bootstrap-controller` admin clients); `None` for anything else.
+fn controller_request(request: RequestKind, version: i16) -> Option<ControllerRequest> {
+    Some(match request {
+        RequestKind::BrokerRegistration(r) => ControllerRequest::BrokerRegistration(r),
+        RequestKind::BrokerHeartbeat(r) => ControllerRequest::BrokerHeartbeat(r),
+        RequestKind::ControllerRegistration(r) => ControllerRequest::ControllerRegistration(r),
+        RequestKind::AlterPartition(r) => ControllerRequest::AlterPartition(r),
+        other => return forwardable(other, version),
+    })
+}
+
 /// The replica a Raft request names as its sender (candidate, leader or fetcher); -1 if none.
 fn sender_of(request: &RaftRequest) -> NodeId {
     let id = match request {
@@ -178,12 +324,26 @@ impl Handler for ControllerHandler {
                 return ResponseKind::ApiVersions(self.apis.respond_to(&r, version)).into();
             }
             RequestKind::DescribeCluster(r) => return self.describe_cluster(&r, version).into(),
+            RequestKind::Envelope(r) if self.controller.is_some() => {
+                return self.envelope(r).await.into();
+            }
             RequestKind::Vote(r) => RaftRequest::Vote(r),
             RequestKind::BeginQuorumEpoch(r) => RaftRequest::BeginQuorumEpoch(r),
             RequestKind::EndQuorumEpoch(r) => RaftRequest::EndQuorumEpoch(r),
             RequestKind::Fetch(r) => RaftRequest::Fetch(r),
             RequestKind::FetchSnapshot(r) => RaftRequest::FetchSnapshot(r),
             RequestKind::DescribeQuorum(r) => RaftRequest::DescribeQuorum(r),
+            other if self.controller.is_some() => {
+                let Some(request) = controller_request(other, version) else {
+                    // Not in `supported_apis`: the server never hands these over.
+                    return Reply::Close;
+                };
+                return match self.call_controller(request).await {
+                    Some(response) => response.into(),
+                    // The controller task stopped: the process is going down.
+                    None => Reply::Close,
+                };
+            }
             // Not in `supported_apis`: the server never hands these over.
             _ => return Reply::Close,
         };

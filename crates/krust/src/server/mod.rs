@@ -1,13 +1,16 @@
 //! `krust server <server.properties>`: a KRaft node. For now the controller role only: the
-//! Raft driver over `<metadata.log.dir>/__cluster_metadata-0` plus the controller listener.
-//! There is no controller state machine yet, so committed batches are replayed only to be
-//! counted (each logged at debug).
+//! Raft driver over `<metadata.log.dir>/__cluster_metadata-0`, the quorum controller task
+//! ([`controller`]) replaying committed batches and, while active, writing records, and the
+//! controller listener serving the Raft RPCs and the controller APIs. With the
+//! `--test-append-socket` hook the test owns the log's contents: no controller task runs and
+//! committed batches are only counted.
 //!
 //! Lifecycle, as Kafka's `KafkaRaftServer`: check `meta.properties`, start the replica and the
 //! listener, log `[KafkaRaftServer nodeId=N] Kafka Server started`; on SIGTERM/SIGINT the
 //! replica resigns if it leads (EndQuorumEpoch, so the others elect at once instead of waiting
 //! for a fetch timeout), flushes, and the process exits 0.
 
+pub mod controller;
 pub mod listener;
 pub mod metrics_http;
 pub mod test_writer;
@@ -64,6 +67,7 @@ struct NodeSetup {
     driver: DriverConfig,
     listener_name: String,
     bind: String,
+    metadata_dir: PathBuf,
 }
 
 fn setup(config: &ServerConfig) -> anyhow::Result<NodeSetup> {
@@ -128,6 +132,7 @@ fn setup(config: &ServerConfig) -> anyhow::Result<NodeSetup> {
         cluster_id,
         listener_name: listener.listener_name.clone(),
         bind,
+        metadata_dir: PathBuf::from(&metadata_dir),
         driver: DriverConfig {
             raft,
             voters,
@@ -200,19 +205,51 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     let prefix = format!("[KafkaRaftServer nodeId={}]", node.node_id);
     let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
     let voters = node.driver.voters.clone();
+    let partition_dir = node.driver.partition_dir.clone();
+    // Without the test hook, the quorum controller owns what is written to the log.
+    let controller_config = match &args.test_append_socket {
+        None => Some(controller::quorum_controller_config(
+            &config,
+            node.node_id,
+            &node.cluster_id,
+            &node.metadata_dir,
+        )?),
+        Some(_) => None,
+    };
     let driver =
         RaftDriver::start(node.driver, Some(events_tx)).context("starting the KRaft replica")?;
     let raft = driver.handle();
     let committed = Arc::new(AtomicU64::new(0));
-    let replay = tokio::spawn(replay_committed(events_rx, committed.clone()));
-    let apis = listener::controller_apis().context("controller API table")?;
-    let handler = Arc::new(listener::ControllerHandler::new(
+    let (replay, controller_task, channel) = match controller_config {
+        Some(qc_config) => {
+            let qc = krust_controller::QuorumController::new(qc_config, rand::random());
+            let (channel, task) =
+                controller::spawn(qc, node.node_id, raft.clone(), events_rx, partition_dir);
+            (None, Some(task), Some(channel))
+        }
+        None => (
+            Some(tokio::spawn(replay_committed(events_rx, committed.clone()))),
+            None,
+            None,
+        ),
+    };
+    let apis = if channel.is_some() {
+        listener::controller_apis_with_controller()
+    } else {
+        listener::controller_apis()
+    }
+    .context("controller API table")?;
+    let mut handler = listener::ControllerHandler::new(
         apis,
         raft.clone(),
         node.cluster_id.clone(),
         node.listener_name.clone(),
         voters,
-    ));
+    );
+    if let Some(channel) = channel {
+        handler = handler.with_controller(channel);
+    }
+    let handler = Arc::new(handler);
     let net_config = krust_net::ServerConfig {
         listener_name: node.listener_name.clone(),
         // Raft RPCs are independent; a parked Fetch must not hold up a Vote on one connection.
@@ -234,10 +271,21 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
     info!(node_id = node.node_id, listener = %server.local_addr(), cluster_id = %node.cluster_id, "{prefix} Kafka Server started");
     println!("{prefix} Kafka Server started (kafka.server.KafkaRaftServer)");
+    let controller_failed = async {
+        match controller_task {
+            Some(task) => match task.await {
+                Ok(Ok(())) => std::future::pending().await,
+                Ok(Err(e)) => format!("{:#}", anyhow::Error::from(e)),
+                Err(e) => format!("the controller task panicked: {e}"),
+            },
+            None => std::future::pending().await,
+        }
+    };
     let exit = tokio::select! {
         _ = sigterm.recv() => None,
         _ = sigint.recv() => None,
         exit = driver.join() => Some(exit),
+        reason = controller_failed => Some(DriverExit::Failed(format!("the controller failed: {reason}"))),
     };
     println!("{prefix} shutting down");
     drop(writer);
@@ -255,7 +303,9 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         }
     };
     server.shutdown().await;
-    let _ = replay.await;
+    if let Some(replay) = replay {
+        let _ = replay.await;
+    }
     println!(
         "{prefix} shut down completed; replayed {} committed batches",
         committed.load(Ordering::Relaxed)
