@@ -28,9 +28,12 @@
 //! - [`produce`], [`fetch`], [`list_offsets`], [`offset_for_leader_epoch`]: request handlers
 //!   as functions over a [`ReplicaSet`], `kafka_protocol` messages in and out; produce and
 //!   fetch return what they wait for instead of blocking.
+//! - [`group`]: the classic group coordinator, a sans-IO shard per `__consumer_offsets`
+//!   partition (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, offsets, records, loading).
 //! - [`error`]: [`PartitionError`] and its one mapping to Kafka error codes.
 pub mod error;
 pub mod fetch;
+pub mod group;
 pub mod list_offsets;
 pub mod offset_for_leader_epoch;
 pub mod partition;

@@ -1,0 +1,37 @@
+//! The classic group coordinator (Kafka 3.9's classic protocol, KIP-394, KIP-345), one
+//! sans-IO shard per `__consumer_offsets` partition.
+//!
+//! # Layout
+//!
+//! - [`shard`]: [`GroupCoordinatorShard`] — requests in with explicit `now_ms`, actions out
+//!   (records to append, responses released once the appends before them are committed),
+//!   timers (`poll_timeout` / `handle_timeout`), loading by `replay`.
+//! - [`classic`]: [`ClassicGroup`] — members, generation, protocol selection, leader and the
+//!   Empty / PreparingRebalance / CompletingRebalance / Stable / Dead state machine.
+//! - [`records`]: OffsetCommit and GroupMetadata keys/values in Kafka's byte format.
+//! - [`config`]: [`GroupConfig`] (Kafka's `group.*` / `offsets.*` defaults) and
+//!   [`partition_for_group`] (`abs(groupId.hashCode()) % offsets.topic.num.partitions`).
+//! - [`error`]: [`GroupError`] and its one mapping to Kafka error codes.
+//!
+//! # Limits
+//!
+//! - Classic groups only: no KIP-848 consumer groups, no transactional offset commits
+//!   (so OffsetFetch `require_stable` never answers UNSTABLE_OFFSET_COMMIT).
+//! - A failed append does not roll back memory: the shard answers NOT_COORDINATOR from then
+//!   on and must be reloaded from the log.
+pub mod classic;
+pub mod config;
+pub mod error;
+pub mod records;
+pub mod shard;
+
+pub use classic::{ClassicGroup, ClassicMember, GroupState};
+pub use config::{GroupConfig, java_string_hash, partition_for_group};
+pub use error::GroupError;
+pub use records::{
+    CoordinatorRecord, GroupMetadataValue, MemberMetadata, OffsetCommitValue, RecordDecodeError,
+};
+pub use shard::{
+    Action, AppendId, CommittedOffset, GroupCoordinatorShard, GroupRequest, GroupResponse,
+    RequestContext, RequestId,
+};
