@@ -22,8 +22,73 @@ pub const DEFAULT_RETENTION_CHECK_INTERVAL_MS: i64 = 300_000;
 /// Kafka's default `file.delete.delay.ms`.
 pub const DEFAULT_FILE_DELETE_DELAY_MS: i64 = 60_000;
 
+/// Kafka's default `delete.retention.ms` (`log.cleaner.delete.retention.ms`): 1 day.
+pub const DEFAULT_DELETE_RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
+/// Kafka's default `min.cleanable.dirty.ratio` (`log.cleaner.min.cleanable.ratio`).
+pub const DEFAULT_MIN_CLEANABLE_DIRTY_RATIO: f64 = 0.5;
+
+/// `cleanup.policy`: what reclaims space in a log (Kafka 3.9 `TopicConfig.CLEANUP_POLICY_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CleanupPolicy {
+    /// `delete`: retention by time and size only.
+    #[default]
+    Delete,
+    /// `compact`: the log cleaner keeps the latest record per key; no time/size retention.
+    Compact,
+    /// `compact,delete` (or `delete,compact`): both.
+    CompactDelete,
+}
+
+impl CleanupPolicy {
+    /// Whether `retention.ms` / `retention.bytes` apply (Kafka's `LogConfig.delete`).
+    #[must_use]
+    pub fn deletes(self) -> bool {
+        matches!(self, CleanupPolicy::Delete | CleanupPolicy::CompactDelete)
+    }
+
+    /// Whether the log cleaner compacts the log (Kafka's `LogConfig.compact`).
+    #[must_use]
+    pub fn compacts(self) -> bool {
+        matches!(self, CleanupPolicy::Compact | CleanupPolicy::CompactDelete)
+    }
+
+    /// Parses Kafka's comma-separated list (`delete`, `compact`, `compact,delete`, in any order,
+    /// spaces around items ignored, case-insensitive as Kafka's `ValidList` of lower-cased
+    /// values). `None` for anything else (empty, unknown item).
+    #[must_use]
+    pub fn parse(value: &str) -> Option<CleanupPolicy> {
+        let (mut compact, mut delete) = (false, false);
+        for item in value.split(',') {
+            match item.trim().to_ascii_lowercase().as_str() {
+                "compact" => compact = true,
+                "delete" => delete = true,
+                _ => return None,
+            }
+        }
+        match (compact, delete) {
+            (true, true) => Some(CleanupPolicy::CompactDelete),
+            (true, false) => Some(CleanupPolicy::Compact),
+            (false, true) => Some(CleanupPolicy::Delete),
+            (false, false) => None,
+        }
+    }
+
+    /// Kafka's spelling of the policy.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CleanupPolicy::Delete => "delete",
+            CleanupPolicy::Compact => "compact",
+            CleanupPolicy::CompactDelete => "compact,delete",
+        }
+    }
+}
+
 /// Configuration of one log. Field names are Kafka's config names with `.` → `_`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// `Eq` holds although `min_cleanable_dirty_ratio` is an `f64`: [`LogConfig::validate`]
+/// rejects NaN, so equality is reflexive for every config a log accepts.
+#[derive(Debug, Clone, PartialEq)]
 pub struct LogConfig {
     /// `segment.bytes`: roll when the active segment would grow beyond this.
     pub segment_bytes: u32,
@@ -56,7 +121,25 @@ pub struct LogConfig {
     /// `file.delete.delay.ms`: kept for config compatibility; krust deletes segment files
     /// at once (readers hold their own `Bytes`, so no reader can see a file disappear).
     pub file_delete_delay_ms: i64,
+    /// `cleanup.policy`: `delete` (default), `compact` or `compact,delete`. Retention by time
+    /// and size applies only with `delete`; the cleaner (see [`crate::cleaner`]) only with
+    /// `compact`.
+    pub cleanup_policy: CleanupPolicy,
+    /// `min.cleanable.dirty.ratio`: a compacted log is cleaned once its dirty (never cleaned)
+    /// bytes are more than this fraction of its cleanable bytes (0.5).
+    pub min_cleanable_dirty_ratio: f64,
+    /// `delete.retention.ms`: how long a tombstone survives after the cleaning pass that first
+    /// saw it (its batch's delete horizon is set to that pass's time plus this).
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: segments with a record newer than this are not cleaned (0).
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: dirty data older than this forces a cleaning whatever the
+    /// dirty ratio (`i64::MAX`: never). The caller should also keep `segment.ms` below it so the
+    /// active segment rolls and becomes cleanable.
+    pub max_compaction_lag_ms: i64,
 }
+
+impl Eq for LogConfig {}
 
 impl Default for LogConfig {
     fn default() -> Self {
@@ -74,12 +157,17 @@ impl Default for LogConfig {
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
             file_delete_delay_ms: DEFAULT_FILE_DELETE_DELAY_MS,
+            cleanup_policy: CleanupPolicy::Delete,
+            min_cleanable_dirty_ratio: DEFAULT_MIN_CLEANABLE_DIRTY_RATIO,
+            delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
         }
     }
 }
 
 /// A configuration value Kafka would reject.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum LogConfigError {
     /// The named setting is outside its valid range.
     #[error("invalid value {value} for {name}: must be at least {min}")]
@@ -91,6 +179,12 @@ pub enum LogConfigError {
         /// Smallest accepted value.
         min: i64,
     },
+    /// `min.cleanable.dirty.ratio` is outside `[0, 1]` (or NaN).
+    #[error("invalid value {value} for min.cleanable.dirty.ratio: must be in [0, 1]")]
+    DirtyRatioOutOfRange {
+        /// Value given.
+        value: f64,
+    },
 }
 
 impl LogConfig {
@@ -101,7 +195,12 @@ impl LogConfig {
     /// # Errors
     /// [`LogConfigError::BelowMinimum`] naming the first bad setting.
     pub fn validate(&self) -> Result<(), LogConfigError> {
-        let checks: [(&'static str, i64, i64); 6] = [
+        if !(0.0..=1.0).contains(&self.min_cleanable_dirty_ratio) {
+            return Err(LogConfigError::DirtyRatioOutOfRange {
+                value: self.min_cleanable_dirty_ratio,
+            });
+        }
+        let checks: [(&'static str, i64, i64); 9] = [
             (
                 "segment.bytes",
                 i64::from(self.segment_bytes),
@@ -115,6 +214,9 @@ impl LogConfig {
             ("segment.ms", self.segment_ms, 1),
             ("segment.jitter.ms", self.segment_jitter_ms, 0),
             ("retention.ms", self.retention_ms, -1),
+            ("delete.retention.ms", self.delete_retention_ms, 0),
+            ("min.compaction.lag.ms", self.min_compaction_lag_ms, 0),
+            ("max.compaction.lag.ms", self.max_compaction_lag_ms, 1),
             (
                 "max.message.bytes",
                 i64::from(self.max_message_bytes),

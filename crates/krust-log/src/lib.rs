@@ -71,6 +71,9 @@
 //!   `delete_records`, roll, flush.
 //! - [`recovery`]: [`Log::open`] / [`Log::open_with`] and crash recovery.
 //! - [`retention`]: [`Log::apply_retention`] (`retention.ms`, `retention.bytes`, log start).
+//! - [`cleaner`]: log compaction (`cleanup.policy=compact`): cleanable range and dirty ratio
+//!   ([`Log::log_to_clean`]), bounded offset map, segment rewriting with `.cleaned`/`.swap`
+//!   files, `cleaner-offset-checkpoint`, I/O throttle.
 //! - [`segment`]: one segment (`.log` + indexes); tail recovery.
 //! - [`offset_index`], [`time_index`]: the two index files (pre-allocated, trimmed on roll).
 //! - [`leader_epoch`]: [`LeaderEpochCache`] and `leader-epoch-checkpoint`.
@@ -80,6 +83,7 @@
 //! - [`error`]: [`LogError`] and its Kafka error codes.
 pub mod batch;
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod error;
 pub mod fs;
@@ -98,7 +102,8 @@ pub use batch::{
     TimestampType,
 };
 pub use checkpoint::{CheckpointError, PartitionMetadata, TopicPartition};
-pub use config::LogConfig;
+pub use cleaner::{Cleaner, CleanerConfig, CleanerError, LogToClean};
+pub use config::{CleanupPolicy, LogConfig};
 pub use error::LogError;
 pub use leader_epoch::{EpochEndOffset, EpochEntry, LeaderEpochCache};
 pub use log::{AppendInfo, Log, LogReadResult, TimestampAndOffset};

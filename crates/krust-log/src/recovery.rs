@@ -13,6 +13,13 @@
 //!    batch the segment is truncated (fsynced, `warn!`) and all later segments are deleted: the
 //!    log is the longest valid prefix.
 //! 4. I/O errors are never treated as bad bytes: they fail `open`.
+//!
+//! Before all that, an interrupted log cleaner swap is completed (Kafka's `LogLoader`): a
+//! `<base>.log.swap` file was fsynced before it was renamed from `.cleaned`, so it holds the
+//! cleaned data of a group of segments starting at `base`. Every segment file whose base offset
+//! lies in `[base, swap's next offset)` is an old segment of that group (or the replaced first
+//! one) and is deleted; then the swap file is renamed to `<base>.log` (its indexes are rebuilt by
+//! step 3, as they are missing). Index `.swap` files are deleted: indexes are always rebuilt.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -226,6 +233,7 @@ impl Log {
 
 /// Removes leftovers and returns the base offsets of the `.log` files, ascending.
 fn scan_dir(dir: &Path, report: &mut RecoveryReport) -> Result<Vec<i64>, LogError> {
+    complete_swaps(dir, report)?;
     let mut logs = Vec::new();
     let mut indexes = Vec::new();
     let entries = std::fs::read_dir(dir).map_err(|e| LogError::io(dir, e))?;
@@ -241,7 +249,7 @@ fn scan_dir(dir: &Path, report: &mut RecoveryReport) -> Result<Vec<i64>, LogErro
             remove_if_exists(&path)?;
             report.removed_files.push(name.to_string());
         } else if name.ends_with(SWAP_FILE_SUFFIX) {
-            warn!(file = %path.display(), "ignoring a log cleaner swap file (krust does not compact)");
+            warn!(file = %path.display(), "ignoring a swap file that is not a segment's");
         } else if let Some(base) = parse_offset_file_name(name, LOG_FILE_SUFFIX) {
             if base > MAX_SEGMENT_BASE_OFFSET {
                 warn!(file = %path.display(), "ignoring a segment whose base offset is too large to index");
@@ -268,6 +276,101 @@ fn scan_dir(dir: &Path, report: &mut RecoveryReport) -> Result<Vec<i64>, LogErro
         }
     }
     Ok(logs)
+}
+
+/// Suffix of a cleaned segment's data file during a swap (Kafka: `<base>.log.swap`).
+fn log_swap_suffix() -> String {
+    format!("{LOG_FILE_SUFFIX}{SWAP_FILE_SUFFIX}")
+}
+
+/// Completes interrupted cleaner swaps (see the module docs).
+fn complete_swaps(dir: &Path, report: &mut RecoveryReport) -> Result<(), LogError> {
+    let swap_suffix = log_swap_suffix();
+    let mut swaps = Vec::new();
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| LogError::io(dir, e))? {
+        let entry = entry.map_err(|e| LogError::io(dir, e))?;
+        let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        if let Some(base) = parse_offset_file_name(&name, &swap_suffix) {
+            swaps.push(base);
+        } else if [
+            INDEX_FILE_SUFFIX,
+            TIME_INDEX_FILE_SUFFIX,
+            TXN_INDEX_FILE_SUFFIX,
+        ]
+        .iter()
+        .any(|s| parse_offset_file_name(&name, &format!("{s}{SWAP_FILE_SUFFIX}")).is_some())
+        {
+            remove_if_exists(&entry.path())?;
+            report.removed_files.push(name);
+        } else {
+            names.push(name);
+        }
+    }
+    if swaps.is_empty() {
+        return Ok(());
+    }
+    swaps.sort_unstable();
+    for base in swaps {
+        let swap_path = crate::fs::offset_file_path(dir, base, &swap_suffix);
+        let next = swap_next_offset(&swap_path, base)?;
+        let covered = base..next.max(base + 1);
+        for name in &names {
+            let old = [
+                LOG_FILE_SUFFIX,
+                INDEX_FILE_SUFFIX,
+                TIME_INDEX_FILE_SUFFIX,
+                TXN_INDEX_FILE_SUFFIX,
+            ]
+            .iter()
+            .find_map(|s| parse_offset_file_name(name, s));
+            if old.is_some_and(|o| covered.contains(&o)) {
+                info!(
+                    file = name.as_str(),
+                    "deleting a segment file replaced by a cleaner swap"
+                );
+                remove_if_exists(&dir.join(name))?;
+                report.removed_files.push(name.clone());
+            }
+        }
+        let final_path = crate::fs::offset_file_path(dir, base, LOG_FILE_SUFFIX);
+        info!(file = %swap_path.display(), "completing an interrupted log cleaner swap");
+        std::fs::rename(&swap_path, &final_path).map_err(|e| LogError::io(&final_path, e))?;
+    }
+    // The completed swap must not be undone by a later crash.
+    fsync_dir(dir).map_err(|e| LogError::io(dir, e))
+}
+
+/// The offset after the last batch of a swap file (`base` if it has none). The file was fsynced
+/// whole before it became a swap file, so its batch headers are read without CRC checks; the
+/// scan stops at anything that is not a header.
+fn swap_next_offset(path: &Path, base: i64) -> Result<i64, LogError> {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::File::open(path).map_err(|e| LogError::io(path, e))?;
+    let len = file.metadata().map_err(|e| LogError::io(path, e))?.len();
+    let mut next = base;
+    let mut pos = 0u64;
+    let mut header = [0u8; crate::batch::RECORD_BATCH_OVERHEAD];
+    while pos + header.len() as u64 <= len {
+        file.read_exact_at(&mut header, pos)
+            .map_err(|e| LogError::io(path, e))?;
+        let Ok(size) = crate::batch::peek_batch_size(&header, crate::batch::MAX_BATCH_BYTES) else {
+            break;
+        };
+        let mut base_offset = [0u8; 8];
+        base_offset.copy_from_slice(&header[..8]);
+        let base_offset = i64::from_be_bytes(base_offset);
+        let delta = i32::from_be_bytes([header[23], header[24], header[25], header[26]]);
+        next = next.max(
+            base_offset
+                .saturating_add(i64::from(delta))
+                .saturating_add(1),
+        );
+        pos += size as u64;
+    }
+    Ok(next)
 }
 
 fn delete_segment_files(dir: &Path, base: i64) -> Result<(), LogError> {

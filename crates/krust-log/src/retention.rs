@@ -1,6 +1,7 @@
 //! Retention: deleting whole old segments (Kafka 3.9 `UnifiedLog.deleteOldSegments`).
 //!
-//! Three rules, applied in Kafka's order, each deleting a prefix of the segments:
+//! Three rules, applied in Kafka's order, each deleting a prefix of the segments (rules 2 and 3
+//! only when `cleanup.policy` includes `delete`):
 //! 1. the next segment starts at or below the log start offset;
 //! 2. `retention.bytes`: the log is larger than the limit by at least the segment's size;
 //! 3. `retention.ms`: the segment's newest timestamp (its file's mtime if it has none) is
@@ -36,7 +37,8 @@ impl RetentionOutcome {
     }
 }
 
-fn largest_timestamp_ms(segment: &Segment) -> i64 {
+/// Kafka's `LogSegment.largestTimestamp`: the newest batch timestamp, else the file's mtime.
+pub(crate) fn largest_timestamp_ms(segment: &Segment) -> i64 {
     let max = segment.max_timestamp().timestamp;
     if max >= 0 {
         return max;
@@ -56,6 +58,14 @@ impl Log {
     pub fn apply_retention(&mut self, now_ms: i64) -> Result<RetentionOutcome, LogError> {
         self.clock_ms = self.clock_ms.max(now_ms);
         let log_start_offset_breached = self.delete_log_start_offset_breached_segments()?;
+        // Kafka 3.9 `UnifiedLog.deleteOldSegments`: size and time retention only apply when
+        // `cleanup.policy` includes `delete`; a `compact`-only log keeps every segment.
+        if !self.config.cleanup_policy.deletes() {
+            return Ok(RetentionOutcome {
+                log_start_offset_breached,
+                ..RetentionOutcome::default()
+            });
+        }
         let size_breached = self.delete_retention_size_breached_segments()?;
         let time_breached = self.delete_retention_ms_breached_segments(now_ms)?;
         Ok(RetentionOutcome {

@@ -334,6 +334,86 @@ impl Segment {
         self.max_timestamp
     }
 
+    /// `maxTimestamp` of the first batch (Kafka's `getFirstBatchTimestamp`), for
+    /// `max.compaction.lag.ms`.
+    pub(crate) fn first_batch_timestamp(&self) -> Option<i64> {
+        self.rolling_based_timestamp
+    }
+
+    /// Up to `len` bytes of the file at `pos` (shorter at the end), unchecked.
+    pub(crate) fn read_bytes(&self, pos: u64, len: usize) -> Result<Bytes, LogError> {
+        read_at(&self.file, &self.log_path, pos, len)
+    }
+
+    /// Opens a segment whose `.log` was just written by the cleaner (and fsynced): index files
+    /// are created afresh and rebuilt by a full scan (which also re-checks every batch), then
+    /// trimmed and fsynced as for any sealed segment. `next_offset_bound` is the next segment's
+    /// base.
+    ///
+    /// # Errors
+    /// [`LogError::Io`]; [`LogError::CorruptSegment`] if the scan finds a bad batch (the file
+    /// is left as it is).
+    pub(crate) fn open_rebuilding_indexes(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+        next_offset_bound: Option<i64>,
+    ) -> Result<Segment, LogError> {
+        let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&log_path)
+            .map_err(|e| LogError::io(&log_path, e))?;
+        let size = file
+            .metadata()
+            .map_err(|e| LogError::io(&log_path, e))?
+            .len();
+        let offset_index = OffsetIndex::create(
+            &offset_file_path(dir, base_offset, INDEX_FILE_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let time_index = TimeIndex::create(
+            &offset_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX),
+            base_offset,
+            config.segment_index_bytes,
+        )?;
+        let mut segment = Segment {
+            base_offset,
+            log_path,
+            file,
+            size,
+            offset_index,
+            time_index,
+            index_interval_bytes: u64::from(config.index_interval_bytes),
+            bytes_since_last_index_entry: 0,
+            max_timestamp: TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: base_offset,
+            },
+            next_offset: base_offset,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            unflushed: false,
+        };
+        // Check before scanning: a bad batch must be reported, not cut by the scan.
+        let mut pos = 0;
+        while let Some(batch) = segment.read_batch_at(pos)? {
+            pos += batch.size_in_bytes() as u64;
+        }
+        let outcome = segment.recover(None)?;
+        if let Some((position, TailDefect::Batch(source))) = outcome.stop {
+            return Err(segment.corrupt(position, source));
+        }
+        segment.seal()?;
+        if let Some(next) = next_offset_bound {
+            segment.next_offset = next;
+        }
+        Ok(segment)
+    }
+
     pub(crate) fn next_offset(&self) -> i64 {
         self.next_offset
     }

@@ -1,0 +1,873 @@
+//! Log compaction (`cleanup.policy=compact` / `compact,delete`): Kafka 3.9's log cleaner
+//! (`LogCleaner.scala`, `LogCleanerManager.scala`, `MemoryRecords.filterTo`) as a library. The
+//! caller (the broker) schedules it: it keeps the `cleaner-offset-checkpoint` of each log dir,
+//! asks [`Log::log_to_clean`] which logs need cleaning, runs [`Cleaner::clean`] on the dirtiest
+//! and stores the returned next dirty offset.
+//!
+//! # What is kept
+//!
+//! A cleaning pass builds an [`OffsetMap`] (key digest → latest offset) over the dirty range
+//! `[first dirty, first uncleanable)`, then rewrites every segment from the log start up to the
+//! map's latest offset, keeping per key only the record at the latest offset:
+//! - records above the map's latest offset are kept (the map did not see them);
+//! - a record without a key is dropped, as Kafka drops it (the broker rejects such appends to a
+//!   compacted topic, so only logs compacted after the fact hold them);
+//! - a tombstone (null value) that is the latest for its key is kept, and its batch gets a delete
+//!   horizon — `baseTimestamp` = cleaning time + `delete.retention.ms` with attribute bit 6, as
+//!   Kafka 2.8+ writes it; a later pass past the horizon removes it;
+//! - a batch whose records are all removed disappears, except an empty header is kept for an
+//!   active idempotent producer's last batch (the caller passes those last offsets, from its
+//!   producer state), so its sequence numbers survive;
+//! - offsets are never changed: a rewritten batch keeps its base and last offset (Kafka keeps the
+//!   last offset so the producer's last sequence stays valid).
+//!
+//! Differences from Kafka, all on the side of keeping more:
+//! - control batches and transactional batches are kept whole (Kafka removes aborted data and
+//!   markers of finished transactions once safe); their keys do not enter the offset map;
+//! - compressed batches (krust does not decompress) are kept whole and their keys do not enter
+//!   the offset map.
+//!
+//! # Crash safety
+//!
+//! Each group of segments is written to `<base>.log.cleaned` (fsynced), renamed to
+//! `<base>.log.swap` (directory fsynced), the old segments are deleted, and the swap file is
+//! renamed to `<base>.log`. [`Log::open`] deletes `.cleaned` files and completes a swap: it
+//! deletes the segments the swap file covers and renames it (see [`crate::recovery`]). A crash at
+//! any point therefore leaves either the old segments or the cleaned one, never both and never
+//! neither.
+//!
+//! # Layout
+//! - [`offset_map`]: the bounded [`OffsetMap`].
+//! - [`throttle`]: `log.cleaner.io.max.bytes.per.second` with an injected clock.
+//! - `mod.rs`: [`CleanerConfig`], the cleanable range and dirty ratio ([`LogToClean`]), the
+//!   cleaning pass ([`Cleaner`]) and `cleaner-offset-checkpoint`.
+
+pub mod offset_map;
+pub mod throttle;
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use bytes::{Bytes, BytesMut};
+use tracing::{debug, info};
+
+use crate::batch::{
+    BatchError, Compression, LOG_OVERHEAD, MAX_BATCH_BYTES, Record, RecordBatch,
+    RecordBatchBuilder, TimestampType, peek_batch_size,
+};
+use crate::checkpoint::{
+    CheckpointError, TopicPartition, read_offset_checkpoint, write_offset_checkpoint,
+};
+use crate::error::LogError;
+use crate::fs::{
+    CLEANED_FILE_SUFFIX, LOG_FILE_SUFFIX, SWAP_FILE_SUFFIX, fsync_dir, offset_file_path,
+};
+use crate::log::Log;
+use crate::retention::largest_timestamp_ms;
+use crate::segment::Segment;
+
+pub use offset_map::OffsetMap;
+pub use throttle::{SystemThrottleClock, ThrottleClock, Throttler};
+
+/// File name of the per-log-dir cleaner checkpoint (Kafka's `LogCleanerManager.offsetCheckpointFile`):
+/// `<topic> <partition> <first dirty offset>` lines in the offset checkpoint format.
+pub const CLEANER_OFFSET_CHECKPOINT_FILE: &str = "cleaner-offset-checkpoint";
+/// Kafka's default `log.cleaner.dedupe.buffer.size`: 128 MiB (shared by all cleaner threads).
+pub const DEFAULT_DEDUPE_BUFFER_SIZE: u64 = 128 * 1024 * 1024;
+/// Kafka's default `log.cleaner.io.buffer.size`: 512 KiB (half for reads, half for writes).
+pub const DEFAULT_IO_BUFFER_SIZE: usize = 512 * 1024;
+/// Kafka's default `log.cleaner.io.buffer.load.factor`.
+pub const DEFAULT_IO_BUFFER_LOAD_FACTOR: f64 = 0.9;
+
+/// Broker-level cleaner settings (Kafka 3.9 `CleanerConfig`). `log.cleaner.threads` and
+/// `log.cleaner.backoff.ms` belong to the caller, which runs one [`Cleaner`] per thread.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CleanerConfig {
+    /// `log.cleaner.dedupe.buffer.size` divided by `log.cleaner.threads`: memory for one
+    /// cleaner's offset map.
+    pub dedupe_buffer_size: u64,
+    /// `log.cleaner.io.buffer.load.factor`: how full the offset map may get.
+    pub io_buffer_load_factor: f64,
+    /// `log.cleaner.io.buffer.size` (per thread): read and write buffer sizes (half each); a
+    /// larger batch grows the read buffer up to `max.message.bytes`.
+    pub io_buffer_size: usize,
+    /// `log.cleaner.io.max.bytes.per.second`: read + write rate limit (`f64::MAX` = none).
+    pub io_max_bytes_per_second: f64,
+}
+
+impl Default for CleanerConfig {
+    fn default() -> Self {
+        CleanerConfig {
+            dedupe_buffer_size: DEFAULT_DEDUPE_BUFFER_SIZE,
+            io_buffer_load_factor: DEFAULT_IO_BUFFER_LOAD_FACTOR,
+            io_buffer_size: DEFAULT_IO_BUFFER_SIZE,
+            io_max_bytes_per_second: f64::MAX,
+        }
+    }
+}
+
+/// Why a cleaning pass failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CleanerError {
+    /// The log failed (I/O, corrupt segment). After an I/O error part-way through a swap the
+    /// in-memory log may no longer match the directory: drop it and reopen with [`Log::open`],
+    /// which completes or discards the swap.
+    #[error(transparent)]
+    Log(#[from] LogError),
+    /// The offset map holds no entry (`log.cleaner.dedupe.buffer.size` below 24 bytes / load
+    /// factor): no progress is possible. Kafka requires at least 1 MiB per thread.
+    #[error("dedupe buffer of {dedupe_buffer_size} bytes holds no offset map entry")]
+    DedupeBufferTooSmall {
+        /// The configured size.
+        dedupe_buffer_size: u64,
+    },
+    /// The log is not compacted (`cleanup.policy` lacks `compact`).
+    #[error("{dir}: cleanup.policy is {policy}, not compact")]
+    NotCompacted {
+        /// Partition directory.
+        dir: PathBuf,
+        /// The policy.
+        policy: &'static str,
+    },
+    /// A fault injected by a test ([`Cleaner::crash_at`]): the pass stopped as a crash would.
+    #[error("injected crash at {0:?}")]
+    InjectedCrash(CrashPoint),
+}
+
+/// Where a test makes a cleaning pass stop as if the process died (files left as they are).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// After the `.cleaned` file of the first group is written and fsynced.
+    AfterCleanedWritten,
+    /// After it was renamed to `.swap` (old segments still present).
+    AfterSwapRenamed,
+    /// After the old segments were deleted (only the `.swap` file holds the data).
+    AfterOldSegmentsDeleted,
+}
+
+/// Which part of a log a pass may clean (Kafka's `OffsetsToClean` / `LogToClean`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogToClean {
+    /// Where the dirty part starts: the checkpoint, or the log start if it is missing, below
+    /// the log start or beyond the log end.
+    pub first_dirty_offset: i64,
+    /// Base offset of the first segment the pass must not touch: the segment holding the
+    /// smallest of the active segment's base, the last stable offset, and the first segment
+    /// newer than `min.compaction.lag.ms`.
+    pub first_uncleanable_offset: i64,
+    /// Bytes of the segments below the first dirty offset.
+    pub clean_bytes: u64,
+    /// Bytes of the segments in `[first dirty, first uncleanable)`.
+    pub cleanable_bytes: u64,
+    /// `cleanable / (clean + cleanable)`.
+    pub cleanable_ratio: f64,
+    /// How long past `max.compaction.lag.ms` the oldest dirty segment is (0 = not overdue).
+    pub max_compaction_delay_ms: i64,
+    /// The checkpoint was unusable and the caller should overwrite it.
+    pub force_update_checkpoint: bool,
+}
+
+impl LogToClean {
+    /// Whether the log should be cleaned now (Kafka's `grabFilthiestCompactedLog` filter):
+    /// something is cleanable and either the dirty ratio is above `min.cleanable.dirty.ratio`
+    /// or `max.compaction.lag.ms` has passed for the dirty data.
+    #[must_use]
+    pub fn needs_cleaning(&self, min_cleanable_dirty_ratio: f64) -> bool {
+        let total = self.clean_bytes + self.cleanable_bytes;
+        total > 0
+            && ((self.max_compaction_delay_ms > 0 && self.cleanable_bytes > 0)
+                || self.cleanable_ratio > min_cleanable_dirty_ratio)
+    }
+}
+
+/// What a cleaning pass did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanOutcome {
+    /// The new first dirty offset: store it in `cleaner-offset-checkpoint`.
+    pub next_dirty_offset: i64,
+    /// Distinct keys in the offset map.
+    pub keys_mapped: usize,
+    /// The map filled up before the end of the dirty range (only a prefix was cleaned).
+    pub map_full: bool,
+    /// Segment groups rewritten.
+    pub groups: usize,
+    /// Bytes of the segments before and after.
+    pub bytes_before: u64,
+    /// Bytes after.
+    pub bytes_after: u64,
+    /// Records read while rewriting / records kept.
+    pub records_read: u64,
+    /// Records kept.
+    pub records_kept: u64,
+    /// Time the throttle slept.
+    pub throttled_ms: u64,
+}
+
+/// Reads a log dir's `cleaner-offset-checkpoint` (missing = empty).
+///
+/// # Errors
+/// [`CheckpointError`].
+pub fn read_cleaner_checkpoint(
+    log_dir: &Path,
+) -> Result<BTreeMap<TopicPartition, i64>, CheckpointError> {
+    read_offset_checkpoint(&log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE))
+}
+
+/// Replaces a log dir's `cleaner-offset-checkpoint` (tmp → fsync → rename → fsync dir).
+///
+/// # Errors
+/// [`CheckpointError::Io`].
+pub fn write_cleaner_checkpoint(
+    log_dir: &Path,
+    offsets: &BTreeMap<TopicPartition, i64>,
+) -> Result<(), CheckpointError> {
+    write_offset_checkpoint(&log_dir.join(CLEANER_OFFSET_CHECKPOINT_FILE), offsets)
+}
+
+impl Log {
+    /// The cleanable part of this log and its dirty ratio (Kafka 3.9
+    /// `LogCleanerManager.cleanableOffsets` + `LogToClean`). `checkpoint` is the log's entry in
+    /// `cleaner-offset-checkpoint`; `last_stable_offset` is the high watermark (or the first
+    /// offset of an open transaction, if lower) — nothing at or above it is cleaned.
+    #[must_use]
+    pub fn log_to_clean(
+        &self,
+        checkpoint: Option<i64>,
+        last_stable_offset: i64,
+        now_ms: i64,
+    ) -> LogToClean {
+        let start = self.log_start_offset;
+        let wanted = checkpoint.unwrap_or(start);
+        let (first_dirty_offset, force_update_checkpoint) =
+            if wanted < start || wanted > self.log_end_offset {
+                (start, true)
+            } else {
+                (wanted, false)
+            };
+        let segments: Vec<&Segment> = self.segments.values().collect();
+        let active_base = segments.last().map_or(start, |s| s.base_offset());
+        let mut uncleanable = last_stable_offset.min(active_base);
+        let min_lag = self.config.min_compaction_lag_ms.max(0);
+        if min_lag > 0
+            && let Some(s) = non_active_from(&segments, first_dirty_offset)
+                .into_iter()
+                .find(|s| largest_timestamp_ms(s) > now_ms.saturating_sub(min_lag))
+        {
+            uncleanable = uncleanable.min(s.base_offset());
+        }
+        let uncleanable = uncleanable.max(first_dirty_offset);
+        // Rounded down to the base of the segment holding it (the active one at most).
+        let first_uncleanable_offset = non_active_from(&segments, uncleanable)
+            .first()
+            .copied()
+            .map_or(active_base, Segment::base_offset);
+        let clean_bytes = bytes_overlapping(&segments, i64::MIN, first_dirty_offset);
+        let cleanable_bytes = bytes_overlapping(
+            &segments,
+            first_dirty_offset.min(first_uncleanable_offset),
+            first_uncleanable_offset,
+        );
+        let total = clean_bytes + cleanable_bytes;
+        #[allow(clippy::cast_precision_loss)]
+        let cleanable_ratio = if total == 0 {
+            0.0
+        } else {
+            cleanable_bytes as f64 / total as f64
+        };
+        // `max.compaction.lag.ms`: how overdue the oldest dirty non-active segment is, by the
+        // timestamp of its first batch.
+        let earliest_dirty = non_active_from(&segments, first_dirty_offset)
+            .into_iter()
+            .filter_map(Segment::first_batch_timestamp)
+            .filter(|&t| t > 0)
+            .min();
+        let clean_until = now_ms.saturating_sub(self.config.max_compaction_lag_ms.max(0));
+        let max_compaction_delay_ms = match earliest_dirty {
+            Some(t) if t < clean_until => clean_until - t,
+            _ => 0,
+        };
+        LogToClean {
+            first_dirty_offset,
+            first_uncleanable_offset,
+            clean_bytes,
+            cleanable_bytes,
+            cleanable_ratio,
+            max_compaction_delay_ms,
+            force_update_checkpoint,
+        }
+    }
+}
+
+/// Non-active segments from the one holding `offset` on (Kafka's `nonActiveLogSegmentsFrom`).
+fn non_active_from<'a>(segments: &[&'a Segment], offset: i64) -> Vec<&'a Segment> {
+    let n = segments.len().saturating_sub(1);
+    (0..n)
+        .filter(|&i| segments[i + 1].base_offset() > offset)
+        .map(|i| segments[i])
+        .collect()
+}
+
+/// Bytes of the segments overlapping `[from, to)` (Kafka's `logSegments(from, to)`).
+fn bytes_overlapping(segments: &[&Segment], from: i64, to: i64) -> u64 {
+    (0..segments.len())
+        .filter(|&i| {
+            let end = segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset());
+            end > from && segments[i].base_offset() < to
+        })
+        .map(|i| segments[i].size())
+        .sum()
+}
+
+/// One cleaner (Kafka runs `log.cleaner.threads` of them, each with its own buffers).
+#[derive(Debug)]
+pub struct Cleaner<C: ThrottleClock = SystemThrottleClock> {
+    config: CleanerConfig,
+    map: OffsetMap,
+    throttler: Throttler<C>,
+    crash_at: Option<CrashPoint>,
+}
+
+impl Cleaner<SystemThrottleClock> {
+    /// A cleaner on the real clock.
+    #[must_use]
+    pub fn new(config: CleanerConfig) -> Self {
+        Cleaner::with_clock(config, SystemThrottleClock::default())
+    }
+}
+
+/// The batches of `[from_pos, end)` of a segment, read `chunk` bytes at a time (a larger batch
+/// gets a larger read). Every batch is CRC-checked.
+struct SegmentBatches<'a> {
+    segment: &'a Segment,
+    pos: u64,
+    chunk: usize,
+    buf: Bytes,
+}
+
+impl SegmentBatches<'_> {
+    fn next_batch(&mut self) -> Result<Option<(RecordBatch, u64)>, LogError> {
+        let size = self.segment.size();
+        if self.pos >= size {
+            return Ok(None);
+        }
+        let remaining = usize::try_from(size - self.pos).unwrap_or(usize::MAX);
+        if self.buf.len() < LOG_OVERHEAD {
+            self.buf = self
+                .segment
+                .read_bytes(self.pos, self.chunk.min(remaining))?;
+        }
+        let corrupt = |source: BatchError, pos: u64| LogError::CorruptSegment {
+            path: self.segment.log_path().to_path_buf(),
+            position: pos,
+            source,
+        };
+        let need = peek_batch_size(&self.buf, MAX_BATCH_BYTES).map_err(|e| corrupt(e, self.pos))?;
+        if self.buf.len() < need {
+            self.buf = self
+                .segment
+                .read_bytes(self.pos, need.max(self.chunk).min(remaining))?;
+        }
+        let (batch, rest) = RecordBatch::parse(self.buf.clone(), MAX_BATCH_BYTES)
+            .map_err(|e| corrupt(e, self.pos))?;
+        let at = self.pos;
+        self.pos += batch.size_in_bytes() as u64;
+        self.buf = rest;
+        Ok(Some((batch, at)))
+    }
+}
+
+impl<C: ThrottleClock> Cleaner<C> {
+    /// A cleaner whose I/O throttle uses `clock` (tests pass virtual time).
+    pub fn with_clock(config: CleanerConfig, clock: C) -> Self {
+        let map = OffsetMap::new(config.dedupe_buffer_size, config.io_buffer_load_factor);
+        let throttler = Throttler::new(config.io_max_bytes_per_second, clock);
+        Cleaner {
+            config,
+            map,
+            throttler,
+            crash_at: None,
+        }
+    }
+
+    /// Test hook: make the next pass stop at `point` as a crash would, leaving its files.
+    pub fn crash_at(&mut self, point: Option<CrashPoint>) {
+        self.crash_at = point;
+    }
+
+    /// The throttle (tests read its virtual clock and sleep total).
+    pub fn throttler(&self) -> &Throttler<C> {
+        &self.throttler
+    }
+
+    fn read_chunk(&self) -> usize {
+        (self.config.io_buffer_size / 2).max(LOG_OVERHEAD)
+    }
+
+    /// One cleaning pass over `log` (Kafka's `Cleaner.doClean`): maps the dirty range
+    /// `[to_clean.first_dirty_offset, to_clean.first_uncleanable_offset)` (as much as the offset
+    /// map holds), then rewrites every segment from the log start up to the map's latest
+    /// offset. `now_ms` is the wall-clock time for delete horizons; `active_producer_last_offsets`
+    /// maps each active idempotent producer id to the last offset of its last batch (its
+    /// emptied last batch keeps its header). Returns the next first dirty offset.
+    ///
+    /// # Errors
+    /// [`CleanerError::NotCompacted`], [`CleanerError::DedupeBufferTooSmall`] (nothing done);
+    /// [`CleanerError::Log`] for I/O or corrupt data (see its doc: reopen the log).
+    pub fn clean(
+        &mut self,
+        log: &mut Log,
+        to_clean: &LogToClean,
+        now_ms: i64,
+        active_producer_last_offsets: &HashMap<i64, i64>,
+    ) -> Result<CleanOutcome, CleanerError> {
+        if !log.config.cleanup_policy.compacts() {
+            return Err(CleanerError::NotCompacted {
+                dir: log.dir.clone(),
+                policy: log.config.cleanup_policy.as_str(),
+            });
+        }
+        if self.map.max_entries() == 0 {
+            return Err(CleanerError::DedupeBufferTooSmall {
+                dedupe_buffer_size: self.config.dedupe_buffer_size,
+            });
+        }
+        let start = to_clean.first_dirty_offset;
+        let upper = to_clean.first_uncleanable_offset;
+        let slept_before = self.throttler.slept_ms();
+        let map_full = self.build_offset_map(log, start, upper)?;
+        let mut outcome = CleanOutcome {
+            keys_mapped: self.map.len(),
+            map_full,
+            ..CleanOutcome::default()
+        };
+        let end_offset = self.map.latest_offset() + 1;
+        if end_offset <= start {
+            outcome.next_dirty_offset = start;
+            return Ok(outcome);
+        }
+        info!(dir = %log.dir.display(), first_dirty = start, end_offset, keys = self.map.len(),
+            map_full, "cleaning log");
+        let groups = group_segments(log, end_offset, upper);
+        outcome.groups = groups.len();
+        for group in groups {
+            self.clean_group(
+                log,
+                &group,
+                now_ms,
+                active_producer_last_offsets,
+                &mut outcome,
+            )?;
+        }
+        outcome.next_dirty_offset = end_offset;
+        outcome.throttled_ms = self.throttler.slept_ms() - slept_before;
+        Ok(outcome)
+    }
+
+    /// Kafka's `buildOffsetMap`: returns whether the map filled up.
+    fn build_offset_map(&mut self, log: &Log, start: i64, end: i64) -> Result<bool, LogError> {
+        self.map.clear();
+        let segments: Vec<&Segment> = log.segments.values().collect();
+        for (i, segment) in segments.iter().enumerate() {
+            let next_base = segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset());
+            if next_base <= start || segment.base_offset() >= end {
+                continue;
+            }
+            let pos = segment
+                .translate_offset(start)?
+                .map_or(segment.size(), |(pos, _)| pos);
+            let mut batches = SegmentBatches {
+                segment,
+                pos,
+                chunk: self.read_chunk(),
+                buf: Bytes::new(),
+            };
+            while let Some((batch, _)) = batches.next_batch()? {
+                self.throttler.maybe_throttle(batch.size_in_bytes() as u64);
+                if batch.base_offset() >= end {
+                    break;
+                }
+                if !batch.is_control()
+                    && !batch.is_transactional()
+                    && batch.compression() == Compression::None
+                {
+                    let records = batch.records().map_err(|source| LogError::CorruptSegment {
+                        path: segment.log_path().to_path_buf(),
+                        position: batches.pos - batch.size_in_bytes() as u64,
+                        source,
+                    })?;
+                    for record in records {
+                        let offset = batch.base_offset() + i64::from(record.offset_delta);
+                        if let Some(key) = &record.key
+                            && offset >= start
+                        {
+                            if self.map.is_full() {
+                                debug!(
+                                    segment = segment.base_offset(),
+                                    offset, "offset map is full"
+                                );
+                                return Ok(true);
+                            }
+                            self.map.put(key, offset);
+                        }
+                    }
+                }
+                if batch.last_offset() >= start {
+                    self.map.update_latest_offset(batch.last_offset());
+                }
+            }
+            // Offsets missing at the end of the segment (compacted away) are covered too.
+            self.map.update_latest_offset(next_base.min(end) - 1);
+        }
+        Ok(false)
+    }
+
+    fn clean_group(
+        &mut self,
+        log: &mut Log,
+        group: &[i64],
+        now_ms: i64,
+        active_producers: &HashMap<i64, i64>,
+        outcome: &mut CleanOutcome,
+    ) -> Result<(), CleanerError> {
+        let Some(&base) = group.first() else {
+            return Ok(());
+        };
+        let dir = log.dir.clone();
+        let cleaned_path = suffixed(&dir, base, CLEANED_FILE_SUFFIX);
+        let swap_path = suffixed(&dir, base, SWAP_FILE_SUFFIX);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&cleaned_path)
+            .map_err(|e| LogError::io(&cleaned_path, e))?;
+        let mut writer = CleanedWriter {
+            file,
+            path: cleaned_path.clone(),
+            pos: 0,
+            buf: BytesMut::new(),
+            flush_at: (self.config.io_buffer_size / 2).max(1),
+        };
+        let filter = RecordFilter {
+            map: &self.map,
+            now_ms,
+            delete_retention_ms: log.config.delete_retention_ms,
+            active_producers,
+        };
+        for segment_base in group {
+            let Some(segment) = log.segments.get(segment_base) else {
+                continue;
+            };
+            outcome.bytes_before += segment.size();
+            let mut batches = SegmentBatches {
+                segment,
+                pos: 0,
+                chunk: self.read_chunk(),
+                buf: Bytes::new(),
+            };
+            while let Some((batch, at)) = batches.next_batch()? {
+                self.throttler.maybe_throttle(batch.size_in_bytes() as u64);
+                let filtered =
+                    filter
+                        .apply(&batch, outcome)
+                        .map_err(|source| LogError::CorruptSegment {
+                            path: segment.log_path().to_path_buf(),
+                            position: at,
+                            source,
+                        })?;
+                if let Some(kept) = filtered
+                    && let Some(written) = writer.push(&kept)?
+                {
+                    self.throttler.maybe_throttle(written);
+                }
+            }
+        }
+        if let Some(written) = writer.finish()? {
+            self.throttler.maybe_throttle(written);
+        }
+        outcome.bytes_after += writer.pos;
+        // Kafka gives the cleaned segment the last old segment's modification time, so that
+        // time-based decisions on segments without timestamps (retention, compaction lag) do not
+        // restart with every cleaning.
+        let last_modified = group
+            .last()
+            .and_then(|b| log.segments.get(b))
+            .and_then(|s| {
+                std::fs::metadata(s.log_path())
+                    .and_then(|m| m.modified())
+                    .ok()
+            });
+        if let Some(modified) = last_modified {
+            writer
+                .file
+                .set_modified(modified)
+                .map_err(|e| LogError::io(&cleaned_path, e))?;
+        }
+        // The cleaned data must be durable before the rename makes it the log's data: a swap
+        // file is trusted whole by recovery.
+        writer
+            .file
+            .sync_all()
+            .map_err(|e| LogError::io(&cleaned_path, e))?;
+        drop(writer);
+        self.maybe_crash(CrashPoint::AfterCleanedWritten)?;
+        std::fs::rename(&cleaned_path, &swap_path).map_err(|e| LogError::io(&swap_path, e))?;
+        // The swap file must exist on disk before any old segment is deleted.
+        fsync_dir(&dir).map_err(|e| LogError::io(&dir, e))?;
+        self.maybe_crash(CrashPoint::AfterSwapRenamed)?;
+        let next_base = log
+            .segments
+            .range(group.last().copied().unwrap_or(base) + 1..)
+            .next()
+            .map(|(b, _)| *b);
+        for segment_base in group {
+            if let Some(old) = log.segments.remove(segment_base) {
+                old.delete()?;
+            }
+        }
+        // The deletions must be durable before the swap file takes the first one's name.
+        fsync_dir(&dir).map_err(|e| LogError::io(&dir, e))?;
+        self.maybe_crash(CrashPoint::AfterOldSegmentsDeleted)?;
+        let final_path = offset_file_path(&dir, base, LOG_FILE_SUFFIX);
+        std::fs::rename(&swap_path, &final_path).map_err(|e| LogError::io(&final_path, e))?;
+        // The segment is the log's again under its own name; a crash must not revert that.
+        fsync_dir(&dir).map_err(|e| LogError::io(&dir, e))?;
+        let segment = Segment::open_rebuilding_indexes(&dir, base, &log.config, now_ms, next_base)?;
+        log.segments.insert(base, segment);
+        Ok(())
+    }
+
+    fn maybe_crash(&self, point: CrashPoint) -> Result<(), CleanerError> {
+        if self.crash_at == Some(point) {
+            return Err(CleanerError::InjectedCrash(point));
+        }
+        Ok(())
+    }
+}
+
+/// `<dir>/<20-digit base>.log<suffix>` (Kafka: `00000000000000000000.log.cleaned`).
+fn suffixed(dir: &Path, base: i64, suffix: &str) -> PathBuf {
+    offset_file_path(dir, base, &format!("{LOG_FILE_SUFFIX}{suffix}"))
+}
+
+/// Kafka's `groupSegmentsBySize`: consecutive segments below `end_offset` whose total size fits
+/// `segment.bytes`, whose index entries fit `segment.index.bytes`, and whose offsets fit one
+/// segment's 32-bit relative offsets.
+fn group_segments(log: &Log, end_offset: i64, first_uncleanable: i64) -> Vec<Vec<i64>> {
+    let segments: Vec<&Segment> = log
+        .segments
+        .values()
+        .filter(|s| s.base_offset() < end_offset)
+        .collect();
+    let all: Vec<i64> = log.segments.keys().copied().collect();
+    let max_size = u64::from(log.config.segment_bytes);
+    let max_index = u64::from(log.config.segment_index_bytes);
+    let index_bytes = |s: &Segment| {
+        (
+            s.offset_index().len() as u64 * crate::offset_index::OFFSET_INDEX_ENTRY_SIZE as u64,
+            s.time_index().len() as u64 * crate::time_index::TIME_INDEX_ENTRY_SIZE as u64,
+        )
+    };
+    // Last offset a segment may hold: before the next segment, or before the uncleanable part.
+    let last_offset_of = |s: &Segment| {
+        let next = all
+            .iter()
+            .find(|&&b| b > s.base_offset())
+            .copied()
+            .unwrap_or(first_uncleanable);
+        next.min(first_uncleanable.max(s.base_offset() + 1)) - 1
+    };
+    let mut groups = Vec::new();
+    let mut i = 0;
+    while i < segments.len() {
+        let first = segments[i];
+        let mut group = vec![first.base_offset()];
+        let mut size = first.size();
+        let (mut offset_index, mut time_index) = index_bytes(first);
+        i += 1;
+        while let Some(&next) = segments.get(i) {
+            let (o, t) = index_bytes(next);
+            let fits = size + next.size() <= max_size
+                && offset_index + o <= max_index
+                && time_index + t <= max_index
+                && (next.size() == 0
+                    || last_offset_of(next) - first.base_offset() <= i64::from(i32::MAX));
+            if !fits {
+                break;
+            }
+            group.push(next.base_offset());
+            size += next.size();
+            offset_index += o;
+            time_index += t;
+            i += 1;
+        }
+        groups.push(group);
+    }
+    groups
+}
+
+/// Buffered writes of the cleaned segment (`log.cleaner.io.buffer.size / 2`).
+struct CleanedWriter {
+    file: File,
+    path: PathBuf,
+    pos: u64,
+    buf: BytesMut,
+    flush_at: usize,
+}
+
+impl CleanedWriter {
+    /// Buffers `batch`; returns the bytes written to the file if the buffer was flushed.
+    fn push(&mut self, batch: &RecordBatch) -> Result<Option<u64>, LogError> {
+        self.buf.extend_from_slice(batch.as_bytes());
+        if self.buf.len() >= self.flush_at {
+            return self.finish();
+        }
+        Ok(None)
+    }
+
+    fn finish(&mut self) -> Result<Option<u64>, LogError> {
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        self.file
+            .write_all_at(&self.buf, self.pos)
+            .map_err(|e| LogError::io(&self.path, e))?;
+        let written = self.buf.len() as u64;
+        self.pos += written;
+        self.buf.clear();
+        Ok(Some(written))
+    }
+}
+
+/// Kafka's `LogCleaner` record filter over one batch (`MemoryRecords.filterTo`).
+struct RecordFilter<'a> {
+    map: &'a OffsetMap,
+    now_ms: i64,
+    delete_retention_ms: i64,
+    active_producers: &'a HashMap<i64, i64>,
+}
+
+impl RecordFilter<'_> {
+    /// The batch to write in place of `batch` (itself, a rebuilt one, an empty header), or
+    /// `None` to drop it.
+    fn apply(
+        &self,
+        batch: &RecordBatch,
+        outcome: &mut CleanOutcome,
+    ) -> Result<Option<RecordBatch>, BatchError> {
+        if batch.is_control()
+            || batch.is_transactional()
+            || batch.compression() != Compression::None
+        {
+            // Kept whole (see the module docs).
+            let count = u64::try_from(batch.record_count()).unwrap_or(0);
+            outcome.records_read += count;
+            outcome.records_kept += count;
+            return Ok(Some(batch.clone()));
+        }
+        let records = batch.records()?;
+        let total = records.len();
+        let horizon = batch.has_delete_horizon().then(|| batch.base_timestamp());
+        let mut contains_tombstones = false;
+        let retained: Vec<Record> = records
+            .into_iter()
+            .filter(|record| {
+                let offset = batch.base_offset() + i64::from(record.offset_delta);
+                let keep = self.retain(record, offset, horizon);
+                contains_tombstones |= keep && record.value.is_none();
+                keep
+            })
+            .collect();
+        outcome.records_read += total as u64;
+        outcome.records_kept += retained.len() as u64;
+        let needs_horizon = contains_tombstones && horizon.is_none();
+        if retained.len() == total && !needs_horizon {
+            return Ok(Some(batch.clone()));
+        }
+        let has_producer = batch.producer_id() >= 0;
+        if retained.is_empty() {
+            let last_of_producer = has_producer
+                && self.active_producers.get(&batch.producer_id()) == Some(&batch.last_offset());
+            if !last_of_producer {
+                return Ok(None);
+            }
+            // Kafka's `writeEmptyHeader`: offsets, producer and timestamp survive.
+            let empty = RecordBatchBuilder::new(batch.base_offset())
+                .partition_leader_epoch(batch.partition_leader_epoch())
+                .timestamp_type(batch.timestamp_type())
+                .producer(
+                    batch.producer_id(),
+                    batch.producer_epoch(),
+                    batch.base_sequence(),
+                )
+                .base_timestamp(batch.max_timestamp())
+                .max_timestamp(batch.max_timestamp())
+                .last_offset_delta(batch.last_offset_delta())
+                .build();
+            return Ok(Some(empty));
+        }
+        let base_timestamp = if needs_horizon {
+            self.now_ms.saturating_add(self.delete_retention_ms)
+        } else {
+            batch.base_timestamp()
+        };
+        let mut builder = RecordBatchBuilder::new(batch.base_offset())
+            .partition_leader_epoch(batch.partition_leader_epoch())
+            .timestamp_type(batch.timestamp_type())
+            .producer(
+                batch.producer_id(),
+                batch.producer_epoch(),
+                batch.base_sequence(),
+            )
+            .delete_horizon(needs_horizon || horizon.is_some())
+            .base_timestamp(base_timestamp)
+            // Kafka keeps the last offset so the producer's last sequence stays valid.
+            .last_offset_delta(batch.last_offset_delta());
+        let mut max_timestamp = crate::batch::NO_TIMESTAMP;
+        for mut record in retained {
+            let timestamp = batch
+                .base_timestamp()
+                .saturating_add(record.timestamp_delta);
+            max_timestamp = max_timestamp.max(timestamp);
+            record.timestamp_delta = timestamp.saturating_sub(base_timestamp);
+            builder.append(record);
+        }
+        if batch.timestamp_type() == TimestampType::LogAppendTime {
+            max_timestamp = batch.max_timestamp();
+        }
+        Ok(Some(builder.max_timestamp(max_timestamp).build()))
+    }
+
+    /// Kafka's `Cleaner.shouldRetainRecord` for v2 batches.
+    fn retain(&self, record: &Record, offset: i64, horizon: Option<i64>) -> bool {
+        if offset > self.map.latest_offset() {
+            return true;
+        }
+        let Some(key) = &record.key else {
+            return false;
+        };
+        let latest_for_key = offset >= self.map.get(key);
+        let keep_tombstone = horizon.is_none_or(|h| self.now_ms < h);
+        latest_for_key && (record.value.is_some() || keep_tombstone)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checkpoint_round_trips_in_kafkas_format() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut offsets = BTreeMap::new();
+        offsets.insert(TopicPartition::new("orders", 3), 42);
+        write_cleaner_checkpoint(dir.path(), &offsets).expect("write");
+        let text =
+            std::fs::read_to_string(dir.path().join(CLEANER_OFFSET_CHECKPOINT_FILE)).expect("read");
+        assert_eq!(text, "0\n1\norders 3 42\n");
+        assert_eq!(read_cleaner_checkpoint(dir.path()).expect("read"), offsets);
+    }
+}
