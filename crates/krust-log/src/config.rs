@@ -179,6 +179,14 @@ pub enum LogConfigError {
         /// Smallest accepted value.
         min: i64,
     },
+    /// `min.compaction.lag.ms` is above `max.compaction.lag.ms` (Kafka rejects the pair).
+    #[error("min.compaction.lag.ms {min} is above max.compaction.lag.ms {max}")]
+    CompactionLagConflict {
+        /// `min.compaction.lag.ms`.
+        min: i64,
+        /// `max.compaction.lag.ms`.
+        max: i64,
+    },
     /// `min.cleanable.dirty.ratio` is outside `[0, 1]` (or NaN).
     #[error("invalid value {value} for min.cleanable.dirty.ratio: must be in [0, 1]")]
     DirtyRatioOutOfRange {
@@ -188,9 +196,23 @@ pub enum LogConfigError {
 }
 
 impl LogConfig {
+    /// The `segment.ms` rolls use: for a compacted log, `max.compaction.lag.ms` if smaller, so
+    /// the active segment (which is never cleaned) rolls in time for the lag to be honoured
+    /// (Kafka 3.9 `LogConfig.maxSegmentMs`).
+    #[must_use]
+    pub fn max_segment_ms(&self) -> i64 {
+        if self.cleanup_policy.compacts() && self.max_compaction_lag_ms > 0 {
+            self.segment_ms.min(self.max_compaction_lag_ms)
+        } else {
+            self.segment_ms
+        }
+    }
+
     /// Checks ranges the way Kafka's `ConfigDef` validators do (`segment.bytes` ≥ 14 — krust
     /// needs one batch header, 61 — `segment.index.bytes` ≥ 4 index entries, `segment.ms` ≥ 1,
-    /// `max.message.bytes` ≥ 0, `index.interval.bytes` ≥ 0, `retention.ms` ≥ -1).
+    /// `max.message.bytes` ≥ 0, `index.interval.bytes` ≥ 0, `retention.ms` ≥ -1,
+    /// `delete.retention.ms` ≥ 0, `min.compaction.lag.ms` ≥ 0 and ≤ `max.compaction.lag.ms` ≥ 1,
+    /// `min.cleanable.dirty.ratio` in `[0, 1]`).
     ///
     /// # Errors
     /// [`LogConfigError::BelowMinimum`] naming the first bad setting.
@@ -227,6 +249,12 @@ impl LogConfig {
             if value < min {
                 return Err(LogConfigError::BelowMinimum { name, value, min });
             }
+        }
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms {
+            return Err(LogConfigError::CompactionLagConflict {
+                min: self.min_compaction_lag_ms,
+                max: self.max_compaction_lag_ms,
+            });
         }
         Ok(())
     }

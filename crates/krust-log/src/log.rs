@@ -399,7 +399,7 @@ impl Log {
         let too_big = size + batch.size_in_bytes() as u64 > u64::from(config.segment_bytes);
         let too_old = size > 0
             && active.time_waited_for_roll(now_ms, batch.max_timestamp())
-                > config.segment_ms - config.segment_jitter_ms;
+                > config.max_segment_ms() - config.segment_jitter_ms;
         let offsets_overflow = batch.last_offset() - active.base_offset() > i64::from(i32::MAX);
         if (size > 0 && too_big) || too_old || active.indexes_full() || offsets_overflow {
             self.roll(batch.base_offset(), now_ms)?;

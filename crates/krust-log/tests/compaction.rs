@@ -617,3 +617,60 @@ fn the_io_throttle_holds_the_cleaner_to_its_rate() {
         "elapsed {elapsed} ms < {min_ms} ms for {bytes} bytes"
     );
 }
+
+#[test]
+fn a_compacted_log_rolls_within_max_compaction_lag() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = LogConfig {
+        segment_bytes: 1 << 20,
+        max_compaction_lag_ms: 1000,
+        ..compacted_config()
+    };
+    assert_eq!(config.max_segment_ms(), 1000);
+    let mut log = Log::open(&dir.path().join("t-0"), config, 0).expect("open");
+    append(&mut log, &[(1, Some(1))], 1, T0);
+    append(&mut log, &[(1, Some(2))], 1, T0 + 500);
+    assert_eq!(log.segment_count(), 1);
+    append(&mut log, &[(1, Some(3))], 1, T0 + 1001);
+    assert_eq!(
+        log.segment_count(),
+        2,
+        "rolled once the first batch was older than the lag"
+    );
+}
+
+#[test]
+fn compaction_configs_are_validated() {
+    let bad = LogConfig {
+        min_compaction_lag_ms: 10,
+        max_compaction_lag_ms: 5,
+        ..compacted_config()
+    };
+    assert!(bad.validate().is_err());
+    let bad = LogConfig {
+        min_cleanable_dirty_ratio: 1.5,
+        ..compacted_config()
+    };
+    assert!(bad.validate().is_err());
+    let bad = LogConfig {
+        min_cleanable_dirty_ratio: f64::NAN,
+        ..compacted_config()
+    };
+    assert!(bad.validate().is_err());
+    assert_eq!(
+        CleanupPolicy::parse("compact, delete"),
+        Some(CleanupPolicy::CompactDelete)
+    );
+    assert_eq!(
+        CleanupPolicy::parse("delete,compact"),
+        Some(CleanupPolicy::CompactDelete)
+    );
+    assert_eq!(
+        CleanupPolicy::parse("compact"),
+        Some(CleanupPolicy::Compact)
+    );
+    assert_eq!(CleanupPolicy::parse("delete"), Some(CleanupPolicy::Delete));
+    assert_eq!(CleanupPolicy::parse(""), None);
+    assert_eq!(CleanupPolicy::parse("compact,shred"), None);
+    assert!(compacted_config().validate().is_ok());
+}
