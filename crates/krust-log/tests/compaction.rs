@@ -170,13 +170,19 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     /// Random keyed writes with tombstones over many segments, cleaned with a small dedupe
-    /// buffer: the latest value of every key survives, nothing else below the active segment
-    /// does, offsets stay ordered; tombstones survive until the delete horizon, then go.
+    /// buffer (after an optional crashed pass and reopen): the latest value of every key
+    /// survives, nothing else below the active segment does, offsets stay ordered; tombstones
+    /// survive until the delete horizon, then go.
     #[test]
     fn cleaning_keeps_exactly_the_latest_record_per_key(
         writes in writes_strategy(),
         per_batch in 1usize..4,
         entries in 3u64..40,
+        crash in proptest::option::of(prop_oneof![
+            Just(CrashPoint::AfterCleanedWritten),
+            Just(CrashPoint::AfterSwapRenamed),
+            Just(CrashPoint::AfterOldSegmentsDeleted),
+        ]),
     ) {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut log = Log::open(&dir.path().join("t-0"), compacted_config(), 0).expect("open");
@@ -188,6 +194,27 @@ proptest! {
             io_buffer_size: 256,
             ..CleanerConfig::default()
         });
+        if let Some(point) = crash {
+            // A pass dies part-way; reopening keeps a subset of the records, with the latest
+            // write of every key among them.
+            log.flush().expect("flush");
+            let before = snapshot(&log);
+            let recovery_point = log.recovery_point();
+            cleaner.crash_at(Some(point));
+            let to_clean = log.log_to_clean(None, log.log_end_offset(), T0);
+            let crashed = cleaner.clean(&mut log, &to_clean, T0, &HashMap::new());
+            prop_assert!(matches!(crashed, Err(CleanerError::InjectedCrash(_))), "{:?}", crashed);
+            cleaner.crash_at(None);
+            drop(log);
+            log = Log::open(&dir.path().join("t-0"), compacted_config(), recovery_point).expect("reopen");
+            let after = snapshot(&log);
+            for (offset, record) in &after {
+                prop_assert_eq!(before.get(offset), Some(record));
+            }
+            for (offset, _) in latest(&writes, &offsets).values() {
+                prop_assert!(after.contains_key(offset), "latest write at {} lost", offset);
+            }
+        }
         let mut checkpoint = None;
         let passes = clean_fully(&mut cleaner, &mut log, &mut checkpoint, T0);
         prop_assert!(passes.windows(2).all(|w| w[0] < w[1]), "checkpoint advances: {passes:?}");
