@@ -20,6 +20,8 @@
 //!   cut and segment deletion are fsynced at once, so removed bytes never come back.
 //! - Checkpoint files are replaced with [`fs::write_atomically`] (tmp → fsync → rename →
 //!   fsync dir).
+//! - The log cleaner ([`cleaner`]) fsyncs each cleaned segment before renaming it to `.swap`,
+//!   and the directory after each rename and after deleting the segments it replaces.
 //! - A failed fsync is returned, never retried: the caller must take the log dir offline.
 //!
 //! After a crash, [`Log::open`] re-checks every batch from the recovery point on and cuts a

@@ -193,11 +193,11 @@ pub struct CleanOutcome {
     pub map_full: bool,
     /// Segment groups rewritten.
     pub groups: usize,
-    /// Bytes of the segments before and after.
+    /// Bytes of the rewritten segments before the pass.
     pub bytes_before: u64,
-    /// Bytes after.
+    /// Bytes of the segments that replaced them.
     pub bytes_after: u64,
-    /// Records read while rewriting / records kept.
+    /// Records read while rewriting.
     pub records_read: u64,
     /// Records kept.
     pub records_kept: u64,
@@ -433,8 +433,16 @@ impl<C: ThrottleClock> Cleaner<C> {
                 dedupe_buffer_size: self.config.dedupe_buffer_size,
             });
         }
-        let start = to_clean.first_dirty_offset;
-        let upper = to_clean.first_uncleanable_offset;
+        // A stale `to_clean` (the log rolled, was truncated or had records deleted since) must
+        // never make the pass touch the active segment or offsets below the log start.
+        let active_base = log
+            .segments
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(log.log_start_offset);
+        let start = to_clean.first_dirty_offset.max(log.log_start_offset);
+        let upper = to_clean.first_uncleanable_offset.min(active_base);
         let slept_before = self.throttler.slept_ms();
         let map_full = self.build_offset_map(log, start, upper)?;
         let mut outcome = CleanOutcome {
