@@ -1223,3 +1223,42 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn stable_consumer_group_expires_only_offsets_of_topics_it_does_not_subscribe_to() {
+    let mut h = Harness::new();
+    let long_session = |member: &str| {
+        let mut r = join("g", member, None, &["t"]);
+        if let GroupRequest::JoinGroup(j) = &mut r {
+            j.session_timeout_ms = 1_800_000;
+        }
+        r
+    };
+    let id = h.send(long_session(""));
+    let member = h.join_response(id).member_id.to_string();
+    let id = h.send(long_session(&member));
+    h.advance(3000);
+    assert_eq!(h.join_response(id).error_code, NONE);
+    h.send(sync("g", &member, 1, &[]));
+    h.send(commit(
+        "g",
+        &member,
+        1,
+        &[("t", 0, 1, ""), ("old", 0, 2, "")],
+    ));
+    for _ in 0..(7 * 24 * 6 + 1) {
+        h.advance(600_000);
+        let id = h.send(heartbeat("g", &member, 1));
+        assert_eq!(h.error_code(id), NONE);
+    }
+    let left: Vec<String> = fetch(&mut h, "g", None)
+        .into_iter()
+        .map(|(t, ..)| t)
+        .collect();
+    assert_eq!(
+        left,
+        vec!["t".to_owned()],
+        "the subscribed topic's offset is kept"
+    );
+    assert_eq!(h.state("g"), Some(GroupState::Stable));
+}

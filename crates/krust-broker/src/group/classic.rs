@@ -255,13 +255,16 @@ impl ClassicGroup {
             && self.pending_members.is_empty()
     }
 
-    /// Topics the members subscribe to, for a `consumer` group with a selected protocol; `None`
-    /// when unknown (not a consumer group, or malformed metadata): Kafka then assumes the
-    /// group is subscribed to every topic.
+    /// Topics the members subscribe to (Kafka's `computeSubscribedTopics`): `None` unless the
+    /// protocol type is `consumer`; empty without members; `None` when the protocol is not
+    /// selected yet or a member's metadata does not parse as a ConsumerProtocolSubscription.
     #[must_use]
     pub fn subscribed_topics(&self) -> Option<BTreeSet<String>> {
-        if self.protocol_type.as_deref() != Some("consumer") {
+        if !self.uses_consumer_protocol() {
             return None;
+        }
+        if self.members.is_empty() {
+            return Some(BTreeSet::new());
         }
         let protocol = self.protocol_name.as_deref()?;
         let mut topics = BTreeSet::new();
@@ -271,13 +274,18 @@ impl ClassicGroup {
         Some(topics)
     }
 
-    /// Whether offsets of `topic` are in use (Kafka's `isSubscribedToTopic`).
+    /// Protocol type `consumer`.
+    #[must_use]
+    pub fn uses_consumer_protocol(&self) -> bool {
+        self.protocol_type.as_deref() == Some("consumer")
+    }
+
+    /// Whether offsets of `topic` are in use (Kafka's `isSubscribedToTopic`): when the topics
+    /// are unknown (malformed metadata), a consumer group counts as subscribed to everything.
     #[must_use]
     pub fn is_subscribed_to(&self, topic: &str) -> bool {
-        if self.members.is_empty() {
-            return false;
-        }
-        self.subscribed_topics().is_none_or(|t| t.contains(topic))
+        self.subscribed_topics()
+            .map_or_else(|| self.uses_consumer_protocol(), |t| t.contains(topic))
     }
 
     /// The GroupMetadataValue Kafka writes for the group as it is now.

@@ -1176,6 +1176,11 @@ impl GroupCoordinatorShard {
         }
     }
 
+    /// Kafka's `cleanupGroupMetadata`: expires offsets by the group's
+    /// `offsetExpirationCondition` (an explicit expire timestamp wins; otherwise
+    /// `offsets.retention.minutes` after the time the group became Empty, or after the commit
+    /// for simple groups and for unsubscribed topics of a Stable consumer group), then deletes
+    /// Empty groups left without offsets.
     fn cleanup_expired_offsets(&mut self, now_ms: i64) {
         let retention = self.config.offsets_retention_ms;
         let mut records = Vec::new();
@@ -1183,15 +1188,26 @@ impl GroupCoordinatorShard {
         for group_id in group_ids {
             let g = &self.groups[&group_id];
             let empty = g.state == GroupState::Empty;
-            let base_is_state_time = empty && g.protocol_type.is_some();
-            if let Some(offsets) = self.offsets.get_mut(&group_id) {
+            // Some(true): base is the state timestamp; Some(false): the commit timestamp.
+            let base_is_state_time = if g.protocol_type.is_none() {
+                Some(false)
+            } else if empty {
+                Some(true)
+            } else if g.uses_consumer_protocol()
+                && g.state == GroupState::Stable
+                && g.subscribed_topics().is_some()
+            {
+                Some(false)
+            } else {
+                None
+            };
+            if let (Some(base_is_state_time), Some(offsets)) =
+                (base_is_state_time, self.offsets.get_mut(&group_id))
+            {
                 let expired: Vec<(String, i32)> = offsets
                     .iter()
                     .filter(|((topic, _), o)| {
-                        if !empty && g.is_subscribed_to(topic) {
-                            return false;
-                        }
-                        if !empty && g.protocol_type.as_deref() != Some("consumer") {
+                        if g.is_subscribed_to(topic) {
                             return false;
                         }
                         match o.expire_timestamp_ms {
@@ -1457,7 +1473,7 @@ impl GroupCoordinatorShard {
         let mut topics = Vec::new();
         for t in &r.topics {
             let topic = t.name.0.to_string();
-            let subscribed = g.state != GroupState::Empty && g.is_subscribed_to(&topic);
+            let subscribed = g.is_subscribed_to(&topic);
             let mut partitions = Vec::new();
             for p in &t.partitions {
                 let code = if subscribed {
