@@ -7,9 +7,13 @@
 //! - [`server`]: `krust server <server.properties>` (controller role: Raft driver + controller
 //!   listener).
 //! - [`metadata_quorum`]: `krust metadata-quorum describe --status | --replication`.
+//! - [`dump_log`]: `krust dump-log --cluster-metadata-decoder --files …` (`kafka-dump-log.sh`).
+//! - [`metadata_shell`]: `krust metadata-shell --snapshot <file> | --directory <dir> [command]`.
 //! - [`storage`]: `krust storage random-uuid | format | info` (Kafka's `kafka-storage.sh`).
 
 pub mod config;
+pub mod dump_log;
 pub mod metadata_quorum;
+pub mod metadata_shell;
 pub mod server;
 pub mod storage;

@@ -3,7 +3,7 @@
 //!
 //! Exit codes follow Kafka's tools: 0 on success, 1 on any failure (including bad arguments).
 
-use krust::{metadata_quorum, server, storage};
+use krust::{dump_log, metadata_quorum, metadata_shell, server, storage};
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -25,11 +25,48 @@ enum Command {
     Server(ServerCli),
     /// Describe the KRaft quorum (`kafka-metadata-quorum.sh`).
     MetadataQuorum(MetadataQuorumCli),
+    /// Dump metadata log segments and snapshots (`kafka-dump-log.sh`).
+    DumpLog(DumpLogCli),
+    /// Browse a metadata snapshot or log directory (`kafka-metadata-shell.sh`).
+    MetadataShell(MetadataShellCli),
     /// The Kafka storage tool (`kafka-storage.sh`).
     Storage {
         #[command(subcommand)]
         command: StorageCommand,
     },
+}
+
+#[derive(Debug, Args)]
+struct DumpLogCli {
+    /// The comma separated list of data and index log files to be dumped.
+    #[arg(long, required = true, value_delimiter = ',')]
+    files: Vec<PathBuf>,
+    /// Parse log data as cluster metadata records.
+    #[arg(long = "cluster-metadata-decoder")]
+    cluster_metadata_decoder: bool,
+    /// Print the messages content (implied by the decoder).
+    #[arg(long = "print-data-log")]
+    print_data_log: bool,
+    /// Print every record, not only batches (implied by --print-data-log).
+    #[arg(long = "deep-iteration")]
+    deep_iteration: bool,
+    /// Skip printing metadata for each record.
+    #[arg(long = "skip-record-metadata")]
+    skip_record_metadata: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("source").required(true).multiple(false))]
+struct MetadataShellCli {
+    /// The metadata snapshot (or log segment) file to read.
+    #[arg(long, short = 's', group = "source")]
+    snapshot: Option<PathBuf>,
+    /// A metadata log directory (`__cluster_metadata-0`): latest snapshot plus the log after it.
+    #[arg(long, short = 'd', group = "source")]
+    directory: Option<PathBuf>,
+    /// A command to run instead of the interactive shell.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<String>,
 }
 
 #[derive(Debug, Args)]
@@ -195,6 +232,25 @@ fn main() -> ExitCode {
             };
             bootstrap.and_then(|b| metadata_quorum::run_describe(&b, what, &mut stdout))
         }
+        Command::DumpLog(args) => dump_log::run_dump_log(
+            &dump_log::DumpOptions {
+                files: args.files,
+                cluster_metadata_decoder: args.cluster_metadata_decoder,
+                print_data_log: args.print_data_log,
+                deep_iteration: args.deep_iteration,
+                skip_record_metadata: args.skip_record_metadata,
+            },
+            &mut stdout,
+            &mut std::io::stderr(),
+        ),
+        Command::MetadataShell(args) => match (args.snapshot, args.directory) {
+            (Some(file), _) => Ok(metadata_shell::Source::Snapshot(file)),
+            (None, Some(dir)) => Ok(metadata_shell::Source::Directory(dir)),
+            (None, None) => Err(anyhow::anyhow!(
+                "one of --snapshot or --directory must be specified"
+            )),
+        }
+        .and_then(|source| metadata_shell::run_metadata_shell(&source, &args.command, &mut stdout)),
         Command::Storage { command } => match command {
             StorageCommand::RandomUuid => storage::run_random_uuid(&mut stdout),
             StorageCommand::Info { config } => storage::run_info(&config, &mut stdout),
