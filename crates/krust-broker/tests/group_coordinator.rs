@@ -1262,3 +1262,14 @@ fn stable_consumer_group_expires_only_offsets_of_topics_it_does_not_subscribe_to
     );
     assert_eq!(h.state("g"), Some(GroupState::Stable));
 }
+
+#[test]
+fn strings_too_long_for_a_record_are_invalid_requests() {
+    let mut h = Harness::new();
+    let long = "g".repeat(40_000);
+    let id = h.send(join(&long, "", None, &["t"]));
+    assert_eq!(h.error_code(id), 42, "INVALID_REQUEST");
+    let id = h.send(commit("g", "", -1, &[(long.as_str(), 0, 1, "")]));
+    assert_eq!(commit_codes(&mut h, id)[0].2, 42);
+    assert!(h.shard.groups().is_empty(), "nothing was created");
+}

@@ -48,6 +48,13 @@ pub enum GroupError {
     /// The shard lost its partition (a failed append): the client finds the new coordinator.
     #[error("not the coordinator")]
     NotCoordinator,
+    /// A string that would be stored in a `__consumer_offsets` record is longer than its
+    /// int16 length prefix allows (flexible request versions can carry longer ones).
+    #[error("{field} is longer than 32767 bytes")]
+    InvalidRequest {
+        /// Which field.
+        field: &'static str,
+    },
     /// The group is being removed.
     #[error("coordinator not available")]
     CoordinatorNotAvailable,
@@ -73,6 +80,7 @@ impl GroupError {
             GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
             GroupError::NotCoordinator => ResponseError::NotCoordinator,
             GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+            GroupError::InvalidRequest { .. } => ResponseError::InvalidRequest,
         }
     }
 

@@ -386,6 +386,11 @@ impl GroupCoordinatorShard {
             });
             return;
         }
+        if let Err(e) = check_record_strings(ctx, &request) {
+            let response = error_response(&request, ctx, e);
+            self.respond(request_id, response);
+            return;
+        }
         match request {
             GroupRequest::JoinGroup(r) => self.join_group(now_ms, request_id, ctx, r),
             GroupRequest::SyncGroup(r) => self.sync_group(now_ms, request_id, r),
@@ -1307,7 +1312,9 @@ impl GroupCoordinatorShard {
                     Err(e) => e.code(),
                     Ok(()) => {
                         let metadata = p.committed_metadata.as_deref().unwrap_or("").to_owned();
-                        if metadata.len() > self.config.offset_metadata_max_bytes {
+                        if metadata.len() > self.config.offset_metadata_max_bytes
+                            || metadata.len() > MAX_RECORD_STRING_BYTES
+                        {
                             GroupError::OffsetMetadataTooLarge.code()
                         } else {
                             let value = OffsetCommitValue {
@@ -1628,6 +1635,43 @@ impl GroupCoordinatorShard {
         self.append(records);
         let response = DeleteGroupsResponse::default().with_results(results);
         self.respond(request_id, GroupResponse::DeleteGroups(response));
+    }
+}
+
+/// Longest string a record's int16 length prefix can carry.
+const MAX_RECORD_STRING_BYTES: usize = i16::MAX as usize;
+
+/// Refuses requests whose strings could not be written into a record.
+fn check_record_strings(ctx: &RequestContext, request: &GroupRequest) -> Result<(), GroupError> {
+    let check = |field: &'static str, value: &str| {
+        if value.len() > MAX_RECORD_STRING_BYTES {
+            Err(GroupError::InvalidRequest { field })
+        } else {
+            Ok(())
+        }
+    };
+    match request {
+        GroupRequest::JoinGroup(r) => {
+            check("client_id", &ctx.client_id)?;
+            check("client_host", &ctx.client_host)?;
+            check("group_id", &r.group_id.0)?;
+            check("member_id", &r.member_id)?;
+            check(
+                "group_instance_id",
+                r.group_instance_id.as_deref().unwrap_or(""),
+            )?;
+            check("protocol_type", &r.protocol_type)?;
+            r.protocols
+                .iter()
+                .try_for_each(|p| check("protocol name", &p.name))
+        }
+        GroupRequest::OffsetCommit(r) => {
+            check("group_id", &r.group_id.0)?;
+            r.topics
+                .iter()
+                .try_for_each(|t| check("topic name", &t.name.0))
+        }
+        _ => Ok(()),
     }
 }
 
