@@ -1273,3 +1273,82 @@ fn strings_too_long_for_a_record_are_invalid_requests() {
     assert_eq!(commit_codes(&mut h, id)[0].2, 42);
     assert!(h.shard.groups().is_empty(), "nothing was created");
 }
+
+#[test]
+fn loaded_shard_serves_the_stable_group_and_its_offsets() {
+    let mut h = Harness::new();
+    let member = h.stable_single("g", &["t"]);
+    h.send(commit("g", &member, 1, &[("t", 0, 11, "x")]));
+    let mut loaded = Harness::new();
+    loaded.now = h.now;
+    for (key, value) in &h.log {
+        loaded
+            .shard
+            .replay(h.now, key, value.as_deref())
+            .expect("decodes");
+    }
+    assert_eq!(loaded.state("g"), Some(GroupState::Stable));
+    let id = loaded.send(heartbeat("g", &member, 1));
+    assert_eq!(
+        loaded.error_code(id),
+        NONE,
+        "loaded members keep their ids and generation"
+    );
+    let id = loaded.send(sync("g", &member, 1, &[]));
+    assert_eq!(loaded.error_code(id), NONE);
+    assert_eq!(
+        fetch(&mut loaded, "g", None),
+        vec![("t".into(), 0, 11, "x".into())]
+    );
+    // Loaded members get a fresh session: silent ones expire and the group rebalances.
+    loaded.advance(10_001);
+    assert_eq!(
+        loaded.state("g"),
+        Some(GroupState::Empty),
+        "Stable → PreparingRebalance → Empty"
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+    /// Arbitrary field values (protocol metadata bytes, generations, ids, timeouts, versions)
+    /// are answered with error codes, never a panic, and every request gets one response.
+    #[test]
+    fn arbitrary_requests_never_panic(
+        steps in proptest::collection::vec(
+            (0..6u8, 0..3usize, -2..3i32, proptest::collection::vec(proptest::num::u8::ANY, 0..24), 0..12i16, -1..40_000i32),
+            1..40,
+        )
+    ) {
+        let mut h = Harness::new();
+        let members = ["", "client-x", "inst-1"];
+        let mut sent = Vec::new();
+        for (kind, m, generation, bytes, version, timeout) in steps {
+            let member = members[m];
+            let metadata = Bytes::from(bytes);
+            let request = match kind {
+                0 => GroupRequest::JoinGroup(
+                    JoinGroupRequest::default()
+                        .with_group_id(GroupId(s("g")))
+                        .with_session_timeout_ms(timeout.max(6000))
+                        .with_rebalance_timeout_ms(timeout)
+                        .with_member_id(s(member))
+                        .with_group_instance_id((m == 2).then(|| s("inst")))
+                        .with_protocol_type(s("consumer"))
+                        .with_protocols(vec![JoinGroupRequestProtocol::default().with_name(s("range")).with_metadata(metadata)]),
+                ),
+                1 => sync("g", member, generation, &[(member, b"z")]),
+                2 => heartbeat("g", member, generation),
+                3 => leave("g", &[(member, (m == 2).then_some("inst"))]),
+                4 => commit("g", member, generation, &[("t", generation, 1, "")]),
+                _ => offset_delete("g", &[("t", 0)]),
+            };
+            sent.push(h.send_v(version, request));
+            h.advance(i64::from(timeout.max(0)) / 4);
+        }
+        h.advance(3_600_000);
+        for id in sent {
+            proptest::prop_assert!(h.take(id).is_some(), "request {} was never answered", id.0);
+        }
+    }
+}
