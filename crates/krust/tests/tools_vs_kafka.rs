@@ -224,3 +224,45 @@ fn assert_same_as_kafka_shell(dist: &KafkaDist, file: &str, command: &[&str], ou
     }
     assert_same_lines(&format!("metadata-shell {args:?}"), &last, ours);
 }
+
+/// A KIP-853 standalone quorum (kraft.version 1: `KRaftVersion` and `KRaftVoters` control
+/// records in the log and in the bootstrap snapshot `00000000000000000000-0000000000.checkpoint`)
+/// formatted with a SCRAM credential: `dump-log` on the segment, that snapshot and
+/// `bootstrap.checkpoint`, and the shell's `/image/scram` and whole tree, against Kafka's.
+#[test]
+fn control_records_bootstrap_files_and_scram_print_what_kafka_prints() {
+    let dist = KafkaDist::locate().expect("Kafka 3.9 jars");
+    let mut node = KafkaNode::builder(&dist)
+        .standalone()
+        .format_arg("--add-scram")
+        .format_arg("SCRAM-SHA-256=[name=alice,password=alice-secret]")
+        .start()
+        .expect("Kafka node");
+    node.create_topic("scrammed", 1, &[]).expect("create topic");
+    node.terminate(Duration::from_secs(60)).expect("stop Kafka");
+    let dir = node.log_dir().join("__cluster_metadata-0");
+    let segment = dir.join("00000000000000000000.log");
+    let bootstrap_snapshot = dir.join("00000000000000000000-0000000000.checkpoint");
+    let bootstrap = node.log_dir().join("bootstrap.checkpoint");
+    for file in [&segment, &bootstrap_snapshot, &bootstrap] {
+        assert!(file.exists(), "{file:?} missing");
+        let arg = file.display().to_string();
+        let args = ["--cluster-metadata-decoder", "--files", arg.as_str()];
+        let kafka = dist
+            .run_tool(class::DUMP_LOG_SEGMENTS, &args, TOOL_TIMEOUT)
+            .expect("Kafka DumpLogSegments")
+            .ok()
+            .expect("Kafka DumpLogSegments succeeds");
+        let ours = krust(&["dump-log", args[0], args[1], args[2]]);
+        assert!(ours.success(), "krust dump-log failed: {}", ours.stderr);
+        assert_same_lines(&format!("dump-log {arg}"), &kafka.stdout, &ours.stdout);
+    }
+    let segment_arg = segment.display().to_string();
+    for command in [vec!["tree", "/image/scram"], vec!["find", "/image"]] {
+        let ours = krust_shell(&["--snapshot", &segment_arg], &command);
+        assert_same_as_kafka_shell(&dist, &segment_arg, &command, &ours);
+    }
+    let dir_arg = dir.display().to_string();
+    let ours = krust_shell(&["--directory", &dir_arg], &["tree", "/image"]);
+    assert_same_as_kafka_shell(&dist, &segment_arg, &["tree", "/image"], &ours);
+}
