@@ -1352,3 +1352,24 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn static_leader_rejoin_before_v9_gets_no_member_list_and_the_old_leader_id() {
+    let mut h = Harness::new();
+    let first = h.send(join("g", "", Some("instance-1"), &["t"]));
+    h.advance(3000);
+    let old_id = h.join_response(first).member_id.to_string();
+    h.send(sync("g", &old_id, 1, &[(&old_id, b"A")]));
+    let rejoin = h.send_v(8, join("g", "", Some("instance-1"), &["t"]));
+    let r = h.join_response(rejoin);
+    assert_eq!(
+        (r.error_code, r.generation_id, r.skip_assignment),
+        (NONE, 1, false)
+    );
+    assert!(r.members.is_empty());
+    assert_eq!(r.leader.as_str(), old_id);
+    assert_eq!(
+        h.shard.groups()["g"].leader_id.as_deref(),
+        Some(r.member_id.as_str())
+    );
+}

@@ -526,6 +526,7 @@ impl GroupCoordinatorShard {
             protocol_type,
             protocols,
             instance_id,
+            api_version: ctx.api_version,
         };
         if member_id.is_empty() {
             self.join_new_member(now_ms, &group_id, ctx.api_version, join);
@@ -633,7 +634,20 @@ impl GroupCoordinatorShard {
                 self.store_group(group_id);
                 let g = &self.groups[group_id];
                 let is_leader = g.leader_id.as_deref() == Some(new_id.as_str());
-                let response = self.join_response(group_id, &new_id, is_leader);
+                let response = if join.api_version >= 9 {
+                    self.join_response(group_id, &new_id, is_leader)
+                } else {
+                    // Before KIP-814 the rejoined static member gets no member list, and
+                    // Kafka names the leader as it was before the replacement.
+                    let previous_leader = if is_leader {
+                        old_id.as_str()
+                    } else {
+                        g.leader_id.as_deref().unwrap_or("")
+                    };
+                    self.join_response(group_id, &new_id, false)
+                        .with_members(Vec::new())
+                        .with_leader(sb(previous_leader))
+                };
                 self.respond(join.request_id, GroupResponse::JoinGroup(response));
             }
             _ => {
@@ -1688,6 +1702,8 @@ struct Join {
     protocol_type: String,
     protocols: Vec<(String, Bytes)>,
     instance_id: Option<String>,
+    /// JoinGroup version (v9+ knows `skip_assignment`, KIP-814).
+    api_version: i16,
 }
 
 /// A response of the same kind carrying `error` (used when the shard lost its partition).
