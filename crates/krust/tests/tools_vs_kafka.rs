@@ -53,10 +53,36 @@ struct Written {
 fn kafka_written_metadata(dist: &KafkaDist) -> Written {
     let mut node = KafkaNode::builder(dist)
         .prop("metadata.log.max.snapshot.interval.ms", 1000)
+        .prop(
+            "authorizer.class.name",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        )
+        .prop("super.users", "User:ANONYMOUS")
         .start()
         .expect("Kafka node");
     node.create_topic("golden", 2, &[("cleanup.policy", "compact")])
         .expect("create topic");
+    // An idempotent producer makes the controller allocate producer ids (ProducerIdsRecord).
+    node.console_produce("golden", "a\nb\n", &[], &[])
+        .expect("produce");
+    dist.run_tool(
+        "kafka.admin.AclCommand",
+        &[
+            "--bootstrap-server",
+            &node.bootstrap_servers(),
+            "--add",
+            "--allow-principal",
+            "User:bob",
+            "--operation",
+            "Read",
+            "--topic",
+            "golden",
+        ],
+        TOOL_TIMEOUT,
+    )
+    .expect("acl command")
+    .ok()
+    .expect("add ACL");
     dist.run_tool(
         "kafka.admin.ConfigCommand",
         &[
@@ -174,6 +200,11 @@ fn dump_log_and_metadata_shell_print_what_kafka_prints() {
             "/image/provenance",
         ],
         vec!["cat", "/image/clientQuotas/user(alice)/producer_byte_rate"],
+        vec![
+            "cat",
+            "/image/acls/byId/*",
+            "/image/producerIds/nextProducerId",
+        ],
         vec!["find", "/image"],
         vec![
             "find",
