@@ -15,12 +15,19 @@
 //!   for its [`ControllerAction::Respond`] (the controller releases it once its records are
 //!   committed, or at once with `NOT_CONTROLLER` on a standby).
 //!
+//! - Snapshots (Kafka's `SnapshotGenerator`): once the replayed data batches add up to
+//!   `metadata.log.max.record.bytes.between.snapshots`, or `metadata.log.max.snapshot.interval.ms`
+//!   passed with new records, the committed image is written with
+//!   [`RaftHandle::create_snapshot`] (one at a time, off the task).
+//!
 //! A record that does not decode or replay is fatal (Kafka's controller fault handler): the
 //! task ends with a [`ControllerTaskError`] and the process stops.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::Bytes;
@@ -35,14 +42,15 @@ use krust_controller::{
     QuorumControllerConfig, RequestId,
 };
 use krust_log::batch::RecordBatch;
+use krust_metadata::image::features::FeaturesImage;
 use krust_metadata::{
     ApiMessageAndVersion, BOOTSTRAP_FILE_NAME, BootstrapMetadata, FrameError, MetadataProvenance,
     ReplayError,
 };
-use krust_raft::driver::{RaftEvent, RaftHandle};
+use krust_raft::driver::{MetadataLogConfig, RaftEvent, RaftHandle};
 use krust_raft::snapshot::{SnapshotId, read_snapshot};
 use krust_raft::{LeaderEpoch, OffsetAndEpoch};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
@@ -174,6 +182,16 @@ pub fn quorum_controller_config(
     })
 }
 
+/// The finalized features as ApiVersions reports them (Kafka's `FeaturesPublisher`): the
+/// committed image's levels, with the offset of the image that last changed them as epoch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FinalizedFeatures {
+    /// `FinalizedFeaturesEpoch`.
+    pub epoch: i64,
+    /// `metadata.version` first, then every other finalized feature by name.
+    pub levels: Vec<(String, i16)>,
+}
+
 /// A request on its way to the controller task.
 struct Submitted {
     request: ControllerRequest,
@@ -184,6 +202,7 @@ struct Submitted {
 #[derive(Clone, Debug)]
 pub struct ControllerChannel {
     requests: mpsc::Sender<Submitted>,
+    features: watch::Receiver<Option<FinalizedFeatures>>,
 }
 
 impl ControllerChannel {
@@ -197,6 +216,12 @@ impl ControllerChannel {
             .ok()?;
         answer.await.ok()
     }
+
+    /// The committed finalized features; `None` before the first metadata.version record.
+    #[must_use]
+    pub fn finalized_features(&self) -> Option<FinalizedFeatures> {
+        self.features.borrow().clone()
+    }
 }
 
 /// One batch for the appender task.
@@ -207,7 +232,8 @@ struct PendingAppend {
 }
 
 /// Starts the controller task over `raft`'s `events` (the driver's listener channel).
-/// `partition_dir` is `__cluster_metadata-0`, where installed snapshots are read from.
+/// `partition_dir` is `__cluster_metadata-0`, where installed snapshots are read from;
+/// `snapshots` carries the snapshot triggers.
 #[must_use]
 pub fn spawn(
     controller: QuorumController,
@@ -215,12 +241,14 @@ pub fn spawn(
     raft: RaftHandle,
     events: mpsc::Receiver<RaftEvent>,
     partition_dir: PathBuf,
+    snapshots: &MetadataLogConfig,
 ) -> (
     ControllerChannel,
     JoinHandle<Result<(), ControllerTaskError>>,
 ) {
     let (requests_tx, requests_rx) = mpsc::channel(REQUEST_QUEUE);
     let (appends_tx, appends_rx) = mpsc::channel(APPEND_QUEUE);
+    let (features_tx, features_rx) = watch::channel(None);
     tokio::spawn(run_appender(raft.clone(), appends_rx));
     let task = ControllerTask {
         controller,
@@ -231,11 +259,23 @@ pub fn spawn(
         delivered_end: 0,
         active_epoch: None,
         appends: appends_tx,
+        features: features_tx,
+        published_features: None,
+        snapshots: SnapshotTrigger {
+            max_bytes: snapshots.max_record_bytes_between_snapshots,
+            max_interval: Duration::from_millis(snapshots.max_snapshot_interval_ms),
+            bytes_since: 0,
+            last: Instant::now(),
+            last_end_offset: 0,
+            last_log_time_ms: -1,
+            in_flight: Arc::new(AtomicBool::new(false)),
+        },
     };
     let handle = tokio::spawn(task.run(events, requests_rx));
     (
         ControllerChannel {
             requests: requests_tx,
+            features: features_rx,
         },
         handle,
     )
@@ -283,6 +323,28 @@ struct ControllerTask {
     /// The epoch this controller is active in.
     active_epoch: Option<i32>,
     appends: mpsc::Sender<PendingAppend>,
+    features: watch::Sender<Option<FinalizedFeatures>>,
+    /// The features sub-image last published (shared by images that did not change it).
+    published_features: Option<Arc<FeaturesImage>>,
+    snapshots: SnapshotTrigger,
+}
+
+/// When to write the next snapshot (Kafka's `SnapshotGenerator`).
+struct SnapshotTrigger {
+    /// `metadata.log.max.record.bytes.between.snapshots`.
+    max_bytes: u64,
+    /// `metadata.log.max.snapshot.interval.ms`.
+    max_interval: Duration,
+    /// Data batch bytes replayed since the last snapshot.
+    bytes_since: u64,
+    /// When the last snapshot was started (or the task started).
+    last: Instant,
+    /// End offset of the last snapshot started or loaded.
+    last_end_offset: i64,
+    /// Max timestamp of the last replayed data batch (the header's LastContainedLogTimestamp).
+    last_log_time_ms: i64,
+    /// Set while a snapshot is being written.
+    in_flight: Arc<AtomicBool>,
 }
 
 impl ControllerTask {
@@ -321,6 +383,7 @@ impl ControllerTask {
                 for batch in batches {
                     self.replay(&batch)?;
                 }
+                self.maybe_snapshot();
             }
             RaftEvent::LeaderChange { leader, epoch } => {
                 let now = Instant::now();
@@ -346,7 +409,36 @@ impl ControllerTask {
             }
             RaftEvent::SnapshotInstalled(id) => self.load_snapshot(id).await?,
         }
+        self.publish_features();
         Ok(())
+    }
+
+    fn publish_features(&mut self) {
+        let image = self.controller.committed_image();
+        if image.is_empty()
+            || self
+                .published_features
+                .as_ref()
+                .is_some_and(|p| Arc::ptr_eq(p, &image.features))
+        {
+            return;
+        }
+        let features = image.features.clone();
+        let mut levels = vec![(
+            krust_metadata::metadata_version::FEATURE_NAME.to_owned(),
+            features.metadata_version.feature_level(),
+        )];
+        levels.extend(
+            features
+                .finalized_levels
+                .iter()
+                .map(|(name, level)| (name.clone(), *level)),
+        );
+        self.features.send_replace(Some(FinalizedFeatures {
+            epoch: image.provenance.last_contained_offset,
+            levels,
+        }));
+        self.published_features = Some(features);
     }
 
     fn deactivate(&mut self) {
@@ -394,6 +486,8 @@ impl ControllerTask {
         if decoded.is_empty() {
             return Ok(());
         }
+        self.snapshots.bytes_since += u64::try_from(batch.size_in_bytes()).unwrap_or(u64::MAX);
+        self.snapshots.last_log_time_ms = batch.max_timestamp();
         debug!(
             base_offset,
             records = decoded.len(),
@@ -446,8 +540,61 @@ impl ControllerTask {
             .handle_snapshot(Instant::now(), &records, provenance)
             .map_err(|e| failed(e.to_string()))?;
         self.delivered_end = id.offset.0;
+        self.snapshots.last_end_offset = id.offset.0;
+        self.snapshots.bytes_since = 0;
+        self.snapshots.last = Instant::now();
         info!(snapshot = %id, "controller loaded a snapshot");
         Ok(())
+    }
+
+    /// Starts writing a snapshot of the committed image when one is due and none is being
+    /// written.
+    fn maybe_snapshot(&mut self) {
+        let trigger = &mut self.snapshots;
+        let due = trigger.bytes_since > 0
+            && (trigger.bytes_since >= trigger.max_bytes
+                || trigger.last.elapsed() >= trigger.max_interval);
+        if !due || trigger.in_flight.load(Ordering::Acquire) {
+            return;
+        }
+        let image = self.controller.committed_image();
+        let provenance = image.provenance;
+        let end_offset = provenance.last_contained_offset + 1;
+        if image.is_empty() || end_offset <= trigger.last_end_offset {
+            return;
+        }
+        trigger.bytes_since = 0;
+        trigger.last = Instant::now();
+        let values = image
+            .to_records(image.features.metadata_version)
+            .map_err(|e| e.to_string())
+            .and_then(|records| {
+                records
+                    .iter()
+                    .map(ApiMessageAndVersion::encode)
+                    .collect::<Result<Vec<Bytes>, _>>()
+                    .map_err(|e| e.to_string())
+            });
+        let values = match values {
+            Ok(v) => v,
+            Err(reason) => {
+                warn!(%reason, "cannot write the image as a snapshot");
+                return;
+            }
+        };
+        trigger.last_end_offset = end_offset;
+        let id = OffsetAndEpoch::new(end_offset, provenance.last_contained_epoch);
+        let log_time_ms = trigger.last_log_time_ms;
+        let in_flight = trigger.in_flight.clone();
+        in_flight.store(true, Ordering::Release);
+        let raft = self.raft.clone();
+        tokio::spawn(async move {
+            match raft.create_snapshot(id, log_time_ms, values).await {
+                Ok(()) => info!(snapshot = %id, "wrote a metadata snapshot"),
+                Err(e) => warn!(snapshot = %id, error = %e, "metadata snapshot not written"),
+            }
+            in_flight.store(false, Ordering::Release);
+        });
     }
 
     fn drain_actions(&mut self) {

@@ -6,14 +6,18 @@
 //! which brokers forward their clients' admin requests. Raft requests go to the driver, the
 //! controller APIs to the [`ControllerChannel`]; the cores pick every error code.
 
+use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_quorum_response::{Listener, Node};
 use kafka_protocol::messages::{
-    ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse, EnvelopeRequest,
-    EnvelopeResponse, RequestKind, ResponseKind,
+    ApiKey, ApiVersionsResponse, BrokerId, DescribeClusterRequest, DescribeClusterResponse,
+    EnvelopeRequest, EnvelopeResponse, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_controller::{ControllerRequest, ControllerResponse};
+use krust_metadata::MetadataVersion;
+use krust_metadata::features::Feature;
+use krust_metadata::metadata_version;
 use krust_net::codec::{IncomingRequest, decode_request, encode_response};
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
 use krust_raft::config::VoterAddress;
@@ -144,6 +148,45 @@ impl ControllerHandler {
     pub fn with_controller(mut self, controller: ControllerChannel) -> Self {
         self.controller = Some(controller);
         self
+    }
+
+    /// ApiVersions v3+ tagged fields of a controller (Kafka 3.9 `ControllerApis`): the
+    /// features this node supports (`QuorumFeatures.defaultSupportedFeatureMap` without
+    /// unstable versions) and the committed finalized levels with their epoch.
+    fn add_features(&self, response: &mut ApiVersionsResponse) {
+        let Some(controller) = &self.controller else {
+            return;
+        };
+        let supported = |name: &str, min: i16, max: i16| {
+            SupportedFeatureKey::default()
+                .with_name(StrBytes::from_string(name.to_owned()))
+                .with_min_version(min)
+                .with_max_version(max)
+        };
+        response.supported_features = std::iter::once(supported(
+            metadata_version::FEATURE_NAME,
+            MetadataVersion::MINIMUM_KRAFT_VERSION.feature_level(),
+            MetadataVersion::LATEST_PRODUCTION.feature_level(),
+        ))
+        .chain(
+            Feature::ALL
+                .into_iter()
+                .map(|f| supported(f.name(), 0, f.latest_production())),
+        )
+        .collect();
+        if let Some(finalized) = controller.finalized_features() {
+            response.finalized_features_epoch = finalized.epoch;
+            response.finalized_features = finalized
+                .levels
+                .into_iter()
+                .map(|(name, level)| {
+                    FinalizedFeatureKey::default()
+                        .with_name(StrBytes::from_string(name))
+                        .with_min_version_level(level)
+                        .with_max_version_level(level)
+                })
+                .collect();
+        }
     }
 
     /// Runs a controller API request; `None` when the controller task has stopped.
@@ -321,7 +364,11 @@ impl Handler for ControllerHandler {
         let version = ctx.api_version;
         let raft_request = match request {
             RequestKind::ApiVersions(r) => {
-                return ResponseKind::ApiVersions(self.apis.respond_to(&r, version)).into();
+                let mut response = self.apis.respond_to(&r, version);
+                if version >= 3 && response.error_code == 0 {
+                    self.add_features(&mut response);
+                }
+                return ResponseKind::ApiVersions(response).into();
             }
             RequestKind::DescribeCluster(r) => return self.describe_cluster(&r, version).into(),
             RequestKind::Envelope(r) if self.controller.is_some() => {

@@ -206,6 +206,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
     let voters = node.driver.voters.clone();
     let partition_dir = node.driver.partition_dir.clone();
+    let snapshot_triggers = node.driver.metadata_log;
     // Without the test hook, the quorum controller owns what is written to the log.
     let controller_config = match &args.test_append_socket {
         None => Some(controller::quorum_controller_config(
@@ -223,8 +224,14 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     let (replay, controller_task, channel) = match controller_config {
         Some(qc_config) => {
             let qc = krust_controller::QuorumController::new(qc_config, rand::random());
-            let (channel, task) =
-                controller::spawn(qc, node.node_id, raft.clone(), events_rx, partition_dir);
+            let (channel, task) = controller::spawn(
+                qc,
+                node.node_id,
+                raft.clone(),
+                events_rx,
+                partition_dir,
+                &snapshot_triggers,
+            );
             (None, Some(task), Some(channel))
         }
         None => (

@@ -1,0 +1,301 @@
+//! The controller APIs of `krust server` (process.roles=controller), spoken to directly with
+//! the krust-net client over loopback: three controllers formatted by `krust storage format`.
+//!
+//! Checks: ApiVersions advertises the controller APIs next to the Raft ones with Kafka 3.9's
+//! ranges; a standby answers NOT_CONTROLLER; on the active controller a broker registers
+//! (fenced), heartbeats until unfenced, CreateTopics commits a topic, a duplicate inside an
+//! Envelope comes back as TOPIC_ALREADY_EXISTS in the wrapped response, and an Envelope with
+//! garbage or a non-forwardable API is refused with INVALID_REQUEST.
+
+#[path = "quorum_support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest,
+    CreateTopicsRequest, EnvelopeRequest, RequestKind, ResponseKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use krust_metadata::MetadataVersion;
+use krust_net::codec::{decode_response_body, decode_response_header, encode_request};
+use krust_net::{Client, ClientConfig};
+use krust_testkit::KrustProcess;
+use support::{FAST_TIMEOUTS, KRUST, Quorum, STARTED_LINE, wait_for_quorum};
+
+const WAIT: Duration = Duration::from_secs(60);
+const NOT_CONTROLLER: i16 = 41;
+const INVALID_REQUEST: i16 = 42;
+const TOPIC_ALREADY_EXISTS: i16 = 36;
+const BROKER_ID: i32 = 7;
+
+fn start_controllers() -> Quorum {
+    let mut quorum = Quorum::new(3, FAST_TIMEOUTS);
+    for id in 1..=3 {
+        let node = quorum.node(id);
+        let mut p = KrustProcess::builder(KRUST)
+            .args(["server".as_ref(), node.properties().as_os_str()])
+            .env("RUST_LOG", "info,krust_net=warn")
+            .dir(node.dir.clone())
+            .name(format!("krust-{id}"))
+            .start()
+            .expect("start krust server");
+        p.wait_for_line(STARTED_LINE, WAIT).expect("started");
+        node.process = Some(p);
+    }
+    quorum
+}
+
+fn client(address: String) -> Client {
+    Client::new(
+        address,
+        ClientConfig {
+            client_id: "controller-apis-test".to_owned(),
+            request_timeout: Duration::from_secs(15),
+            ..ClientConfig::default()
+        },
+    )
+}
+
+fn registration(cluster_id: &str) -> BrokerRegistrationRequest {
+    let mv = MetadataVersion::LATEST_PRODUCTION.feature_level();
+    BrokerRegistrationRequest::default()
+        .with_broker_id(BrokerId(BROKER_ID))
+        .with_cluster_id(StrBytes::from_string(cluster_id.to_owned()))
+        .with_incarnation_id(uuid::Uuid::from_u128(
+            0x1234_5678_9abc_def0_1234_5678_9abc_def0,
+        ))
+        .with_listeners(vec![
+            Listener::default()
+                .with_name(StrBytes::from_static_str("PLAINTEXT"))
+                .with_host(StrBytes::from_static_str("127.0.0.1"))
+                .with_port(9092)
+                .with_security_protocol(0),
+        ])
+        .with_features(vec![
+            Feature::default()
+                .with_name(StrBytes::from_static_str("metadata.version"))
+                .with_min_supported_version(1)
+                .with_max_supported_version(mv),
+        ])
+        .with_log_dirs(vec![uuid::Uuid::from_u128(
+            0xfeed_0000_0000_0000_0000_0000_0000_0001,
+        )])
+}
+
+fn create_topic(name: &str) -> CreateTopicsRequest {
+    CreateTopicsRequest::default()
+        .with_topics(vec![
+            CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+                .with_num_partitions(2)
+                .with_replication_factor(1),
+        ])
+        .with_timeout_ms(30_000)
+}
+
+fn envelope(inner: &RequestKind, api_key: ApiKey, version: i16) -> EnvelopeRequest {
+    let frame = encode_request(api_key, version, 77, "forwarded-client", inner).expect("encode");
+    EnvelopeRequest::default()
+        .with_request_data(frame.slice(4..))
+        .with_client_host_address(Bytes::from_static(&[127, 0, 0, 1]))
+}
+
+#[test]
+fn controller_apis_register_a_broker_create_topics_and_unwrap_envelopes() {
+    let quorum = start_controllers();
+    let leader = wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0)
+        .unwrap_or_else(|| panic!("no leader\n{}", quorum.log_tails()))
+        .leader_id;
+    let address_of = |id: i32| {
+        quorum
+            .nodes
+            .iter()
+            .find(|n| n.id == id)
+            .expect("node")
+            .address()
+    };
+    let standby = (1..=3).find(|id| *id != leader).expect("a standby");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let cluster_id = quorum.cluster_id.clone();
+    let result = runtime.block_on(async {
+        let active = client(address_of(leader));
+        let other = client(address_of(standby));
+
+        // ApiVersions: controller APIs with Kafka 3.9's ranges, next to the Raft ones.
+        // Until the bootstrap records are committed, no finalized features are reported.
+        let deadline = Instant::now() + WAIT;
+        let versions = loop {
+            let ResponseKind::ApiVersions(versions) = active
+                .send(
+                    ApiVersionsRequest::default()
+                        .with_client_software_name(StrBytes::from_static_str("krust-test"))
+                        .with_client_software_version(StrBytes::from_static_str("1.0")),
+                    3,
+                )
+                .await
+                .expect("ApiVersions")
+            else {
+                panic!("not an ApiVersions response");
+            };
+            if !versions.finalized_features.is_empty() {
+                break versions;
+            }
+            assert!(Instant::now() < deadline, "no finalized features");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let range = |key: ApiKey| {
+            versions
+                .api_keys
+                .iter()
+                .find(|k| k.api_key == key as i16)
+                .map(|k| (k.min_version, k.max_version))
+        };
+        assert_eq!(versions.error_code, 0, "ApiVersions");
+        for (key, want) in [
+            (ApiKey::BrokerRegistration, (0, 4)),
+            (ApiKey::BrokerHeartbeat, (0, 1)),
+            (ApiKey::CreateTopics, (0, 7)),
+            (ApiKey::Envelope, (0, 0)),
+            (ApiKey::AlterPartition, (0, 3)),
+            (ApiKey::ControllerRegistration, (0, 0)),
+            (ApiKey::Vote, (0, 1)),
+        ] {
+            assert_eq!(range(key), Some(want), "{key:?}");
+        }
+        // Supported and finalized features.
+        let feature = |name: &str| {
+            versions
+                .finalized_features
+                .iter()
+                .find(|f| f.name.as_str() == name)
+                .map(|f| f.max_version_level)
+        };
+        assert!(
+            versions
+                .supported_features
+                .iter()
+                .any(|f| f.name.as_str() == "metadata.version" && f.min_version == 1),
+            "supported features: {:?}",
+            versions.supported_features
+        );
+        assert_eq!(
+            feature("metadata.version"),
+            Some(MetadataVersion::LATEST_PRODUCTION.feature_level()),
+            "finalized features: {:?}",
+            versions.finalized_features
+        );
+        assert!(versions.finalized_features_epoch >= 0);
+
+        // A standby refuses.
+        let ResponseKind::BrokerRegistration(refused) = other
+            .send(registration(&cluster_id), 4)
+            .await
+            .expect("registration at the standby")
+        else {
+            panic!("not a BrokerRegistration response");
+        };
+        assert_eq!(refused.error_code, NOT_CONTROLLER, "standby answer");
+
+        // The active controller registers the broker (fenced), then unfences it.
+        let ResponseKind::BrokerRegistration(registered) = active
+            .send(registration(&cluster_id), 4)
+            .await
+            .expect("registration")
+        else {
+            panic!("not a BrokerRegistration response");
+        };
+        assert_eq!(registered.error_code, 0, "registration");
+        let broker_epoch = registered.broker_epoch;
+        assert!(broker_epoch >= 0, "broker epoch {broker_epoch}");
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let ResponseKind::BrokerHeartbeat(beat) = active
+                .send(
+                    BrokerHeartbeatRequest::default()
+                        .with_broker_id(BrokerId(BROKER_ID))
+                        .with_broker_epoch(broker_epoch)
+                        .with_current_metadata_offset(i64::MAX / 2),
+                    1,
+                )
+                .await
+                .expect("heartbeat")
+            else {
+                panic!("not a BrokerHeartbeat response");
+            };
+            assert_eq!(beat.error_code, 0, "heartbeat");
+            if !beat.is_fenced {
+                break;
+            }
+            assert!(Instant::now() < deadline, "broker never unfenced");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+
+        // CreateTopics directly, then the same inside an Envelope.
+        let ResponseKind::CreateTopics(created) = active
+            .send(create_topic("direct"), 7)
+            .await
+            .expect("CreateTopics")
+        else {
+            panic!("not a CreateTopics response");
+        };
+        assert_eq!(created.topics.len(), 1);
+        assert_eq!(created.topics[0].error_code, 0, "{:?}", created.topics[0]);
+        assert_eq!(created.topics[0].num_partitions, 2);
+
+        let inner = RequestKind::CreateTopics(create_topic("direct"));
+        let ResponseKind::Envelope(wrapped) = active
+            .send(envelope(&inner, ApiKey::CreateTopics, 7), 0)
+            .await
+            .expect("Envelope")
+        else {
+            panic!("not an Envelope response");
+        };
+        assert_eq!(wrapped.error_code, 0, "envelope");
+        let mut data = wrapped.response_data.expect("response data");
+        let correlation =
+            decode_response_header(&mut data, ApiKey::CreateTopics, 7).expect("inner header");
+        assert_eq!(correlation, 77, "inner correlation id");
+        let ResponseKind::CreateTopics(duplicate) =
+            decode_response_body(data, ApiKey::CreateTopics, 7).expect("inner body")
+        else {
+            panic!("not a CreateTopics response inside");
+        };
+        assert_eq!(duplicate.topics[0].error_code, TOPIC_ALREADY_EXISTS);
+
+        // Refused envelopes: garbage, and an API that is never forwarded.
+        let garbage = EnvelopeRequest::default()
+            .with_request_data(Bytes::from_static(&[0, 1, 2]))
+            .with_client_host_address(Bytes::from_static(&[127, 0, 0, 1]));
+        let ResponseKind::Envelope(bad) = active.send(garbage, 0).await.expect("Envelope") else {
+            panic!("not an Envelope response");
+        };
+        assert_eq!(bad.error_code, INVALID_REQUEST, "garbage envelope");
+        let heartbeat = RequestKind::BrokerHeartbeat(
+            BrokerHeartbeatRequest::default()
+                .with_broker_id(BrokerId(BROKER_ID))
+                .with_broker_epoch(broker_epoch),
+        );
+        let ResponseKind::Envelope(not_forwardable) = active
+            .send(envelope(&heartbeat, ApiKey::BrokerHeartbeat, 1), 0)
+            .await
+            .expect("Envelope")
+        else {
+            panic!("not an Envelope response");
+        };
+        assert_eq!(
+            not_forwardable.error_code, INVALID_REQUEST,
+            "non-forwardable API in an envelope"
+        );
+        Ok::<(), String>(())
+    });
+    if let Err(e) = result {
+        panic!("{e}\n{}", quorum.log_tails());
+    }
+}
