@@ -1373,3 +1373,69 @@ fn static_leader_rejoin_before_v9_gets_no_member_list_and_the_old_leader_id() {
         Some(r.member_id.as_str())
     );
 }
+
+#[test]
+fn member_parked_in_sync_outlives_its_session_while_the_leader_assigns() {
+    let mut h = Harness::new();
+    let (a, member_a) = h.join_new("g", &["t"]);
+    let (b, member_b) = h.join_new("g", &["t"]);
+    h.advance(6000);
+    h.join_response(a);
+    h.join_response(b);
+    let parked = h.send(sync("g", &member_b, 1, &[]));
+    for _ in 0..3 {
+        h.advance(5000);
+        let id = h.send(heartbeat("g", &member_a, 1));
+        assert_eq!(
+            h.error_code(id),
+            NONE,
+            "heartbeats are fine in CompletingRebalance"
+        );
+    }
+    let leader = h.send(sync("g", &member_a, 1, &[(&member_b, b"B")]));
+    assert_eq!(h.error_code(leader), NONE);
+    assert_eq!(
+        h.error_code(parked),
+        NONE,
+        "b waited 15 s > its 10 s session and was kept"
+    );
+    assert_eq!(h.state("g"), Some(GroupState::Stable));
+}
+
+#[test]
+fn new_member_parked_in_a_long_join_phase_is_dropped_after_five_minutes() {
+    let mut h = Harness::new();
+    let long = |member: &str| {
+        let mut r = join("g", member, None, &["t"]);
+        if let GroupRequest::JoinGroup(j) = &mut r {
+            j.rebalance_timeout_ms = 600_000;
+        }
+        r
+    };
+    let id = h.send(long(""));
+    let member_a = h.join_response(id).member_id.to_string();
+    let id = h.send(long(&member_a));
+    h.advance(3000);
+    h.join_response(id);
+    h.send(sync("g", &member_a, 1, &[]));
+    let id = h.send(long(""));
+    let member_b = h.join_response(id).member_id.to_string();
+    let parked_b = h.send(long(&member_b));
+    assert_eq!(h.state("g"), Some(GroupState::PreparingRebalance));
+    for _ in 0..61 {
+        h.advance(5000);
+        h.send(heartbeat("g", &member_a, 1)); // alive but not rejoining
+    }
+    let r = h.join_response(parked_b);
+    assert_eq!(
+        r.error_code, UNKNOWN_MEMBER_ID,
+        "new member timed out after 300 s"
+    );
+    assert!(!h.shard.groups()["g"].members.contains_key(&member_b));
+    let rejoin = h.send(long(&member_a));
+    assert_eq!(
+        h.join_response(rejoin).generation_id,
+        2,
+        "a alone completes the join at once"
+    );
+}

@@ -78,6 +78,9 @@ pub struct ClassicMember {
     pub session_deadline_ms: i64,
     /// Join order (the first joined member leads).
     pub join_seq: u64,
+    /// Added in the current join phase: may expire while awaiting join (after
+    /// `new_member_join_timeout_ms`).
+    pub is_new: bool,
 }
 
 impl ClassicMember {
@@ -94,6 +97,13 @@ impl ClassicMember {
     #[must_use]
     pub fn is_awaiting_join(&self) -> bool {
         self.awaiting_join.is_some()
+    }
+
+    /// Whether the session deadline applies now (Kafka's `hasSatisfiedHeartbeat` negated): a
+    /// member parked in a join or sync is kept alive unless it is new.
+    #[must_use]
+    pub fn session_can_expire(&self) -> bool {
+        self.is_new || (self.awaiting_join.is_none() && self.awaiting_sync.is_none())
     }
 }
 
@@ -217,14 +227,19 @@ impl ClassicGroup {
         set
     }
 
-    /// Kafka's `supportsProtocols`: a joining member fits the group.
+    /// Kafka's `supportsProtocols`: an Empty group takes any non-empty protocol type with at
+    /// least one protocol; otherwise the type must match and one of the protocols must be
+    /// supported by every member.
     #[must_use]
     pub fn supports_protocols(&self, protocol_type: &str, protocols: &[(String, Bytes)]) -> bool {
-        if self.members.is_empty() {
+        if self.state == GroupState::Empty {
             return !protocol_type.is_empty() && !protocols.is_empty();
         }
         if self.protocol_type.as_deref() != Some(protocol_type) {
             return false;
+        }
+        if self.members.is_empty() {
+            return !protocols.is_empty();
         }
         let candidates = self.candidate_protocols();
         protocols.iter().any(|(n, _)| candidates.contains(n))
@@ -352,6 +367,7 @@ impl ClassicGroup {
                     awaiting_sync: None,
                     session_deadline_ms: now_ms.saturating_add(i64::from(m.session_timeout_ms)),
                     join_seq: seq as u64,
+                    is_new: false,
                 },
             );
         }

@@ -21,6 +21,9 @@ pub struct GroupConfig {
     pub offsets_retention_check_interval_ms: i64,
     /// `offsets.topic.num.partitions` (50).
     pub offsets_topic_num_partitions: i32,
+    /// Kafka's `classicGroupNewMemberJoinTimeoutMs` (5 minutes, not a broker config): a new
+    /// member parked in its first join phase is dropped after this long.
+    pub new_member_join_timeout_ms: i32,
 }
 
 impl Default for GroupConfig {
@@ -34,6 +37,7 @@ impl Default for GroupConfig {
             offsets_retention_ms: 10_080 * 60 * 1000,
             offsets_retention_check_interval_ms: 600_000,
             offsets_topic_num_partitions: 50,
+            new_member_join_timeout_ms: 300_000,
         }
     }
 }

@@ -278,7 +278,7 @@ impl GroupCoordinatorShard {
                 consider(Some(*d));
             }
             for m in g.members.values() {
-                if m.awaiting_join.is_none() {
+                if m.session_can_expire() {
                     consider(Some(m.session_deadline_ms));
                 }
             }
@@ -669,6 +669,7 @@ impl GroupCoordinatorShard {
     ) {
         self.join_seq += 1;
         let seq = self.join_seq;
+        let new_member_timeout = i64::from(self.config.new_member_join_timeout_ms);
         let g = self.groups.get_mut(group_id).expect("caller checked");
         if g.members.is_empty() {
             g.protocol_type = Some(join.protocol_type.clone());
@@ -686,8 +687,9 @@ impl GroupCoordinatorShard {
                 assignment: Bytes::new(),
                 awaiting_join: Some(join.request_id),
                 awaiting_sync: None,
-                session_deadline_ms: now_ms + i64::from(join.session_timeout_ms),
+                session_deadline_ms: now_ms + new_member_timeout,
                 join_seq: seq,
+                is_new: true,
             },
         );
         if g.leader_id.is_none() {
@@ -815,6 +817,7 @@ impl GroupCoordinatorShard {
             g.sync_deadline_ms = Some(now_ms + i64::from(g.rebalance_timeout_ms()));
             let mut joins = Vec::new();
             for m in g.members.values_mut() {
+                m.is_new = false;
                 m.session_deadline_ms = now_ms + i64::from(m.session_timeout_ms);
                 if let Some(id) = m.awaiting_join.take() {
                     joins.push((id, m.member_id.clone()));
@@ -1152,7 +1155,7 @@ impl GroupCoordinatorShard {
         let expired: Vec<String> = g
             .members
             .values()
-            .filter(|m| m.awaiting_join.is_none() && m.session_deadline_ms <= now_ms)
+            .filter(|m| m.session_can_expire() && m.session_deadline_ms <= now_ms)
             .map(|m| m.member_id.clone())
             .collect();
         for id in expired {
