@@ -1439,3 +1439,68 @@ fn new_member_parked_in_a_long_join_phase_is_dropped_after_five_minutes() {
         "a alone completes the join at once"
     );
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 128, ..Default::default() })]
+    /// Records read from disk may carry any values (timestamps, timeouts, generations):
+    /// loading them and running the timers and requests never panics.
+    #[test]
+    fn loaded_records_with_extreme_values_never_panic(
+        commit_ts in proptest::num::i64::ANY,
+        expire_ts in proptest::option::of(proptest::num::i64::ANY),
+        state_ts in proptest::num::i64::ANY,
+        generation in proptest::num::i32::ANY,
+        session in proptest::num::i32::ANY,
+        rebalance in proptest::num::i32::ANY,
+        advance in 0..100_000_000i64,
+    ) {
+        use krust_broker::group::{GroupMetadataValue, MemberMetadata, OffsetCommitValue};
+        let records = [
+            CoordinatorRecord::GroupMetadata {
+                group: "g".into(),
+                value: Some(GroupMetadataValue {
+                    protocol_type: "consumer".into(),
+                    generation,
+                    protocol: Some("range".into()),
+                    leader: Some("m".into()),
+                    current_state_timestamp_ms: state_ts,
+                    members: vec![MemberMetadata {
+                        member_id: "m".into(),
+                        group_instance_id: Some("i".into()),
+                        client_id: "c".into(),
+                        client_host: "h".into(),
+                        rebalance_timeout_ms: rebalance,
+                        session_timeout_ms: session,
+                        subscription: Bytes::from_static(&[0xff]),
+                        assignment: Bytes::new(),
+                    }],
+                }),
+            },
+            CoordinatorRecord::OffsetCommit {
+                group: "g".into(),
+                topic: "t".into(),
+                partition: 0,
+                value: Some(OffsetCommitValue {
+                    offset: 1,
+                    leader_epoch: -1,
+                    metadata: String::new(),
+                    commit_timestamp_ms: commit_ts,
+                    expire_timestamp_ms: expire_ts,
+                }),
+            },
+        ];
+        let mut h = Harness::new();
+        h.now = 1_000_000;
+        for r in &records {
+            let (k, v) = r.encode();
+            h.shard.replay(h.now, &k, v.as_deref()).expect("decodes");
+        }
+        h.send(heartbeat("g", "m", generation));
+        h.send(join("g", "m", Some("i"), &["t"]));
+        h.advance(advance);
+        h.send(join("g", "", Some("i"), &["t"]));
+        h.advance(advance);
+        h.send(offset_delete("g", &[("t", 0)]));
+        h.advance(700_000_000);
+    }
+}

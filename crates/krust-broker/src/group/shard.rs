@@ -1240,7 +1240,7 @@ impl GroupCoordinatorShard {
                                 } else {
                                     o.commit_timestamp_ms
                                 };
-                                now_ms - base >= retention
+                                now_ms.saturating_sub(base) >= retention
                             }
                         }
                     })
