@@ -1504,3 +1504,52 @@ proptest::proptest! {
         h.advance(700_000_000);
     }
 }
+
+#[test]
+fn group_loaded_above_a_reduced_max_size_sheds_members_on_rejoin() {
+    use krust_broker::group::{GroupMetadataValue, MemberMetadata};
+    let mut h = Harness::with_config(GroupConfig {
+        group_max_size: 2,
+        ..GroupConfig::default()
+    });
+    let member = |id: &str| MemberMetadata {
+        member_id: id.into(),
+        group_instance_id: None,
+        client_id: "c".into(),
+        client_host: "h".into(),
+        rebalance_timeout_ms: 30_000,
+        session_timeout_ms: 10_000,
+        subscription: subscription(&["t"]),
+        assignment: Bytes::new(),
+    };
+    let record = CoordinatorRecord::GroupMetadata {
+        group: "g".into(),
+        value: Some(GroupMetadataValue {
+            protocol_type: "consumer".into(),
+            generation: 4,
+            protocol: Some("range".into()),
+            leader: Some("m1".into()),
+            current_state_timestamp_ms: 0,
+            members: vec![member("m1"), member("m2"), member("m3")],
+        }),
+    };
+    let (k, v) = record.encode();
+    h.shard.replay(0, &k, v.as_deref()).expect("decodes");
+    let a = h.send(join("g", "m1", None, &["t"])); // the leader rejoins → rebalance
+    let b = h.send(join("g", "m2", None, &["t"]));
+    let c = h.send(join("g", "m3", None, &["t"]));
+    assert_eq!(
+        h.error_code(c),
+        GROUP_MAX_SIZE_REACHED,
+        "two already await the join"
+    );
+    assert!(
+        !h.shard.groups()["g"].members.contains_key("m3"),
+        "and m3 is removed"
+    );
+    let (ra, rb) = (h.join_response(a), h.join_response(b));
+    assert_eq!(
+        (ra.generation_id, rb.generation_id, ra.members.len()),
+        (5, 5, 2)
+    );
+}

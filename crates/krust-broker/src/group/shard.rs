@@ -424,10 +424,6 @@ impl GroupCoordinatorShard {
 
     fn check_invariants(&self) {
         for g in self.groups.values() {
-            assert!(
-                g.members.len() <= self.config.group_max_size,
-                "group above group.max.size"
-            );
             if let Some(leader) = &g.leader_id {
                 assert!(
                     g.members.contains_key(leader) || g.state == GroupState::Empty,
@@ -507,15 +503,30 @@ impl GroupCoordinatorShard {
             );
         }
         let known = g.members.contains_key(&member_id);
+        let awaiting = g
+            .members
+            .get(&member_id)
+            .is_some_and(ClassicMember::is_awaiting_join);
+        // Kafka's `acceptJoiningMember`. krust also never lets a new member take the group
+        // above `group.max.size` (Kafka may briefly, during a rebalance).
         let accept = match g.state {
             GroupState::Empty | GroupState::Dead => true,
             GroupState::PreparingRebalance => {
-                known || g.members.values().filter(|m| m.is_awaiting_join()).count() < max_size
+                awaiting || g.members.values().filter(|m| m.is_awaiting_join()).count() < max_size
             }
             _ => known || g.size() < max_size,
         };
         if !accept || (!known && g.size() >= max_size) {
-            return self.join_error(request_id, &member_id, GroupError::GroupMaxSizeReached);
+            if known {
+                // Kafka removes a known member it cannot take back.
+                self.remove_member_and_update(
+                    now_ms,
+                    &group_id,
+                    &member_id,
+                    GroupError::GroupMaxSizeReached,
+                );
+            }
+            return self.join_error(request_id, "", GroupError::GroupMaxSizeReached);
         }
         let join = Join {
             request_id,
