@@ -13,12 +13,30 @@
 //!   [`partition_for_group`] (`abs(groupId.hashCode()) % offsets.topic.num.partitions`).
 //! - [`error`]: [`GroupError`] and its one mapping to Kafka error codes.
 //!
+//! # Driving a shard
+//!
+//! ```text
+//! shard.replay(now, key, value)?            // loading: every record of the partition, in order
+//! shard.handle_request(now, id, &ctx, req)  // ctx: api_version, client_id, client_host
+//! shard.handle_timeout(now)                 // when poll_timeout() is due
+//! while let Some(a) = shard.poll_action() {
+//!     Append { append_id, records } => append record.encode() bytes; later
+//!                                      shard.handle_append_committed(append_id)
+//!     Respond { request_id, response } => send
+//! }
+//! ```
+//!
 //! # Limits
 //!
 //! - Classic groups only: no KIP-848 consumer groups, no transactional offset commits
 //!   (so OffsetFetch `require_stable` never answers UNSTABLE_OFFSET_COMMIT).
-//! - A failed append does not roll back memory: the shard answers NOT_COORDINATOR from then
-//!   on and must be reloaded from the log.
+//! - A failed append does not roll back memory (Kafka reverts a timeline snapshot): the shard
+//!   answers NOT_COORDINATOR from then on and must be reloaded from the log.
+//! - ListGroups answers for this shard's groups; the broker merges the shards.
+//! - New members never take a group above `group.max.size` (Kafka may briefly exceed it
+//!   during a rebalance); protocol vote ties are broken by name (Kafka: hash map order).
+//! - A loaded GroupMetadataValue v0/v1 (no state timestamp) counts as entering its state at
+//!   load time for offset expiry (Kafka falls back to each offset's commit timestamp).
 pub mod classic;
 pub mod config;
 pub mod error;
