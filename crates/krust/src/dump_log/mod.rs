@@ -21,12 +21,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use bytes::{Buf, Bytes};
-use kafka_protocol::messages::{
-    KRaftVersionRecord, SnapshotFooterRecord, SnapshotHeaderRecord, VotersRecord,
-};
+use kafka_protocol::messages::{KRaftVersionRecord, SnapshotFooterRecord, SnapshotHeaderRecord};
 use kafka_protocol::protocol::Decodable;
 use krust_log::batch::{Compression, Record, RecordBatch, TimestampType};
 use krust_metadata::ApiMessageAndVersion;
+use krust_metadata::codec::{ByteReader, DecodeError};
 use krust_raft::snapshot::{SnapshotFileKind, SnapshotFileName};
 
 use json::JsonObject;
@@ -357,8 +356,8 @@ fn control_record(record: &Record) -> String {
                 format!("KRaftVersion {}", o.finish())
             })
             .map_err(|e| e.to_string()),
-        6 => VotersRecord::decode(&mut value, 0)
-            .map(|v| format!("KRaftVoters {}", voters_json(&v)))
+        6 => voters_json(&value)
+            .map(|json| format!("KRaftVoters {json}"))
             .map_err(|e| e.to_string()),
         _ => Ok(format!(
             "controlType: {}({type_id})",
@@ -369,44 +368,52 @@ fn control_record(record: &Record) -> String {
         .unwrap_or_else(|e| format!("controlType: {}({type_id}) {e}", control_type_name(type_id)))
 }
 
-fn voters_json(record: &VotersRecord) -> String {
-    let voters: Vec<String> = record
-        .voters
-        .iter()
-        .map(|voter| {
-            let endpoints: Vec<String> = voter
-                .endpoints
-                .iter()
-                .map(|e| {
-                    let mut o = JsonObject::new();
-                    o.str("name", &e.name)
-                        .str("host", &e.host)
-                        .num("port", e.port);
-                    o.finish()
-                })
-                .collect();
-            let mut feature = JsonObject::new();
-            feature
-                .num(
-                    "minSupportedVersion",
-                    voter.k_raft_version_feature.min_supported_version,
-                )
-                .num(
-                    "maxSupportedVersion",
-                    voter.k_raft_version_feature.max_supported_version,
-                );
+/// A `VotersRecord` (version 0) as Kafka's `VotersRecordJsonConverter` writes it. Decoded here
+/// with krust's checked reader rather than `kafka-protocol`, whose array decoding reserves the
+/// claimed element count up front (a corrupt count would ask for gigabytes).
+fn voters_json(value: &[u8]) -> Result<String, DecodeError> {
+    let mut r = ByteReader::new(value);
+    let version = r.i16("VotersRecord.Version")?;
+    // A voter takes at least 24 bytes (id, directory id, two counts, feature, tags).
+    let count = r
+        .compact_array_len("VotersRecord.Voters", 24)?
+        .unwrap_or_default();
+    let mut voters = Vec::with_capacity(count);
+    for _ in 0..count {
+        let voter_id = r.i32("Voter.VoterId")?;
+        let directory_id = r.uuid("Voter.VoterDirectoryId")?;
+        let endpoint_count = r
+            .compact_array_len("Voter.Endpoints", 5)?
+            .unwrap_or_default();
+        let mut endpoints = Vec::with_capacity(endpoint_count);
+        for _ in 0..endpoint_count {
+            let name = r.compact_string("Endpoint.Name")?;
+            let host = r.compact_string("Endpoint.Host")?;
+            let port = r.u16("Endpoint.Port")?;
+            r.tagged_fields()?;
             let mut o = JsonObject::new();
-            o.num("voterId", voter.voter_id.0)
-                .uuid("voterDirectoryId", &voter.voter_directory_id)
-                .raw("endpoints", &format!("[{}]", endpoints.join(",")))
-                .raw("kRaftVersionFeature", &feature.finish());
-            o.finish()
-        })
-        .collect();
+            o.str("name", &name).str("host", &host).num("port", port);
+            endpoints.push(o.finish());
+        }
+        let min = r.i16("KRaftVersionFeature.MinSupportedVersion")?;
+        let max = r.i16("KRaftVersionFeature.MaxSupportedVersion")?;
+        r.tagged_fields()?;
+        r.tagged_fields()?;
+        let mut feature = JsonObject::new();
+        feature
+            .num("minSupportedVersion", min)
+            .num("maxSupportedVersion", max);
+        let mut o = JsonObject::new();
+        o.num("voterId", voter_id)
+            .uuid("voterDirectoryId", &directory_id)
+            .raw("endpoints", &format!("[{}]", endpoints.join(",")))
+            .raw("kRaftVersionFeature", &feature.finish());
+        voters.push(o.finish());
+    }
     let mut o = JsonObject::new();
-    o.num("version", record.version)
+    o.num("version", version)
         .raw("voters", &format!("[{}]", voters.join(",")));
-    o.finish()
+    Ok(o.finish())
 }
 
 #[cfg(test)]
@@ -414,11 +421,93 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_voters_record_claiming_billions_of_voters_is_an_error_not_an_allocation() {
+        // Version 0, then a compact array count of 2^32 - 2 voters.
+        let value = [0u8, 0, 0xfe, 0xff, 0xff, 0xff, 0x0f];
+        assert!(voters_json(&value).is_err());
+        let record = Record {
+            offset_delta: 0,
+            timestamp_delta: 0,
+            key: Some(Bytes::from_static(&[0, 0, 0, 6])),
+            value: Some(Bytes::copy_from_slice(&value)),
+            headers: Vec::new(),
+        };
+        assert!(control_record(&record).starts_with("controlType: KRAFT_VOTERS(6) "));
+    }
+
+    #[test]
     fn sequences_wrap_like_kafka() {
         assert_eq!(sequence_at(-1, 5), -1);
         assert_eq!(sequence_at(10, 5), 15);
         assert_eq!(sequence_at(i32::MAX, 1), 0);
         assert_eq!(sequence_at(i32::MAX - 1, 3), 1);
+    }
+
+    /// xorshift64*: a seeded byte source, so a failing seed can be replayed.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+
+        fn bytes(&mut self, max_len: u64) -> Vec<u8> {
+            let len = self.next() % (max_len + 1);
+            (0..len).map(|_| self.next().to_le_bytes()[0]).collect()
+        }
+    }
+
+    /// Arbitrary record keys and values inside valid (CRC-correct) data and control batches
+    /// reach the metadata frame decoder, the JSON writer and the control-record decoders (all
+    /// five KRaft types, plus end-transaction markers): every line is printed, nothing panics.
+    #[test]
+    fn arbitrary_record_bytes_in_valid_batches_never_panic() {
+        use krust_log::batch::RecordBatchBuilder;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("00000000000000000000.log");
+        for seed in 1..=300u64 {
+            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut bytes = Vec::new();
+            for batch_index in 0..4i64 {
+                let control = rng.next().is_multiple_of(2);
+                let mut builder = RecordBatchBuilder::new(batch_index * 8).control(control);
+                for _ in 0..(1 + rng.next() % 4) {
+                    let key = if control {
+                        // A valid control key header with a random type, or random bytes.
+                        let mut key = vec![0, 0, 0, u8::try_from(rng.next() % 8).unwrap_or(0)];
+                        if rng.next().is_multiple_of(4) {
+                            key = rng.bytes(6);
+                        }
+                        Some(Bytes::from(key))
+                    } else {
+                        None
+                    };
+                    let mut value = rng.bytes(48);
+                    if !control && rng.next().is_multiple_of(2) && value.len() >= 3 {
+                        // A valid frame header (version 1, a known api key) over random bytes.
+                        value[0] = 1;
+                        value[1] = u8::try_from(rng.next() % 28).unwrap_or(0);
+                        value[2] = u8::try_from(rng.next() % 4).unwrap_or(0);
+                    }
+                    builder.append_kv(0, key, Some(Bytes::from(value)));
+                }
+                bytes.extend_from_slice(builder.build().as_bytes());
+            }
+            std::fs::write(&file, &bytes).expect("write");
+            let options = DumpOptions {
+                files: vec![file.clone()],
+                cluster_metadata_decoder: true,
+                ..DumpOptions::default()
+            };
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            run_dump_log(&options, &mut out, &mut err)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e:#}"));
+            let text = String::from_utf8_lossy(&out);
+            assert!(!text.contains("invalid bytes"), "seed {seed}: {text}");
+        }
     }
 
     #[test]
