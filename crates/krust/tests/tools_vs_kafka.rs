@@ -218,6 +218,42 @@ fn dump_log_and_metadata_shell_print_what_kafka_prints() {
         assert_same_as_kafka_shell(&dist, &snapshot_arg, &command, &ours);
     }
 
+    // The interactive shell, commands on stdin: prompts, cd/pwd, relative paths, errors, and
+    // `help`/`man`/`history`, and nothing after `exit`.
+    let script: &[u8] = b"pwd\ncd /image/topics\npwd\nls\ncd byName\nls golden\ncat golden/0\n\
+        cd /nope\nfind ../byId\ntree /image/features\nhelp\n\
+        man ls\nhistory 3\nexit\nls\n";
+    let ours = run_binary(
+        KRUST,
+        &["metadata-shell", "--snapshot", &snapshot_arg],
+        Some(script),
+        TOOL_TIMEOUT,
+    )
+    .expect("krust runs");
+    assert!(
+        ours.success(),
+        "krust interactive shell failed: {}",
+        ours.stderr
+    );
+    let mut last = String::new();
+    for _ in 0..4 {
+        let kafka = dist
+            .run_tool_with_stdin(
+                class::METADATA_SHELL,
+                &["--snapshot", &snapshot_arg],
+                script,
+                TOOL_TIMEOUT,
+            )
+            .expect("Kafka MetadataShell");
+        if kafka.stdout == ours.stdout {
+            break;
+        }
+        last = kafka.stdout;
+    }
+    if !last.is_empty() {
+        assert_same_lines("interactive metadata-shell", &last, &ours.stdout);
+    }
+
     // metadata-shell --directory (latest snapshot + the log after it) sees what Kafka's shell
     // sees reading the whole log segment from offset 0: the same image, provenance included.
     let dir_arg = dir.display().to_string();

@@ -4,12 +4,11 @@
 //!
 //! With a command on the command line it runs that one command (`ls`, `cat`, `find`, `tree`, as
 //! Kafka's non-interactive shell allows) and exits; otherwise it reads commands from stdin
-//! behind a `>> ` prompt (`cd`, `pwd`, `help` and `exit` too). Output is Kafka's, line for line:
-//! the tree ([`tree`]) has Kafka's image-node layout and leaf texts, paths take Kafka's globs
-//! ([`glob`]), `ls` prints one entry per line (Kafka's column layout applies only to a
-//! terminal of known width).
-//!
-//! Not implemented: `history` and `man`, line editing and completion (plain line reading).
+//! behind a `>> ` prompt (`cd`, `pwd`, `help`, `history`, `man` and `exit` too). Output is
+//! Kafka's, line for line: the tree ([`tree`]) has Kafka's image-node layout and leaf texts,
+//! paths take Kafka 3.9's globs ([`glob`]), `ls` prints one entry per line (Kafka's column
+//! layout applies only to a terminal of known width). Lines are read plainly: no line editing
+//! or completion.
 //!
 //! # Layout
 //!
@@ -39,24 +38,77 @@ pub enum Source {
 /// The commands of the non-interactive shell, in Kafka's order.
 const NON_INTERACTIVE: &[&str] = &["cat", "find", "ls", "tree"];
 /// The commands of the interactive shell.
-const INTERACTIVE: &[&str] = &["cat", "cd", "exit", "find", "help", "ls", "pwd", "tree"];
+const INTERACTIVE: &[&str] = &[
+    "cat", "cd", "exit", "find", "help", "history", "ls", "man", "pwd", "tree",
+];
 
 const HELP: &str = "Welcome to the Apache Kafka metadata shell.
 
-usage:  {cat,cd,exit,find,help,ls,pwd,tree} ...
+usage:  {cat,cd,exit,find,help,history,ls,man,pwd,tree} ...
 
 positional arguments:
-  {cat,cd,exit,find,help,ls,pwd,tree}
+  {cat,cd,exit,find,help,history,ls,man,pwd,tree}
     cat                  Show the contents of metadata files.
     cd                   Set the current working directory.
     exit                 Exit the metadata shell.
     find                 Search for nodes in the directory hierarchy.
     help                 Display this help message.
+    history              Print command history.
     ls                   List metadata nodes.
+    man                  Show the help text for a specific command.
     pwd                  Print the current working directory.
     tree                 Show the contents  of  metadata  nodes  in  a tree
                          structure.
 ";
+
+/// `man` pages: command, description, usage, positional argument and its help.
+const MAN: &[(&str, &str, &str, Option<(&str, &str)>)] = &[
+    (
+        "cat",
+        "Show the contents of metadata files.",
+        "cat targets [targets ...]",
+        Some(("targets", "The metadata files to display.")),
+    ),
+    (
+        "cd",
+        "Set the current working directory.",
+        "cd [target]",
+        Some(("target", "The directory to change to.")),
+    ),
+    ("exit", "Exit the metadata shell.", "exit", None),
+    (
+        "find",
+        "Search for nodes in the directory hierarchy.",
+        "find [paths [paths ...]]",
+        Some(("paths", "The paths to start at.")),
+    ),
+    ("help", "Display this help message.", "help", None),
+    (
+        "history",
+        "Print command history.",
+        "history [numEntriesToShow]",
+        Some(("numEntriesToShow", "The number of entries to show.")),
+    ),
+    (
+        "ls",
+        "List metadata nodes.",
+        "ls [targets [targets ...]]",
+        Some(("targets", "The metadata node paths to list.")),
+    ),
+    (
+        "man",
+        "Show the help text for a specific command.",
+        "man cmd",
+        Some(("cmd", "The command to get help text for.")),
+    ),
+    ("pwd", "Print the current working directory.", "pwd", None),
+    (
+        "tree",
+        "Show the contents of metadata nodes in a tree structure.",
+        "tree targets [targets ...]",
+        Some(("targets", "The metadata nodes to display.")),
+    ),
+];
 
 /// Runs the shell: one command from `command`, or a session on stdin when it is empty.
 ///
@@ -76,10 +128,7 @@ pub fn run_metadata_shell(
         Source::Snapshot(file) => load::load_file(file, &mut warnings)?,
         Source::Directory(dir) => load::load_directory(dir, &mut warnings)?,
     };
-    let mut shell = Shell {
-        root: tree::root(&image),
-        working_directory: "/".to_owned(),
-    };
+    let mut shell = Shell::new(tree::root(&image));
     if !interactive {
         let mut text = String::new();
         shell.run(command, false, &mut text);
@@ -98,6 +147,11 @@ pub fn run_metadata_shell(
             break;
         }
         let words = split_words(&line);
+        if !words.is_empty() {
+            shell
+                .history
+                .push(line.trim_end_matches(['\n', '\r']).to_owned());
+        }
         let mut text = String::new();
         let keep_going = shell.run(&words, true, &mut text);
         out.write_all(text.as_bytes())?;
@@ -157,6 +211,8 @@ impl Found<'_> {
 pub struct Shell {
     root: Node,
     working_directory: String,
+    /// Command lines entered so far (interactive only), for `history`.
+    history: Vec<String>,
 }
 
 /// Path components with `.` dropped and `..` going up (never above `/`).
@@ -191,6 +247,7 @@ impl Shell {
         Shell {
             root,
             working_directory: "/".to_owned(),
+            history: Vec::new(),
         }
     }
 
@@ -251,10 +308,17 @@ impl Shell {
             ));
             return true;
         }
+        // argparse's complaint when a `targets [targets ...]` or `cmd` argument is missing.
+        if args.is_empty() && matches!(command.as_str(), "cat" | "tree" | "man") {
+            out.push_str("too few arguments\n");
+            return true;
+        }
         match command.as_str() {
             "ls" => self.ls(args, out),
             "cat" => self.cat(args, out),
             "tree" => self.tree(args, out),
+            "history" => self.print_history(args, out),
+            "man" => man(&args[0], out),
             "find" => self.find(args, out),
             "cd" => self.cd(args, out),
             "pwd" => {
@@ -368,6 +432,25 @@ impl Shell {
         }
     }
 
+    /// `history [n]`: the last `n` (default all) command lines, numbered from 0.
+    fn print_history(&self, args: &[String], out: &mut String) {
+        let shown = match args.first().map(|n| n.parse::<usize>()) {
+            None => self.history.len(),
+            Some(Ok(n)) => n.min(self.history.len()),
+            Some(Err(_)) => {
+                out.push_str(&format!(
+                    "argument numEntriesToShow: could not convert '{}' to Integer\n",
+                    args[0]
+                ));
+                return;
+            }
+        };
+        let first = self.history.len() - shown;
+        for (index, line) in self.history.iter().enumerate().skip(first) {
+            out.push_str(&format!("{index:5}  {line}\n"));
+        }
+    }
+
     fn cd(&mut self, args: &[String], out: &mut String) {
         let target = args.first().map_or("/", String::as_str);
         let found = self.visit(target);
@@ -378,6 +461,22 @@ impl Shell {
             }
             Some(f) => self.working_directory = format!("/{}", f.path.join("/")),
         }
+    }
+}
+
+/// `man <cmd>`: the command's description, usage and argument, as argparse4j prints them.
+fn man(command: &str, out: &mut String) {
+    let Some((name, description, usage, argument)) = MAN.iter().find(|m| m.0 == command) else {
+        out.push_str(&format!(
+            "man: unknown command {command}. Type help to get a list of commands.\n"
+        ));
+        return;
+    };
+    out.push_str(&format!("{name}: {description}\n\nusage: {usage}\n"));
+    if let Some((argument, help)) = argument {
+        out.push_str(&format!(
+            "\npositional arguments:\n  {argument:<23}{help}\n"
+        ));
     }
 }
 
