@@ -61,8 +61,16 @@ positional arguments:
                          structure.
 ";
 
-/// `man` pages: command, description, usage, positional argument and its help.
-const MAN: &[(&str, &str, &str, Option<(&str, &str)>)] = &[
+/// A `man` page: command, description, usage, positional argument and its help.
+type ManPage = (
+    &'static str,
+    &'static str,
+    &'static str,
+    Option<(&'static str, &'static str)>,
+);
+
+/// The `man` pages, one per interactive command.
+const MAN: &[ManPage] = &[
     (
         "cat",
         "Show the contents of metadata files.",
