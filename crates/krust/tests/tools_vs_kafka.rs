@@ -180,6 +180,36 @@ fn dump_log_and_metadata_shell_print_what_kafka_prints() {
         assert_same_lines(&format!("dump-log {args:?}"), &kafka.stdout, &ours.stdout);
     }
 
+    // A damaged copy of the segment: the topic name's first letter flipped to upper case (only
+    // the batch CRC notices: `isvalid: false`, and the dump goes on) and a torn batch appended
+    // (`Found 20 invalid bytes at the end of …`).
+    let damaged_dir = tempfile::tempdir().expect("tempdir");
+    let damaged = damaged_dir.path().join("00000000000000000000.log");
+    let mut bytes = std::fs::read(&segment).expect("read segment");
+    let at = bytes
+        .windows(6)
+        .position(|w| w == b"golden")
+        .expect("topic name in the segment");
+    bytes[at] = b'G';
+    let torn: Vec<u8> = bytes[..20].to_vec();
+    bytes.extend_from_slice(&torn);
+    std::fs::write(&damaged, &bytes).expect("write damaged copy");
+    let damaged_arg = damaged.display().to_string();
+    let args = [
+        "--cluster-metadata-decoder",
+        "--files",
+        damaged_arg.as_str(),
+    ];
+    let kafka = dist
+        .run_tool(class::DUMP_LOG_SEGMENTS, &args, TOOL_TIMEOUT)
+        .expect("Kafka DumpLogSegments")
+        .ok()
+        .expect("Kafka DumpLogSegments succeeds");
+    assert!(kafka.stdout.contains("isvalid: false"), "{}", kafka.stdout);
+    let ours = krust(&["dump-log", args[0], args[1], args[2]]);
+    assert!(ours.success(), "krust dump-log failed: {}", ours.stderr);
+    assert_same_lines("dump-log (damaged)", &kafka.stdout, &ours.stdout);
+
     // metadata-shell, one-shot commands on the snapshot. `/local` is left out: it names the
     // shell's own version (Kafka's 3.9.1 and commit id, krust's version).
     let snapshot_arg = snapshot.display().to_string();

@@ -8,11 +8,12 @@
 //! `controlType: NAME(id)`. Without a decoder, `--print-data-log` prints keys and values as UTF-8
 //! text (Kafka's `StringDecoder`).
 //!
-//! Differences from Kafka, both for files Kafka itself would choke on: a batch that fails to
-//! parse (CRC mismatch, bad magic, cut short) ends the dump of that file with Kafka's
-//! `Found <n> invalid bytes at the end of <file>` line (Kafka prints CRC-mismatched batches with
-//! `isvalid: false` and goes on); index, time-index and producer-snapshot files are not dumped
-//! (`Ignoring unknown file`).
+//! A batch whose CRC does not match is printed with `isvalid: false`, as Kafka does. Differences
+//! from Kafka, for files Kafka itself would choke on or that are not metadata files: a batch
+//! that fails to parse otherwise (bad length or magic, cut short) ends the dump of that file
+//! with Kafka's `Found <n> invalid bytes at the end of <file>` line (Kafka stops the same way
+//! at a cut-short tail, and throws on the rest); index, time-index and producer-snapshot files
+//! are not dumped (`Ignoring unknown file`).
 
 pub mod json;
 
@@ -23,9 +24,13 @@ use anyhow::Context as _;
 use bytes::{Buf, Bytes};
 use kafka_protocol::messages::{KRaftVersionRecord, SnapshotFooterRecord, SnapshotHeaderRecord};
 use kafka_protocol::protocol::Decodable;
-use krust_log::batch::{Compression, Record, RecordBatch, TimestampType};
-use krust_metadata::ApiMessageAndVersion;
+use krust_log::batch::{
+    BatchError, Compression, RECORD_BATCH_OVERHEAD, Record, RecordBatch, RecordBatchBuilder,
+    TimestampType,
+};
 use krust_metadata::codec::{ByteReader, DecodeError};
+use krust_metadata::records::RecordError;
+use krust_metadata::{ApiMessageAndVersion, FrameError};
 use krust_raft::snapshot::{SnapshotFileKind, SnapshotFileName};
 
 use json::JsonObject;
@@ -137,10 +142,16 @@ fn dump_file(
     let mut last_offset = -1i64;
     let mut non_consecutive = Vec::new();
     while !rest.is_empty() {
-        let Ok((batch, tail)) = RecordBatch::parse(rest.clone(), MAX_BATCH_BYTES) else {
-            break;
+        let (batch, tail, stored_crc) = match RecordBatch::parse(rest.clone(), MAX_BATCH_BYTES) {
+            Ok((batch, tail)) => (batch, tail, None),
+            // Kafka prints a batch whose CRC does not match with `isvalid: false` and reads on.
+            Err(BatchError::CrcMismatch { stored, .. }) => match rebuild_with_valid_crc(&rest) {
+                Some((batch, tail)) => (batch, tail, Some(stored)),
+                None => break,
+            },
+            Err(_) => break,
         };
-        print_batch(&batch, valid_bytes, out)?;
+        print_batch(&batch, valid_bytes, stored_crc, out)?;
         if options.deep() {
             match batch.records() {
                 Ok(records) => {
@@ -199,7 +210,60 @@ fn sequence_at(base_sequence: i32, delta: i32) -> i32 {
     }
 }
 
-fn print_batch(batch: &RecordBatch, position: usize, out: &mut impl Write) -> std::io::Result<()> {
+/// The batch at the front of `buf`, whose framing parsed but whose CRC did not match, rebuilt
+/// from its own header fields and records area so that it can be printed; and the bytes after
+/// it. `None` if the header is unusable (an unknown compression codec).
+fn rebuild_with_valid_crc(buf: &Bytes) -> Option<(RecordBatch, Bytes)> {
+    let be = |range: std::ops::Range<usize>| buf.get(range);
+    let i64_at = |at: usize| {
+        be(at..at + 8)
+            .and_then(|b| b.try_into().ok())
+            .map(i64::from_be_bytes)
+    };
+    let i32_at = |at: usize| {
+        be(at..at + 4)
+            .and_then(|b| b.try_into().ok())
+            .map(i32::from_be_bytes)
+    };
+    let i16_at = |at: usize| {
+        be(at..at + 2)
+            .and_then(|b| b.try_into().ok())
+            .map(i16::from_be_bytes)
+    };
+    let size = 12 + usize::try_from(i32_at(8)?).ok()?;
+    if size < RECORD_BATCH_OVERHEAD || size > buf.len() || size > krust_log::batch::MAX_BATCH_BYTES
+    {
+        return None;
+    }
+    let attributes = i16_at(21)?;
+    let compression = Compression::from_id(u8::try_from(attributes & 0x07).ok()?)?;
+    let timestamp_type = if attributes & 0x08 != 0 {
+        TimestampType::LogAppendTime
+    } else {
+        TimestampType::CreateTime
+    };
+    let batch = RecordBatchBuilder::new(i64_at(0)?)
+        .partition_leader_epoch(i32_at(12)?)
+        .timestamp_type(timestamp_type)
+        .base_timestamp(i64_at(27)?)
+        .max_timestamp(i64_at(35)?)
+        .producer(i64_at(43)?, i16_at(51)?, i32_at(53)?)
+        .transactional(attributes & 0x10 != 0)
+        .control(attributes & 0x20 != 0)
+        .delete_horizon(attributes & 0x40 != 0)
+        .compression(compression)
+        .last_offset_delta(i32_at(23)?)
+        .opaque_payload(buf.slice(RECORD_BATCH_OVERHEAD..size), i32_at(57)?)
+        .build();
+    Some((batch, buf.slice(size..)))
+}
+
+fn print_batch(
+    batch: &RecordBatch,
+    position: usize,
+    stored_crc: Option<u32>,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     let delete_horizon = if batch.has_delete_horizon() {
         format!("OptionalLong[{}]", batch.base_timestamp())
     } else {
@@ -210,7 +274,7 @@ fn print_batch(batch: &RecordBatch, position: usize, out: &mut impl Write) -> st
         "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} producerId: {} \
          producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} isControl: {} \
          deleteHorizonMs: {delete_horizon} position: {position} {}: {} size: {} magic: {} \
-         compresscodec: {} crc: {} isvalid: true",
+         compresscodec: {} crc: {} isvalid: {}",
         batch.base_offset(),
         batch.last_offset(),
         batch.record_count(),
@@ -226,7 +290,8 @@ fn print_batch(batch: &RecordBatch, position: usize, out: &mut impl Write) -> st
         batch.size_in_bytes(),
         batch.magic(),
         compression_name(batch.compression()),
-        batch.crc(),
+        stored_crc.unwrap_or(batch.crc()),
+        stored_crc.is_none(),
     )
 }
 
@@ -295,6 +360,12 @@ fn metadata_payload(value: &Bytes, offset: i64) -> String {
                 );
             o.finish()
         }
+        // Kafka's `MetadataRecordSerde` wording for a body that does not parse; krust's own
+        // message for the other cases (frame header, unknown type or version, trailing bytes).
+        Err(FrameError::Record(RecordError::MalformedBody { record_type, .. })) => format!(
+            "Error at {offset}, skipping. Failed to deserialize record with type {}",
+            record_type.api_key()
+        ),
         Err(e) => format!("Error at {offset}, skipping. {e}"),
     }
 }
@@ -433,6 +504,42 @@ mod tests {
             headers: Vec::new(),
         };
         assert!(control_record(&record).starts_with("controlType: KRAFT_VOTERS(6) "));
+    }
+
+    #[test]
+    fn a_batch_with_a_bad_crc_prints_isvalid_false_and_the_dump_goes_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("00000000000000000000.log");
+        let mut first = RecordBatchBuilder::new(0).partition_leader_epoch(3);
+        first.append_kv(5, None, Some(Bytes::from_static(b"not a frame")));
+        let good = first.build();
+        let mut bad = good.as_bytes().to_vec();
+        let last = bad.len() - 3;
+        bad[last] ^= 0x01; // inside the record's value: only the CRC notices
+        let mut second = RecordBatchBuilder::new(1);
+        second.append_kv(6, None, Some(Bytes::from_static(b"x")));
+        bad.extend_from_slice(second.build().as_bytes());
+        std::fs::write(&file, &bad).expect("write");
+        let options = DumpOptions {
+            files: vec![file],
+            cluster_metadata_decoder: true,
+            ..DumpOptions::default()
+        };
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        run_dump_log(&options, &mut out, &mut err).expect("dump");
+        let text = String::from_utf8(out).expect("utf8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[2].ends_with(&format!("crc: {} isvalid: false", good.crc())),
+            "{text}"
+        );
+        assert!(lines[2].contains("partitionLeaderEpoch: 3"), "{text}");
+        assert!(lines[3].starts_with("| offset: 0 CreateTime: 5"), "{text}");
+        assert!(
+            lines[4].starts_with("baseOffset: 1 ") && lines[4].ends_with("isvalid: true"),
+            "{text}"
+        );
+        assert_eq!(lines.len(), 6, "{text}");
     }
 
     #[test]
