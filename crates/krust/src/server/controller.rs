@@ -20,6 +20,11 @@
 //!   passed with new records, the committed image is written with
 //!   [`RaftHandle::create_snapshot`] (one at a time, off the task).
 //!
+//! - KIP-919 self-registration (Kafka's `ControllerRegistrationManager`): once the committed
+//!   metadata.version supports it, the node sends ControllerRegistration (its listener, its
+//!   supported features, a fresh incarnation id) to the active controller — itself included —
+//!   and retries every [`REGISTRATION_RETRY`] until the committed image holds it.
+//!
 //! A record that does not decode or replay is fatal (Kafka's controller fault handler): the
 //! task ends with a [`ControllerTaskError`] and the process stops.
 
@@ -31,6 +36,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use bytes::Bytes;
+use kafka_protocol::messages::controller_registration_request::{Feature, Listener};
+use kafka_protocol::messages::{ControllerRegistrationRequest, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
 use krust_controller::heartbeat::{
     BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, BROKER_SESSION_TIMEOUT_MS_DEFAULT, HeartbeatConfig,
 };
@@ -42,11 +50,13 @@ use krust_controller::{
     QuorumControllerConfig, RequestId,
 };
 use krust_log::batch::RecordBatch;
+use krust_metadata::MetadataVersion;
 use krust_metadata::image::features::FeaturesImage;
 use krust_metadata::{
     ApiMessageAndVersion, BOOTSTRAP_FILE_NAME, BootstrapMetadata, FrameError, MetadataProvenance,
     ReplayError,
 };
+use krust_raft::config::VoterAddress;
 use krust_raft::driver::{MetadataLogConfig, RaftEvent, RaftHandle};
 use krust_raft::snapshot::{SnapshotId, read_snapshot};
 use krust_raft::{LeaderEpoch, OffsetAndEpoch};
@@ -61,6 +71,12 @@ const REQUEST_QUEUE: usize = 500;
 /// Appends waiting for the appender task. Full means the log cannot keep up: the controller
 /// resigns rather than block the task that must keep replaying commits.
 const APPEND_QUEUE: usize = 4096;
+
+/// How long to wait before sending ControllerRegistration again while the committed image does
+/// not show this incarnation.
+const REGISTRATION_RETRY: Duration = Duration::from_secs(1);
+/// Timeout of a ControllerRegistration sent to another controller.
+const REGISTRATION_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Why the controller task stopped the process.
 #[derive(Debug, thiserror::Error)]
@@ -231,16 +247,70 @@ struct PendingAppend {
     records: Vec<Bytes>,
 }
 
-/// Starts the controller task over `raft`'s `events` (the driver's listener channel).
-/// `partition_dir` is `__cluster_metadata-0`, where installed snapshots are read from;
+/// Where the controller task runs: its identity and the quorum's addresses.
+#[derive(Debug, Clone)]
+pub struct ControllerNode {
+    /// `node.id`.
+    pub node_id: i32,
+    /// The controller listener's name (first of `controller.listener.names`).
+    pub listener_name: String,
+    /// `controller.quorum.voters` (this node's own entry gives its registered endpoint).
+    pub voters: Vec<VoterAddress>,
+    /// `__cluster_metadata-0`, where installed snapshots are read from.
+    pub partition_dir: PathBuf,
+}
+
+/// The ControllerRegistration this process sends (KIP-919): its controller listener, the
+/// features it supports (as advertised in ApiVersions) and a fresh incarnation id.
+fn registration_request(node: &ControllerNode) -> ControllerRegistrationRequest {
+    let own = node.voters.iter().find(|v| v.id.0 == node.node_id);
+    let listeners = own
+        .map(|v| {
+            vec![
+                Listener::default()
+                    .with_name(StrBytes::from_string(node.listener_name.clone()))
+                    .with_host(StrBytes::from_string(v.host.clone()))
+                    .with_port(v.port)
+                    // PLAINTEXT: the only security protocol krust serves.
+                    .with_security_protocol(0),
+            ]
+        })
+        .unwrap_or_default();
+    let feature = |name: &str, min: i16, max: i16| {
+        Feature::default()
+            .with_name(StrBytes::from_string(name.to_owned()))
+            .with_min_supported_version(min)
+            .with_max_supported_version(max)
+    };
+    let features = std::iter::once(feature(
+        krust_metadata::metadata_version::FEATURE_NAME,
+        MetadataVersion::MINIMUM_KRAFT_VERSION.feature_level(),
+        MetadataVersion::LATEST_PRODUCTION.feature_level(),
+    ))
+    .chain(
+        krust_metadata::features::Feature::ALL
+            .into_iter()
+            .map(|f| feature(f.name(), 0, f.latest_production())),
+    )
+    .collect();
+    ControllerRegistrationRequest::default()
+        .with_controller_id(node.node_id)
+        .with_incarnation_id(krust_metadata::kafka_uuid::random_kafka_uuid(
+            &mut rand::thread_rng(),
+        ))
+        .with_zk_migration_ready(false)
+        .with_listeners(listeners)
+        .with_features(features)
+}
+
+/// Starts the controller task over `raft`'s `events` (the driver's listener channel);
 /// `snapshots` carries the snapshot triggers.
 #[must_use]
 pub fn spawn(
     controller: QuorumController,
-    node_id: i32,
+    node: ControllerNode,
     raft: RaftHandle,
     events: mpsc::Receiver<RaftEvent>,
-    partition_dir: PathBuf,
     snapshots: &MetadataLogConfig,
 ) -> (
     ControllerChannel,
@@ -252,9 +322,17 @@ pub fn spawn(
     tokio::spawn(run_appender(raft.clone(), appends_rx));
     let task = ControllerTask {
         controller,
-        node_id,
+        node_id: node.node_id,
         raft,
-        partition_dir,
+        partition_dir: node.partition_dir.clone(),
+        registration: Registration {
+            request: registration_request(&node),
+            voters: node.voters,
+            leader: None,
+            local: None,
+            remote_in_flight: Arc::new(AtomicBool::new(false)),
+            next_attempt: Instant::now(),
+        },
         waiting: HashMap::new(),
         delivered_end: 0,
         active_epoch: None,
@@ -327,6 +405,20 @@ struct ControllerTask {
     /// The features sub-image last published (shared by images that did not change it).
     published_features: Option<Arc<FeaturesImage>>,
     snapshots: SnapshotTrigger,
+    registration: Registration,
+}
+
+/// KIP-919 self-registration state.
+struct Registration {
+    request: ControllerRegistrationRequest,
+    voters: Vec<VoterAddress>,
+    /// The Raft leader (the active controller), if known.
+    leader: Option<i32>,
+    /// The registration handed to this node's own active controller.
+    local: Option<RequestId>,
+    /// Set while a registration sent to another controller awaits its answer.
+    remote_in_flight: Arc<AtomicBool>,
+    next_attempt: Instant,
 }
 
 /// When to write the next snapshot (Kafka's `SnapshotGenerator`).
@@ -372,7 +464,9 @@ impl ControllerTask {
                 () = sleep_until(deadline), if deadline.is_some() => {
                     self.controller.handle_timeout(Instant::now());
                 }
+                () = tokio::time::sleep(REGISTRATION_RETRY), if self.registration_pending() => {}
             }
+            self.maybe_register();
             self.drain_actions();
         }
     }
@@ -387,6 +481,7 @@ impl ControllerTask {
             }
             RaftEvent::LeaderChange { leader, epoch } => {
                 let now = Instant::now();
+                self.registration.leader = leader.map(|l| l.0);
                 let leads = leader.is_some_and(|l| l.0 == self.node_id);
                 if self
                     .active_epoch
@@ -547,6 +642,89 @@ impl ControllerTask {
         Ok(())
     }
 
+    /// Whether this incarnation still has to appear in the committed image (and can, at the
+    /// committed metadata.version).
+    fn registration_pending(&self) -> bool {
+        let image = self.controller.committed_image();
+        if image.is_empty()
+            || !image
+                .features
+                .metadata_version
+                .is_controller_registration_supported()
+        {
+            return false;
+        }
+        image
+            .cluster
+            .controllers
+            .get(&self.node_id)
+            .is_none_or(|r| r.incarnation_id != self.registration.request.incarnation_id)
+    }
+
+    /// Sends ControllerRegistration to the active controller when due (Kafka's
+    /// `ControllerRegistrationManager`).
+    fn maybe_register(&mut self) {
+        let now = Instant::now();
+        if now < self.registration.next_attempt
+            || self.registration.local.is_some()
+            || self.registration.remote_in_flight.load(Ordering::Acquire)
+            || !self.registration_pending()
+        {
+            return;
+        }
+        let Some(leader) = self.registration.leader else {
+            return;
+        };
+        self.registration.next_attempt = now + REGISTRATION_RETRY;
+        let request = self.registration.request.clone();
+        if leader == self.node_id {
+            if self.controller.is_active() {
+                let id = self
+                    .controller
+                    .handle_request(now, ControllerRequest::ControllerRegistration(request));
+                self.registration.local = Some(id);
+            }
+            return;
+        }
+        let Some(address) = self
+            .registration
+            .voters
+            .iter()
+            .find(|v| v.id.0 == leader)
+            .map(|v| format!("{}:{}", v.host, v.port))
+        else {
+            return;
+        };
+        let in_flight = self.registration.remote_in_flight.clone();
+        in_flight.store(true, Ordering::Release);
+        tokio::spawn(async move {
+            let client = krust_net::Client::new(
+                address,
+                krust_net::ClientConfig {
+                    client_id: "raft-controller-registration".to_owned(),
+                    request_timeout: REGISTRATION_TIMEOUT,
+                    ..krust_net::ClientConfig::default()
+                },
+            );
+            match client.send(request, 0).await {
+                Ok(ResponseKind::ControllerRegistration(r)) if r.error_code == 0 => {
+                    info!(leader, "controller registration sent");
+                }
+                Ok(ResponseKind::ControllerRegistration(r)) => {
+                    debug!(
+                        leader,
+                        error_code = r.error_code,
+                        "controller registration refused"
+                    );
+                }
+                Ok(_) => warn!(leader, "unexpected answer to ControllerRegistration"),
+                Err(e) => debug!(leader, error = %e, "controller registration failed"),
+            }
+            client.disconnect().await;
+            in_flight.store(false, Ordering::Release);
+        });
+    }
+
     /// Starts writing a snapshot of the committed image when one is due and none is being
     /// written.
     fn maybe_snapshot(&mut self) {
@@ -606,6 +784,15 @@ impl ControllerTask {
                     records,
                 } => self.append(epoch, base_offset, &records),
                 ControllerAction::Respond { id, response } => {
+                    if self.registration.local == Some(id) {
+                        self.registration.local = None;
+                        if let ControllerResponse::ControllerRegistration(r) = &response
+                            && r.error_code != 0
+                        {
+                            warn!(error_code = r.error_code, "controller registration refused");
+                        }
+                        continue;
+                    }
                     if let Some(reply) = self.waiting.remove(&id) {
                         // The requester may have gone (connection closed): nothing to do.
                         let _ = reply.send(response);

@@ -226,10 +226,14 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             let qc = krust_controller::QuorumController::new(qc_config, rand::random());
             let (channel, task) = controller::spawn(
                 qc,
-                node.node_id,
+                controller::ControllerNode {
+                    node_id: node.node_id,
+                    listener_name: node.listener_name.clone(),
+                    voters: voters.clone(),
+                    partition_dir,
+                },
                 raft.clone(),
                 events_rx,
-                partition_dir,
                 &snapshot_triggers,
             );
             (None, Some(task), Some(channel))
