@@ -14,6 +14,8 @@ use krust_testkit::{KafkaDist, KafkaNode, ToolOutput, class, run_binary};
 
 const KRUST: &str = env!("CARGO_BIN_EXE_krust");
 const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+/// One Kafka `MetadataShell` run (normally 2-3 s); see [`assert_same_as_kafka_shell`].
+const SHELL_TIMEOUT: Duration = Duration::from_secs(45);
 
 fn files_with_suffix(dir: &Path, suffix: &str) -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -265,22 +267,25 @@ fn dump_log_and_metadata_shell_print_what_kafka_prints() {
         "krust interactive shell failed: {}",
         ours.stderr
     );
-    let mut last = String::new();
+    let mut same = false;
+    let mut last = None;
     for _ in 0..4 {
-        let kafka = dist
-            .run_tool_with_stdin(
-                class::METADATA_SHELL,
-                &["--snapshot", &snapshot_arg],
-                script,
-                TOOL_TIMEOUT,
-            )
-            .expect("Kafka MetadataShell");
-        if kafka.stdout == ours.stdout {
-            break;
+        match dist.run_tool_with_stdin(
+            class::METADATA_SHELL,
+            &["--snapshot", &snapshot_arg],
+            script,
+            SHELL_TIMEOUT,
+        ) {
+            Ok(kafka) if kafka.stdout == ours.stdout => {
+                same = true;
+                break;
+            }
+            Ok(kafka) => last = Some(kafka.stdout),
+            Err(e) => eprintln!("Kafka MetadataShell (interactive): {e}"),
         }
-        last = kafka.stdout;
     }
-    if !last.is_empty() {
+    if !same {
+        let last = last.expect("Kafka MetadataShell never finished");
         assert_same_lines("interactive metadata-shell", &last, &ours.stdout);
     }
 
@@ -309,16 +314,16 @@ fn krust_shell(source: &[&str], command: &[&str]) -> String {
 fn assert_same_as_kafka_shell(dist: &KafkaDist, file: &str, command: &[&str], ours: &str) {
     let mut args = vec!["--snapshot", file];
     args.extend(command);
-    let mut last = String::new();
+    let mut last = None;
     for _ in 0..4 {
-        let kafka = dist
-            .run_tool(class::METADATA_SHELL, &args, TOOL_TIMEOUT)
-            .expect("Kafka MetadataShell");
-        if kafka.stdout == ours {
-            return;
+        // A run that hangs (the same race can leave the one-shot shell waiting) is retried too.
+        match dist.run_tool(class::METADATA_SHELL, &args, SHELL_TIMEOUT) {
+            Ok(kafka) if kafka.stdout == ours => return,
+            Ok(kafka) => last = Some(kafka.stdout),
+            Err(e) => eprintln!("Kafka MetadataShell {args:?}: {e}"),
         }
-        last = kafka.stdout;
     }
+    let last = last.expect("Kafka MetadataShell never finished");
     assert_same_lines(&format!("metadata-shell {args:?}"), &last, ours);
 }
 
