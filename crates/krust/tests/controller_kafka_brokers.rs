@@ -4,12 +4,14 @@
 //!
 //! Checks, in order: every broker registers with the active krust controller and is unfenced
 //! (Kafka logs `Kafka Server started` only after its initial unfence), and Kafka's
-//! `MetadataQuorumCommand describe --replication` lists the brokers as observers;
+//! `MetadataQuorumCommand describe --replication` lists the brokers as observers; Kafka's
+//! `FeatureCommand --bootstrap-controller describe` shows the finalized metadata.version and
+//! `upgrade --metadata 3.9` through a broker (UpdateFeatures in an Envelope) succeeds;
 //! `kafka-topics --create --replication-factor 3` through a broker (forwarded to the
 //! controller in an Envelope) and `--describe` shows three in-sync replicas; Kafka's console
 //! producer and consumer move records through that topic; SIGKILL of the active krust
-//! controller elects a standby, which takes over and still creates a topic; `--delete`
-//! removes a topic.
+//! controller elects a standby, which takes over and still creates a topic; `kafka-topics
+//! --alter --partitions` and `kafka-configs --alter` go through; `--delete` removes a topic.
 
 #[path = "quorum_support/mod.rs"]
 mod support;
@@ -21,6 +23,8 @@ use support::{FAST_TIMEOUTS, KRUST, Quorum, STARTED_LINE, wait_for_quorum};
 
 const WAIT: Duration = Duration::from_secs(120);
 const BROKER_IDS: [i32; 3] = [101, 102, 103];
+/// `kafka-configs.sh`.
+const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
 
 fn start_controller(quorum: &mut Quorum, id: i32) {
     let node = quorum.node(id);
@@ -159,6 +163,51 @@ fn kafka_brokers_run_on_a_krust_controller_quorum() {
         );
     }
 
+    // Kafka's feature tool reads the finalized features from a krust controller's ApiVersions.
+    let features = dist
+        .run_tool(
+            class::FEATURE_COMMAND,
+            &["--bootstrap-controller", &controllers, "describe"],
+            Duration::from_secs(120),
+        )
+        .expect("run FeatureCommand");
+    println!("kafka-features describe:\n{}", features.stdout);
+    assert!(
+        features
+            .stdout
+            .lines()
+            .any(|l| l.contains("Feature: metadata.version")
+                && l.contains("FinalizedVersionLevel: 3.9-IV0")),
+        "kafka-features describe:\n{}{}",
+        features.stdout,
+        features.stderr
+    );
+
+    // UpdateFeatures forwarded by a broker (Envelope): re-finalizing the current level.
+    let upgrade = dist
+        .run_tool(
+            class::FEATURE_COMMAND,
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "upgrade",
+                "--metadata",
+                "3.9",
+            ],
+            Duration::from_secs(120),
+        )
+        .expect("run FeatureCommand upgrade");
+    println!(
+        "kafka-features upgrade:\n{}{}",
+        upgrade.stdout, upgrade.stderr
+    );
+    assert!(
+        upgrade.success(),
+        "kafka-features upgrade --metadata 3.9:\n{}{}",
+        upgrade.stdout,
+        upgrade.stderr
+    );
+
     // Create (forwarded in an Envelope), describe, produce, consume.
     if let Err(e) = dist.create_topic(&bootstrap, "krust-events", 3, 3, &[]) {
         panic!("create topic: {e}\n{}", logs(&quorum, &brokers));
@@ -244,6 +293,85 @@ fn kafka_brokers_run_on_a_krust_controller_quorum() {
         |out| partitions_with_isr(out, "after-failover", 3) == 2,
     )
     .unwrap_or_else(|last| panic!("after-failover never showed 3 ISRs:\n{last}"));
+
+    // CreatePartitions and IncrementalAlterConfigs, forwarded by a broker.
+    topics_until(
+        &dist,
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--alter",
+            "--topic",
+            "after-failover",
+            "--partitions",
+            "4",
+        ],
+        |_| true,
+    )
+    .unwrap_or_else(|last| panic!("alter --partitions failed:\n{last}"));
+    topics_until(
+        &dist,
+        &[
+            "--bootstrap-server",
+            &bootstrap,
+            "--describe",
+            "--topic",
+            "after-failover",
+        ],
+        |out| partitions_with_isr(out, "after-failover", 3) == 4,
+    )
+    .unwrap_or_else(|last| panic!("after-failover never showed 4 partitions:\n{last}"));
+    let alter = dist
+        .run_tool(
+            CONFIG_COMMAND,
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--alter",
+                "--entity-type",
+                "topics",
+                "--entity-name",
+                "after-failover",
+                "--add-config",
+                "retention.ms=86400000",
+            ],
+            Duration::from_secs(120),
+        )
+        .expect("run kafka-configs --alter");
+    assert!(
+        alter.success(),
+        "kafka-configs --alter:\n{}{}",
+        alter.stdout,
+        alter.stderr
+    );
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let shown = dist
+            .run_tool(
+                CONFIG_COMMAND,
+                &[
+                    "--bootstrap-server",
+                    &bootstrap,
+                    "--describe",
+                    "--entity-type",
+                    "topics",
+                    "--entity-name",
+                    "after-failover",
+                ],
+                Duration::from_secs(120),
+            )
+            .expect("run kafka-configs --describe");
+        if shown.stdout.contains("retention.ms=86400000") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "retention.ms never shown:\n{}{}",
+            shown.stdout,
+            shown.stderr
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 
     // Delete, then the topic is gone from the listing.
     let deleted = dist
