@@ -384,85 +384,65 @@ pub(crate) fn parse_vote_response(r: &VoteResponse) -> Parsed<(LeaderInfo, bool)
     Some((None, Some((info, p.vote_granted))))
 }
 
-pub(crate) fn begin_quorum_epoch_response_top(error: ResponseError) -> BeginQuorumEpochResponse {
-    BeginQuorumEpochResponse::default().with_error_code(error.code())
+/// BeginQuorumEpoch and EndQuorumEpoch responses have the same shape (a top-level error, then one
+/// partition carrying an error and the leader id and epoch it knows) over two generated types: one
+/// builder set for both.
+macro_rules! quorum_epoch_response_codec {
+    ($top:ident, $build:ident, $parse:ident, $response:ident, $module:ident) => {
+        pub(crate) fn $top(error: ResponseError) -> $response {
+            $response::default().with_error_code(error.code())
+        }
+
+        pub(crate) fn $build(info: LeaderInfo) -> $response {
+            let partition = $module::PartitionData::default()
+                .with_partition_index(METADATA_PARTITION)
+                .with_error_code(code(info.error))
+                .with_leader_id(leader_id_raw(info.leader_id))
+                .with_leader_epoch(info.epoch.0);
+            $response::default().with_topics(vec![
+                $module::TopicData::default()
+                    .with_topic_name(topic_name())
+                    .with_partitions(vec![partition]),
+            ])
+        }
+
+        pub(crate) fn $parse(r: &$response) -> Parsed<LeaderInfo> {
+            let top = ResponseError::try_from_code(r.error_code);
+            if top.is_some() {
+                return Some((top, None));
+            }
+            let p = single(
+                &r.topics,
+                |t| is_metadata_topic(&t.topic_name),
+                |t| &t.partitions,
+                |p| p.partition_index,
+            )?;
+            Some((
+                None,
+                Some(LeaderInfo {
+                    error: ResponseError::try_from_code(p.error_code),
+                    leader_id: node_or_none(p.leader_id.0),
+                    epoch: LeaderEpoch(p.leader_epoch),
+                }),
+            ))
+        }
+    };
 }
 
-pub(crate) fn begin_quorum_epoch_response(info: LeaderInfo) -> BeginQuorumEpochResponse {
-    let partition = begin_quorum_epoch_response::PartitionData::default()
-        .with_partition_index(METADATA_PARTITION)
-        .with_error_code(code(info.error))
-        .with_leader_id(leader_id_raw(info.leader_id))
-        .with_leader_epoch(info.epoch.0);
-    BeginQuorumEpochResponse::default().with_topics(vec![
-        begin_quorum_epoch_response::TopicData::default()
-            .with_topic_name(topic_name())
-            .with_partitions(vec![partition]),
-    ])
-}
-
-pub(crate) fn parse_begin_quorum_epoch_response(
-    r: &BeginQuorumEpochResponse,
-) -> Option<(Option<ResponseError>, Option<LeaderInfo>)> {
-    let top = ResponseError::try_from_code(r.error_code);
-    if top.is_some() {
-        return Some((top, None));
-    }
-    let p = single(
-        &r.topics,
-        |t| is_metadata_topic(&t.topic_name),
-        |t| &t.partitions,
-        |p| p.partition_index,
-    )?;
-    Some((
-        None,
-        Some(LeaderInfo {
-            error: ResponseError::try_from_code(p.error_code),
-            leader_id: node_or_none(p.leader_id.0),
-            epoch: LeaderEpoch(p.leader_epoch),
-        }),
-    ))
-}
-
-pub(crate) fn end_quorum_epoch_response_top(error: ResponseError) -> EndQuorumEpochResponse {
-    EndQuorumEpochResponse::default().with_error_code(error.code())
-}
-
-pub(crate) fn end_quorum_epoch_response(info: LeaderInfo) -> EndQuorumEpochResponse {
-    let partition = end_quorum_epoch_response::PartitionData::default()
-        .with_partition_index(METADATA_PARTITION)
-        .with_error_code(code(info.error))
-        .with_leader_id(leader_id_raw(info.leader_id))
-        .with_leader_epoch(info.epoch.0);
-    EndQuorumEpochResponse::default().with_topics(vec![
-        end_quorum_epoch_response::TopicData::default()
-            .with_topic_name(topic_name())
-            .with_partitions(vec![partition]),
-    ])
-}
-
-pub(crate) fn parse_end_quorum_epoch_response(
-    r: &EndQuorumEpochResponse,
-) -> Option<(Option<ResponseError>, Option<LeaderInfo>)> {
-    let top = ResponseError::try_from_code(r.error_code);
-    if top.is_some() {
-        return Some((top, None));
-    }
-    let p = single(
-        &r.topics,
-        |t| is_metadata_topic(&t.topic_name),
-        |t| &t.partitions,
-        |p| p.partition_index,
-    )?;
-    Some((
-        None,
-        Some(LeaderInfo {
-            error: ResponseError::try_from_code(p.error_code),
-            leader_id: node_or_none(p.leader_id.0),
-            epoch: LeaderEpoch(p.leader_epoch),
-        }),
-    ))
-}
+quorum_epoch_response_codec!(
+    begin_quorum_epoch_response_top,
+    begin_quorum_epoch_response,
+    parse_begin_quorum_epoch_response,
+    BeginQuorumEpochResponse,
+    begin_quorum_epoch_response
+);
+quorum_epoch_response_codec!(
+    end_quorum_epoch_response_top,
+    end_quorum_epoch_response,
+    parse_end_quorum_epoch_response,
+    EndQuorumEpochResponse,
+    end_quorum_epoch_response
+);
 
 /// What a Fetch response partition tells the fetcher.
 #[derive(Clone, Debug, PartialEq)]
