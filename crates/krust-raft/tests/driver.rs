@@ -19,7 +19,9 @@ use kafka_protocol::protocol::Encodable;
 use krust_log::LogConfig;
 use krust_net::{Handler, Reply, RequestContext, Server, ServerConfig, SupportedApis};
 use krust_raft::config::{RaftConfig, VoterAddress};
-use krust_raft::driver::wire_versions::{self, fit_request, fit_response};
+use krust_raft::driver::wire_versions::{
+    self, RoutedRequest, fit_request, fit_response, raft_request, response_kind, sender_of,
+};
 use krust_raft::driver::{
     DriverAppendError, DriverConfig, DriverStartError, RaftDriver, RaftEvent, RaftHandle,
     StorageError,
@@ -237,51 +239,21 @@ impl Handler for RaftListener {
         let Some(raft) = self.raft.get() else {
             return Reply::Close;
         };
-        let (from, request) = match request {
+        let request = match request {
             RequestKind::ApiVersions(r) => {
                 return ResponseKind::ApiVersions(self.apis.respond_to(&r, ctx.api_version)).into();
             }
-            RequestKind::Vote(r) => {
-                let from = r
-                    .topics
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .map_or(-1, |p| p.candidate_id.0);
-                (from, RaftRequest::Vote(r))
-            }
-            RequestKind::BeginQuorumEpoch(r) => {
-                let from = r
-                    .topics
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .map_or(-1, |p| p.leader_id.0);
-                (from, RaftRequest::BeginQuorumEpoch(r))
-            }
-            RequestKind::EndQuorumEpoch(r) => {
-                let from = r
-                    .topics
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .map_or(-1, |p| p.leader_id.0);
-                (from, RaftRequest::EndQuorumEpoch(r))
-            }
-            RequestKind::Fetch(r) => (
-                r.replica_state.replica_id.0.max(r.replica_id.0),
-                RaftRequest::Fetch(r),
-            ),
-            _ => return Reply::Close,
+            other => match raft_request(other) {
+                RoutedRequest::Raft(request) => request,
+                RoutedRequest::Other(_) => return Reply::Close,
+            },
         };
-        let Some(mut response) = raft.handle_request(NodeId(from), request).await else {
+        let from = sender_of(&request);
+        let Some(mut response) = raft.handle_request(from, request).await else {
             return Reply::Close;
         };
         fit_response(&mut response, ctx.api_version);
-        match response {
-            RaftResponse::Vote(r) => ResponseKind::Vote(r).into(),
-            RaftResponse::BeginQuorumEpoch(r) => ResponseKind::BeginQuorumEpoch(r).into(),
-            RaftResponse::EndQuorumEpoch(r) => ResponseKind::EndQuorumEpoch(r).into(),
-            RaftResponse::Fetch(r) => ResponseKind::Fetch(r).into(),
-            _ => Reply::Close,
-        }
+        response_kind(response).into()
     }
 }
 

@@ -17,13 +17,15 @@ use krust_log::LogConfig;
 use krust_net::{Handler, Reply, RequestContext, Server, ServerConfig, SupportedApis};
 use krust_raft::SnapshotIdError;
 use krust_raft::config::{RaftConfig, VoterAddress};
-use krust_raft::driver::wire_versions::{self, fit_response};
+use krust_raft::driver::wire_versions::{
+    self, RoutedRequest, fit_response, raft_request, response_kind, sender_of,
+};
 use krust_raft::driver::{
     CreateSnapshotError, DriverConfig, DriverExit, DriverStartError, MetadataLogConfig,
     MetadataStore, RaftDriver, RaftEvent, RaftHandle, StorageError,
 };
 use krust_raft::snapshot::{SnapshotId, read_snapshot};
-use krust_raft::{NodeId, OffsetAndEpoch, RaftRequest, RaftResponse, RoleKind};
+use krust_raft::{NodeId, OffsetAndEpoch, RoleKind};
 use tokio::sync::mpsc;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -432,54 +434,21 @@ impl Handler for RaftListener {
         let Some(raft) = raft else {
             return Reply::Close;
         };
-        let first = |ids: Option<i32>| ids.unwrap_or(-1);
-        let (from, request) = match request {
+        let request = match request {
             RequestKind::ApiVersions(r) => {
                 return ResponseKind::ApiVersions(self.apis.respond_to(&r, ctx.api_version)).into();
             }
-            RequestKind::Vote(r) => {
-                let from = r
-                    .topics
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .map(|p| p.candidate_id.0);
-                (first(from), RaftRequest::Vote(r))
-            }
-            RequestKind::BeginQuorumEpoch(r) => {
-                let from = r
-                    .topics
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .map(|p| p.leader_id.0);
-                (first(from), RaftRequest::BeginQuorumEpoch(r))
-            }
-            RequestKind::EndQuorumEpoch(r) => {
-                let from = r
-                    .topics
-                    .first()
-                    .and_then(|t| t.partitions.first())
-                    .map(|p| p.leader_id.0);
-                (first(from), RaftRequest::EndQuorumEpoch(r))
-            }
-            RequestKind::Fetch(r) => (
-                r.replica_state.replica_id.0.max(r.replica_id.0),
-                RaftRequest::Fetch(r),
-            ),
-            RequestKind::FetchSnapshot(r) => (r.replica_id.0, RaftRequest::FetchSnapshot(r)),
-            _ => return Reply::Close,
+            other => match raft_request(other) {
+                RoutedRequest::Raft(request) => request,
+                RoutedRequest::Other(_) => return Reply::Close,
+            },
         };
-        let Some(mut response) = raft.handle_request(NodeId(from), request).await else {
+        let from = sender_of(&request);
+        let Some(mut response) = raft.handle_request(from, request).await else {
             return Reply::Close;
         };
         fit_response(&mut response, ctx.api_version);
-        match response {
-            RaftResponse::Vote(r) => ResponseKind::Vote(r).into(),
-            RaftResponse::BeginQuorumEpoch(r) => ResponseKind::BeginQuorumEpoch(r).into(),
-            RaftResponse::EndQuorumEpoch(r) => ResponseKind::EndQuorumEpoch(r).into(),
-            RaftResponse::Fetch(r) => ResponseKind::Fetch(r).into(),
-            RaftResponse::FetchSnapshot(r) => ResponseKind::FetchSnapshot(r).into(),
-            _ => Reply::Close,
-        }
+        response_kind(response).into()
     }
 }
 

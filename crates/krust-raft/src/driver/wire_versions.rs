@@ -5,10 +5,13 @@
 //! older version (a peer that negotiated it, a client that asked with it) the fields that
 //! version does not carry are reset here. Which fields exist where: facts §1.1–§1.3.
 
-use kafka_protocol::messages::{ApiKey, BrokerId, DescribeQuorumResponse, FetchResponse};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, DescribeQuorumResponse, FetchResponse, RequestKind, ResponseKind,
+};
 use uuid::Uuid;
 
 use crate::core::{RaftRequest, RaftResponse, adapt_fetch_request, adapt_fetch_response};
+use crate::types::NodeId;
 
 /// The versions of each Raft RPC this replica speaks, as Kafka 3.9 serves them on a controller.
 pub const VOTE_VERSIONS: (i16, i16) = (0, 1);
@@ -128,5 +131,71 @@ fn fit_describe_quorum_response(r: &mut DescribeQuorumResponse, version: i16) {
                 }
             }
         }
+    }
+}
+
+/// A decoded Kafka request, split into the Raft RPCs the replica answers and the rest.
+#[derive(Debug)]
+pub enum RoutedRequest {
+    /// Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot or DescribeQuorum.
+    Raft(RaftRequest),
+    /// Anything else, unchanged (the listener answers it itself).
+    Other(RequestKind),
+}
+
+/// Routes a decoded Kafka request: a Raft RPC for the replica, or the request back.
+#[must_use]
+pub fn raft_request(request: RequestKind) -> RoutedRequest {
+    RoutedRequest::Raft(match request {
+        RequestKind::Vote(r) => RaftRequest::Vote(r),
+        RequestKind::BeginQuorumEpoch(r) => RaftRequest::BeginQuorumEpoch(r),
+        RequestKind::EndQuorumEpoch(r) => RaftRequest::EndQuorumEpoch(r),
+        RequestKind::Fetch(r) => RaftRequest::Fetch(r),
+        RequestKind::FetchSnapshot(r) => RaftRequest::FetchSnapshot(r),
+        RequestKind::DescribeQuorum(r) => RaftRequest::DescribeQuorum(r),
+        other => return RoutedRequest::Other(other),
+    })
+}
+
+/// The replica a Raft request names as its sender (candidate, leader or fetcher); -1 if none.
+#[must_use]
+pub fn sender_of(request: &RaftRequest) -> NodeId {
+    let id = match request {
+        RaftRequest::Vote(r) => r
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map(|p| p.candidate_id.0),
+        RaftRequest::BeginQuorumEpoch(r) => r
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map(|p| p.leader_id.0),
+        RaftRequest::EndQuorumEpoch(r) => r
+            .topics
+            .first()
+            .and_then(|t| t.partitions.first())
+            .map(|p| p.leader_id.0),
+        RaftRequest::Fetch(r) => Some(if r.replica_state.replica_id.0 >= 0 {
+            r.replica_state.replica_id.0
+        } else {
+            r.replica_id.0
+        }),
+        RaftRequest::FetchSnapshot(r) => Some(r.replica_id.0),
+        RaftRequest::DescribeQuorum(_) => None,
+    };
+    NodeId(id.unwrap_or(-1))
+}
+
+/// A Raft response as the Kafka response the listener sends.
+#[must_use]
+pub fn response_kind(response: RaftResponse) -> ResponseKind {
+    match response {
+        RaftResponse::Vote(r) => ResponseKind::Vote(r),
+        RaftResponse::BeginQuorumEpoch(r) => ResponseKind::BeginQuorumEpoch(r),
+        RaftResponse::EndQuorumEpoch(r) => ResponseKind::EndQuorumEpoch(r),
+        RaftResponse::Fetch(r) => ResponseKind::Fetch(r),
+        RaftResponse::DescribeQuorum(r) => ResponseKind::DescribeQuorum(r),
+        RaftResponse::FetchSnapshot(r) => ResponseKind::FetchSnapshot(r),
     }
 }

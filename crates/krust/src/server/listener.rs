@@ -20,13 +20,14 @@ use krust_metadata::features::Feature;
 use krust_metadata::metadata_version;
 use krust_net::codec::{IncomingRequest, decode_request, encode_response};
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
+use krust_raft::RaftResponse;
 use krust_raft::config::VoterAddress;
 use krust_raft::driver::RaftHandle;
 use krust_raft::driver::wire_versions::{
     BEGIN_QUORUM_EPOCH_VERSIONS, DESCRIBE_QUORUM_VERSIONS, END_QUORUM_EPOCH_VERSIONS,
-    FETCH_SNAPSHOT_VERSIONS, FETCH_VERSIONS, VOTE_VERSIONS, fit_response,
+    FETCH_SNAPSHOT_VERSIONS, FETCH_VERSIONS, RoutedRequest, VOTE_VERSIONS, fit_response,
+    raft_request, response_kind, sender_of,
 };
-use krust_raft::{NodeId, RaftRequest, RaftResponse};
 
 use super::controller::ControllerChannel;
 
@@ -326,35 +327,6 @@ fn controller_request(request: RequestKind, version: i16) -> Option<ControllerRe
     })
 }
 
-/// The replica a Raft request names as its sender (candidate, leader or fetcher); -1 if none.
-fn sender_of(request: &RaftRequest) -> NodeId {
-    let id = match request {
-        RaftRequest::Vote(r) => r
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .map(|p| p.candidate_id.0),
-        RaftRequest::BeginQuorumEpoch(r) => r
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .map(|p| p.leader_id.0),
-        RaftRequest::EndQuorumEpoch(r) => r
-            .topics
-            .first()
-            .and_then(|t| t.partitions.first())
-            .map(|p| p.leader_id.0),
-        RaftRequest::Fetch(r) => Some(if r.replica_state.replica_id.0 >= 0 {
-            r.replica_state.replica_id.0
-        } else {
-            r.replica_id.0
-        }),
-        RaftRequest::FetchSnapshot(r) => Some(r.replica_id.0),
-        RaftRequest::DescribeQuorum(_) => None,
-    };
-    NodeId(id.unwrap_or(-1))
-}
-
 impl Handler for ControllerHandler {
     fn supported_apis(&self) -> &SupportedApis {
         &self.apis
@@ -374,25 +346,12 @@ impl Handler for ControllerHandler {
             RequestKind::Envelope(r) if self.controller.is_some() => {
                 return self.envelope(r).await.into();
             }
-            RequestKind::Vote(r) => RaftRequest::Vote(r),
-            RequestKind::BeginQuorumEpoch(r) => RaftRequest::BeginQuorumEpoch(r),
-            RequestKind::EndQuorumEpoch(r) => RaftRequest::EndQuorumEpoch(r),
-            RequestKind::Fetch(r) => RaftRequest::Fetch(r),
-            RequestKind::FetchSnapshot(r) => RaftRequest::FetchSnapshot(r),
-            RequestKind::DescribeQuorum(r) => RaftRequest::DescribeQuorum(r),
-            other if self.controller.is_some() => {
-                let Some(request) = controller_request(other, version) else {
-                    // Not in `supported_apis`: the server never hands these over.
-                    return Reply::Close;
-                };
-                return match self.call_controller(request).await {
-                    Some(response) => response.into(),
-                    // The controller task stopped: the process is going down.
-                    None => Reply::Close,
-                };
-            }
-            // Not in `supported_apis`: the server never hands these over.
-            _ => return Reply::Close,
+            other => match raft_request(other) {
+                RoutedRequest::Raft(raft_request) => raft_request,
+                RoutedRequest::Other(other) => {
+                    return self.handle_controller_api(other, version).await;
+                }
+            },
         };
         let from = sender_of(&raft_request);
         let Some(mut response) = self.raft.handle_request(from, raft_request).await else {
@@ -406,14 +365,24 @@ impl Handler for ControllerHandler {
             r.nodes = self.voter_nodes();
         }
         fit_response(&mut response, version);
-        let kind = match response {
-            RaftResponse::Vote(r) => ResponseKind::Vote(r),
-            RaftResponse::BeginQuorumEpoch(r) => ResponseKind::BeginQuorumEpoch(r),
-            RaftResponse::EndQuorumEpoch(r) => ResponseKind::EndQuorumEpoch(r),
-            RaftResponse::Fetch(r) => ResponseKind::Fetch(r),
-            RaftResponse::DescribeQuorum(r) => ResponseKind::DescribeQuorum(r),
-            RaftResponse::FetchSnapshot(r) => ResponseKind::FetchSnapshot(r),
+        response_kind(response).into()
+    }
+}
+
+impl ControllerHandler {
+    /// A controller API. Anything else is not in `supported_apis`, so the server never hands it
+    /// over; and without a controller task none of them is served.
+    async fn handle_controller_api(&self, request: RequestKind, version: i16) -> Reply {
+        if self.controller.is_none() {
+            return Reply::Close;
+        }
+        let Some(request) = controller_request(request, version) else {
+            return Reply::Close;
         };
-        kind.into()
+        match self.call_controller(request).await {
+            Some(response) => response.into(),
+            // The controller task stopped: the process is going down.
+            None => Reply::Close,
+        }
     }
 }
