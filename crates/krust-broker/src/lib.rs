@@ -40,6 +40,7 @@ pub mod partition;
 pub mod produce;
 pub mod producer_state;
 pub mod replicas;
+pub mod server;
 
 pub use error::PartitionError;
 pub use partition::Partition;

@@ -1,0 +1,1 @@
+//! Filled in by its owner (see `server/mod.rs`).
