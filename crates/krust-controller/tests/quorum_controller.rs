@@ -57,6 +57,7 @@ fn config(node_id: i32) -> QuorumControllerConfig {
         default_replication_factor: 1,
         kraft_version: 0,
         unclean_leader_election_interval_ms: 300_000,
+        leader_imbalance_check_interval_ms: Some(300_000),
     }
 }
 
@@ -76,6 +77,11 @@ struct Sim {
 
 impl Sim {
     fn new() -> Self {
+        Self::with_config(config)
+    }
+
+    /// Both controllers configured by `config`.
+    fn with_config(config: impl Fn(i32) -> QuorumControllerConfig) -> Self {
         let now = Instant::now();
         let mut sim = Self {
             t0: now,
@@ -1429,4 +1435,138 @@ fn enabling_unclean_election_later_elects_leaderless_partitions_on_the_next_pass
     }
     let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
     assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+}
+
+/// Broker 1 (preferred leader of `t-0`, replicas [1, 2]) is fenced by session expiry and comes
+/// back into the ISR; returns the sim, broker epochs, topic id and when broker 1 was fenced.
+fn preferred_leader_away_and_back(mut sim: Sim) -> (Sim, BTreeMap<i32, i64>, Uuid, Duration) {
+    let epochs = sim.brokers(2);
+    let assign = topic("t", -1, -1).with_assignments(vec![
+        CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+    ]);
+    assert_eq!(sim.create(assign, false).topics[0].error_code, 0);
+    let id = sim.image().topics.topic_by_name("t").expect("exists").id;
+    while !sim.image().cluster.broker(1).expect("registered").fenced {
+        assert!(sim.now - sim.t0 < Duration::from_secs(60), "never fenced");
+        sim.advance(1_000);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    let fenced_at = sim.now - sim.t0;
+    sim.heartbeat(1, epochs[&1]);
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(p.leader, 2, "leadership moved off the fenced broker");
+    assert_eq!(
+        partition_code(&sim.request(alter(
+            2,
+            epochs[&2],
+            id,
+            p.leader_epoch,
+            p.partition_epoch,
+            &[2, 1]
+        ))),
+        0,
+        "broker 1 back in the ISR"
+    );
+    (sim, epochs, id, fenced_at)
+}
+
+/// `auto.leader.rebalance.enable`: one `leader.imbalance.check.interval.seconds` after the
+/// partition became imbalanced, the controller moves leadership back to the preferred
+/// replica (in the ISR and unfenced) — not before.
+#[test]
+fn auto_leader_rebalance_elects_the_preferred_replica_after_the_check_interval() {
+    let (mut sim, epochs, id, fenced_at) = preferred_leader_away_and_back(Sim::new());
+    let leader = |sim: &Sim| sim.image().topics.topic(id).expect("exists").partitions[&0].leader;
+    while leader(&sim) == 2 {
+        assert!(
+            sim.now - sim.t0 < fenced_at + Duration::from_secs(302),
+            "no automatic preferred election"
+        );
+        sim.advance(1_000);
+        sim.heartbeat(1, epochs[&1]);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    let elected_at = sim.now - sim.t0;
+    assert!(
+        elected_at >= fenced_at + Duration::from_secs(300),
+        "elected at {elected_at:?}, before the check interval after {fenced_at:?}"
+    );
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!((p.leader, p.isr.clone()), (1, vec![2, 1]));
+    // Balanced now: nothing more is scheduled beyond the regular timers.
+    let log_len = sim.log.len();
+    for _ in 0..80 {
+        sim.advance(5_000);
+        sim.heartbeat(1, epochs[&1]);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    assert!(
+        sim.log[log_len..].iter().all(|b| b
+            .records
+            .iter()
+            .all(|r| !matches!(r.record, MetadataRecord::PartitionChange(_)))),
+        "no further leadership change"
+    );
+}
+
+/// A preferred replica outside the ISR (here: after a controlled shutdown) is not elected,
+/// however many check intervals pass.
+#[test]
+fn auto_leader_rebalance_waits_for_the_preferred_replica_to_join_the_isr() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(2);
+    let assign = topic("t", -1, -1).with_assignments(vec![
+        CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+    ]);
+    assert_eq!(sim.create(assign, false).topics[0].error_code, 0);
+    let id = sim.image().topics.topic_by_name("t").expect("exists").id;
+    // Broker 1 shuts down in a controlled way: leadership moves to 2 and 1 leaves the ISR.
+    sim.heartbeat_with(1, epochs[&1], true);
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+    let partition_changes = |sim: &Sim| {
+        sim.log
+            .iter()
+            .flat_map(|b| &b.records)
+            .filter(|r| matches!(r.record, MetadataRecord::PartitionChange(_)))
+            .count()
+    };
+    let before = partition_changes(&sim);
+    // Two check intervals pass with broker 1 outside the ISR: no election.
+    for _ in 0..121 {
+        sim.advance(5_000);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    assert_eq!(
+        partition_changes(&sim),
+        before,
+        "preferred replica not in the ISR"
+    );
+    assert_eq!(
+        sim.image().topics.topic(id).expect("exists").partitions[&0].leader,
+        2
+    );
+}
+
+/// `auto.leader.rebalance.enable=false`: leadership stays where it is.
+#[test]
+fn auto_leader_rebalance_disabled_leaves_leadership_alone() {
+    let sim = Sim::with_config(|node_id| QuorumControllerConfig {
+        leader_imbalance_check_interval_ms: None,
+        ..config(node_id)
+    });
+    let (mut sim, epochs, id, _) = preferred_leader_away_and_back(sim);
+    for _ in 0..140 {
+        sim.advance(5_000);
+        sim.heartbeat(1, epochs[&1]);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    assert_eq!(
+        sim.image().topics.topic(id).expect("exists").partitions[&0].leader,
+        2
+    );
 }

@@ -104,6 +104,10 @@ pub const UNCLEAN_LEADER_ELECTION_INTERVAL_MS_DEFAULT: u64 = 300_000;
 pub const MAX_ELECTIONS_PER_PASS: usize = 1_000;
 /// The topic config that allows unclean leader election.
 pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable";
+/// `leader.imbalance.check.interval.seconds` default (with `auto.leader.rebalance.enable`
+/// true, its default): how long after a balancing pass that elected everything it could the
+/// next one runs.
+pub const LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT: u64 = 300;
 /// `BeginTransactionRecord.Name` of the bootstrap transaction.
 const BOOTSTRAP_TRANSACTION_NAME: &str = "Bootstrap records";
 
@@ -128,6 +132,11 @@ pub struct QuorumControllerConfig {
     pub kraft_version: i16,
     /// `unclean.leader.election.interval.ms`; 0 disables the periodic pass.
     pub unclean_leader_election_interval_ms: u64,
+    /// `leader.imbalance.check.interval.seconds` (in ms) when `auto.leader.rebalance.enable`,
+    /// else `None` (no automatic preferred-leader elections). Kafka 3.9's KRaft controller
+    /// balances every partition whose leader is not its preferred replica; it does not use
+    /// `leader.imbalance.per.broker.percentage` (a ZooKeeper-controller setting).
+    pub leader_imbalance_check_interval_ms: Option<u64>,
 }
 
 /// One committed batch from the Raft listener.
@@ -264,6 +273,23 @@ struct ActiveState {
     next_noop: Option<Instant>,
     /// When the next periodic unclean election pass is due.
     next_unclean_check: Option<Instant>,
+    /// Partitions whose leader is not their preferred replica (Kafka's
+    /// `imbalancedPartitions`), kept up to date by every write.
+    imbalanced: BTreeSet<(Uuid, i32)>,
+    /// The automatic preferred-leader balancing pass (Kafka's `imbalancedScheduled`).
+    rebalance: RebalanceSchedule,
+}
+
+/// When the next automatic preferred-leader balancing pass runs (Kafka's
+/// `ImbalanceSchedule`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RebalanceSchedule {
+    /// Not scheduled; once an imbalance exists, run one check interval from then.
+    Deferred,
+    /// Not scheduled; the last pass hit its election limit, so run again at once.
+    Immediately,
+    /// Due at this instant.
+    Scheduled(Instant),
 }
 
 /// The quorum controller. See the module doc for the driving contract.
@@ -463,6 +489,8 @@ impl QuorumController {
             pending: VecDeque::new(),
             next_noop: None,
             next_unclean_check: None,
+            imbalanced: imbalanced_partitions(&self.image),
+            rebalance: RebalanceSchedule::Deferred,
         });
         self.sessions.activate(now);
         if self.image.is_empty() {
@@ -471,6 +499,7 @@ impl QuorumController {
         }
         self.schedule_noop(now);
         self.schedule_unclean_check(now);
+        self.maybe_schedule_rebalance(now);
     }
 
     fn bootstrap_records(&self) -> Vec<ApiMessageAndVersion> {
@@ -530,10 +559,15 @@ impl QuorumController {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let active = self.active.as_ref()?;
+        let rebalance = match active.rebalance {
+            RebalanceSchedule::Scheduled(at) => Some(at),
+            RebalanceSchedule::Deferred | RebalanceSchedule::Immediately => None,
+        };
         [
             self.sessions.poll_timeout(),
             active.next_noop,
             active.next_unclean_check,
+            rebalance,
         ]
         .into_iter()
         .flatten()
@@ -563,6 +597,27 @@ impl QuorumController {
             self.write(now, records);
             self.schedule_unclean_check(now);
         }
+        let rebalance_due = self
+            .active
+            .as_ref()
+            .is_some_and(|a| matches!(a.rebalance, RebalanceSchedule::Scheduled(t) if now >= t));
+        if rebalance_due {
+            let (records, more) = self.preferred_elections(MAX_ELECTIONS_PER_PASS);
+            if !records.is_empty() {
+                info!(
+                    elections = records.len(),
+                    more, "automatic preferred leader elections"
+                );
+            }
+            if let Some(active) = &mut self.active {
+                active.rebalance = if more {
+                    RebalanceSchedule::Immediately
+                } else {
+                    RebalanceSchedule::Deferred
+                };
+            }
+            self.write(now, records);
+        }
         let due = self
             .active
             .as_ref()
@@ -580,6 +635,27 @@ impl QuorumController {
             }
             self.schedule_noop(now);
         }
+        self.maybe_schedule_rebalance(now);
+    }
+
+    /// Schedules the automatic preferred-leader balancing pass when some partition's leader
+    /// is not its preferred replica and none is scheduled (Kafka's
+    /// `maybeScheduleNextBalancePartitionLeaders`, run after every write): one check interval
+    /// from now, or at once when the last pass stopped at its election limit.
+    fn maybe_schedule_rebalance(&mut self, now: Instant) {
+        let Some(interval) = self.config.leader_imbalance_check_interval_ms else {
+            return;
+        };
+        let Some(active) = &mut self.active else {
+            return;
+        };
+        let at = match active.rebalance {
+            RebalanceSchedule::Scheduled(_) => return,
+            _ if active.imbalanced.is_empty() => return,
+            RebalanceSchedule::Deferred => now + Duration::from_millis(interval),
+            RebalanceSchedule::Immediately => now,
+        };
+        active.rebalance = RebalanceSchedule::Scheduled(at);
     }
 
     /// Takes a request; its response comes out of [`Self::poll_action`] once the records it
@@ -612,6 +688,7 @@ impl QuorumController {
             response,
         });
         self.complete_pending();
+        self.maybe_schedule_rebalance(now);
         id
     }
 
@@ -661,6 +738,9 @@ impl QuorumController {
         }
         self.image = delta.apply(MetadataProvenance::new(last_offset, active.epoch, 0));
         active.next_write_offset = last_offset + 1;
+        for record in &records {
+            track_imbalance(&mut active.imbalanced, &self.image, &record.record);
+        }
         self.actions.push_back(ControllerAction::Append {
             epoch: active.epoch,
             base_offset,
@@ -953,6 +1033,51 @@ enum Reply {
 enum AfterWrite {
     /// The broker's controlled-shutdown batch ends at the written offset.
     ControlledShutdown(i32),
+}
+
+/// Partitions whose leader is not their preferred replica (leaderless ones included, as
+/// Kafka's `hasPreferredLeader` counts them).
+fn imbalanced_partitions(image: &MetadataImage) -> BTreeSet<(Uuid, i32)> {
+    image
+        .topics
+        .by_id
+        .values()
+        .flat_map(|topic| {
+            topic
+                .partitions
+                .iter()
+                .filter(|(_, p)| p.leader != p.preferred_replica())
+                .map(move |(&partition_id, _)| (topic.id, partition_id))
+        })
+        .collect()
+}
+
+/// Keeps `imbalanced` in step with `image` after `record` was applied to it (Kafka's
+/// `ReplicationControlManager.replay` of partition records).
+fn track_imbalance(
+    imbalanced: &mut BTreeSet<(Uuid, i32)>,
+    image: &MetadataImage,
+    record: &MetadataRecord,
+) {
+    let (topic_id, partition_id) = match record {
+        MetadataRecord::Partition(r) => (r.topic_id, r.partition_id),
+        MetadataRecord::PartitionChange(r) => (r.topic_id, r.partition_id),
+        MetadataRecord::RemoveTopic(r) => {
+            imbalanced.retain(|(topic_id, _)| *topic_id != r.topic_id);
+            return;
+        }
+        _ => return,
+    };
+    let balanced = image
+        .topics
+        .topic(topic_id)
+        .and_then(|t| t.partitions.get(&partition_id))
+        .is_none_or(|p| p.leader == p.preferred_replica());
+    if balanced {
+        imbalanced.remove(&(topic_id, partition_id));
+    } else {
+        imbalanced.insert((topic_id, partition_id));
+    }
 }
 
 fn leads_any(image: &MetadataImage, broker_id: i32) -> bool {

@@ -459,4 +459,36 @@ impl QuorumController {
         }
         records
     }
+
+    /// Preferred-leader elections for the imbalanced partitions, at most `limit` (Kafka's
+    /// `maybeBalancePartitionLeaders`): a partition moves to its first replica only if that
+    /// replica is in the ISR and active (unfenced, not shutting down). Returns the records and
+    /// whether the limit cut the pass short (then it runs again at once).
+    pub(super) fn preferred_elections(&self, limit: usize) -> (Vec<ApiMessageAndVersion>, bool) {
+        let Some(active) = &self.active else {
+            return (Vec::new(), false);
+        };
+        let mv = self.image.metadata_version();
+        let acceptable = |r: i32| self.broker_is_active(r);
+        let mut records = Vec::new();
+        for &(topic_id, partition_id) in &active.imbalanced {
+            if records.len() >= limit {
+                return (records, true);
+            }
+            let Some(partition) = self
+                .image
+                .topics
+                .topic(topic_id)
+                .and_then(|t| t.partitions.get(&partition_id))
+            else {
+                continue;
+            };
+            records.extend(
+                PartitionChangeBuilder::new(partition, topic_id, partition_id, &acceptable, mv)
+                    .with_election(Election::Preferred)
+                    .build(),
+            );
+        }
+        (records, false)
+    }
 }

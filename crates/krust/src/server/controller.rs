@@ -43,7 +43,8 @@ use krust_controller::heartbeat::{
     BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, BROKER_SESSION_TIMEOUT_MS_DEFAULT, HeartbeatConfig,
 };
 use krust_controller::quorum_controller::{
-    METADATA_MAX_IDLE_INTERVAL_MS_DEFAULT, UNCLEAN_LEADER_ELECTION_INTERVAL_MS_DEFAULT,
+    LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT, METADATA_MAX_IDLE_INTERVAL_MS_DEFAULT,
+    UNCLEAN_LEADER_ELECTION_INTERVAL_MS_DEFAULT,
 };
 use krust_controller::{
     CommittedBatch, ControllerAction, ControllerRequest, ControllerResponse, QuorumController,
@@ -165,6 +166,17 @@ pub fn quorum_controller_config(
         }
         Err(e) => return Err(e).with_context(|| format!("reading {}", bootstrap_path.display())),
     };
+    // Parsed so a bad value fails at startup as in Kafka, but unused: Kafka 3.9's KRaft
+    // controller balances every imbalanced partition (the percentage is a ZooKeeper-controller
+    // setting).
+    let _leader_imbalance_percentage: u32 =
+        parse(config, "leader.imbalance.per.broker.percentage", 10)?;
+    let auto_rebalance: bool = parse(config, "auto.leader.rebalance.enable", true)?;
+    let check_interval_seconds: u64 = parse(
+        config,
+        "leader.imbalance.check.interval.seconds",
+        LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT,
+    )?;
     Ok(QuorumControllerConfig {
         node_id,
         cluster_id: cluster_id.to_owned(),
@@ -195,6 +207,8 @@ pub fn quorum_controller_config(
             "unclean.leader.election.interval.ms",
             UNCLEAN_LEADER_ELECTION_INTERVAL_MS_DEFAULT,
         )?,
+        leader_imbalance_check_interval_ms: auto_rebalance
+            .then(|| check_interval_seconds.saturating_mul(1000)),
     })
 }
 
