@@ -1,10 +1,17 @@
 //! Kafka 3.9's client tools as functions: create topics, produce, consume, measure. They take a
 //! bootstrap address, so they work the same against a Kafka node and against krust (that is the
 //! point: Kafka's own clients checking krust's broker).
+//!
+//! Also the non-JVM clients the `clients_*` tests drive, installed by `scripts/clients/`: [`Kcat`],
+//! [`PythonClients`] (confluent-kafka, kafka-python in a venv) and [`LibrdkafkaTests`]
+//! (librdkafka's own test suite). A missing one fails the test in CI (`CI=true`) and skips it,
+//! with the reason printed, elsewhere ([`missing_client_tool`]).
 
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::dist::{DEFAULT_TOOL_TIMEOUT, KafkaDist, ToolOutput, class};
+use crate::dist::{DEFAULT_TOOL_TIMEOUT, KafkaDist, ToolOutput, class, run_binary};
 use crate::error::{HarnessError, Result};
 
 /// The last summary line of `ProducerPerformance`
@@ -220,4 +227,425 @@ fn parse_producer_perf(output: ToolOutput) -> Result<ProducerPerfSummary> {
         max_latency_ms: max,
         output,
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Non-JVM clients: kcat, Python clients in a venv, librdkafka's own test runner.
+// Installed by `scripts/clients/install.sh` and `scripts/clients/build-librdkafka-tests.sh`.
+// ---------------------------------------------------------------------------------------------
+
+/// Whether this run is CI (`CI=true` or `CI=1`, as CI systems set it). In CI a missing client tool
+/// fails the test instead of skipping it: `.ci/run` installs every tool, so a missing one is an
+/// install bug that a skip would hide.
+pub fn running_in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+/// What to do about a client tool that is not installed: in CI an error (`Invalid`, with the
+/// install command), locally `Ok(None)` after printing why the test is skipped, so a developer
+/// without the tools can still run `cargo test`.
+///
+/// # Errors
+/// `Invalid` when [`running_in_ci`].
+pub fn missing_client_tool<T>(tool: &str, reason: &str, install: &str) -> Result<Option<T>> {
+    let message = format!("{tool} is not available ({reason}); install it with `{install}`");
+    if running_in_ci() {
+        return Err(HarnessError::Invalid(format!(
+            "{message} (CI=true, so this is a failure, not a skip)"
+        )));
+    }
+    eprintln!("SKIPPED: {message}");
+    Ok(None)
+}
+
+/// The folder holding the cached client installs: `$KRUST_CACHE` or `~/.cache/krust`.
+pub fn client_cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("KRUST_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("/root"), PathBuf::from);
+    home.join(".cache").join("krust")
+}
+
+fn find_on_path(names: &[&str]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .flat_map(|dir| names.iter().map(move |name| dir.join(name)))
+        .find(|candidate| candidate.is_file())
+}
+
+/// The `kcat` (formerly `kafkacat`) binary.
+#[derive(Clone, Debug)]
+pub struct Kcat {
+    path: PathBuf,
+}
+
+impl Kcat {
+    /// `kcat` or `kafkacat` on `PATH` (or `$KCAT`).
+    ///
+    /// # Errors
+    /// `Invalid` if it is missing and [`running_in_ci`]; `Ok(None)` (test skipped) otherwise.
+    pub fn locate() -> Result<Option<Kcat>> {
+        let found = std::env::var_os("KCAT")
+            .map(PathBuf::from)
+            .filter(|p| p.is_file())
+            .or_else(|| find_on_path(&["kcat", "kafkacat"]));
+        match found {
+            Some(path) => Ok(Some(Kcat { path })),
+            None => missing_client_tool(
+                "kcat",
+                "neither kcat nor kafkacat is on PATH",
+                "scripts/clients/install.sh",
+            ),
+        }
+    }
+
+    /// The binary.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// `kcat -b <bootstrap> <args>…` with `stdin`, killed after `timeout`. The exit status is
+    /// not checked (call [`ToolOutput::ok`]).
+    ///
+    /// # Errors
+    /// `Spawn` or `ToolTimeout`.
+    pub fn run(
+        &self,
+        bootstrap: &str,
+        args: &[&str],
+        stdin: Option<&[u8]>,
+        timeout: Duration,
+    ) -> Result<ToolOutput> {
+        let mut all = vec!["-b", bootstrap];
+        all.extend_from_slice(args);
+        run_binary(&self.path, &all, stdin, timeout)
+    }
+}
+
+/// The Python venv with `confluent-kafka` and `kafka-python` (`scripts/clients/install.sh`).
+#[derive(Clone, Debug)]
+pub struct PythonClients {
+    python: PathBuf,
+}
+
+impl PythonClients {
+    /// `$KRUST_VENV/bin/python` (default `~/.cache/krust/venv`), if both client packages import.
+    ///
+    /// # Errors
+    /// `Invalid` if the venv or a package is missing and [`running_in_ci`]; `Ok(None)` otherwise.
+    pub fn locate() -> Result<Option<PythonClients>> {
+        let venv = std::env::var_os("KRUST_VENV")
+            .map_or_else(|| client_cache_dir().join("venv"), PathBuf::from);
+        let python = venv.join("bin").join("python");
+        if !python.is_file() {
+            return missing_client_tool(
+                "the Python clients venv",
+                &format!("{} does not exist", python.display()),
+                "scripts/clients/install.sh",
+            );
+        }
+        let probe = run_binary(
+            &python,
+            &["-c", "import confluent_kafka, kafka"],
+            None,
+            Duration::from_secs(60),
+        )?;
+        if !probe.success() {
+            return missing_client_tool(
+                "confluent-kafka / kafka-python",
+                &format!("importing them failed: {}", probe.stderr.trim()),
+                "scripts/clients/install.sh",
+            );
+        }
+        Ok(Some(PythonClients { python }))
+    }
+
+    /// The venv's interpreter.
+    pub fn python(&self) -> &Path {
+        &self.python
+    }
+
+    /// Runs `script` (Python source) as `python -c <script> <args>…`, killed after `timeout`.
+    /// Scripts take the bootstrap address and topic names as arguments (`sys.argv[1:]`) and
+    /// exit non-zero with a message on stderr when a check fails. The exit status is not checked
+    /// here (call [`ToolOutput::ok`]).
+    ///
+    /// # Errors
+    /// `Spawn` or `ToolTimeout`.
+    pub fn run_script(&self, script: &str, args: &[&str], timeout: Duration) -> Result<ToolOutput> {
+        let mut all = vec!["-c", script];
+        all.extend_from_slice(args);
+        run_binary(&self.python, &all, None, timeout)
+    }
+}
+
+/// librdkafka's own test suite (`tests/test-runner`), built from the librdkafka source in the
+/// `rdkafka-sys` crate by `scripts/clients/build-librdkafka-tests.sh`.
+#[derive(Clone, Debug)]
+pub struct LibrdkafkaTests {
+    tests_dir: PathBuf,
+}
+
+/// One test's outcome as the runner's summary table reports it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LibrdkafkaTestResult {
+    /// The test's name, e.g. `0001_multiobj`.
+    pub name: String,
+    /// `PASSED`, `FAILED`, `SKIPPED`, … as printed.
+    pub status: String,
+    /// Its duration as printed, in seconds.
+    pub seconds: f64,
+}
+
+/// A whole `test-runner` run.
+#[derive(Clone, Debug)]
+pub struct LibrdkafkaRun {
+    /// One entry per test in the summary table.
+    pub results: Vec<LibrdkafkaTestResult>,
+    /// Everything the runner printed.
+    pub output: ToolOutput,
+}
+
+impl LibrdkafkaRun {
+    /// The tests whose status is not `PASSED`, and the requested ones missing from the table.
+    pub fn not_passed<'a>(&'a self, requested: &[&'a str]) -> Vec<String> {
+        let mut bad: Vec<String> = self
+            .results
+            .iter()
+            .filter(|r| r.status != "PASSED")
+            .map(|r| format!("{} {}", r.name, r.status))
+            .collect();
+        for want in requested {
+            if !self.results.iter().any(|r| r.name.starts_with(want)) {
+                bad.push(format!("{want} did not run"));
+            }
+        }
+        bad
+    }
+}
+
+impl LibrdkafkaTests {
+    /// The newest `~/.cache/krust/librdkafka-*/tests` whose build completed (`.complete`), or
+    /// `$KRUST_LIBRDKAFKA_TESTS`.
+    ///
+    /// # Errors
+    /// `Invalid` if none is built and [`running_in_ci`]; `Ok(None)` otherwise.
+    pub fn locate() -> Result<Option<LibrdkafkaTests>> {
+        if let Some(dir) = std::env::var_os("KRUST_LIBRDKAFKA_TESTS") {
+            return Ok(Some(LibrdkafkaTests {
+                tests_dir: PathBuf::from(dir),
+            }));
+        }
+        let cache = client_cache_dir();
+        let mut built: Vec<PathBuf> = std::fs::read_dir(&cache)
+            .map(|entries| {
+                entries
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| {
+                        p.file_name()
+                            .and_then(|n| n.to_str())
+                            .is_some_and(|n| n.starts_with("librdkafka-"))
+                            && p.join(".complete").is_file()
+                            && p.join("tests").join("test-runner").is_file()
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        built.sort();
+        match built.pop() {
+            Some(home) => Ok(Some(LibrdkafkaTests {
+                tests_dir: home.join("tests"),
+            })),
+            None => missing_client_tool(
+                "librdkafka's test-runner",
+                &format!("no completed build under {}", cache.display()),
+                "scripts/clients/build-librdkafka-tests.sh",
+            ),
+        }
+    }
+
+    /// The built `tests` folder.
+    pub fn tests_dir(&self) -> &Path {
+        &self.tests_dir
+    }
+
+    /// `<librdkafka>/src:<librdkafka>/src-cpp`, where the built shared libraries are.
+    fn library_path(&self) -> String {
+        let home = self.tests_dir.parent().unwrap_or(&self.tests_dir);
+        format!(
+            "{}:{}",
+            home.join("src").display(),
+            home.join("src-cpp").display()
+        )
+    }
+
+    /// Runs the named tests (4-digit numbers, e.g. `0001`) one after the other against
+    /// `bootstrap`, in a scratch `work_dir` holding the `test.conf` written here (the runner
+    /// writes its reports there too). Each test is run as its own `test-runner` process, so a
+    /// test that crashes the runner does not hide the others' results; `per_test_timeout`
+    /// bounds each (the runner's own per-test timeouts are shorter).
+    ///
+    /// `TEST_KAFKA_VERSION` is 3.9.0 so that the version-gated tests run as against Kafka 3.9;
+    /// `-E` leaves out socket-emulation tests.
+    ///
+    /// # Errors
+    /// `Io` writing `test.conf`, `Spawn`.
+    pub fn run(
+        &self,
+        bootstrap: &str,
+        tests: &[&str],
+        extra_conf: &[(&str, &str)],
+        work_dir: &Path,
+        per_test_timeout: Duration,
+    ) -> Result<LibrdkafkaRun> {
+        let conf = work_dir.join("test.conf");
+        let mut text = format!("bootstrap.servers={bootstrap}\ntest.topic.random=true\n");
+        for (key, value) in extra_conf {
+            text.push_str(&format!("{key}={value}\n"));
+        }
+        std::fs::write(&conf, text)
+            .map_err(|e| HarnessError::io(format!("writing {}", conf.display()), e))?;
+        let runner = self.tests_dir.join("test-runner");
+        let mut results = Vec::new();
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        let mut last_status = None;
+        for test in tests {
+            // `env -C`: the runner finds its fixtures relative to the current folder; the
+            // harness's `run_binary` has no cwd/env parameters, and `env` gives both.
+            let args = [
+                "-C".to_owned(),
+                self.tests_dir.display().to_string(),
+                format!("TESTS={test}"),
+                format!("RDKAFKA_TEST_CONF={}", conf.display()),
+                "TEST_KAFKA_VERSION=3.9.0".to_owned(),
+                // The freshly built librdkafka, not the system's (Debian's is older): what
+                // `run-test.sh` does, with absolute paths and ours first.
+                format!("LD_LIBRARY_PATH={}", self.library_path()),
+                // The runner's own CI mode would change timeouts; keep the local defaults.
+                "-u".to_owned(),
+                "CI".to_owned(),
+                runner.display().to_string(),
+                "-E".to_owned(),
+            ];
+            let output = match run_binary("env", &args, None, per_test_timeout) {
+                Ok(output) => output,
+                Err(HarnessError::ToolTimeout {
+                    stdout: out,
+                    stderr: err,
+                    ..
+                }) => {
+                    results.push(LibrdkafkaTestResult {
+                        name: (*test).to_owned(),
+                        status: format!("TIMEOUT after {per_test_timeout:?}"),
+                        seconds: per_test_timeout.as_secs_f64(),
+                    });
+                    stdout.push_str(&out);
+                    stderr.push_str(&err);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut parsed = parse_librdkafka_summary(&output.stdout, &output.stderr);
+            if parsed.is_empty() {
+                parsed.push(LibrdkafkaTestResult {
+                    name: (*test).to_owned(),
+                    status: format!("NO SUMMARY (exit {})", output.status),
+                    seconds: 0.0,
+                });
+            }
+            results.extend(parsed);
+            stdout.push_str(&output.stdout);
+            stderr.push_str(&output.stderr);
+            last_status = Some(output.status);
+        }
+        let output = ToolOutput {
+            class: runner.display().to_string(),
+            args: tests.iter().map(|t| (*t).to_owned()).collect(),
+            status: last_status.unwrap_or_else(|| std::process::ExitStatus::from_raw(0)),
+            stdout,
+            stderr,
+        };
+        Ok(LibrdkafkaRun { results, output })
+    }
+}
+
+/// The runner's summary table: lines like
+/// `| 0001_multiobj                            |     PASSED |     2.345s |` (possibly wrapped in
+/// ANSI colours), on stdout or stderr.
+pub fn parse_librdkafka_summary(stdout: &str, stderr: &str) -> Vec<LibrdkafkaTestResult> {
+    let mut results = Vec::new();
+    for line in stdout.lines().chain(stderr.lines()) {
+        let clean = strip_ansi(line);
+        let cells: Vec<&str> = clean
+            .split('|')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
+        let [name, status, seconds, ..] = cells[..] else {
+            continue;
+        };
+        let Some(seconds) = seconds
+            .strip_suffix('s')
+            .and_then(|s| s.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        if name.len() > 4 && name.as_bytes()[..4].iter().all(u8::is_ascii_digit) {
+            results.push(LibrdkafkaTestResult {
+                name: name.to_owned(),
+                status: status.to_owned(),
+                seconds,
+            });
+        }
+    }
+    results
+}
+
+fn strip_ansi(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ … final byte in @..~
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) && c != '[' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn summary_table_rows_are_parsed_with_and_without_colours() {
+        let stdout = "\
+TEST 20261129 | TEST                                     |     RESULT |  ELAPSED |\n\
+| 0001_multiobj                            |     \u{1b}[32mPASSED\u{1b}[0m |     2.345s |\n\
+| 0002_unkpart                             |     FAILED |    10.000s |\n";
+        let results = parse_librdkafka_summary(stdout, "");
+        assert_eq!(
+            results,
+            vec![
+                LibrdkafkaTestResult {
+                    name: "0001_multiobj".to_owned(),
+                    status: "PASSED".to_owned(),
+                    seconds: 2.345
+                },
+                LibrdkafkaTestResult {
+                    name: "0002_unkpart".to_owned(),
+                    status: "FAILED".to_owned(),
+                    seconds: 10.0
+                },
+            ]
+        );
+    }
 }

@@ -156,7 +156,10 @@ mod ports;
 mod process;
 mod zookeeper;
 
-pub use clients::ProducerPerfSummary;
+pub use clients::{
+    Kcat, LibrdkafkaRun, LibrdkafkaTestResult, LibrdkafkaTests, ProducerPerfSummary, PythonClients,
+    client_cache_dir, missing_client_tool, parse_librdkafka_summary, running_in_ci,
+};
 pub use dist::{
     DEFAULT_TOOL_TIMEOUT, JVM_MAX_HEAP, KAFKA_VERSION, KafkaDist, ToolCommand, ToolOutput, class,
     random_kafka_uuid, run_binary, workspace_root,

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the real Kafka clients the `clients_*` tests drive (issue 5/6 acceptance): kcat and
+# librdkafka from Debian's packages, the build deps of librdkafka's own test runner, and the
+# Python clients (confluent-kafka, kafka-python) in a venv under ~/.cache/krust/venv.
+# Idempotent: each step is skipped when what it installs is already there.
+set -euo pipefail
+
+CACHE="${KRUST_CACHE:-$HOME/.cache/krust}"
+VENV="${KRUST_VENV:-$CACHE/venv}"
+
+# Debian/Ubuntu packages. kcat is called kafkacat on older releases.
+apt_pkgs=()
+command -v kcat >/dev/null || command -v kafkacat >/dev/null || apt_pkgs+=(kcat)
+for pkg in librdkafka-dev build-essential pkg-config zlib1g-dev libssl-dev libzstd-dev liblz4-dev \
+  libsasl2-dev python3-venv python3-pip; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || apt_pkgs+=("$pkg")
+done
+if ((${#apt_pkgs[@]})); then
+  if ! command -v apt-get >/dev/null; then
+    echo "scripts/clients/install.sh: missing ${apt_pkgs[*]} and no apt-get: install them by hand" >&2
+    exit 1
+  fi
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  if ! $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null; then
+    # Ubuntu < 22.04 / Debian < 12 only know kcat as kafkacat.
+    apt_pkgs=("${apt_pkgs[@]/#kcat/kafkacat}")
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null
+  fi
+fi
+
+# Python clients in a venv (never the system site-packages). kafka-python 2.0.2 does not import on
+# Python >= 3.12 (its vendored six), so the maintained fork kafka-python-ng takes its place there.
+PY="${PYTHON:-python3}"
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PY" -m venv "$VENV"
+fi
+want=(confluent-kafka)
+if "$VENV/bin/python" -c 'import sys; sys.exit(0 if sys.version_info < (3, 12) else 1)'; then
+  want+=(kafka-python)
+else
+  want+=(kafka-python-ng)
+fi
+if ! "$VENV/bin/python" -c 'import confluent_kafka, kafka' >/dev/null 2>&1; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${want[@]}"
+fi
+"$VENV/bin/python" -c 'import confluent_kafka, kafka; print("python clients: confluent-kafka", confluent_kafka.version(), "librdkafka", confluent_kafka.libversion()[0], "kafka-python", kafka.__version__)'
