@@ -1570,3 +1570,199 @@ fn auto_leader_rebalance_disabled_leaves_leadership_alone() {
         2
     );
 }
+
+/// A legacy AlterConfigs resource: `(type, name, [(key, value)])`.
+type LegacyResource<'a> = (i8, &'a str, &'a [(&'a str, Option<&'a str>)]);
+/// One resource's answer: `(type, name, error code)`.
+type LegacyResult = (i8, String, i16);
+
+fn legacy_alter_configs(
+    sim: &mut Sim,
+    resources: &[LegacyResource<'_>],
+    validate_only: bool,
+) -> Vec<LegacyResult> {
+    use kafka_protocol::messages::AlterConfigsRequest;
+    use kafka_protocol::messages::alter_configs_request::{
+        AlterConfigsResource as LegacyResource, AlterableConfig as LegacyConfig,
+    };
+    let request = AlterConfigsRequest::default()
+        .with_validate_only(validate_only)
+        .with_resources(
+            resources
+                .iter()
+                .map(|(resource_type, name, configs)| {
+                    LegacyResource::default()
+                        .with_resource_type(*resource_type)
+                        .with_resource_name(StrBytes::from_string((*name).to_owned()))
+                        .with_configs(
+                            configs
+                                .iter()
+                                .map(|(k, v)| {
+                                    LegacyConfig::default()
+                                        .with_name(StrBytes::from_string((*k).to_owned()))
+                                        .with_value(v.map(|v| StrBytes::from_string(v.to_owned())))
+                                })
+                                .collect(),
+                        )
+                })
+                .collect(),
+        );
+    match sim.request(ControllerRequest::AlterConfigs(request)) {
+        ControllerResponse::AlterConfigs(r) => r
+            .responses
+            .iter()
+            .map(|r| (r.resource_type, r.resource_name.to_string(), r.error_code))
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Legacy AlterConfigs replaces a resource's whole config set (keys not given are deleted),
+/// validates as IncrementalAlterConfigs, and refuses duplicates and unknown resource types
+/// without writing anything for them.
+#[test]
+fn legacy_alter_configs_replaces_the_whole_config_set() {
+    use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
+    let mut sim = Sim::new();
+    sim.brokers(1);
+    assert_eq!(sim.create(topic("t", 1, 1), false).topics[0].error_code, 0);
+    let unclean = "unclean.leader.election.enable";
+    let topic_configs = |sim: &Sim| -> Vec<(String, String)> {
+        sim.image()
+            .configs
+            .configs(&ConfigResource::topic("t"))
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    };
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    let ok = |t: i8, n: &str| vec![(t, n.to_owned(), 0)];
+
+    let set: &[(&str, Option<&str>)] = &[("retention.ms", Some("1000")), (unclean, Some("true"))];
+    assert_eq!(
+        legacy_alter_configs(&mut sim, &[(2, "t", set)], false),
+        ok(2, "t")
+    );
+    assert_eq!(
+        topic_configs(&sim),
+        pairs(&[("retention.ms", "1000"), (unclean, "true")])
+    );
+    // Full replacement: retention.ms is gone, cleanup.policy is new, unclean unchanged.
+    let before = sim.log.len();
+    let replace: &[(&str, Option<&str>)] =
+        &[("cleanup.policy", Some("compact")), (unclean, Some("true"))];
+    assert_eq!(
+        legacy_alter_configs(&mut sim, &[(2, "t", replace)], false),
+        ok(2, "t")
+    );
+    assert_eq!(
+        topic_configs(&sim),
+        pairs(&[("cleanup.policy", "compact"), (unclean, "true")])
+    );
+    let written: Vec<_> = sim.log[before..]
+        .iter()
+        .flat_map(|b| &b.records)
+        .filter_map(|r| match &r.record {
+            MetadataRecord::Config(c) => Some((c.name.clone(), c.value.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        written,
+        [
+            ("cleanup.policy".to_owned(), Some("compact".to_owned())),
+            ("retention.ms".to_owned(), None)
+        ],
+        "only the differences are written"
+    );
+    // validateOnly and refusals write nothing.
+    let before = sim.log.len();
+    assert_eq!(
+        legacy_alter_configs(&mut sim, &[(2, "t", &[])], true),
+        ok(2, "t")
+    );
+    let bad_bool: &[(&str, Option<&str>)] = &[(unclean, Some("maybe"))];
+    let cases: Vec<(Vec<LegacyResource<'_>>, Vec<LegacyResult>, &str)> = vec![
+        (
+            vec![(2, "nope", &[])],
+            vec![(2, "nope".to_owned(), 3)],
+            "unknown topic",
+        ),
+        (
+            vec![(2, "t", bad_bool)],
+            vec![(2, "t".to_owned(), 40)],
+            "not a boolean",
+        ),
+        (
+            vec![(4, "x", &[])],
+            vec![(4, "x".to_owned(), 42)],
+            "non-integral broker id",
+        ),
+        (
+            vec![(4, "7", &[])],
+            vec![(4, "7".to_owned(), 102)],
+            "unregistered broker",
+        ),
+        (
+            vec![(3, "g", &[])],
+            vec![(3, "g".to_owned(), 35)],
+            "unknown resource type",
+        ),
+        (
+            vec![(8, "1", &[])],
+            vec![(8, "1".to_owned(), 42)],
+            "broker logger: not here",
+        ),
+        (
+            vec![(2, "t", &[]), (2, "t", &[]), (2, "t", &[])],
+            vec![(2, "t".to_owned(), 42)],
+            "duplicate resource: one refusal, no change",
+        ),
+    ];
+    for (resources, expected, why) in cases {
+        assert_eq!(
+            legacy_alter_configs(&mut sim, &resources, false),
+            expected,
+            "{why}"
+        );
+    }
+    assert_eq!(sim.log.len(), before, "nothing written");
+    assert_eq!(topic_configs(&sim).len(), 2);
+
+    // Brokers: the cluster default (empty name) and one broker; an empty set clears it.
+    let retention: &[(&str, Option<&str>)] = &[("log.retention.ms", Some("5"))];
+    assert_eq!(
+        legacy_alter_configs(
+            &mut sim,
+            &[(4, "", retention), (4, "1", retention), (2, "t", &[])],
+            false
+        ),
+        vec![
+            (4, String::new(), 0),
+            (4, "1".to_owned(), 0),
+            (2, "t".to_owned(), 0)
+        ]
+    );
+    assert!(
+        topic_configs(&sim).is_empty(),
+        "an empty set clears the topic"
+    );
+    let broker = |name: &str| ConfigResource {
+        resource_type: ConfigResourceType::BROKER,
+        name: name.to_owned(),
+    };
+    for name in ["", "1"] {
+        assert_eq!(
+            sim.image()
+                .configs
+                .configs(&broker(name))
+                .get("log.retention.ms")
+                .map(String::as_str),
+            Some("5")
+        );
+    }
+}

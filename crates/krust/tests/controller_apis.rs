@@ -4,7 +4,8 @@
 //! Checks: ApiVersions advertises the controller APIs next to the Raft ones with Kafka 3.9's
 //! ranges; a standby answers NOT_CONTROLLER; on the active controller a broker registers
 //! (fenced), heartbeats until unfenced, CreateTopics commits a topic, a duplicate inside an
-//! Envelope comes back as TOPIC_ALREADY_EXISTS in the wrapped response, and an Envelope with
+//! Envelope comes back as TOPIC_ALREADY_EXISTS in the wrapped response, the legacy AlterConfigs
+//! works directly and inside an Envelope, and an Envelope with
 //! garbage or a non-forwardable API is refused with INVALID_REQUEST.
 
 #[path = "quorum_support/mod.rs"]
@@ -13,11 +14,13 @@ mod support;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
 use kafka_protocol::messages::broker_registration_request::{Feature, Listener};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::{
-    ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest,
-    CreateTopicsRequest, EnvelopeRequest, RequestKind, ResponseKind, TopicName,
+    AlterConfigsRequest, ApiKey, ApiVersionsRequest, BrokerHeartbeatRequest, BrokerId,
+    BrokerRegistrationRequest, CreateTopicsRequest, EnvelopeRequest, RequestKind, ResponseKind,
+    TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_metadata::MetadataVersion;
@@ -30,6 +33,7 @@ const WAIT: Duration = Duration::from_secs(60);
 const NOT_CONTROLLER: i16 = 41;
 const INVALID_REQUEST: i16 = 42;
 const TOPIC_ALREADY_EXISTS: i16 = 36;
+const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
 const BROKER_ID: i32 = 7;
 
 fn start_controllers() -> Quorum {
@@ -95,6 +99,25 @@ fn create_topic(name: &str) -> CreateTopicsRequest {
                 .with_replication_factor(1),
         ])
         .with_timeout_ms(30_000)
+}
+
+/// A legacy AlterConfigs setting `(topic, key, value)` (one resource per entry).
+fn legacy_alter_configs(topics: &[(&str, &str, &str)]) -> AlterConfigsRequest {
+    AlterConfigsRequest::default().with_resources(
+        topics
+            .iter()
+            .map(|(topic, key, value)| {
+                AlterConfigsResource::default()
+                    .with_resource_type(2)
+                    .with_resource_name(StrBytes::from_string((*topic).to_owned()))
+                    .with_configs(vec![
+                        AlterableConfig::default()
+                            .with_name(StrBytes::from_string((*key).to_owned()))
+                            .with_value(Some(StrBytes::from_string((*value).to_owned()))),
+                    ])
+            })
+            .collect(),
+    )
 }
 
 fn envelope(inner: &RequestKind, api_key: ApiKey, version: i16) -> EnvelopeRequest {
@@ -164,6 +187,7 @@ fn controller_apis_register_a_broker_create_topics_and_unwrap_envelopes() {
             (ApiKey::CreateTopics, (0, 7)),
             (ApiKey::Envelope, (0, 0)),
             (ApiKey::AlterPartition, (0, 3)),
+            (ApiKey::AlterConfigs, (0, 2)),
             (ApiKey::ControllerRegistration, (0, 0)),
             (ApiKey::Vote, (0, 1)),
         ] {
@@ -268,6 +292,53 @@ fn controller_apis_register_a_broker_create_topics_and_unwrap_envelopes() {
             panic!("not a CreateTopics response inside");
         };
         assert_eq!(duplicate.topics[0].error_code, TOPIC_ALREADY_EXISTS);
+
+        // Legacy AlterConfigs: directly (an unknown topic is refused per resource), then
+        // inside an Envelope, as a broker forwards it.
+        let ResponseKind::AlterConfigs(altered) = active
+            .send(
+                legacy_alter_configs(&[("direct", "retention.ms", "1000"), ("nope", "a", "b")]),
+                2,
+            )
+            .await
+            .expect("AlterConfigs")
+        else {
+            panic!("not an AlterConfigs response");
+        };
+        let codes: Vec<(String, i16)> = altered
+            .responses
+            .iter()
+            .map(|r| (r.resource_name.to_string(), r.error_code))
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                ("direct".to_owned(), 0),
+                ("nope".to_owned(), UNKNOWN_TOPIC_OR_PARTITION)
+            ]
+        );
+        let inner = RequestKind::AlterConfigs(legacy_alter_configs(&[(
+            "direct",
+            "cleanup.policy",
+            "compact",
+        )]));
+        let ResponseKind::Envelope(wrapped) = active
+            .send(envelope(&inner, ApiKey::AlterConfigs, 2), 0)
+            .await
+            .expect("Envelope")
+        else {
+            panic!("not an Envelope response");
+        };
+        assert_eq!(wrapped.error_code, 0, "envelope");
+        let mut data = wrapped.response_data.expect("response data");
+        decode_response_header(&mut data, ApiKey::AlterConfigs, 2).expect("inner header");
+        let ResponseKind::AlterConfigs(forwarded) =
+            decode_response_body(data, ApiKey::AlterConfigs, 2).expect("inner body")
+        else {
+            panic!("not an AlterConfigs response inside");
+        };
+        assert_eq!(forwarded.responses.len(), 1);
+        assert_eq!(forwarded.responses[0].error_code, 0, "{forwarded:?}");
 
         // Refused envelopes: garbage, and an API that is never forwarded.
         let garbage = EnvelopeRequest::default()

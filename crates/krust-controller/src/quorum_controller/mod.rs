@@ -33,6 +33,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as LegacyAlterConfigsResourceResponse;
 use kafka_protocol::messages::alter_partition_response;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
@@ -41,14 +42,15 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{
-    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterPartitionRequest,
-    AlterPartitionResponse, BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId,
-    BrokerRegistrationRequest, BrokerRegistrationResponse, ControllerRegistrationRequest,
-    ControllerRegistrationResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
-    ElectLeadersRequest, ElectLeadersResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, TopicName, UnregisterBrokerRequest, UnregisterBrokerResponse,
-    UpdateFeaturesRequest, UpdateFeaturesResponse,
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterConfigsRequest,
+    AlterConfigsResponse, AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse,
+    ControllerRegistrationRequest, ControllerRegistrationResponse, CreatePartitionsRequest,
+    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
+    DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
+    UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateFeaturesRequest,
+    UpdateFeaturesResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
@@ -70,7 +72,7 @@ use rand::rngs::StdRng;
 use tracing::{info, warn};
 use uuid::Uuid;
 
-use crate::configs::incremental_alter_configs;
+use crate::configs::{incremental_alter_configs, legacy_alter_configs};
 use crate::error::ControllerError;
 use crate::features::{FeatureContext, NodeFeatures, update_features};
 use crate::heartbeat::{
@@ -185,6 +187,8 @@ pub enum ControllerRequest {
     ElectLeaders(ElectLeadersRequest),
     /// IncrementalAlterConfigs (topic and broker resources).
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
+    /// The legacy AlterConfigs (whole config set of topic and broker resources).
+    AlterConfigs(AlterConfigsRequest),
     /// AllocateProducerIds.
     AllocateProducerIds(AllocateProducerIdsRequest),
     /// UpdateFeatures at request version `version` (the upgrade-type field depends on it).
@@ -219,6 +223,8 @@ pub enum ControllerResponse {
     ElectLeaders(ElectLeadersResponse),
     /// IncrementalAlterConfigs.
     IncrementalAlterConfigs(IncrementalAlterConfigsResponse),
+    /// AlterConfigs.
+    AlterConfigs(AlterConfigsResponse),
     /// AllocateProducerIds.
     AllocateProducerIds(AllocateProducerIdsResponse),
     /// UpdateFeatures.
@@ -961,6 +967,14 @@ impl QuorumController {
                 (
                     records,
                     Reply::Ready(ControllerResponse::IncrementalAlterConfigs(response)),
+                    None,
+                )
+            }
+            ControllerRequest::AlterConfigs(r) => {
+                let (records, response) = legacy_alter_configs(&self.image, r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::AlterConfigs(response)),
                     None,
                 )
             }

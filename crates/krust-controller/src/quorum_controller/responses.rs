@@ -86,6 +86,20 @@ pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> C
                 .with_error_code(code)
                 .with_error_message(message.clone()),
         ),
+        ControllerRequest::AlterConfigs(r) => ControllerResponse::AlterConfigs(
+            AlterConfigsResponse::default().with_responses(
+                r.resources
+                    .iter()
+                    .map(|c| {
+                        LegacyAlterConfigsResourceResponse::default()
+                            .with_resource_type(c.resource_type)
+                            .with_resource_name(c.resource_name.clone())
+                            .with_error_code(code)
+                            .with_error_message(message.clone())
+                    })
+                    .collect(),
+            ),
+        ),
         ControllerRequest::IncrementalAlterConfigs(r) => {
             ControllerResponse::IncrementalAlterConfigs(
                 IncrementalAlterConfigsResponse::default().with_responses(
@@ -165,6 +179,14 @@ pub(super) fn error_response(
         ControllerResponse::UpdateFeatures(_) => ControllerResponse::UpdateFeatures(
             UpdateFeaturesResponse::default().with_error_code(code),
         ),
+        ControllerResponse::AlterConfigs(r) => {
+            let mut r = r.clone();
+            for c in &mut r.responses {
+                c.error_code = code;
+                c.error_message = None;
+            }
+            ControllerResponse::AlterConfigs(r)
+        }
         ControllerResponse::IncrementalAlterConfigs(r) => {
             let mut r = r.clone();
             for c in &mut r.responses {
@@ -192,7 +214,8 @@ pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
         ControllerResponse::CreateTopics(_)
         | ControllerResponse::DeleteTopics(_)
         | ControllerResponse::CreatePartitions(_)
-        | ControllerResponse::IncrementalAlterConfigs(_) => 0,
+        | ControllerResponse::IncrementalAlterConfigs(_)
+        | ControllerResponse::AlterConfigs(_) => 0,
     };
     code.err()
 }

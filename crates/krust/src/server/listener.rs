@@ -44,12 +44,13 @@ const SIZE_PREFIX_BYTES: usize = 4;
 
 /// The controller APIs of Kafka 3.9's controller listener (facts §2.1, `ApiKeys` with the
 /// `controller` listener), with its version ranges.
-const CONTROLLER_APIS: [(ApiKey, i16, i16); 14] = [
+const CONTROLLER_APIS: [(ApiKey, i16, i16); 15] = [
     (ApiKey::CreateTopics, 0, 7),
     (ApiKey::DeleteTopics, 0, 6),
     (ApiKey::CreatePartitions, 0, 3),
     (ApiKey::ElectLeaders, 0, 2),
     (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::AlterConfigs, 0, 2),
     (ApiKey::AlterPartition, 0, 3),
     (ApiKey::UpdateFeatures, 0, 1),
     (ApiKey::Envelope, 0, 0),
@@ -210,6 +211,7 @@ impl ControllerHandler {
             }
             ControllerResponse::AllocateProducerIds(r) => ResponseKind::AllocateProducerIds(r),
             ControllerResponse::UpdateFeatures(r) => ResponseKind::UpdateFeatures(r),
+            ControllerResponse::AlterConfigs(r) => ResponseKind::AlterConfigs(r),
         })
     }
 
@@ -305,6 +307,7 @@ fn forwardable(request: RequestKind, version: i16) -> Option<ControllerRequest> 
         RequestKind::CreatePartitions(r) => ControllerRequest::CreatePartitions(r),
         RequestKind::ElectLeaders(r) => ControllerRequest::ElectLeaders(r),
         RequestKind::IncrementalAlterConfigs(r) => ControllerRequest::IncrementalAlterConfigs(r),
+        RequestKind::AlterConfigs(r) => ControllerRequest::AlterConfigs(r),
         RequestKind::UpdateFeatures(r) => ControllerRequest::UpdateFeatures {
             request: r,
             version,
