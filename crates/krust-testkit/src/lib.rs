@@ -157,8 +157,9 @@ mod process;
 mod zookeeper;
 
 pub use clients::{
-    Kcat, LibrdkafkaRun, LibrdkafkaTestResult, LibrdkafkaTests, ProducerPerfSummary, PythonClients,
-    client_cache_dir, missing_client_tool, parse_librdkafka_summary, running_in_ci,
+    BrokerUnderTest, KRUST_DEV_READY_TIMEOUT, Kcat, LibrdkafkaRun, LibrdkafkaTestResult,
+    LibrdkafkaTests, ProducerPerfSummary, PythonClients, client_cache_dir, missing_client_tool,
+    parse_librdkafka_summary, running_in_ci,
 };
 pub use dist::{
     DEFAULT_TOOL_TIMEOUT, JVM_MAX_HEAP, KAFKA_VERSION, KafkaDist, ToolCommand, ToolOutput, class,
