@@ -58,6 +58,10 @@ pub enum GroupError {
     /// The group is being removed.
     #[error("coordinator not available")]
     CoordinatorNotAvailable,
+    /// The shard of the group is still loading its `__consumer_offsets` partition: the
+    /// client retries.
+    #[error("coordinator load in progress")]
+    CoordinatorLoadInProgress,
 }
 
 impl GroupError {
@@ -80,6 +84,7 @@ impl GroupError {
             GroupError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
             GroupError::NotCoordinator => ResponseError::NotCoordinator,
             GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+            GroupError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
             GroupError::InvalidRequest { .. } => ResponseError::InvalidRequest,
         }
     }

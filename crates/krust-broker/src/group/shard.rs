@@ -1774,6 +1774,15 @@ fn error_like(response: &GroupResponse, error: GroupError) -> GroupResponse {
     }
 }
 
+impl GroupRequest {
+    /// The answer to this request when no shard can take it (`error` for every group,
+    /// topic and partition it names): NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
+    #[must_use]
+    pub fn error_response(&self, error: GroupError) -> GroupResponse {
+        error_response(self, &RequestContext::default(), error)
+    }
+}
+
 /// An error response to `request` (shard no longer the coordinator).
 fn error_response(
     request: &GroupRequest,

@@ -9,63 +9,591 @@
 //! DescribeGroups, DeleteGroups, OffsetDelete); [`GroupCoordinator::handle`] answers one.
 //! The publisher calls [`GroupCoordinator::on_elected`] / [`GroupCoordinator::on_resigned`]
 //! for `__consumer_offsets` partitions and [`GroupCoordinator::on_metadata`] with every image.
+//! `on_elected` spawns a task, so it must run inside a tokio runtime (or the coordinator must
+//! have been created inside one).
+//!
+//! # Layout
+//! - `mod.rs`: [`GroupCoordinator`] — routing of each request to the shard of
+//!   `partitionFor(group)`, fan-out/merge of multi-group requests (OffsetFetch v8+,
+//!   DescribeGroups, DeleteGroups, ListGroups), shard lifecycle, settings from
+//!   `server.properties`.
+//! - [`find_coordinator`]: FindCoordinator v0–v5 and the creation of `__consumer_offsets`.
+//! - [`runtime`]: the task of one shard (load from the log, real-time timers, group-commit
+//!   appends, responses).
+//! - [`log`]: [`CoordinatorLog`], what the runtime needs from the broker (implemented by
+//!   [`ReplicaManager`]; tests put an in-memory log behind it).
+//!
+//! # Limits
+//! - Offsets of deleted topics are kept until they expire (`offsets.retention.minutes`);
+//!   Kafka 3.9 drops them on the topic deletion.
+//! - An append is not fenced by the leader epoch the shard was loaded in (the replica
+//!   manager's append has no epoch argument): a leadership change between the check and the
+//!   write is caught only by the append failing.
 
-use std::sync::Arc;
+pub mod find_coordinator;
+pub mod log;
+mod runtime;
 
-use kafka_protocol::messages::{ApiKey, RequestKind};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::messages::{
+    ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse, OffsetFetchRequest,
+    OffsetFetchResponse, RequestKind, ResponseKind,
+};
 use krust_metadata::image::MetadataImage;
 use krust_net::{Reply, RequestContext};
+use tokio::sync::oneshot;
+use tracing::{info, warn};
 
 use super::BrokerConfig;
 use super::controller_channel::ControllerChannel;
 use super::replica_manager::ReplicaManager;
+use crate::group::{
+    GroupConfig, GroupError, GroupRequest, GroupResponse, RequestContext as ShardContext,
+    partition_for_group,
+};
+pub use log::{CoordinatorLog, GROUP_METADATA_TOPIC_NAME, LoadChunk};
+use runtime::{ACTIVE, LOADING, STOPPED, ShardCommand, ShardSettings, ShardSlot};
+
+/// Settings of the coordinator, from `server.properties` with Kafka 3.9's defaults.
+#[derive(Debug, Clone)]
+pub struct GroupCoordinatorSettings {
+    /// The shards' settings (`group.*`, `offsets.*`).
+    pub group: GroupConfig,
+    /// `offsets.topic.replication.factor` (3): replication factor `__consumer_offsets` is
+    /// created with. Creation fails (and FindCoordinator answers COORDINATOR_NOT_AVAILABLE)
+    /// until that many brokers are registered.
+    pub offsets_topic_replication_factor: i16,
+    /// `offsets.topic.segment.bytes` (104857600).
+    pub offsets_topic_segment_bytes: i32,
+    /// `offsets.load.buffer.size` (5242880).
+    pub offsets_load_buffer_size: usize,
+    /// `offsets.commit.timeout.ms` (5000).
+    pub offsets_commit_timeout_ms: u64,
+}
+
+impl Default for GroupCoordinatorSettings {
+    fn default() -> Self {
+        GroupCoordinatorSettings {
+            group: GroupConfig::default(),
+            offsets_topic_replication_factor: 3,
+            offsets_topic_segment_bytes: 104_857_600,
+            offsets_load_buffer_size: 5_242_880,
+            offsets_commit_timeout_ms: 5000,
+        }
+    }
+}
+
+impl GroupCoordinatorSettings {
+    /// From `server.properties` (Kafka's names); a missing or unparsable value keeps the
+    /// default (the `krust` binary validates the file before the broker starts).
+    #[must_use]
+    pub fn from_properties(properties: &BTreeMap<String, String>) -> Self {
+        fn get<T: std::str::FromStr>(p: &BTreeMap<String, String>, key: &str, default: T) -> T {
+            p.get(key)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(default)
+        }
+        let d = GroupCoordinatorSettings::default();
+        let g = &d.group;
+        let num_partitions = get(
+            properties,
+            "offsets.topic.num.partitions",
+            g.offsets_topic_num_partitions,
+        );
+        let group = GroupConfig {
+            group_min_session_timeout_ms: get(
+                properties,
+                "group.min.session.timeout.ms",
+                g.group_min_session_timeout_ms,
+            ),
+            group_max_session_timeout_ms: get(
+                properties,
+                "group.max.session.timeout.ms",
+                g.group_max_session_timeout_ms,
+            ),
+            group_initial_rebalance_delay_ms: get(
+                properties,
+                "group.initial.rebalance.delay.ms",
+                g.group_initial_rebalance_delay_ms,
+            ),
+            group_max_size: get(properties, "group.max.size", g.group_max_size),
+            offset_metadata_max_bytes: get(
+                properties,
+                "offset.metadata.max.bytes",
+                g.offset_metadata_max_bytes,
+            ),
+            offsets_retention_ms: get(
+                properties,
+                "offsets.retention.minutes",
+                g.offsets_retention_ms / 60_000,
+            )
+            .saturating_mul(60_000),
+            offsets_retention_check_interval_ms: get(
+                properties,
+                "offsets.retention.check.interval.ms",
+                g.offsets_retention_check_interval_ms,
+            ),
+            // Kafka refuses a non-positive count at startup; never divide by zero here.
+            offsets_topic_num_partitions: if num_partitions > 0 {
+                num_partitions
+            } else {
+                g.offsets_topic_num_partitions
+            },
+            new_member_join_timeout_ms: g.new_member_join_timeout_ms,
+        };
+        GroupCoordinatorSettings {
+            group,
+            offsets_topic_replication_factor: get(
+                properties,
+                "offsets.topic.replication.factor",
+                d.offsets_topic_replication_factor,
+            ),
+            offsets_topic_segment_bytes: get(
+                properties,
+                "offsets.topic.segment.bytes",
+                d.offsets_topic_segment_bytes,
+            ),
+            offsets_load_buffer_size: get(
+                properties,
+                "offsets.load.buffer.size",
+                d.offsets_load_buffer_size,
+            ),
+            offsets_commit_timeout_ms: get(
+                properties,
+                "offsets.commit.timeout.ms",
+                d.offsets_commit_timeout_ms,
+            ),
+        }
+    }
+
+    fn shard_settings(&self) -> ShardSettings {
+        ShardSettings {
+            group: self.group.clone(),
+            load_buffer_size: self.offsets_load_buffer_size.max(1),
+            commit_timeout: Duration::from_millis(self.offsets_commit_timeout_ms),
+        }
+    }
+}
 
 /// The group coordinator of one broker.
 pub struct GroupCoordinator {
-    _replicas: Arc<ReplicaManager>,
+    log: Arc<dyn CoordinatorLog>,
+    channel: Arc<dyn ControllerChannel>,
+    settings: GroupCoordinatorSettings,
+    shards: Mutex<HashMap<i32, ShardSlot>>,
+    /// A CreateTopics for `__consumer_offsets` is in flight (Kafka's
+    /// `AutoTopicCreationManager` inflight set): one at a time.
+    creating_offsets_topic: Arc<AtomicBool>,
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl GroupCoordinator {
     /// For this broker; `channel` creates `__consumer_offsets` when a FindCoordinator needs it.
     #[must_use]
     pub fn new(
-        _config: &BrokerConfig,
+        config: &BrokerConfig,
         replicas: Arc<ReplicaManager>,
-        _channel: Arc<dyn ControllerChannel>,
+        channel: Arc<dyn ControllerChannel>,
+    ) -> Self {
+        Self::with_log(
+            GroupCoordinatorSettings::from_properties(&config.properties),
+            replicas,
+            channel,
+        )
+    }
+
+    /// Over any [`CoordinatorLog`] (tests use an in-memory one).
+    #[must_use]
+    pub fn with_log(
+        settings: GroupCoordinatorSettings,
+        log: Arc<dyn CoordinatorLog>,
+        channel: Arc<dyn ControllerChannel>,
     ) -> Self {
         GroupCoordinator {
-            _replicas: replicas,
+            log,
+            channel,
+            settings,
+            shards: Mutex::new(HashMap::new()),
+            creating_offsets_topic: Arc::new(AtomicBool::new(false)),
+            runtime: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
-    /// The APIs served, with version ranges.
+    /// The settings in use.
+    #[must_use]
+    pub fn settings(&self) -> &GroupCoordinatorSettings {
+        &self.settings
+    }
+
+    /// The APIs served, with version ranges (Kafka 3.9's, FindCoordinator without v6's
+    /// share-group key type).
     #[must_use]
     pub fn apis() -> Vec<(ApiKey, i16, i16)> {
-        todo!("groups")
+        vec![
+            (ApiKey::FindCoordinator, 0, 5),
+            (ApiKey::JoinGroup, 0, 9),
+            (ApiKey::SyncGroup, 0, 5),
+            (ApiKey::Heartbeat, 0, 4),
+            (ApiKey::LeaveGroup, 0, 5),
+            (ApiKey::OffsetCommit, 0, 9),
+            (ApiKey::OffsetFetch, 0, 9),
+            (ApiKey::ListGroups, 0, 5),
+            (ApiKey::DescribeGroups, 0, 5),
+            (ApiKey::DeleteGroups, 0, 2),
+            (ApiKey::OffsetDelete, 0, 0),
+        ]
+    }
+
+    /// The `__consumer_offsets` partition coordinating `group_id`.
+    #[must_use]
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        partition_for_group(group_id, self.settings.group.offsets_topic_num_partitions)
     }
 
     /// Answers one group API request.
-    pub async fn handle(&self, _ctx: &RequestContext, _request: RequestKind) -> Reply {
-        todo!("groups")
+    pub async fn handle(&self, ctx: &RequestContext, request: RequestKind) -> Reply {
+        let shard_ctx = ShardContext {
+            api_version: ctx.api_version,
+            client_id: ctx.client_id.clone(),
+            // Kafka's `InetAddress.toString` form, as DescribeGroups shows it.
+            client_host: format!("/{}", ctx.peer_addr.ip()),
+        };
+        let response = match request {
+            RequestKind::FindCoordinator(r) => {
+                return ResponseKind::FindCoordinator(self.find_coordinator(ctx, &r)).into();
+            }
+            RequestKind::JoinGroup(r) => {
+                let p = self.partition_for(&r.group_id);
+                self.route(p, shard_ctx, GroupRequest::JoinGroup(r)).await
+            }
+            RequestKind::SyncGroup(r) => {
+                let p = self.partition_for(&r.group_id);
+                self.route(p, shard_ctx, GroupRequest::SyncGroup(r)).await
+            }
+            RequestKind::Heartbeat(r) => {
+                let p = self.partition_for(&r.group_id);
+                self.route(p, shard_ctx, GroupRequest::Heartbeat(r)).await
+            }
+            RequestKind::LeaveGroup(r) => {
+                let p = self.partition_for(&r.group_id);
+                self.route(p, shard_ctx, GroupRequest::LeaveGroup(r)).await
+            }
+            RequestKind::OffsetCommit(r) => {
+                let p = self.partition_for(&r.group_id);
+                self.route(p, shard_ctx, GroupRequest::OffsetCommit(r))
+                    .await
+            }
+            RequestKind::OffsetDelete(r) => {
+                let p = self.partition_for(&r.group_id);
+                self.route(p, shard_ctx, GroupRequest::OffsetDelete(r))
+                    .await
+            }
+            RequestKind::OffsetFetch(r) => {
+                if ctx.api_version >= 8 {
+                    GroupResponse::OffsetFetch(self.offset_fetch_batched(shard_ctx, r).await)
+                } else {
+                    let p = self.partition_for(&r.group_id);
+                    self.route(p, shard_ctx, GroupRequest::OffsetFetch(r)).await
+                }
+            }
+            RequestKind::DescribeGroups(r) => {
+                GroupResponse::DescribeGroups(self.describe_groups(shard_ctx, r).await)
+            }
+            RequestKind::DeleteGroups(r) => {
+                GroupResponse::DeleteGroups(self.delete_groups(shard_ctx, r).await)
+            }
+            RequestKind::ListGroups(r) => {
+                GroupResponse::ListGroups(self.list_groups(shard_ctx, r).await)
+            }
+            _ => {
+                warn!(api = ?ctx.api_key, "not a group API: closing the connection");
+                return Reply::Close;
+            }
+        };
+        into_response_kind(response).into()
+    }
+
+    /// Sends `request` to the shard of `partition` and waits for its answer.
+    async fn route(
+        &self,
+        partition: i32,
+        ctx: ShardContext,
+        request: GroupRequest,
+    ) -> GroupResponse {
+        let slot = {
+            let shards = self.lock_shards();
+            shards
+                .get(&partition)
+                .map(|s| (s.status.load(Ordering::SeqCst), s.requests.clone()))
+        };
+        let Some((status, requests)) = slot else {
+            return request.error_response(GroupError::NotCoordinator);
+        };
+        match status {
+            LOADING => return request.error_response(GroupError::CoordinatorLoadInProgress),
+            ACTIVE => {}
+            _ => return request.error_response(GroupError::NotCoordinator),
+        }
+        // Built before the request moves into the shard: the answer if the shard goes away.
+        let fallback = request.error_response(GroupError::NotCoordinator);
+        let (reply, answer) = oneshot::channel();
+        let command = ShardCommand {
+            ctx,
+            request,
+            reply,
+        };
+        if requests.send(command).await.is_err() {
+            return fallback;
+        }
+        answer.await.unwrap_or(fallback)
+    }
+
+    /// OffsetFetch v8+: the groups split by shard, answered in request order.
+    async fn offset_fetch_batched(
+        &self,
+        ctx: ShardContext,
+        r: OffsetFetchRequest,
+    ) -> OffsetFetchResponse {
+        let mut by_partition: BTreeMap<i32, Vec<_>> = BTreeMap::new();
+        for g in &r.groups {
+            by_partition
+                .entry(self.partition_for(&g.group_id))
+                .or_default()
+                .push(g.clone());
+        }
+        let mut answered = Vec::new();
+        for (p, groups) in by_partition {
+            let sub = r.clone().with_groups(groups);
+            if let GroupResponse::OffsetFetch(resp) = self
+                .route(p, ctx.clone(), GroupRequest::OffsetFetch(sub))
+                .await
+            {
+                answered.extend(resp.groups);
+            }
+        }
+        let groups = r
+            .groups
+            .iter()
+            .filter_map(|g| {
+                let i = answered.iter().position(|a| a.group_id == g.group_id)?;
+                Some(answered.swap_remove(i))
+            })
+            .collect();
+        OffsetFetchResponse::default().with_groups(groups)
+    }
+
+    async fn describe_groups(
+        &self,
+        ctx: ShardContext,
+        r: DescribeGroupsRequest,
+    ) -> DescribeGroupsResponse {
+        let mut by_partition: BTreeMap<i32, Vec<_>> = BTreeMap::new();
+        for g in &r.groups {
+            by_partition
+                .entry(self.partition_for(g))
+                .or_default()
+                .push(g.clone());
+        }
+        let mut answered = Vec::new();
+        for (p, groups) in by_partition {
+            let sub = r.clone().with_groups(groups);
+            if let GroupResponse::DescribeGroups(resp) = self
+                .route(p, ctx.clone(), GroupRequest::DescribeGroups(sub))
+                .await
+            {
+                answered.extend(resp.groups);
+            }
+        }
+        let groups = r
+            .groups
+            .iter()
+            .filter_map(|g| {
+                let i = answered.iter().position(|a| &a.group_id == g)?;
+                Some(answered.swap_remove(i))
+            })
+            .collect();
+        DescribeGroupsResponse::default().with_groups(groups)
+    }
+
+    async fn delete_groups(
+        &self,
+        ctx: ShardContext,
+        r: DeleteGroupsRequest,
+    ) -> DeleteGroupsResponse {
+        let mut by_partition: BTreeMap<i32, Vec<_>> = BTreeMap::new();
+        for g in &r.groups_names {
+            by_partition
+                .entry(self.partition_for(g))
+                .or_default()
+                .push(g.clone());
+        }
+        let mut answered = Vec::new();
+        for (p, groups) in by_partition {
+            let sub = r.clone().with_groups_names(groups);
+            if let GroupResponse::DeleteGroups(resp) = self
+                .route(p, ctx.clone(), GroupRequest::DeleteGroups(sub))
+                .await
+            {
+                answered.extend(resp.results);
+            }
+        }
+        let results = r
+            .groups_names
+            .iter()
+            .filter_map(|g| {
+                let i = answered.iter().position(|a| &a.group_id == g)?;
+                Some(answered.swap_remove(i))
+            })
+            .collect();
+        DeleteGroupsResponse::default().with_results(results)
+    }
+
+    /// ListGroups over every active shard (Kafka asks `activeTopicPartitions` only, so
+    /// loading shards add nothing); the last shard error, if any, is the top-level error.
+    async fn list_groups(&self, ctx: ShardContext, r: ListGroupsRequest) -> ListGroupsResponse {
+        let active: Vec<i32> = {
+            let shards = self.lock_shards();
+            let mut ps: Vec<i32> = shards
+                .iter()
+                .filter(|(_, s)| s.status.load(Ordering::SeqCst) == ACTIVE)
+                .map(|(p, _)| *p)
+                .collect();
+            ps.sort_unstable();
+            ps
+        };
+        let mut response = ListGroupsResponse::default();
+        for p in active {
+            if let GroupResponse::ListGroups(resp) = self
+                .route(p, ctx.clone(), GroupRequest::ListGroups(r.clone()))
+                .await
+            {
+                if resp.error_code != 0 {
+                    response.error_code = resp.error_code;
+                }
+                response.groups.extend(resp.groups);
+            }
+        }
+        response
+    }
+
+    fn lock_shards(&self) -> std::sync::MutexGuard<'_, HashMap<i32, ShardSlot>> {
+        // A poisoned lock means a panic elsewhere while holding it; the map itself is still
+        // consistent (every update is a single insert or remove), so keep serving.
+        self.shards
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// This broker became leader of `__consumer_offsets` partition `partition` at `leader_epoch`.
-    pub fn on_elected(&self, _partition: i32, _leader_epoch: i32) {
-        todo!("groups")
+    /// Loads its shard in the background (requests meanwhile get COORDINATOR_LOAD_IN_PROGRESS);
+    /// an already loaded or loading shard only takes the newer epoch (Kafka's
+    /// `scheduleLoadOperation`).
+    pub fn on_elected(&self, partition: i32, leader_epoch: i32) {
+        let mut shards = self.lock_shards();
+        if let Some(slot) = shards.get_mut(&partition) {
+            let status = slot.status.load(Ordering::SeqCst);
+            if status != STOPPED {
+                slot.leader_epoch = slot.leader_epoch.max(leader_epoch);
+                return;
+            }
+            // A shard that failed to load is loaded again for the new epoch.
+            if let Some(old) = shards.remove(&partition) {
+                drop(old.unload());
+            }
+        }
+        let runtime = match tokio::runtime::Handle::try_current() {
+            Ok(h) => h,
+            Err(_) => match &self.runtime {
+                Some(h) => h.clone(),
+                None => {
+                    warn!(
+                        partition,
+                        "on_elected outside a tokio runtime: the shard is not loaded"
+                    );
+                    return;
+                }
+            },
+        };
+        info!(partition, leader_epoch, "loading group coordinator shard");
+        let slot = ShardSlot::spawn(
+            &runtime,
+            partition,
+            leader_epoch,
+            Arc::clone(&self.log),
+            self.settings.shard_settings(),
+        );
+        shards.insert(partition, slot);
     }
 
-    /// This broker stopped leading `partition` (`leader_epoch` the new one, if known).
-    pub fn on_resigned(&self, _partition: i32, _leader_epoch: Option<i32>) {
-        todo!("groups")
+    /// This broker stopped leading `partition` (`leader_epoch` the new one, if known). The
+    /// shard is unloaded unless it was loaded for an epoch at least as new (Kafka's
+    /// `scheduleUnloadOperation`); its waiting requests get NOT_COORDINATOR.
+    pub fn on_resigned(&self, partition: i32, leader_epoch: Option<i32>) {
+        let mut shards = self.lock_shards();
+        let unload = shards
+            .get(&partition)
+            .is_some_and(|s| leader_epoch.is_none_or(|e| s.leader_epoch < e));
+        if unload && let Some(slot) = shards.remove(&partition) {
+            info!(
+                partition,
+                ?leader_epoch,
+                "unloading group coordinator shard"
+            );
+            // The task finishes on its own; nothing to wait for here.
+            drop(slot.unload());
+        }
     }
 
-    /// A new metadata image (topic deletions, partition counts of `__consumer_offsets`).
-    pub fn on_metadata(&self, _image: &MetadataImage) {
-        todo!("groups")
+    /// A new metadata image. Nothing to do yet: partition leadership arrives through
+    /// `on_elected`/`on_resigned`, and offsets of deleted topics expire (see the module doc).
+    pub fn on_metadata(&self, _image: &MetadataImage) {}
+
+    /// Partitions whose shard is loaded and serving (for tests and metrics).
+    #[must_use]
+    pub fn active_partitions(&self) -> Vec<i32> {
+        let shards = self.lock_shards();
+        let mut ps: Vec<i32> = shards
+            .iter()
+            .filter(|(_, s)| s.status.load(Ordering::SeqCst) == ACTIVE)
+            .map(|(p, _)| *p)
+            .collect();
+        ps.sort_unstable();
+        ps
     }
 
-    /// Stops every shard (broker shutdown).
+    /// Stops every shard (broker shutdown) and waits for their tasks, at most 5 s each
+    /// (an append in flight finishes in its own task).
     pub async fn shutdown(&self) {
-        todo!("groups")
+        let slots: Vec<ShardSlot> = self.lock_shards().drain().map(|(_, s)| s).collect();
+        for slot in slots {
+            let task = slot.unload();
+            if tokio::time::timeout(Duration::from_secs(5), task)
+                .await
+                .is_err()
+            {
+                warn!("a group coordinator shard did not stop within 5 s");
+            }
+        }
+    }
+}
+
+/// The wire response of a shard answer.
+fn into_response_kind(response: GroupResponse) -> ResponseKind {
+    match response {
+        GroupResponse::JoinGroup(r) => ResponseKind::JoinGroup(r),
+        GroupResponse::SyncGroup(r) => ResponseKind::SyncGroup(r),
+        GroupResponse::Heartbeat(r) => ResponseKind::Heartbeat(r),
+        GroupResponse::LeaveGroup(r) => ResponseKind::LeaveGroup(r),
+        GroupResponse::OffsetCommit(r) => ResponseKind::OffsetCommit(r),
+        GroupResponse::OffsetFetch(r) => ResponseKind::OffsetFetch(r),
+        GroupResponse::OffsetDelete(r) => ResponseKind::OffsetDelete(r),
+        GroupResponse::ListGroups(r) => ResponseKind::ListGroups(r),
+        GroupResponse::DescribeGroups(r) => ResponseKind::DescribeGroups(r),
+        GroupResponse::DeleteGroups(r) => ResponseKind::DeleteGroups(r),
     }
 }

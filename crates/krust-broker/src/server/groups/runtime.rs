@@ -1,0 +1,421 @@
+//! One tokio task per loaded `__consumer_offsets` partition (Kafka's `CoordinatorRuntime`
+//! event loop for one `CoordinatorContext`): it loads the partition into a
+//! [`GroupCoordinatorShard`], then feeds it requests and timer ticks in real time, writes the
+//! records it emits and releases its responses.
+//!
+//! Appends: the shard's records go out in emission order, one append in flight at a time;
+//! while it is in flight, later appends queue and go out together as the next batch (group
+//! commit), so acks=-1 replication latency is paid once per batch, not per request.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use krust_log::batch::{BatchReader, MAX_BATCH_BYTES, RecordBatchBuilder};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+
+use super::log::CoordinatorLog;
+use crate::error::PartitionError;
+use crate::group::{
+    Action, AppendId, CoordinatorRecord, GroupConfig, GroupCoordinatorShard, GroupRequest,
+    GroupResponse, RequestContext, RequestId,
+};
+
+/// Shard status: reading its partition; requests get COORDINATOR_LOAD_IN_PROGRESS.
+pub(super) const LOADING: u8 = 0;
+/// Shard status: serving.
+pub(super) const ACTIVE: u8 = 1;
+/// Shard status: unloaded or failed to load; requests get NOT_COORDINATOR.
+pub(super) const STOPPED: u8 = 2;
+
+/// Requests queued for one shard before senders wait (Kafka's `queued.max.requests`, 500,
+/// bounds the whole broker the same way).
+const SHARD_QUEUE_CAPACITY: usize = 500;
+
+/// Largest batch the runtime builds from queued appends (Kafka's default `message.max.bytes`,
+/// 1048588, which `__consumer_offsets` inherits). A single append larger than this still
+/// goes out alone.
+const MAX_COMBINED_BATCH_BYTES: usize = 1_048_588;
+
+/// Runtime settings of a shard task.
+#[derive(Debug, Clone)]
+pub(super) struct ShardSettings {
+    /// The shard's config.
+    pub group: GroupConfig,
+    /// `offsets.load.buffer.size` (5242880): bytes read per step while loading.
+    pub load_buffer_size: usize,
+    /// `offsets.commit.timeout.ms` (5000): how long an append waits for acks=-1.
+    pub commit_timeout: Duration,
+}
+
+/// A request for the shard, with where to send its answer. A dropped `reply` (the shard was
+/// unloaded, or reloads after a failed append) means NOT_COORDINATOR.
+pub(super) struct ShardCommand {
+    pub ctx: RequestContext,
+    pub request: GroupRequest,
+    pub reply: oneshot::Sender<GroupResponse>,
+}
+
+/// The coordinator's handle on one shard task.
+pub(super) struct ShardSlot {
+    /// The partition's leader epoch this broker leads it in.
+    pub leader_epoch: i32,
+    /// [`LOADING`], [`ACTIVE`] or [`STOPPED`].
+    pub status: Arc<AtomicU8>,
+    /// Requests in.
+    pub requests: mpsc::Sender<ShardCommand>,
+    /// `true` stops the task (unload).
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+impl ShardSlot {
+    /// Spawns the task for `partition`: load, then serve.
+    pub fn spawn(
+        runtime: &tokio::runtime::Handle,
+        partition: i32,
+        leader_epoch: i32,
+        log: Arc<dyn CoordinatorLog>,
+        settings: ShardSettings,
+    ) -> ShardSlot {
+        let status = Arc::new(AtomicU8::new(LOADING));
+        let (requests, rx) = mpsc::channel(SHARD_QUEUE_CAPACITY);
+        let (stop, stop_rx) = watch::channel(false);
+        let task = runtime.spawn(run_shard(
+            partition,
+            log,
+            settings,
+            rx,
+            stop_rx,
+            Arc::clone(&status),
+        ));
+        ShardSlot {
+            leader_epoch,
+            status,
+            requests,
+            stop,
+            task,
+        }
+    }
+
+    /// Unloads: requests arriving from now on get NOT_COORDINATOR, and so do the ones the
+    /// task still holds (their reply senders are dropped). Returns the task to await.
+    pub fn unload(self) -> JoinHandle<()> {
+        self.status.store(STOPPED, Ordering::SeqCst);
+        // An error means the task is gone already.
+        let _ = self.stop.send(true);
+        self.task
+    }
+}
+
+/// Kafka's coordinator clock: wall time in ms (commit timestamps are stored in records).
+pub(super) fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Why loading a shard stopped.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum LoadError {
+    /// The partition could not be read (not led here any more, IO).
+    #[error("reading the partition: {0}")]
+    Partition(#[from] PartitionError),
+    /// The log did not advance (a batch ends before the offset asked for).
+    #[error("the log did not advance at offset {0}")]
+    Stuck(i64),
+}
+
+/// Reads `__consumer_offsets-partition` from its log start to its log end offset into a new
+/// shard (Kafka's `CoordinatorLoaderImpl.load`). Undecodable records are skipped with a
+/// warning, as Kafka skips unknown record types; control batches (transaction markers) and
+/// compressed batches (never written by this coordinator) are skipped too. Blocking IO.
+pub(super) fn load_shard(
+    log: &dyn CoordinatorLog,
+    partition: i32,
+    settings: &ShardSettings,
+    now_ms: i64,
+    seed: u64,
+) -> Result<GroupCoordinatorShard, LoadError> {
+    let mut shard = GroupCoordinatorShard::new(settings.group.clone(), now_ms, seed);
+    let mut offset = 0i64;
+    let mut end: Option<i64> = None;
+    let mut records_loaded = 0u64;
+    loop {
+        let chunk = log.read(partition, offset, settings.load_buffer_size)?;
+        offset = offset.max(chunk.log_start_offset);
+        // Kafka reads to the log end offset seen at the start of the load.
+        let end = *end.get_or_insert(chunk.log_end_offset);
+        if offset >= end || chunk.records.is_empty() {
+            break;
+        }
+        let (batches, stop) = BatchReader::new(chunk.records, MAX_BATCH_BYTES).read_all();
+        if let Some(stop) = stop {
+            debug!(partition, ?stop, "load read stopped inside a chunk");
+        }
+        let before = offset;
+        for batch in batches {
+            if batch.next_offset() <= offset {
+                continue;
+            }
+            offset = batch.next_offset();
+            if batch.is_control() {
+                continue;
+            }
+            if batch.compression() != krust_log::batch::Compression::None {
+                warn!(
+                    partition,
+                    base_offset = batch.base_offset(),
+                    "skipping a compressed __consumer_offsets batch while loading"
+                );
+                continue;
+            }
+            let records = match batch.records() {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(partition, base_offset = batch.base_offset(), error = %e,
+                        "skipping an unreadable __consumer_offsets batch");
+                    continue;
+                }
+            };
+            for record in records {
+                let Some(key) = record.key else { continue };
+                if let Err(e) = shard.replay(now_ms, &key, record.value.as_deref()) {
+                    warn!(partition, error = %e, "skipping an undecodable __consumer_offsets record");
+                } else {
+                    records_loaded += 1;
+                }
+            }
+        }
+        if offset <= before {
+            return Err(LoadError::Stuck(offset));
+        }
+    }
+    info!(
+        partition,
+        records_loaded,
+        groups = shard.groups().len(),
+        "loaded group coordinator shard"
+    );
+    Ok(shard)
+}
+
+/// One batch (CreateTime `now_ms`, no producer) of the given records, in order.
+pub(super) fn build_batch(records: &[CoordinatorRecord], now_ms: i64) -> Bytes {
+    let mut builder = RecordBatchBuilder::new(0);
+    for record in records {
+        let (key, value) = record.encode();
+        builder.append_kv(now_ms, Some(key), value);
+    }
+    builder.build().into_bytes()
+}
+
+/// The task of one shard: loads (again after a failed append), serves until stopped.
+async fn run_shard(
+    partition: i32,
+    log: Arc<dyn CoordinatorLog>,
+    settings: ShardSettings,
+    mut requests: mpsc::Receiver<ShardCommand>,
+    mut stop: watch::Receiver<bool>,
+    status: Arc<AtomicU8>,
+) {
+    loop {
+        status.store(LOADING, Ordering::SeqCst);
+        let load = {
+            let log = Arc::clone(&log);
+            let settings = settings.clone();
+            tokio::task::spawn_blocking(move || {
+                load_shard(log.as_ref(), partition, &settings, now_ms(), rand::random())
+            })
+        };
+        let shard = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            loaded = load => match loaded {
+                Ok(Ok(shard)) => shard,
+                Ok(Err(e)) => {
+                    warn!(partition, error = %e, "failed to load group coordinator shard");
+                    status.store(STOPPED, Ordering::SeqCst);
+                    return;
+                }
+                Err(e) => {
+                    warn!(partition, error = %e, "group coordinator load task failed");
+                    status.store(STOPPED, Ordering::SeqCst);
+                    return;
+                }
+            },
+        };
+        if *stop.borrow() {
+            return;
+        }
+        status.store(ACTIVE, Ordering::SeqCst);
+        let outcome = serve(
+            partition,
+            &log,
+            &settings,
+            shard,
+            &mut requests,
+            &mut stop,
+            &status,
+        )
+        .await;
+        match outcome {
+            ServeOutcome::Stopped => return,
+            ServeOutcome::AppendFailed => {
+                // The in-memory state may be ahead of the log: rebuild it from the log, as
+                // Kafka reverts to its last committed snapshot.
+                info!(
+                    partition,
+                    "reloading group coordinator shard after a failed append"
+                );
+            }
+        }
+    }
+}
+
+enum ServeOutcome {
+    Stopped,
+    AppendFailed,
+}
+
+/// The append in flight: the last append id it carries and the task doing it.
+type InFlight = (AppendId, JoinHandle<Result<(), PartitionError>>);
+
+async fn serve(
+    partition: i32,
+    log: &Arc<dyn CoordinatorLog>,
+    settings: &ShardSettings,
+    mut shard: GroupCoordinatorShard,
+    requests: &mut mpsc::Receiver<ShardCommand>,
+    stop: &mut watch::Receiver<bool>,
+    status: &AtomicU8,
+) -> ServeOutcome {
+    let mut next_request_id = 0u64;
+    let mut waiting: HashMap<RequestId, oneshot::Sender<GroupResponse>> = HashMap::new();
+    let mut queued: Vec<(AppendId, Vec<CoordinatorRecord>)> = Vec::new();
+    let mut in_flight: Option<InFlight> = None;
+    loop {
+        while let Some(action) = shard.poll_action() {
+            match action {
+                Action::Append { append_id, records } => queued.push((append_id, records)),
+                Action::Respond {
+                    request_id,
+                    response,
+                } => {
+                    if let Some(reply) = waiting.remove(&request_id) {
+                        // The requester may have gone (connection closed): nothing to do.
+                        let _ = reply.send(response);
+                    }
+                }
+            }
+        }
+        if in_flight.is_none() && !queued.is_empty() {
+            in_flight = Some(start_append(partition, log, settings, &mut queued));
+        }
+        let now = now_ms();
+        let sleep = shard.poll_timeout().map(|deadline| {
+            Duration::from_millis(u64::try_from(deadline.saturating_sub(now)).unwrap_or(0))
+        });
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return ServeOutcome::Stopped,
+            command = requests.recv() => {
+                let Some(ShardCommand { ctx, request, reply }) = command else {
+                    return ServeOutcome::Stopped;
+                };
+                let request_id = RequestId(next_request_id);
+                next_request_id += 1;
+                waiting.insert(request_id, reply);
+                shard.handle_request(now_ms(), request_id, &ctx, request);
+            }
+            result = async {
+                match in_flight.as_mut() {
+                    Some((_, task)) => task.await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                let Some((last, _)) = in_flight.take() else { continue };
+                match result {
+                    Ok(Ok(())) => shard.handle_append_committed(last),
+                    Ok(Err(e)) => {
+                        warn!(partition, error = %e, "__consumer_offsets append failed");
+                        return fail(&mut shard, last, &mut waiting, status);
+                    }
+                    Err(e) => {
+                        warn!(partition, error = %e, "__consumer_offsets append task failed");
+                        return fail(&mut shard, last, &mut waiting, status);
+                    }
+                }
+            }
+            () = async {
+                match sleep {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            } => shard.handle_timeout(now_ms()),
+        }
+    }
+}
+
+/// A failed append: the shard answers what it held with NOT_COORDINATOR; every other waiting
+/// request gets it too (its reply sender is dropped); the caller reloads.
+fn fail(
+    shard: &mut GroupCoordinatorShard,
+    append_id: AppendId,
+    waiting: &mut HashMap<RequestId, oneshot::Sender<GroupResponse>>,
+    status: &AtomicU8,
+) -> ServeOutcome {
+    status.store(LOADING, Ordering::SeqCst);
+    shard.handle_append_failed(append_id);
+    while let Some(action) = shard.poll_action() {
+        if let Action::Respond {
+            request_id,
+            response,
+        } = action
+            && let Some(reply) = waiting.remove(&request_id)
+        {
+            let _ = reply.send(response);
+        }
+    }
+    waiting.clear();
+    ServeOutcome::AppendFailed
+}
+
+/// Takes queued appends (at least one, up to [`MAX_COMBINED_BATCH_BYTES`]) into one batch and
+/// starts appending it.
+fn start_append(
+    partition: i32,
+    log: &Arc<dyn CoordinatorLog>,
+    settings: &ShardSettings,
+    queued: &mut Vec<(AppendId, Vec<CoordinatorRecord>)>,
+) -> InFlight {
+    let mut records = Vec::new();
+    let mut taken = 0;
+    let mut size = 0usize;
+    for (_, rs) in queued.iter() {
+        let append_size: usize = rs
+            .iter()
+            .map(|r| {
+                let (k, v) = r.encode();
+                k.len() + v.map_or(0, |v| v.len()) + 16
+            })
+            .sum();
+        if taken > 0 && size + append_size > MAX_COMBINED_BATCH_BYTES {
+            break;
+        }
+        size += append_size;
+        taken += 1;
+    }
+    let mut last = AppendId(0);
+    for (id, rs) in queued.drain(..taken) {
+        last = id;
+        records.extend(rs);
+    }
+    let batch = build_batch(&records, now_ms());
+    let log = Arc::clone(log);
+    let timeout = settings.commit_timeout;
+    let task = tokio::spawn(async move { log.append(partition, batch, timeout).await });
+    (last, task)
+}
