@@ -92,6 +92,12 @@ pub enum PartitionError {
         /// Start offset of the leader epoch.
         epoch_start: i64,
     },
+    /// A delayed operation (acks=all) did not complete within the request's timeout.
+    #[error("the request timed out waiting for replication")]
+    RequestTimedOut,
+    /// The partition is being deleted or the broker is shutting down.
+    #[error("the partition is not available: {0}")]
+    NotAvailable(&'static str),
     /// The producer-state checks refused a batch.
     #[error(transparent)]
     Producer(#[from] ProducerStateError),
@@ -118,6 +124,8 @@ impl PartitionError {
                 ResponseError::NotEnoughReplicasAfterAppend
             }
             PartitionError::InvalidRecord { .. } => ResponseError::InvalidRecord,
+            PartitionError::RequestTimedOut => ResponseError::RequestTimedOut,
+            PartitionError::NotAvailable(_) => ResponseError::NotLeaderOrFollower,
             PartitionError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
             PartitionError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
             PartitionError::OffsetNotAvailable { .. } => ResponseError::OffsetNotAvailable,

@@ -13,9 +13,10 @@
 //! waits up to `max_wait_ms` and runs [`handle_fetch`] again when data arrives (Kafka's
 //! `DelayedFetch` re-reads too).
 //!
-//! Limits: sessionless only — a request for an existing session (`session_id` ≠ 0) gets
-//! `FETCH_SESSION_ID_NOT_FOUND`, and responses carry session id 0 (clients then send full
-//! fetches); no aborted-transaction lists; no preferred read replica.
+//! Fetch sessions (KIP-227) are the caller's: [`handle_fetch`] reads every partition the
+//! request lists and ignores `session_id`/`session_epoch`/`forgotten_topics_data`
+//! (`server::apis::fetch` resolves a session into a full partition list first).
+//! Limits: no aborted-transaction lists; no preferred read replica.
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -27,7 +28,7 @@ use krust_log::batch::{MAX_BATCH_BYTES, peek_batch_size};
 
 use crate::error::PartitionError;
 use crate::partition::{Fetcher, IsolationLevel};
-use crate::replicas::ReplicaSet;
+use crate::replicas::PartitionAccess;
 
 /// A fetch answered from the local logs.
 #[derive(Debug)]
@@ -71,21 +72,13 @@ fn error_partition(index: i32, error: ResponseError) -> PartitionData {
 }
 
 /// Handles a fetch request of `version` at `now_ms`; see the module doc.
-pub fn handle_fetch(
-    replicas: &mut ReplicaSet,
+pub fn handle_fetch<R: PartitionAccess>(
+    replicas: &mut R,
     request: &FetchRequest,
     version: i16,
     now_ms: i64,
 ) -> FetchOutcome {
     let mut response = FetchResponse::default();
-    if request.session_id != 0 {
-        response.error_code = ResponseError::FetchSessionIdNotFound.code();
-        return FetchOutcome {
-            response,
-            bytes_read: 0,
-            min_bytes_reached: true,
-        };
-    }
     let replica_id = if version >= 15 {
         request.replica_state.replica_id.0
     } else {
@@ -107,8 +100,8 @@ pub fn handle_fetch(
     let mut error_or_divergence = false;
     for topic in &request.topics {
         let (name, known_id) = if version >= 13 {
-            match replicas.topic_name(topic.topic_id) {
-                Some(name) => (name.to_string(), true),
+            match replicas.topic_name_of(topic.topic_id) {
+                Some(name) => (name, true),
                 None => (String::new(), false),
             }
         } else {
@@ -133,7 +126,7 @@ pub fn handle_fetch(
             let limit = partition_max.min(remaining);
             let current_leader_epoch = Some(fp.current_leader_epoch);
             let last_fetched_epoch = (version >= 12).then_some(fp.last_fetched_epoch);
-            let read = replicas.get_mut(&name, index).and_then(|p| {
+            let read = replicas.with_partition(&name, index, |p| {
                 p.read(
                     fp.fetch_offset,
                     limit.max(1),

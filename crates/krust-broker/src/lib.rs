@@ -41,6 +41,7 @@ pub mod produce;
 pub mod producer_state;
 pub mod replicas;
 pub mod server;
+pub mod topic_config;
 
 pub use error::PartitionError;
 pub use partition::Partition;

@@ -15,7 +15,7 @@ use kafka_protocol::messages::list_offsets_response::{
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
 use crate::partition::IsolationLevel;
-use crate::replicas::ReplicaSet;
+use crate::replicas::PartitionAccess;
 
 /// `replica_id` of a consumer.
 pub const CONSUMER_REPLICA_ID: i32 = -1;
@@ -24,8 +24,8 @@ pub const DEBUGGING_REPLICA_ID: i32 = -2;
 
 /// Handles a ListOffsets request of `version`.
 #[must_use]
-pub fn handle_list_offsets(
-    replicas: &mut ReplicaSet,
+pub fn handle_list_offsets<R: PartitionAccess>(
+    replicas: &mut R,
     request: &ListOffsetsRequest,
     version: i16,
 ) -> ListOffsetsResponse {
@@ -60,7 +60,7 @@ pub fn handle_list_offsets(
                 continue;
             }
             let current_leader_epoch = (version >= 4).then_some(p.current_leader_epoch);
-            let result = replicas.get_mut(name, index).and_then(|partition| {
+            let result = replicas.with_partition(name, index, |partition| {
                 partition.list_offsets(
                     p.timestamp,
                     isolation,

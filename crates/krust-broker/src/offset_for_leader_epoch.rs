@@ -7,12 +7,12 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 
-use crate::replicas::ReplicaSet;
+use crate::replicas::PartitionAccess;
 
 /// Handles an OffsetForLeaderEpoch request of `version`.
 #[must_use]
-pub fn handle_offset_for_leader_epoch(
-    replicas: &mut ReplicaSet,
+pub fn handle_offset_for_leader_epoch<R: PartitionAccess>(
+    replicas: &mut R,
     request: &OffsetForLeaderEpochRequest,
     version: i16,
 ) -> OffsetForLeaderEpochResponse {
@@ -23,7 +23,7 @@ pub fn handle_offset_for_leader_epoch(
         for p in &topic.partitions {
             let current_leader_epoch = (version >= 2).then_some(p.current_leader_epoch);
             let mut part = EpochEndOffset::default().with_partition(p.partition);
-            match replicas.get_mut(name, p.partition).and_then(|partition| {
+            match replicas.with_partition(name, p.partition, |partition| {
                 partition.offset_for_leader_epoch(current_leader_epoch, p.leader_epoch)
             }) {
                 Ok(end) => {

@@ -178,6 +178,9 @@ pub struct Partition {
     leader_epoch_start_offset: i64,
     replicas: Vec<i32>,
     isr: BTreeSet<i32>,
+    /// An ISR change sent to the controller and not answered yet (Kafka's
+    /// `PendingExpandIsr`/`PendingShrinkIsr`): the HW counts the *maximal* ISR meanwhile.
+    pending_isr: Option<BTreeSet<i32>>,
     role: Role,
     high_watermark: i64,
 }
@@ -208,6 +211,7 @@ impl Partition {
             leader_epoch_start_offset: UNDEFINED_EPOCH_OFFSET,
             replicas: Vec::new(),
             isr: BTreeSet::new(),
+            pending_isr: None,
             role: Role::Follower { leader_id: None },
             high_watermark,
         };
@@ -219,6 +223,39 @@ impl Partition {
     #[must_use]
     pub fn log(&self) -> &Log {
         &self.log
+    }
+
+    /// One log-compaction pass over this partition's log (called by the broker's log cleaner,
+    /// `server/cleaner.rs`, under the partition lock). `checkpoint` is the partition's entry in
+    /// `cleaner-offset-checkpoint`. Compaction never changes offsets, the log start or the log
+    /// end, so the partition's high watermark, epochs and producer state stay valid. Returns
+    /// `None` when the dirty part is below `min.cleanable.dirty.ratio` (and not overdue by
+    /// `max.compaction.lag.ms`), else the pass's outcome (store its next dirty offset).
+    ///
+    /// # Errors
+    /// [`krust_log::CleanerError`]: after [`krust_log::CleanerError::Log`] the log should be
+    /// reopened before it is cleaned again.
+    pub fn compact(
+        &mut self,
+        cleaner: &mut krust_log::Cleaner,
+        checkpoint: Option<i64>,
+        now_ms: i64,
+    ) -> Result<Option<krust_log::cleaner::CleanOutcome>, krust_log::CleanerError> {
+        let to_clean = self
+            .log
+            .log_to_clean(checkpoint, self.last_stable_offset(), now_ms);
+        if !to_clean.needs_cleaning(self.log.config().min_cleanable_dirty_ratio) {
+            return Ok(None);
+        }
+        // An active idempotent producer's last batch keeps its header (its sequence survives).
+        let active_producers: std::collections::HashMap<i64, i64> = self
+            .producer_state
+            .entries()
+            .filter_map(|e| e.batches.back().map(|b| (e.producer_id, b.last_offset)))
+            .collect();
+        cleaner
+            .clean(&mut self.log, &to_clean, now_ms, &active_producers)
+            .map(Some)
     }
 
     /// The producer state.
@@ -306,6 +343,8 @@ impl Partition {
         self.leader_epoch = self.leader_epoch.max(leader_epoch);
         self.replicas = replicas.to_vec();
         self.isr = isr.iter().copied().collect();
+        // The metadata is the committed state: a proposal in flight is answered or moot.
+        self.pending_isr = None;
         // Same epoch (only the replica set or ISR changed): continuing followers keep their
         // fetch state, as in Kafka's makeLeader.
         let previous = match std::mem::replace(&mut self.role, Role::Follower { leader_id: None }) {
@@ -349,13 +388,89 @@ impl Partition {
         self.leader_epoch_start_offset = UNDEFINED_EPOCH_OFFSET;
         self.replicas = replicas.to_vec();
         self.isr = isr.iter().copied().collect();
+        self.pending_isr = None;
         self.role = Role::Follower { leader_id };
     }
 
     /// The ISR changed in the metadata (an AlterPartition committed). The HW may advance.
     pub fn update_isr(&mut self, isr: &[i32], now_ms: i64) {
         self.isr = isr.iter().copied().collect();
+        self.pending_isr = None;
         self.maybe_increment_high_watermark(now_ms);
+    }
+
+    /// Leader: records that `proposed` was sent to the controller (AlterPartition). Until
+    /// [`Partition::update_isr`], [`Partition::abort_isr_change`] or a leader/follower
+    /// change, the HW treats the union of the committed and proposed ISR as in sync
+    /// (Kafka's maximal ISR: an expansion counts at once, a shrink only once committed).
+    /// Returns `false` (and changes nothing) if a change is already in flight or this
+    /// replica does not lead.
+    pub fn begin_isr_change(&mut self, proposed: &[i32]) -> bool {
+        if !self.is_leader() || self.pending_isr.is_some() {
+            return false;
+        }
+        self.pending_isr = Some(proposed.iter().copied().collect());
+        true
+    }
+
+    /// The controller refused the proposal for good: back to the committed ISR.
+    pub fn abort_isr_change(&mut self) {
+        self.pending_isr = None;
+    }
+
+    /// The ISR proposal in flight, if any.
+    #[must_use]
+    pub fn pending_isr(&self) -> Option<&BTreeSet<i32>> {
+        self.pending_isr.as_ref()
+    }
+
+    /// Committed ISR plus a proposal in flight (Kafka's `maximalIsr`).
+    #[must_use]
+    pub fn maximal_isr(&self) -> BTreeSet<i32> {
+        match &self.pending_isr {
+            Some(pending) => self.isr.union(pending).copied().collect(),
+            None => self.isr.clone(),
+        }
+    }
+
+    /// Follower: after a fetch, takes the leader's HW bounded by the LEO (Kafka's
+    /// `updateHighWatermark`) and advances the log start offset to the leader's (never
+    /// beyond the new HW; Kafka's `maybeIncrementLogStartOffset`).
+    ///
+    /// # Errors
+    /// [`PartitionError::Log`].
+    pub fn update_follower_offsets(
+        &mut self,
+        leader_high_watermark: i64,
+        leader_log_start_offset: i64,
+    ) -> Result<(), PartitionError> {
+        self.high_watermark = leader_high_watermark.clamp(0, self.log.log_end_offset());
+        self.log.set_high_watermark(self.high_watermark);
+        let start = leader_log_start_offset.min(self.high_watermark);
+        if start > self.log.log_start_offset() {
+            self.log.delete_records(start)?;
+            self.producer_state
+                .on_log_start_offset_incremented(self.log.log_start_offset());
+        }
+        Ok(())
+    }
+
+    /// Follower: empties the log and restarts it at `offset` (the leader's log start is past
+    /// our end after OFFSET_OUT_OF_RANGE; Kafka's `truncateFullyAndStartAt`).
+    ///
+    /// # Errors
+    /// [`PartitionError::Log`], [`PartitionError::Snapshot`].
+    pub fn truncate_fully_and_start_at(
+        &mut self,
+        offset: i64,
+        now_ms: i64,
+    ) -> Result<(), PartitionError> {
+        self.log.truncate_fully_and_start_at(offset)?;
+        self.producer_state =
+            ProducerStateManager::load(&self.log, self.config.producer_id_expiration_ms, now_ms)?;
+        self.high_watermark = offset;
+        self.log.set_high_watermark(offset);
+        Ok(())
     }
 
     fn check_current_leader_epoch(
@@ -569,8 +684,10 @@ impl Partition {
         };
         let leader_end = self.log.log_end_offset();
         let mut new_hw = leader_end;
+        let pending = self.pending_isr.as_ref();
         for (id, f) in followers {
             let holds_back = self.isr.contains(id)
+                || pending.is_some_and(|p| p.contains(id))
                 || f.is_caught_up(leader_end, now_ms, self.config.replica_lag_time_max_ms)
                     && f.log_end_offset >= 0;
             if holds_back && f.log_end_offset < new_hw {
@@ -936,6 +1053,75 @@ impl Partition {
     /// Drops producers idle for `producer.id.expiration.ms`.
     pub fn remove_expired_producers(&mut self, now_ms: i64) -> usize {
         self.producer_state.remove_expired(now_ms)
+    }
+
+    /// The partition-level configs in force.
+    #[must_use]
+    pub fn config(&self) -> &PartitionConfig {
+        &self.config
+    }
+
+    /// A topic config changed (`min.insync.replicas`, timestamp bounds, …); the HW may move
+    /// now that the effective min ISR differs.
+    pub fn set_config(&mut self, config: PartitionConfig, now_ms: i64) {
+        self.config = config;
+        self.maybe_increment_high_watermark(now_ms);
+    }
+
+    /// The replica set as the metadata last said.
+    #[must_use]
+    pub fn replicas(&self) -> &[i32] {
+        &self.replicas
+    }
+
+    /// The leader this replica follows (`Some(self)` on the leader, `None` if unknown).
+    #[must_use]
+    pub fn leader_id(&self) -> Option<i32> {
+        match &self.role {
+            Role::Leader { .. } => Some(self.local_broker_id),
+            Role::Follower { leader_id } => *leader_id,
+        }
+    }
+
+    /// Stops leading or following (the partition is being deleted or the broker stops):
+    /// waiting acks=all produces then answer NOT_LEADER_OR_FOLLOWER.
+    pub fn stop(&mut self) {
+        self.role = Role::Follower { leader_id: None };
+    }
+
+    /// Flushes the log to disk; returns the new recovery point.
+    ///
+    /// # Errors
+    /// [`PartitionError::Log`].
+    pub fn flush(&mut self) -> Result<i64, PartitionError> {
+        self.log.flush()?;
+        Ok(self.log.recovery_point())
+    }
+
+    /// DeleteRecords on the leader (Kafka's `Partition.deleteRecordsOnLeader`): moves the log
+    /// start offset to `offset` (`-1` = the high watermark), never past the HW. Returns the
+    /// new log start offset (Kafka's `low_watermark`).
+    ///
+    /// # Errors
+    /// [`PartitionError::NotLeaderOrFollower`], [`PartitionError::OffsetOutOfRange`] when
+    /// `offset` is negative or above the HW, [`PartitionError::Log`].
+    pub fn delete_records(&mut self, offset: i64) -> Result<i64, PartitionError> {
+        self.require_leader()?;
+        let target = if offset == -1 {
+            self.high_watermark
+        } else {
+            offset
+        };
+        if target < 0 || target > self.high_watermark {
+            return Err(PartitionError::OffsetOutOfRange {
+                offset,
+                log_start_offset: self.log.log_start_offset(),
+                log_end_offset: self.high_watermark,
+            });
+        }
+        let start = self.log.delete_records(target)?;
+        self.producer_state.on_log_start_offset_incremented(start);
+        Ok(start)
     }
 
     /// Closes the log; returns its recovery point.

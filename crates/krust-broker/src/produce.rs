@@ -22,7 +22,7 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use krust_log::batch::{MAX_BATCH_BYTES, parse_all};
 
 use crate::error::PartitionError;
-use crate::replicas::ReplicaSet;
+use crate::replicas::PartitionAccess;
 
 /// What to do with a produce request.
 #[derive(Debug)]
@@ -46,7 +46,7 @@ pub struct DelayedProduce {
 impl DelayedProduce {
     /// Checks every waiting partition (Kafka's `checkEnoughReplicasReachOffset`); returns
     /// the response once none waits.
-    pub fn try_complete(&mut self, replicas: &ReplicaSet) -> Option<ProduceResponse> {
+    pub fn try_complete<R: PartitionAccess>(&mut self, replicas: &R) -> Option<ProduceResponse> {
         let response = &mut self.response;
         self.waiting.retain(|&(t, p, required)| {
             let Some(topic) = response.responses.get_mut(t) else {
@@ -55,10 +55,11 @@ impl DelayedProduce {
             let Some(part) = topic.partition_responses.get_mut(p) else {
                 return false;
             };
-            let done = match replicas.get(topic.name.0.as_str(), part.index) {
-                None => Some(Err(PartitionError::NotLeaderOrFollower)),
-                Some(partition) => partition.check_enough_replicas_reach_offset(required),
-            };
+            let done = replicas
+                .inspect_partition(topic.name.0.as_str(), part.index, |partition| {
+                    partition.check_enough_replicas_reach_offset(required)
+                })
+                .unwrap_or(Some(Err(PartitionError::NotLeaderOrFollower)));
             match done {
                 None => true,
                 Some(Ok(())) => false,
@@ -110,8 +111,8 @@ fn has_exactly_one_batch(records: &Bytes) -> bool {
 }
 
 /// Handles a produce request of `version` at `now_ms`; see the module doc.
-pub fn handle_produce(
-    replicas: &mut ReplicaSet,
+pub fn handle_produce<R: PartitionAccess>(
+    replicas: &mut R,
     request: &ProduceRequest,
     version: i16,
     now_ms: i64,
@@ -133,8 +134,7 @@ pub fn handle_produce(
                     error_response(index, ResponseError::InvalidRecord)
                 } else {
                     match replicas
-                        .get_mut(name, index)
-                        .and_then(|p| p.append_as_leader(records, acks, now_ms))
+                        .with_partition(name, index, |p| p.append_as_leader(records, acks, now_ms))
                     {
                         Err(e) => {
                             let mut part = error_response(index, e.response_error());

@@ -18,6 +18,58 @@ pub struct TopicMetadata {
     pub partition_count: i32,
 }
 
+/// How the request handlers reach partitions: [`ReplicaSet`] in sans-IO tests, the runtime's
+/// `ReplicaManager` (one lock per partition) on a broker.
+pub trait PartitionAccess {
+    /// The name of the topic with `topic_id`, if the metadata knows it.
+    fn topic_name_of(&self, topic_id: Uuid) -> Option<String>;
+
+    /// Runs `f` on the hosted partition, or says why there is none (Kafka's
+    /// `getPartitionOrException`: NOT_LEADER_OR_FOLLOWER when the metadata has the partition
+    /// elsewhere, UNKNOWN_TOPIC_OR_PARTITION otherwise).
+    ///
+    /// # Errors
+    /// Why there is no partition, or what `f` returned.
+    fn with_partition<T>(
+        &mut self,
+        topic: &str,
+        partition_index: i32,
+        f: impl FnOnce(&mut Partition) -> Result<T, PartitionError>,
+    ) -> Result<T, PartitionError>;
+
+    /// Runs `f` on the hosted partition read-only; `None` if it is not hosted.
+    fn inspect_partition<T>(
+        &self,
+        topic: &str,
+        partition_index: i32,
+        f: impl FnOnce(&Partition) -> T,
+    ) -> Option<T>;
+}
+
+impl PartitionAccess for ReplicaSet {
+    fn topic_name_of(&self, topic_id: Uuid) -> Option<String> {
+        self.topic_name(topic_id).map(str::to_string)
+    }
+
+    fn with_partition<T>(
+        &mut self,
+        topic: &str,
+        partition_index: i32,
+        f: impl FnOnce(&mut Partition) -> Result<T, PartitionError>,
+    ) -> Result<T, PartitionError> {
+        f(self.get_mut(topic, partition_index)?)
+    }
+
+    fn inspect_partition<T>(
+        &self,
+        topic: &str,
+        partition_index: i32,
+        f: impl FnOnce(&Partition) -> T,
+    ) -> Option<T> {
+        self.get(topic, partition_index).map(f)
+    }
+}
+
 /// Local replicas by (topic, partition), and the topics of the metadata image.
 #[derive(Debug, Default)]
 pub struct ReplicaSet {

@@ -9,15 +9,20 @@
 //!   follower append, follower fetch recorded on the leader, ISR change), call
 //!   [`ReplicaManager::partition_changed`] so delayed produces/fetches re-check.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use krust_metadata::image::MetadataImage;
 use krust_metadata::image::topics::TopicPartition;
+use uuid::Uuid;
 
+use super::purgatory::Purgatory;
 use crate::error::PartitionError;
 use crate::partition::Partition;
+use crate::replicas::PartitionAccess;
 
 /// The outcome of an append through [`ReplicaManager::append_records`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,34 +36,151 @@ pub struct AppendResult {
     pub log_start_offset: i64,
 }
 
+/// One hosted partition.
+#[derive(Debug, Clone)]
+pub struct HostedPartition {
+    /// The replica.
+    pub partition: Arc<Mutex<Partition>>,
+    /// Its topic id.
+    pub topic_id: Uuid,
+    /// The log directory holding it.
+    pub log_dir: PathBuf,
+}
+
 /// Hosted partitions of this broker.
 #[derive(Debug)]
 pub struct ReplicaManager {
-    // Owned by the broker-core implementer.
+    node_id: i32,
+    image: RwLock<MetadataImage>,
+    partitions: RwLock<BTreeMap<TopicPartition, HostedPartition>>,
+    purgatory: Purgatory,
+}
+
+/// Wall-clock milliseconds since the epoch (the `now_ms` the sans-IO parts take).
+#[must_use]
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Locks a partition. A panic while holding the lock leaves the partition as it was at the
+/// panic (every mutation is one log call), so a poisoned lock is still usable.
+pub fn lock(partition: &Mutex<Partition>) -> MutexGuard<'_, Partition> {
+    partition.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl ReplicaManager {
+    /// Empty, for broker `node_id`.
+    #[must_use]
+    pub fn new(node_id: i32) -> Self {
+        ReplicaManager {
+            node_id,
+            image: RwLock::new(MetadataImage::empty()),
+            partitions: RwLock::new(BTreeMap::new()),
+            purgatory: Purgatory::new(),
+        }
+    }
+
     /// This broker's id.
     #[must_use]
     pub fn node_id(&self) -> i32 {
-        todo!("broker core")
+        self.node_id
     }
 
     /// The latest published metadata image (cheap clone).
     #[must_use]
     pub fn image(&self) -> MetadataImage {
-        todo!("broker core")
+        self.image
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Replaces the image (the publisher, before it applies a publication's changes).
+    pub fn set_image(&self, image: MetadataImage) {
+        *self.image.write().unwrap_or_else(PoisonError::into_inner) = image;
     }
 
     /// The hosted partition, if any.
     #[must_use]
-    pub fn partition(&self, _tp: &TopicPartition) -> Option<Arc<Mutex<Partition>>> {
-        todo!("broker core")
+    pub fn partition(&self, tp: &TopicPartition) -> Option<Arc<Mutex<Partition>>> {
+        self.hosted(tp).map(|h| h.partition)
+    }
+
+    /// The hosted partition with its topic id and directory.
+    #[must_use]
+    pub fn hosted(&self, tp: &TopicPartition) -> Option<HostedPartition> {
+        self.partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(tp)
+            .cloned()
+    }
+
+    /// Every hosted partition.
+    #[must_use]
+    pub fn all_hosted(&self) -> Vec<(TopicPartition, HostedPartition)> {
+        self.partitions
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(tp, h)| (tp.clone(), h.clone()))
+            .collect()
+    }
+
+    /// Starts hosting `tp` (the publisher).
+    pub fn insert(&self, tp: TopicPartition, hosted: HostedPartition) {
+        self.partitions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(tp, hosted);
+    }
+
+    /// Stops hosting `tp` (the publisher), returning it.
+    pub fn remove(&self, tp: &TopicPartition) -> Option<HostedPartition> {
+        let removed = self
+            .partitions
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(tp);
+        if removed.is_some() {
+            self.partition_changed(tp);
+        }
+        removed
     }
 
     /// Wakes delayed operations waiting on `tp` (see the contract above).
     pub fn partition_changed(&self, _tp: &TopicPartition) {
-        todo!("broker core")
+        self.purgatory.wake_all();
+    }
+
+    /// The delayed-operation wake-ups.
+    #[must_use]
+    pub fn purgatory(&self) -> &Purgatory {
+        &self.purgatory
+    }
+
+    /// Why `tp` is not hosted: NOT_LEADER_OR_FOLLOWER if the image has it (elsewhere),
+    /// UNKNOWN_TOPIC_OR_PARTITION otherwise.
+    #[must_use]
+    pub fn missing_partition_error(&self, topic: &str, partition: i32) -> PartitionError {
+        let image = self.image();
+        let known = image
+            .topics
+            .topic_by_name(topic)
+            .is_some_and(|t| t.partitions.contains_key(&partition));
+        if known {
+            PartitionError::NotLeaderOrFollower
+        } else {
+            PartitionError::UnknownTopicOrPartition
+        }
+    }
+
+    /// A [`PartitionAccess`] over this manager for the sans-IO handlers.
+    #[must_use]
+    pub fn access(&self) -> ManagerAccess<'_> {
+        ManagerAccess { manager: self }
     }
 
     /// Appends a batch set as leader (`acks` 0, 1 or -1) and waits, up to `timeout`, for
@@ -69,11 +191,98 @@ impl ReplicaManager {
     /// The partition's error (not leader, not enough replicas, timeout, …).
     pub async fn append_records(
         &self,
-        _tp: &TopicPartition,
-        _records: Bytes,
-        _acks: i16,
-        _timeout: Duration,
+        tp: &TopicPartition,
+        records: Bytes,
+        acks: i16,
+        timeout: Duration,
     ) -> Result<AppendResult, PartitionError> {
-        todo!("broker core")
+        let Some(partition) = self.partition(tp) else {
+            return Err(self.missing_partition_error(&tp.topic, tp.partition));
+        };
+        let append = lock(&partition).append_as_leader(records, acks, now_ms())?;
+        self.partition_changed(tp);
+        let result = AppendResult {
+            base_offset: append.base_offset,
+            log_append_time_ms: append.log_append_time_ms,
+            log_start_offset: append.log_start_offset,
+        };
+        let Some(required) = append.wait_for_high_watermark else {
+            return Ok(result);
+        };
+        match self
+            .purgatory
+            .wait_for(timeout, || {
+                lock(&partition).check_enough_replicas_reach_offset(required)
+            })
+            .await
+        {
+            Some(Ok(())) => Ok(result),
+            Some(Err(e)) => Err(e),
+            None => Err(PartitionError::RequestTimedOut),
+        }
+    }
+
+    /// Directory of `tp` under `log_dir` (Kafka's `<topic>-<partition>`).
+    #[must_use]
+    pub fn partition_dir(log_dir: &Path, tp: &TopicPartition) -> PathBuf {
+        log_dir.join(format!("{}-{}", tp.topic, tp.partition))
+    }
+}
+
+/// [`PartitionAccess`] over a [`ReplicaManager`]: one partition lock at a time, and a
+/// wake-up of delayed operations when an operation moved the log end or high watermark.
+#[derive(Debug, Clone, Copy)]
+pub struct ManagerAccess<'a> {
+    manager: &'a ReplicaManager,
+}
+
+impl PartitionAccess for ManagerAccess<'_> {
+    fn topic_name_of(&self, topic_id: Uuid) -> Option<String> {
+        self.manager
+            .image()
+            .topics
+            .topic(topic_id)
+            .map(|t| t.name.clone())
+    }
+
+    fn with_partition<T>(
+        &mut self,
+        topic: &str,
+        partition_index: i32,
+        f: impl FnOnce(&mut Partition) -> Result<T, PartitionError>,
+    ) -> Result<T, PartitionError> {
+        let tp = TopicPartition {
+            topic: topic.to_string(),
+            partition: partition_index,
+        };
+        let Some(partition) = self.manager.partition(&tp) else {
+            return Err(self.manager.missing_partition_error(topic, partition_index));
+        };
+        let (result, moved) = {
+            let mut guard = lock(&partition);
+            let before = (guard.log_end_offset(), guard.high_watermark());
+            let result = f(&mut guard);
+            let after = (guard.log_end_offset(), guard.high_watermark());
+            (result, before != after)
+        };
+        if moved {
+            self.manager.partition_changed(&tp);
+        }
+        result
+    }
+
+    fn inspect_partition<T>(
+        &self,
+        topic: &str,
+        partition_index: i32,
+        f: impl FnOnce(&Partition) -> T,
+    ) -> Option<T> {
+        let tp = TopicPartition {
+            topic: topic.to_string(),
+            partition: partition_index,
+        };
+        let partition = self.manager.partition(&tp)?;
+        let guard = lock(&partition);
+        Some(f(&guard))
     }
 }

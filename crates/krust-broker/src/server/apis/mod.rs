@@ -1,1 +1,202 @@
-//! Filled in by its owner (see `server/mod.rs`).
+//! The client listener's request handler (Kafka's `KafkaApis`): one [`ClientApiHandler`]
+//! serving the data-plane APIs itself and dispatching forwarded admin APIs to the
+//! [`super::forwarding::Forwarder`] and group APIs to the
+//! [`super::groups::GroupCoordinator`] when those are plugged in.
+//!
+//! ApiVersions advertises exactly what is served: the APIs of this module at Kafka 3.9's
+//! ranges capped to what is implemented (Produce from v3 and Fetch from v4: older versions
+//! need message-format down-conversion, which krust does not do), plus the forwarded and
+//! group APIs; finalized features come from the image.
+//!
+//! # Layout
+//! - `produce.rs`: Produce (acks 0/1/all with the purgatory).
+//! - `fetch.rs`: Fetch (long poll, KIP-227 sessions, follower fetches).
+//! - `metadata.rs`: Metadata (auto topic creation), DescribeCluster.
+//! - `offsets.rs`: ListOffsets, OffsetForLeaderEpoch, DeleteRecords.
+//! - `configs.rs`: DescribeConfigs.
+//! - `log_dirs.rs`: DescribeLogDirs.
+//! - `producer_id.rs`: InitProducerId (producer id blocks from the controller).
+
+pub mod configs;
+pub mod fetch;
+pub mod log_dirs;
+pub mod metadata;
+pub mod offsets;
+pub mod produce;
+pub mod producer_id;
+
+use std::sync::Arc;
+
+use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+use krust_net::{Handler, Reply, RequestContext, SupportedApis};
+use tracing::warn;
+
+use super::Broker;
+use super::forwarding::Forwarder;
+use super::groups::GroupCoordinator;
+
+/// The APIs this module serves, with the version ranges advertised (Kafka 3.9's, capped to
+/// what is implemented).
+pub const OWN_APIS: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 11),
+    (ApiKey::Fetch, 4, 16),
+    (ApiKey::ListOffsets, 0, 9),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::OffsetForLeaderEpoch, 0, 4),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::DescribeConfigs, 0, 4),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::DescribeLogDirs, 0, 4),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// The client listener's handler; see the module doc.
+pub struct ClientApiHandler {
+    broker: Arc<Broker>,
+    supported: SupportedApis,
+}
+
+impl std::fmt::Debug for ClientApiHandler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientApiHandler")
+            .field("supported", &self.supported)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientApiHandler {
+    /// For `broker`, advertising the parts plugged in now.
+    #[must_use]
+    pub fn new(broker: Arc<Broker>) -> Self {
+        let mut apis: Vec<(ApiKey, i16, i16)> = OWN_APIS.to_vec();
+        if broker.forwarder().is_some() {
+            apis.extend(Forwarder::forwarded_apis());
+        }
+        if broker.groups().is_some() {
+            apis.extend(GroupCoordinator::apis());
+        }
+        // A key listed twice (a plug-in claiming one of ours) keeps the first range; ranges
+        // are clamped to the codec's so the set is always valid.
+        let mut seen = std::collections::BTreeSet::new();
+        let apis: Vec<(ApiKey, i16, i16)> = apis
+            .into_iter()
+            .filter(|(key, _, _)| seen.insert(*key as i16))
+            .filter_map(|(key, min, max)| {
+                let codec = key.valid_versions();
+                let (min, max) = (min.max(codec.min), max.min(codec.max));
+                (min <= max).then_some((key, min, max))
+            })
+            .collect();
+        #[allow(clippy::expect_used)]
+        let supported = SupportedApis::new(apis)
+            .expect("unique keys with ranges inside the codec's are always accepted");
+        ClientApiHandler { broker, supported }
+    }
+
+    /// The broker behind it.
+    #[must_use]
+    pub fn broker(&self) -> &Arc<Broker> {
+        &self.broker
+    }
+
+    fn api_versions(&self, request: &ApiVersionsRequest, version: i16) -> ResponseKind {
+        let mut response = self.supported.respond_to(request, version);
+        if response.error_code == 0 && version >= 3 {
+            let image = self.broker.replica_manager().image();
+            let features = &image.features;
+            response.supported_features = vec![
+                SupportedFeatureKey::default()
+                    .with_name(StrBytes::from_static_str("metadata.version"))
+                    .with_min_version(1)
+                    .with_max_version(
+                        krust_metadata::metadata_version::MetadataVersion::LATEST_PRODUCTION
+                            .feature_level(),
+                    ),
+            ];
+            if !image.is_empty() {
+                let mut finalized = vec![
+                    FinalizedFeatureKey::default()
+                        .with_name(StrBytes::from_static_str("metadata.version"))
+                        .with_min_version_level(features.metadata_version.feature_level())
+                        .with_max_version_level(features.metadata_version.feature_level()),
+                ];
+                for (name, level) in &features.finalized_levels {
+                    if *level > 0 {
+                        finalized.push(
+                            FinalizedFeatureKey::default()
+                                .with_name(StrBytes::from_string(name.clone()))
+                                .with_min_version_level(*level)
+                                .with_max_version_level(*level),
+                        );
+                    }
+                }
+                response.finalized_features = finalized;
+                response.finalized_features_epoch = image.provenance.last_contained_offset;
+            }
+        }
+        ResponseKind::ApiVersions(response)
+    }
+}
+
+impl Handler for ClientApiHandler {
+    fn supported_apis(&self) -> &SupportedApis {
+        &self.supported
+    }
+
+    async fn handle(&self, ctx: RequestContext, request: RequestKind) -> Reply {
+        let broker = &self.broker;
+        let version = ctx.api_version;
+        match request {
+            RequestKind::ApiVersions(r) => self.api_versions(&r, version).into(),
+            RequestKind::Produce(r) => produce::handle(broker, &ctx, r).await,
+            RequestKind::Fetch(r) => fetch::handle(broker, &ctx, r).await,
+            RequestKind::ListOffsets(r) => offsets::list_offsets(broker, &r, version).into(),
+            RequestKind::OffsetForLeaderEpoch(r) => {
+                offsets::offset_for_leader_epoch(broker, &r, version).into()
+            }
+            RequestKind::DeleteRecords(r) => offsets::delete_records(broker, &r).await.into(),
+            RequestKind::Metadata(r) => {
+                ResponseKind::Metadata(metadata::handle(broker, &ctx, &r).await).into()
+            }
+            RequestKind::DescribeCluster(r) => {
+                ResponseKind::DescribeCluster(metadata::describe_cluster(broker, &ctx, &r)).into()
+            }
+            RequestKind::DescribeConfigs(r) => {
+                configs::describe_configs(broker, &r, version).into()
+            }
+            RequestKind::DescribeLogDirs(r) => log_dirs::describe_log_dirs(broker, &r).into(),
+            RequestKind::InitProducerId(r) => producer_id::handle(broker, &r).await.into(),
+            other => {
+                let key = ctx.api_key;
+                if let Some(groups) = broker.groups()
+                    && GroupCoordinator::apis().iter().any(|(k, _, _)| *k == key)
+                {
+                    return groups.handle(&ctx, other).await;
+                }
+                if let Some(forwarder) = broker.forwarder()
+                    && Forwarder::forwarded_apis()
+                        .iter()
+                        .any(|(k, _, _)| *k == key)
+                {
+                    return forwarder.forward(&ctx, other).await;
+                }
+                // The server only hands us advertised APIs; anything else is a bug upstream.
+                warn!(?key, "request for an API this listener does not serve");
+                Reply::Close
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_apis_fit_the_codec() {
+        assert!(SupportedApis::new(OWN_APIS.iter().copied()).is_ok());
+    }
+}

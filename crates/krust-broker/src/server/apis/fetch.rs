@@ -1,0 +1,477 @@
+//! Fetch (API key 1): KIP-227 fetch sessions, the long poll, and follower bookkeeping around
+//! [`crate::fetch::handle_fetch`].
+//!
+//! Sessions (Kafka's `FetchSessionCache`/`FetchContext`), v7+:
+//! - `session_id` 0, epoch -1: sessionless full fetch;
+//! - `session_id` 0, epoch 0: full fetch that opens a session (its id in the response; id 0
+//!   when the cache is full);
+//! - `session_id` X, epoch -1: closes X, then a sessionless full fetch;
+//! - `session_id` X, epoch N > 0: incremental — N must be X's next epoch
+//!   (`INVALID_FETCH_SESSION_EPOCH`), X must exist (`FETCH_SESSION_ID_NOT_FOUND`); listed
+//!   partitions are added or updated, forgotten ones removed, and the response lists only
+//!   partitions with records, an error, a diverging epoch or a changed high watermark, last
+//!   stable offset or log start offset.
+//!
+//! The long poll re-runs the read after every partition change until `min_bytes` or
+//! `max_wait_ms` (Kafka's `DelayedFetch` re-reads too). The session is updated with the
+//! response finally sent only.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_response::{LeaderIdAndEpoch, NodeEndpoint, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use krust_metadata::image::topics::TopicPartition;
+use krust_net::{Reply, RequestContext};
+use rand::Rng;
+use uuid::Uuid;
+
+use super::metadata::{alive_brokers, leader_hint};
+use crate::fetch::handle_fetch;
+use crate::server::Broker;
+use crate::server::replica_manager::now_ms;
+
+/// `max.incremental.fetch.session.cache.slots` default.
+pub const DEFAULT_SESSION_CACHE_SLOTS: usize = 1000;
+/// `min.incremental.fetch.session.eviction.ms` default: a session idle this long may be
+/// evicted for a new one when the cache is full.
+pub const SESSION_EVICTION_MS: u64 = 120_000;
+
+/// `session_epoch` of a full fetch that opens a session.
+const INITIAL_EPOCH: i32 = 0;
+/// `session_epoch` of a sessionless fetch / closing a session.
+const FINAL_EPOCH: i32 = -1;
+
+/// (topic id, topic name, partition): names up to v12, ids from v13.
+type SessionKey = (Uuid, String, i32);
+
+#[derive(Debug, Clone)]
+struct CachedPartition {
+    fetch: FetchPartition,
+    high_watermark: i64,
+    last_stable_offset: i64,
+    log_start_offset: i64,
+}
+
+#[derive(Debug)]
+struct Session {
+    /// The epoch the next incremental request must carry.
+    next_epoch: i32,
+    partitions: BTreeMap<SessionKey, CachedPartition>,
+    last_used: Instant,
+}
+
+/// The fetch sessions of one broker.
+#[derive(Debug)]
+pub struct FetchSessionCache {
+    slots: usize,
+    sessions: Mutex<HashMap<i32, Session>>,
+}
+
+fn next_epoch(epoch: i32) -> i32 {
+    if epoch == i32::MAX { 1 } else { epoch + 1 }
+}
+
+impl FetchSessionCache {
+    /// With room for `slots` sessions.
+    #[must_use]
+    pub fn new(slots: usize) -> Self {
+        FetchSessionCache {
+            slots,
+            sessions: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Number of open sessions.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.sessions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether no session is open.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How a request relates to the session cache.
+enum Context {
+    /// No session: read what the request lists.
+    Sessionless,
+    /// Full fetch opening a new session.
+    New,
+    /// Incremental fetch on session `id`, whose partitions are the resolved request.
+    Incremental { id: i32 },
+}
+
+fn key_of(version: i16, topic: &FetchTopic, name: &str, partition: i32) -> SessionKey {
+    if version >= 13 {
+        (topic.topic_id, name.to_string(), partition)
+    } else {
+        (Uuid::nil(), name.to_string(), partition)
+    }
+}
+
+/// The request as a full partition list, and how it relates to the session cache.
+fn resolve(
+    broker: &Broker,
+    request: &FetchRequest,
+    version: i16,
+) -> Result<(Context, FetchRequest), ResponseError> {
+    let cache = &broker.fetch_sessions;
+    if version < 7 || (request.session_id == 0 && request.session_epoch == FINAL_EPOCH) {
+        return Ok((Context::Sessionless, request.clone()));
+    }
+    let mut sessions = cache
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if request.session_id == 0 {
+        if request.session_epoch != INITIAL_EPOCH {
+            return Err(ResponseError::InvalidFetchSessionEpoch);
+        }
+        return Ok((Context::New, request.clone()));
+    }
+    if request.session_epoch == FINAL_EPOCH {
+        sessions.remove(&request.session_id);
+        return Ok((Context::Sessionless, request.clone()));
+    }
+    let Some(session) = sessions.get_mut(&request.session_id) else {
+        return Err(ResponseError::FetchSessionIdNotFound);
+    };
+    if request.session_epoch != session.next_epoch {
+        return Err(ResponseError::InvalidFetchSessionEpoch);
+    }
+    let image = broker.replica_manager().image();
+    let name_of = |topic: &FetchTopic| -> String {
+        if version >= 13 {
+            image
+                .topics
+                .topic(topic.topic_id)
+                .map(|t| t.name.clone())
+                .unwrap_or_default()
+        } else {
+            topic.topic.0.to_string()
+        }
+    };
+    for forgotten in &request.forgotten_topics_data {
+        let name = if version >= 13 {
+            image
+                .topics
+                .topic(forgotten.topic_id)
+                .map(|t| t.name.clone())
+                .unwrap_or_default()
+        } else {
+            forgotten.topic.0.to_string()
+        };
+        for &p in &forgotten.partitions {
+            let key = if version >= 13 {
+                (forgotten.topic_id, name.clone(), p)
+            } else {
+                (Uuid::nil(), name.clone(), p)
+            };
+            session.partitions.remove(&key);
+        }
+    }
+    for topic in &request.topics {
+        let name = name_of(topic);
+        for p in &topic.partitions {
+            let key = key_of(version, topic, &name, p.partition);
+            session
+                .partitions
+                .entry(key)
+                .and_modify(|c| c.fetch = p.clone())
+                .or_insert_with(|| CachedPartition {
+                    fetch: p.clone(),
+                    high_watermark: -1,
+                    last_stable_offset: -1,
+                    log_start_offset: -1,
+                });
+        }
+    }
+    session.last_used = Instant::now();
+    // Rebuild the full request from the session, topics in key order.
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for ((topic_id, name, _), cached) in &session.partitions {
+        let same = topics.last().is_some_and(|t: &FetchTopic| {
+            if version >= 13 {
+                t.topic_id == *topic_id
+            } else {
+                t.topic.0.as_str() == name.as_str()
+            }
+        });
+        if !same {
+            topics.push(
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(name.clone())))
+                    .with_topic_id(*topic_id),
+            );
+        }
+        if let Some(t) = topics.last_mut() {
+            t.partitions.push(cached.fetch.clone());
+        }
+    }
+    let mut full = request.clone();
+    full.topics = topics;
+    full.forgotten_topics_data.clear();
+    Ok((
+        Context::Incremental {
+            id: request.session_id,
+        },
+        full,
+    ))
+}
+
+/// Opens a session over `response`'s partitions; returns its id (0 if the cache is full
+/// of sessions too recent to evict).
+fn open_session(
+    broker: &Broker,
+    request: &FetchRequest,
+    response: &FetchResponse,
+    version: i16,
+) -> i32 {
+    let cache = &broker.fetch_sessions;
+    let mut sessions = cache
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if cache.slots == 0 {
+        return 0;
+    }
+    if sessions.len() >= cache.slots {
+        let oldest = sessions
+            .iter()
+            .min_by_key(|(_, s)| s.last_used)
+            .map(|(&id, s)| (id, s.last_used));
+        match oldest {
+            Some((id, used)) if used.elapsed() >= Duration::from_millis(SESSION_EVICTION_MS) => {
+                sessions.remove(&id);
+            }
+            _ => return 0,
+        }
+    }
+    let mut rng = rand::thread_rng();
+    let id = loop {
+        let id: i32 = rng.gen_range(1..i32::MAX);
+        if !sessions.contains_key(&id) {
+            break id;
+        }
+    };
+    let mut partitions = BTreeMap::new();
+    for (topic, topic_response) in request.topics.iter().zip(&response.responses) {
+        let name = topic_response.topic.0.to_string();
+        let name = if version >= 13 {
+            broker
+                .replica_manager()
+                .image()
+                .topics
+                .topic(topic.topic_id)
+                .map(|t| t.name.clone())
+                .unwrap_or(name)
+        } else {
+            name
+        };
+        for (p, data) in topic.partitions.iter().zip(&topic_response.partitions) {
+            partitions.insert(
+                key_of(version, topic, &name, p.partition),
+                CachedPartition {
+                    fetch: p.clone(),
+                    high_watermark: data.high_watermark,
+                    last_stable_offset: data.last_stable_offset,
+                    log_start_offset: data.log_start_offset,
+                },
+            );
+        }
+    }
+    sessions.insert(
+        id,
+        Session {
+            next_epoch: 1,
+            partitions,
+            last_used: Instant::now(),
+        },
+    );
+    id
+}
+
+/// Keeps only the partitions an incremental response must carry, and records what was sent.
+fn filter_incremental(
+    broker: &Broker,
+    id: i32,
+    full: &FetchRequest,
+    response: &mut FetchResponse,
+    version: i16,
+) {
+    let cache = &broker.fetch_sessions;
+    let mut sessions = cache
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let Some(session) = sessions.get_mut(&id) else {
+        return;
+    };
+    session.next_epoch = next_epoch(session.next_epoch);
+    for (topic, topic_response) in full.topics.iter().zip(response.responses.iter_mut()) {
+        let name = topic.topic.0.to_string();
+        let partitions = std::mem::take(&mut topic_response.partitions);
+        for (p, data) in topic.partitions.iter().zip(partitions) {
+            let key = key_of(version, topic, &name, p.partition);
+            let Some(cached) = session.partitions.get_mut(&key) else {
+                continue;
+            };
+            let must_respond = data.error_code != 0
+                || data.records.as_ref().is_some_and(|r| !r.is_empty())
+                || data.diverging_epoch.epoch >= 0
+                || data.high_watermark != cached.high_watermark
+                || data.last_stable_offset != cached.last_stable_offset
+                || data.log_start_offset != cached.log_start_offset;
+            if must_respond {
+                cached.high_watermark = data.high_watermark;
+                cached.last_stable_offset = data.last_stable_offset;
+                cached.log_start_offset = data.log_start_offset;
+                topic_response.partitions.push(data);
+            }
+        }
+    }
+    response.responses.retain(|t| !t.partitions.is_empty());
+}
+
+/// Handles a Fetch request.
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRequest) -> Reply {
+    let version = ctx.api_version;
+    let replicas = broker.replica_manager();
+    let (context, full) = match resolve(broker, &request, version) {
+        Ok(resolved) => resolved,
+        Err(error) => {
+            let mut response = FetchResponse::default();
+            response.error_code = error.code();
+            return ResponseKind::Fetch(response).into();
+        }
+    };
+    let max_wait = Duration::from_millis(u64::try_from(full.max_wait_ms).unwrap_or(0));
+    let deadline = tokio::time::Instant::now() + max_wait;
+    let outcome = loop {
+        let mut waiter = replicas.purgatory().waiter();
+        let outcome = handle_fetch(&mut replicas.access(), &full, version, now_ms());
+        if outcome.min_bytes_reached || tokio::time::Instant::now() >= deadline {
+            break outcome;
+        }
+        waiter.wait_until(deadline).await;
+    };
+    let mut response = outcome.response;
+    let replica_id = if version >= 15 {
+        full.replica_state.replica_id.0
+    } else {
+        full.replica_id.0
+    };
+    if replica_id >= 0
+        && let Some(replication) = broker.replication()
+    {
+        for (topic, topic_response) in full.topics.iter().zip(&response.responses) {
+            let name = if version >= 13 {
+                replicas
+                    .image()
+                    .topics
+                    .topic(topic.topic_id)
+                    .map(|t| t.name.clone())
+            } else {
+                Some(topic.topic.0.to_string())
+            };
+            let Some(name) = name else { continue };
+            for data in topic_response
+                .partitions
+                .iter()
+                .filter(|d| d.error_code == 0)
+            {
+                replication.on_follower_fetch(
+                    &TopicPartition {
+                        topic: name.clone(),
+                        partition: data.partition_index,
+                    },
+                    replica_id,
+                );
+            }
+        }
+    }
+    if version >= 12 {
+        add_leader_hints(broker, ctx, &full, &mut response, version);
+    }
+    match context {
+        Context::Sessionless => {}
+        Context::New => {
+            response.session_id = open_session(broker, &full, &response, version);
+        }
+        Context::Incremental { id } => {
+            filter_incremental(broker, id, &full, &mut response, version);
+            response.session_id = id;
+        }
+    }
+    ResponseKind::Fetch(response).into()
+}
+
+fn add_leader_hints(
+    broker: &Broker,
+    ctx: &RequestContext,
+    full: &FetchRequest,
+    response: &mut FetchResponse,
+    version: i16,
+) {
+    let hinted = [
+        ResponseError::NotLeaderOrFollower.code(),
+        ResponseError::FencedLeaderEpoch.code(),
+    ];
+    let image = broker.replica_manager().image();
+    let mut leaders = std::collections::BTreeSet::new();
+    for (topic, topic_response) in full.topics.iter().zip(response.responses.iter_mut()) {
+        let name = if version >= 13 {
+            image
+                .topics
+                .topic(topic.topic_id)
+                .map(|t| t.name.clone())
+                .unwrap_or_default()
+        } else {
+            topic.topic.0.to_string()
+        };
+        for data in &mut topic_response.partitions {
+            if hinted.contains(&data.error_code) {
+                set_hint(data, &image, &name, &mut leaders);
+            }
+        }
+    }
+    if version >= 16 {
+        response.node_endpoints = alive_brokers(broker, &image, &ctx.listener_name)
+            .into_iter()
+            .filter(|b| leaders.contains(&b.id))
+            .map(|b| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(b.id))
+                    .with_host(StrBytes::from_string(b.host))
+                    .with_port(i32::from(b.port))
+                    .with_rack(b.rack.map(StrBytes::from_string))
+            })
+            .collect();
+    }
+}
+
+fn set_hint(
+    data: &mut PartitionData,
+    image: &krust_metadata::image::MetadataImage,
+    topic: &str,
+    leaders: &mut std::collections::BTreeSet<i32>,
+) {
+    let (leader, epoch) = leader_hint(image, topic, data.partition_index);
+    data.current_leader = LeaderIdAndEpoch::default()
+        .with_leader_id(BrokerId(leader))
+        .with_leader_epoch(epoch);
+    if leader >= 0 {
+        leaders.insert(leader);
+    }
+}

@@ -1,0 +1,334 @@
+//! Metadata (API key 3) and DescribeCluster (60) from the published image (Kafka's
+//! `KRaftMetadataCache`), with auto topic creation (`auto.create.topics.enable`) through the
+//! controller channel (Kafka's `AutoTopicCreationManager`: fire the CreateTopics, answer
+//! `LEADER_NOT_AVAILABLE` meanwhile).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{
+    BrokerId, CreateTopicsRequest, DescribeClusterRequest, DescribeClusterResponse,
+    MetadataRequest, MetadataResponse, RequestKind, TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use krust_metadata::image::MetadataImage;
+use krust_metadata::image::topics::TopicImage;
+use krust_net::RequestContext;
+use rand::seq::SliceRandom;
+use tracing::{debug, warn};
+use uuid::Uuid;
+
+use crate::server::Broker;
+
+/// `authorized_operations` when not requested (Kafka's `Integer.MIN_VALUE`).
+pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+/// Topics Kafka marks internal.
+pub const INTERNAL_TOPICS: &[&str] = &["__consumer_offsets", "__transaction_state"];
+
+/// How long an auto-creation may wait for the controller.
+const AUTO_CREATE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An alive broker's endpoint on one listener.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerEndpoint {
+    /// Broker id.
+    pub id: i32,
+    /// Host.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// `broker.rack`.
+    pub rack: Option<String>,
+}
+
+/// Unfenced brokers with an endpoint on `listener` (Kafka's `getAliveBrokerNodes`). Before
+/// this broker's registration reaches the image, it lists itself from its config so
+/// clients can bootstrap.
+#[must_use]
+pub fn alive_brokers(
+    broker: &Broker,
+    image: &MetadataImage,
+    listener: &str,
+) -> Vec<BrokerEndpoint> {
+    let mut out: Vec<BrokerEndpoint> = image
+        .cluster
+        .brokers
+        .values()
+        .filter(|b| !b.fenced)
+        .filter_map(|b| {
+            b.listeners.get(listener).map(|e| BrokerEndpoint {
+                id: b.id,
+                host: e.host.clone(),
+                port: e.port,
+                rack: b.rack.clone(),
+            })
+        })
+        .collect();
+    let config = broker.config();
+    if image.cluster.broker(config.node_id).is_none()
+        && let Some(e) = config
+            .advertised_listeners
+            .iter()
+            .find(|e| e.name == listener)
+            .or_else(|| config.advertised_listeners.first())
+    {
+        out.push(BrokerEndpoint {
+            id: config.node_id,
+            host: e.host.clone(),
+            port: e.port,
+            rack: config.rack.clone(),
+        });
+    }
+    out
+}
+
+/// Kafka's KRaft brokers report a random alive broker as the controller (clients send
+/// admin requests there, and it forwards them).
+#[must_use]
+pub fn random_alive_broker(brokers: &[BrokerEndpoint]) -> i32 {
+    brokers.choose(&mut rand::thread_rng()).map_or(-1, |b| b.id)
+}
+
+/// The current leader and epoch of a partition per the image (`(-1, -1)` if unknown): the
+/// hint on NOT_LEADER_OR_FOLLOWER (Produce v10+, Fetch v12+).
+#[must_use]
+pub fn leader_hint(image: &MetadataImage, topic: &str, partition: i32) -> (i32, i32) {
+    image
+        .topics
+        .topic_by_name(topic)
+        .and_then(|t| t.partitions.get(&partition))
+        .map_or((-1, -1), |p| (p.leader, p.leader_epoch))
+}
+
+/// Kafka's `Topic.validate`: 1–249 characters of `[a-zA-Z0-9._-]`, not `.` or `..`.
+#[must_use]
+pub fn is_valid_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+}
+
+fn topic_response(
+    image: &MetadataImage,
+    topic: &TopicImage,
+    alive: &[BrokerEndpoint],
+    version: i16,
+) -> MetadataResponseTopic {
+    let is_alive = |id: i32| alive.iter().any(|b| b.id == id);
+    let partitions = topic
+        .partitions
+        .iter()
+        .map(|(&index, p)| {
+            let leader_ok = p.leader >= 0 && is_alive(p.leader);
+            let mut out = MetadataResponsePartition::default()
+                .with_partition_index(index)
+                .with_leader_id(BrokerId(if leader_ok { p.leader } else { -1 }))
+                .with_leader_epoch(p.leader_epoch)
+                .with_replica_nodes(p.replicas.iter().map(|&r| BrokerId(r)).collect())
+                .with_isr_nodes(p.isr.iter().map(|&r| BrokerId(r)).collect())
+                .with_offline_replicas(
+                    p.replicas
+                        .iter()
+                        .filter(|&&r| image.cluster.broker(r).is_none_or(|b| b.fenced))
+                        .map(|&r| BrokerId(r))
+                        .collect(),
+                );
+            if !leader_ok {
+                out.error_code = ResponseError::LeaderNotAvailable.code();
+            } else if version == 0 && p.replicas.iter().any(|&r| !is_alive(r)) {
+                // Only v0 reports unavailable replicas as an error (errorUnavailableEndpoints).
+                out.error_code = ResponseError::ReplicaNotAvailable.code();
+            }
+            out
+        })
+        .collect();
+    MetadataResponseTopic::default()
+        .with_name(Some(TopicName(StrBytes::from_string(topic.name.clone()))))
+        .with_topic_id(topic.id)
+        .with_is_internal(INTERNAL_TOPICS.contains(&topic.name.as_str()))
+        .with_partitions(partitions)
+        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+fn error_topic(
+    name: Option<String>,
+    topic_id: Uuid,
+    error: ResponseError,
+) -> MetadataResponseTopic {
+    MetadataResponseTopic::default()
+        .with_error_code(error.code())
+        .with_name(name.map(|n| TopicName(StrBytes::from_string(n))))
+        .with_topic_id(topic_id)
+        .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
+}
+
+/// Asks the controller to create `names` with the broker defaults, without waiting.
+fn auto_create(broker: &Arc<Broker>, names: Vec<String>) {
+    if names.is_empty() {
+        return;
+    }
+    let config = broker.config();
+    let partitions: i32 = config.prop("num.partitions", 1);
+    let replication_factor: i16 = config.prop("default.replication.factor", 1);
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(i32::try_from(AUTO_CREATE_TIMEOUT.as_millis()).unwrap_or(i32::MAX))
+        .with_topics(
+            names
+                .iter()
+                .map(|n| {
+                    CreatableTopic::default()
+                        .with_name(TopicName(StrBytes::from_string(n.clone())))
+                        .with_num_partitions(partitions)
+                        .with_replication_factor(replication_factor)
+                })
+                .collect(),
+        );
+    let channel = Arc::clone(broker.channel());
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn(async move {
+            match channel
+                .send(
+                    RequestKind::CreateTopics(request),
+                    None,
+                    AUTO_CREATE_TIMEOUT,
+                )
+                .await
+            {
+                Ok(response) => debug!(?names, ?response, "auto topic creation answered"),
+                Err(error) => warn!(%error, ?names, "auto topic creation failed"),
+            }
+        });
+    }
+}
+
+/// Handles a Metadata request.
+pub async fn handle(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: &MetadataRequest,
+) -> MetadataResponse {
+    let version = ctx.api_version;
+    let image = broker.replica_manager().image();
+    let alive = alive_brokers(broker, &image, &ctx.listener_name);
+    let mut response = MetadataResponse::default()
+        .with_brokers(
+            alive
+                .iter()
+                .map(|b| {
+                    MetadataResponseBroker::default()
+                        .with_node_id(BrokerId(b.id))
+                        .with_host(StrBytes::from_string(b.host.clone()))
+                        .with_port(i32::from(b.port))
+                        .with_rack(b.rack.clone().map(StrBytes::from_string))
+                })
+                .collect(),
+        )
+        .with_cluster_id(Some(StrBytes::from_string(
+            broker.config().cluster_id.clone(),
+        )))
+        .with_controller_id(BrokerId(random_alive_broker(&alive)))
+        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+    // v0: an empty list means all topics; v1+: null means all, empty means none.
+    let all_topics = match &request.topics {
+        None => true,
+        Some(t) => t.is_empty() && version == 0,
+    };
+    if all_topics {
+        response.topics = image
+            .topics
+            .by_name
+            .values()
+            .map(|t| topic_response(&image, t, &alive, version))
+            .collect();
+        return response;
+    }
+    let allow_auto_create = (version < 4 || request.allow_auto_topic_creation)
+        && broker.config().prop("auto.create.topics.enable", true);
+    let mut to_create = Vec::new();
+    for wanted in request.topics.iter().flatten() {
+        let by_name = wanted.name.as_ref().map(|n| n.0.to_string());
+        let found = match &by_name {
+            Some(name) => image.topics.topic_by_name(name),
+            None => image.topics.topic(wanted.topic_id),
+        };
+        let out = match (found, by_name) {
+            (Some(topic), _) => topic_response(&image, topic, &alive, version),
+            (None, None) => error_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
+            (None, Some(name)) if !is_valid_topic_name(&name) => error_topic(
+                Some(name),
+                Uuid::nil(),
+                ResponseError::InvalidTopicException,
+            ),
+            (None, Some(name))
+                if allow_auto_create && !INTERNAL_TOPICS.contains(&name.as_str()) =>
+            {
+                to_create.push(name.clone());
+                error_topic(Some(name), Uuid::nil(), ResponseError::LeaderNotAvailable)
+            }
+            (None, Some(name)) => error_topic(
+                Some(name),
+                Uuid::nil(),
+                ResponseError::UnknownTopicOrPartition,
+            ),
+        };
+        response.topics.push(out);
+    }
+    auto_create(broker, to_create);
+    response
+}
+
+/// `MISMATCHED_ENDPOINT_TYPE` (Kafka 3.9 `Errors`; newer than the codec's error table).
+pub const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
+/// `UNSUPPORTED_ENDPOINT_TYPE`.
+pub const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
+
+/// Handles a DescribeCluster request (`endpoint_type` 1 = brokers; asking a broker for
+/// controllers is `MISMATCHED_ENDPOINT_TYPE`, an unknown type `UNSUPPORTED_ENDPOINT_TYPE`).
+#[must_use]
+pub fn describe_cluster(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: &DescribeClusterRequest,
+) -> DescribeClusterResponse {
+    let mut response = DescribeClusterResponse::default()
+        .with_endpoint_type(request.endpoint_type)
+        .with_cluster_id(StrBytes::from_string(broker.config().cluster_id.clone()))
+        .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+    if ctx.api_version >= 1 && request.endpoint_type != 1 {
+        response.error_code = if request.endpoint_type == 2 {
+            MISMATCHED_ENDPOINT_TYPE
+        } else {
+            UNSUPPORTED_ENDPOINT_TYPE
+        };
+        response.error_message = Some(StrBytes::from_static_str(
+            "The target broker only supports the BROKER endpoint type",
+        ));
+        response.controller_id = BrokerId(-1);
+        return response;
+    }
+    let image = broker.replica_manager().image();
+    let alive = alive_brokers(broker, &image, &ctx.listener_name);
+    response.controller_id = BrokerId(random_alive_broker(&alive));
+    response.brokers = alive
+        .iter()
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host.clone()))
+                .with_port(i32::from(b.port))
+                .with_rack(b.rack.clone().map(StrBytes::from_string))
+        })
+        .collect();
+    response
+}

@@ -1,0 +1,86 @@
+//! Produce (API key 0): [`crate::produce::handle_produce`] over the replica manager, acks=all
+//! parked in the purgatory until the high watermarks reach the appends or `timeout_ms`
+//! passes (`REQUEST_TIMED_OUT`). acks=0 sends nothing back, except that an error closes the
+//! connection (Kafka does this so the producer notices and refreshes its metadata).
+//! NOT_LEADER_OR_FOLLOWER carries the current leader (v10+, KIP-951).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{LeaderIdAndEpoch, NodeEndpoint};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
+use kafka_protocol::protocol::StrBytes;
+use krust_net::{Reply, RequestContext};
+
+use super::metadata::{alive_brokers, leader_hint};
+use crate::produce::{ProduceOutcome, handle_produce};
+use crate::server::Broker;
+use crate::server::replica_manager::now_ms;
+
+/// Handles a Produce request.
+pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: ProduceRequest) -> Reply {
+    let replicas = broker.replica_manager();
+    let outcome = handle_produce(&mut replicas.access(), &request, ctx.api_version, now_ms());
+    let mut response = match outcome {
+        ProduceOutcome::Respond(response) => response,
+        ProduceOutcome::Wait(mut delayed) => {
+            let timeout = Duration::from_millis(u64::try_from(delayed.timeout_ms).unwrap_or(0));
+            let access = replicas.access();
+            match replicas
+                .purgatory()
+                .wait_for(timeout, || delayed.try_complete(&access))
+                .await
+            {
+                Some(response) => response,
+                None => delayed.expire(),
+            }
+        }
+    };
+    let has_error = response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partition_responses)
+        .any(|p| p.error_code != 0);
+    if request.acks == 0 {
+        return if has_error {
+            Reply::Close
+        } else {
+            Reply::NoResponse
+        };
+    }
+    if ctx.api_version >= 10 {
+        add_leader_hints(broker, ctx, &mut response);
+    }
+    ResponseKind::Produce(response).into()
+}
+
+fn add_leader_hints(broker: &Broker, ctx: &RequestContext, response: &mut ProduceResponse) {
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let image = broker.replica_manager().image();
+    let mut leaders = std::collections::BTreeSet::new();
+    for topic in &mut response.responses {
+        for p in &mut topic.partition_responses {
+            if p.error_code == not_leader {
+                let (leader, epoch) = leader_hint(&image, topic.name.0.as_str(), p.index);
+                p.current_leader = LeaderIdAndEpoch::default()
+                    .with_leader_id(BrokerId(leader))
+                    .with_leader_epoch(epoch);
+                if leader >= 0 {
+                    leaders.insert(leader);
+                }
+            }
+        }
+    }
+    response.node_endpoints = alive_brokers(broker, &image, &ctx.listener_name)
+        .into_iter()
+        .filter(|b| leaders.contains(&b.id))
+        .map(|b| {
+            NodeEndpoint::default()
+                .with_node_id(BrokerId(b.id))
+                .with_host(StrBytes::from_string(b.host))
+                .with_port(i32::from(b.port))
+                .with_rack(b.rack.map(StrBytes::from_string))
+        })
+        .collect();
+}

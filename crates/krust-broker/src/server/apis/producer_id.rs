@@ -1,0 +1,105 @@
+//! InitProducerId (22) for idempotent producers (no `transactional.id`; Kafka's
+//! `TransactionCoordinator.handleInitProducerId` without a transactional id): a fresh
+//! producer id with epoch 0 every time, taken from blocks the controller hands out through
+//! AllocateProducerIds (Kafka's `RPCProducerIdManager`). Transactional producers get
+//! `COORDINATOR_NOT_AVAILABLE` (this broker runs no transaction coordinator), an empty
+//! transactional id `INVALID_REQUEST` as in Kafka.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::{
+    AllocateProducerIdsRequest, BrokerId, InitProducerIdRequest, InitProducerIdResponse,
+    ProducerId, RequestKind, ResponseKind,
+};
+use tokio::sync::Mutex;
+use tracing::warn;
+
+use crate::server::Broker;
+
+/// How long to wait for the controller's block.
+const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The current block of producer ids: `[next, end)`.
+#[derive(Debug, Default)]
+pub struct ProducerIdManager {
+    block: Mutex<(i64, i64)>,
+}
+
+impl ProducerIdManager {
+    /// The next producer id, fetching a new block from the controller when this one is used
+    /// up.
+    ///
+    /// # Errors
+    /// The Kafka error to answer with (the controller's, or `REQUEST_TIMED_OUT`).
+    pub async fn next_id(&self, broker: &Broker) -> Result<i64, ResponseError> {
+        let mut block = self.block.lock().await;
+        if block.0 >= block.1 {
+            let image = broker.replica_manager().image();
+            let node_id = broker.config().node_id;
+            let broker_epoch = image.cluster.broker(node_id).map_or(-1, |b| b.epoch);
+            let request = AllocateProducerIdsRequest::default()
+                .with_broker_id(BrokerId(node_id))
+                .with_broker_epoch(broker_epoch);
+            let response = broker
+                .channel()
+                .send(
+                    RequestKind::AllocateProducerIds(request),
+                    None,
+                    ALLOCATE_TIMEOUT,
+                )
+                .await
+                .map_err(|error| {
+                    warn!(%error, "AllocateProducerIds failed");
+                    ResponseError::RequestTimedOut
+                })?;
+            let ResponseKind::AllocateProducerIds(r) = response else {
+                return Err(ResponseError::UnknownServerError);
+            };
+            if r.error_code != 0 {
+                return Err(ResponseError::try_from_code(r.error_code)
+                    .unwrap_or(ResponseError::UnknownServerError));
+            }
+            if r.producer_id_len <= 0 || r.producer_id_start.0 < 0 {
+                return Err(ResponseError::UnknownServerError);
+            }
+            *block = (
+                r.producer_id_start.0,
+                r.producer_id_start
+                    .0
+                    .saturating_add(i64::from(r.producer_id_len)),
+            );
+        }
+        let id = block.0;
+        block.0 += 1;
+        Ok(id)
+    }
+}
+
+/// Handles an InitProducerId request.
+pub async fn handle(broker: &Arc<Broker>, request: &InitProducerIdRequest) -> ResponseKind {
+    let mut response = InitProducerIdResponse::default()
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    match request.transactional_id.as_ref().map(|t| t.0.is_empty()) {
+        None => {}
+        // Kafka's TransactionCoordinator refuses an empty transactional id.
+        Some(true) => {
+            response.error_code = ResponseError::InvalidRequest.code();
+            return ResponseKind::InitProducerId(response);
+        }
+        Some(false) => {
+            response.error_code = ResponseError::CoordinatorNotAvailable.code();
+            return ResponseKind::InitProducerId(response);
+        }
+    }
+    match broker.producer_ids.next_id(broker).await {
+        Ok(id) => {
+            response.producer_id = ProducerId(id);
+            response.producer_epoch = 0;
+        }
+        Err(e) => response.error_code = e.code(),
+    }
+    ResponseKind::InitProducerId(response)
+}

@@ -1,0 +1,550 @@
+//! Topic configs as Kafka 3.9 resolves them (`LogConfig`, `ServerTopicConfigSynonyms`): a
+//! topic override, else the broker's dynamic default (`ConfigResource` broker `""`), else the
+//! broker's static `server.properties` synonym (`log.retention.hours`, …), else Kafka's
+//! default. Used by the metadata publisher (to open logs) and DescribeConfigs (values,
+//! sources and synonyms).
+
+use std::collections::BTreeMap;
+
+use krust_log::TimestampType;
+use krust_log::config::{CleanupPolicy, LogConfig};
+
+use crate::partition::{DEFAULT_REPLICA_LAG_TIME_MAX_MS, PartitionConfig};
+use crate::producer_state::DEFAULT_PRODUCER_ID_EXPIRATION_MS;
+
+/// DescribeConfigs `config_type` codes (Kafka's `ConfigType`).
+pub mod config_type {
+    /// `BOOLEAN`.
+    pub const BOOLEAN: i8 = 1;
+    /// `STRING`.
+    pub const STRING: i8 = 2;
+    /// `INT`.
+    pub const INT: i8 = 3;
+    /// `LONG`.
+    pub const LONG: i8 = 5;
+    /// `DOUBLE`.
+    pub const DOUBLE: i8 = 6;
+    /// `LIST`.
+    pub const LIST: i8 = 7;
+}
+
+/// DescribeConfigs `config_source` codes (Kafka's `ConfigSource`).
+pub mod config_source {
+    /// `TOPIC_CONFIG`: a topic override.
+    pub const TOPIC_CONFIG: i8 = 1;
+    /// `DYNAMIC_BROKER_CONFIG`: set for this broker through the controller.
+    pub const DYNAMIC_BROKER_CONFIG: i8 = 2;
+    /// `DYNAMIC_DEFAULT_BROKER_CONFIG`: the cluster-wide broker default.
+    pub const DYNAMIC_DEFAULT_BROKER_CONFIG: i8 = 3;
+    /// `STATIC_BROKER_CONFIG`: `server.properties`.
+    pub const STATIC_BROKER_CONFIG: i8 = 4;
+    /// `DEFAULT_CONFIG`: Kafka's built-in default.
+    pub const DEFAULT_CONFIG: i8 = 5;
+}
+
+/// A broker config that stands in for a topic config, with the factor from its unit to the
+/// topic config's (hours → ms is 3 600 000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Synonym {
+    /// Broker config name.
+    pub name: &'static str,
+    /// Multiplier to the topic config's unit.
+    pub factor: i64,
+}
+
+/// One topic config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TopicConfigDef {
+    /// Topic config name.
+    pub name: &'static str,
+    /// Broker synonyms, highest priority first.
+    pub synonyms: &'static [Synonym],
+    /// Kafka's default, as `(synonym holding it, value in that synonym's unit)`; for configs
+    /// without a synonym the synonym name is the topic config's own.
+    pub default: (&'static str, &'static str),
+    /// `config_type`.
+    pub config_type: i8,
+}
+
+const fn syn(name: &'static str) -> Synonym {
+    Synonym { name, factor: 1 }
+}
+
+const HOURS: i64 = 3_600_000;
+const MINUTES: i64 = 60_000;
+const LONG_MAX: &str = "9223372036854775807";
+
+/// Kafka 3.9's topic configs (`TopicConfig`), by name.
+pub const TOPIC_CONFIGS: &[TopicConfigDef] = &[
+    TopicConfigDef {
+        name: "cleanup.policy",
+        synonyms: &[syn("log.cleanup.policy")],
+        default: ("log.cleanup.policy", "delete"),
+        config_type: config_type::LIST,
+    },
+    TopicConfigDef {
+        name: "compression.gzip.level",
+        synonyms: &[syn("compression.gzip.level")],
+        default: ("compression.gzip.level", "-1"),
+        config_type: config_type::INT,
+    },
+    TopicConfigDef {
+        name: "compression.lz4.level",
+        synonyms: &[syn("compression.lz4.level")],
+        default: ("compression.lz4.level", "9"),
+        config_type: config_type::INT,
+    },
+    TopicConfigDef {
+        name: "compression.type",
+        synonyms: &[syn("compression.type")],
+        default: ("compression.type", "producer"),
+        config_type: config_type::STRING,
+    },
+    TopicConfigDef {
+        name: "compression.zstd.level",
+        synonyms: &[syn("compression.zstd.level")],
+        default: ("compression.zstd.level", "3"),
+        config_type: config_type::INT,
+    },
+    TopicConfigDef {
+        name: "delete.retention.ms",
+        synonyms: &[syn("log.cleaner.delete.retention.ms")],
+        default: ("log.cleaner.delete.retention.ms", "86400000"),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "file.delete.delay.ms",
+        synonyms: &[syn("log.segment.delete.delay.ms")],
+        default: ("log.segment.delete.delay.ms", "60000"),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "flush.messages",
+        synonyms: &[syn("log.flush.interval.messages")],
+        default: ("log.flush.interval.messages", LONG_MAX),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "flush.ms",
+        synonyms: &[
+            syn("log.flush.interval.ms"),
+            syn("log.flush.scheduler.interval.ms"),
+        ],
+        default: ("log.flush.scheduler.interval.ms", LONG_MAX),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "follower.replication.throttled.replicas",
+        synonyms: &[],
+        default: ("follower.replication.throttled.replicas", ""),
+        config_type: config_type::LIST,
+    },
+    TopicConfigDef {
+        name: "index.interval.bytes",
+        synonyms: &[syn("log.index.interval.bytes")],
+        default: ("log.index.interval.bytes", "4096"),
+        config_type: config_type::INT,
+    },
+    TopicConfigDef {
+        name: "leader.replication.throttled.replicas",
+        synonyms: &[],
+        default: ("leader.replication.throttled.replicas", ""),
+        config_type: config_type::LIST,
+    },
+    TopicConfigDef {
+        name: "local.retention.bytes",
+        synonyms: &[syn("log.local.retention.bytes")],
+        default: ("log.local.retention.bytes", "-2"),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "local.retention.ms",
+        synonyms: &[syn("log.local.retention.ms")],
+        default: ("log.local.retention.ms", "-2"),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "max.compaction.lag.ms",
+        synonyms: &[syn("log.cleaner.max.compaction.lag.ms")],
+        default: ("log.cleaner.max.compaction.lag.ms", LONG_MAX),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "max.message.bytes",
+        synonyms: &[syn("message.max.bytes")],
+        default: ("message.max.bytes", "1048588"),
+        config_type: config_type::INT,
+    },
+    TopicConfigDef {
+        name: "message.downconversion.enable",
+        synonyms: &[syn("log.message.downconversion.enable")],
+        default: ("log.message.downconversion.enable", "true"),
+        config_type: config_type::BOOLEAN,
+    },
+    TopicConfigDef {
+        name: "message.format.version",
+        synonyms: &[syn("log.message.format.version")],
+        default: ("log.message.format.version", "3.0-IV1"),
+        config_type: config_type::STRING,
+    },
+    TopicConfigDef {
+        name: "message.timestamp.after.max.ms",
+        synonyms: &[syn("log.message.timestamp.after.max.ms")],
+        default: ("log.message.timestamp.after.max.ms", LONG_MAX),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "message.timestamp.before.max.ms",
+        synonyms: &[syn("log.message.timestamp.before.max.ms")],
+        default: ("log.message.timestamp.before.max.ms", LONG_MAX),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "message.timestamp.difference.max.ms",
+        synonyms: &[syn("log.message.timestamp.difference.max.ms")],
+        default: ("log.message.timestamp.difference.max.ms", LONG_MAX),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "message.timestamp.type",
+        synonyms: &[syn("log.message.timestamp.type")],
+        default: ("log.message.timestamp.type", "CreateTime"),
+        config_type: config_type::STRING,
+    },
+    TopicConfigDef {
+        name: "min.cleanable.dirty.ratio",
+        synonyms: &[syn("log.cleaner.min.cleanable.ratio")],
+        default: ("log.cleaner.min.cleanable.ratio", "0.5"),
+        config_type: config_type::DOUBLE,
+    },
+    TopicConfigDef {
+        name: "min.compaction.lag.ms",
+        synonyms: &[syn("log.cleaner.min.compaction.lag.ms")],
+        default: ("log.cleaner.min.compaction.lag.ms", "0"),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "min.insync.replicas",
+        synonyms: &[syn("min.insync.replicas")],
+        default: ("min.insync.replicas", "1"),
+        config_type: config_type::INT,
+    },
+    TopicConfigDef {
+        name: "preallocate",
+        synonyms: &[syn("log.preallocate")],
+        default: ("log.preallocate", "false"),
+        config_type: config_type::BOOLEAN,
+    },
+    TopicConfigDef {
+        name: "remote.log.copy.disable",
+        synonyms: &[],
+        default: ("remote.log.copy.disable", "false"),
+        config_type: config_type::BOOLEAN,
+    },
+    TopicConfigDef {
+        name: "remote.log.delete.on.disable",
+        synonyms: &[],
+        default: ("remote.log.delete.on.disable", "false"),
+        config_type: config_type::BOOLEAN,
+    },
+    TopicConfigDef {
+        name: "remote.storage.enable",
+        synonyms: &[],
+        default: ("remote.storage.enable", "false"),
+        config_type: config_type::BOOLEAN,
+    },
+    TopicConfigDef {
+        name: "retention.bytes",
+        synonyms: &[syn("log.retention.bytes")],
+        default: ("log.retention.bytes", "-1"),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "retention.ms",
+        synonyms: &[
+            syn("log.retention.ms"),
+            Synonym {
+                name: "log.retention.minutes",
+                factor: MINUTES,
+            },
+            Synonym {
+                name: "log.retention.hours",
+                factor: HOURS,
+            },
+        ],
+        default: ("log.retention.hours", "168"),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "segment.bytes",
+        synonyms: &[syn("log.segment.bytes")],
+        default: ("log.segment.bytes", "1073741824"),
+        config_type: config_type::INT,
+    },
+    TopicConfigDef {
+        name: "segment.index.bytes",
+        synonyms: &[syn("log.index.size.max.bytes")],
+        default: ("log.index.size.max.bytes", "10485760"),
+        config_type: config_type::INT,
+    },
+    TopicConfigDef {
+        name: "segment.jitter.ms",
+        synonyms: &[
+            syn("log.roll.jitter.ms"),
+            Synonym {
+                name: "log.roll.jitter.hours",
+                factor: HOURS,
+            },
+        ],
+        default: ("log.roll.jitter.hours", "0"),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "segment.ms",
+        synonyms: &[
+            syn("log.roll.ms"),
+            Synonym {
+                name: "log.roll.hours",
+                factor: HOURS,
+            },
+        ],
+        default: ("log.roll.hours", "168"),
+        config_type: config_type::LONG,
+    },
+    TopicConfigDef {
+        name: "unclean.leader.election.enable",
+        synonyms: &[syn("unclean.leader.election.enable")],
+        default: ("unclean.leader.election.enable", "false"),
+        config_type: config_type::BOOLEAN,
+    },
+];
+
+/// The definition of topic config `name`.
+#[must_use]
+pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// Where a resolved value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigSynonymValue {
+    /// Config name (the topic's or a broker synonym).
+    pub name: String,
+    /// Value as set (in the synonym's unit).
+    pub value: String,
+    /// `config_source`.
+    pub source: i8,
+}
+
+/// The layers a topic config resolves through.
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigLayers<'a> {
+    /// The topic's overrides (from the image).
+    pub topic: &'a BTreeMap<String, String>,
+    /// This broker's dynamic configs (image resource broker `<id>`).
+    pub broker_dynamic: &'a BTreeMap<String, String>,
+    /// The cluster-wide dynamic broker defaults (image resource broker `""`).
+    pub broker_default: &'a BTreeMap<String, String>,
+    /// `server.properties`.
+    pub static_props: &'a BTreeMap<String, String>,
+}
+
+impl ConfigLayers<'_> {
+    /// Every layer that sets `def`, highest priority first (Kafka's synonym list), ending in
+    /// the default.
+    #[must_use]
+    pub fn synonyms(&self, def: &TopicConfigDef) -> Vec<ConfigSynonymValue> {
+        let mut out = Vec::new();
+        if let Some(v) = self.topic.get(def.name) {
+            out.push(ConfigSynonymValue {
+                name: def.name.to_string(),
+                value: v.clone(),
+                source: config_source::TOPIC_CONFIG,
+            });
+        }
+        for s in def.synonyms {
+            for (layer, source) in [
+                (self.broker_dynamic, config_source::DYNAMIC_BROKER_CONFIG),
+                (
+                    self.broker_default,
+                    config_source::DYNAMIC_DEFAULT_BROKER_CONFIG,
+                ),
+                (self.static_props, config_source::STATIC_BROKER_CONFIG),
+            ] {
+                if let Some(v) = layer.get(s.name) {
+                    out.push(ConfigSynonymValue {
+                        name: s.name.to_string(),
+                        value: v.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        out.push(ConfigSynonymValue {
+            name: def.default.0.to_string(),
+            value: def.default.1.to_string(),
+            source: config_source::DEFAULT_CONFIG,
+        });
+        out
+    }
+
+    /// The effective value of `def` in the topic config's unit, with its source.
+    #[must_use]
+    pub fn resolve(&self, def: &TopicConfigDef) -> (String, i8) {
+        let synonyms = self.synonyms(def);
+        let Some(first) = synonyms.first() else {
+            return (def.default.1.to_string(), config_source::DEFAULT_CONFIG);
+        };
+        let factor = if first.source == config_source::TOPIC_CONFIG {
+            1
+        } else {
+            def.synonyms
+                .iter()
+                .find(|s| s.name == first.name)
+                .map_or(1, |s| s.factor)
+        };
+        let value = if factor == 1 {
+            first.value.clone()
+        } else {
+            first.value.trim().parse::<i64>().map_or_else(
+                |_| first.value.clone(),
+                |v| v.saturating_mul(factor).to_string(),
+            )
+        };
+        (value, first.source)
+    }
+
+    /// The effective value of topic config `name`, if it is one.
+    #[must_use]
+    pub fn value(&self, name: &str) -> Option<String> {
+        topic_config_def(name).map(|d| self.resolve(d).0)
+    }
+
+    fn parse<T: std::str::FromStr>(&self, name: &str) -> Option<T> {
+        self.value(name).and_then(|v| v.trim().parse().ok())
+    }
+
+    /// The log's config; unparseable values fall back to Kafka's defaults (the controller
+    /// validated them when they were set).
+    #[must_use]
+    pub fn log_config(&self) -> LogConfig {
+        let d = LogConfig::default();
+        LogConfig {
+            segment_bytes: self.parse("segment.bytes").unwrap_or(d.segment_bytes),
+            segment_ms: self.parse("segment.ms").unwrap_or(d.segment_ms),
+            segment_jitter_ms: self
+                .parse("segment.jitter.ms")
+                .unwrap_or(d.segment_jitter_ms),
+            segment_index_bytes: self
+                .parse("segment.index.bytes")
+                .unwrap_or(d.segment_index_bytes),
+            index_interval_bytes: self
+                .parse("index.interval.bytes")
+                .unwrap_or(d.index_interval_bytes),
+            retention_ms: self.parse("retention.ms").unwrap_or(d.retention_ms),
+            retention_bytes: self.parse("retention.bytes").unwrap_or(d.retention_bytes),
+            max_message_bytes: self
+                .parse("max.message.bytes")
+                .unwrap_or(d.max_message_bytes),
+            message_timestamp_type: match self.value("message.timestamp.type").as_deref() {
+                Some("LogAppendTime") => TimestampType::LogAppendTime,
+                _ => TimestampType::CreateTime,
+            },
+            retention_check_interval_ms: self
+                .static_props
+                .get("log.retention.check.interval.ms")
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(d.retention_check_interval_ms),
+            flush_messages: self.parse("flush.messages").unwrap_or(d.flush_messages),
+            flush_ms: self.parse("flush.ms").unwrap_or(d.flush_ms),
+            file_delete_delay_ms: self
+                .parse("file.delete.delay.ms")
+                .unwrap_or(d.file_delete_delay_ms),
+            cleanup_policy: self
+                .value("cleanup.policy")
+                .and_then(|v| CleanupPolicy::parse(&v))
+                .unwrap_or(d.cleanup_policy),
+            min_cleanable_dirty_ratio: self
+                .parse("min.cleanable.dirty.ratio")
+                .unwrap_or(d.min_cleanable_dirty_ratio),
+            delete_retention_ms: self
+                .parse("delete.retention.ms")
+                .unwrap_or(d.delete_retention_ms),
+            min_compaction_lag_ms: self
+                .parse("min.compaction.lag.ms")
+                .unwrap_or(d.min_compaction_lag_ms),
+            max_compaction_lag_ms: self
+                .parse("max.compaction.lag.ms")
+                .unwrap_or(d.max_compaction_lag_ms),
+        }
+    }
+
+    /// The partition-level config.
+    #[must_use]
+    pub fn partition_config(&self) -> PartitionConfig {
+        let broker_long = |name: &str, default: i64| {
+            self.static_props
+                .get(name)
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(default)
+        };
+        PartitionConfig {
+            min_insync_replicas: self.parse("min.insync.replicas").unwrap_or(1),
+            replica_lag_time_max_ms: broker_long(
+                "replica.lag.time.max.ms",
+                DEFAULT_REPLICA_LAG_TIME_MAX_MS,
+            ),
+            message_timestamp_before_max_ms: self
+                .parse("message.timestamp.before.max.ms")
+                .unwrap_or(i64::MAX),
+            message_timestamp_after_max_ms: self
+                .parse("message.timestamp.after.max.ms")
+                .unwrap_or(i64::MAX),
+            producer_id_expiration_ms: broker_long(
+                "producer.id.expiration.ms",
+                DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layers_resolve_in_kafka_order_with_units() {
+        let topic = BTreeMap::new();
+        let empty = BTreeMap::new();
+        let mut props = BTreeMap::new();
+        props.insert("log.retention.hours".to_string(), "1".to_string());
+        let layers = ConfigLayers {
+            topic: &topic,
+            broker_dynamic: &empty,
+            broker_default: &empty,
+            static_props: &props,
+        };
+        let def = topic_config_def("retention.ms").expect("def");
+        assert_eq!(
+            layers.resolve(def),
+            ("3600000".to_string(), config_source::STATIC_BROKER_CONFIG)
+        );
+        assert_eq!(layers.log_config().retention_ms, 3_600_000);
+        let mut topic = BTreeMap::new();
+        topic.insert("retention.ms".to_string(), "5".to_string());
+        let layers = ConfigLayers {
+            topic: &topic,
+            ..layers
+        };
+        assert_eq!(layers.log_config().retention_ms, 5);
+        let synonyms = layers.synonyms(def);
+        assert_eq!(synonyms.len(), 3);
+        assert_eq!(synonyms[2].name, "log.retention.hours");
+        assert_eq!(synonyms[2].source, config_source::DEFAULT_CONFIG);
+        let segment = topic_config_def("segment.bytes").expect("def");
+        assert_eq!(
+            layers.resolve(segment),
+            ("1073741824".to_string(), config_source::DEFAULT_CONFIG)
+        );
+    }
+}
