@@ -50,6 +50,7 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use super::BrokerConfig;
+use super::cleaner::{LogCleaner, LogCleanerSettings};
 use super::controller_channel::ControllerChannel;
 use super::replica_manager::ReplicaManager;
 use crate::group::{
@@ -190,21 +191,37 @@ pub struct GroupCoordinator {
     /// `AutoTopicCreationManager` inflight set): one at a time.
     creating_offsets_topic: Arc<AtomicBool>,
     runtime: Option<tokio::runtime::Handle>,
+    /// The log cleaner this coordinator started (see [`super::cleaner`]).
+    cleaner: Mutex<Option<LogCleaner>>,
 }
 
 impl GroupCoordinator {
     /// For this broker; `channel` creates `__consumer_offsets` when a FindCoordinator needs it.
+    /// Also starts the broker's log cleaner ([`super::cleaner`], `log.cleaner.*`) when called
+    /// inside a tokio runtime, so `__consumer_offsets` and every other compacted topic hosted
+    /// by `replicas` get compacted; [`GroupCoordinator::shutdown`] stops it.
     #[must_use]
     pub fn new(
         config: &BrokerConfig,
         replicas: Arc<ReplicaManager>,
         channel: Arc<dyn ControllerChannel>,
     ) -> Self {
-        Self::with_log(
+        let coordinator = Self::with_log(
             GroupCoordinatorSettings::from_properties(&config.properties),
-            replicas,
+            Arc::clone(&replicas) as Arc<dyn CoordinatorLog>,
             channel,
-        )
+        );
+        if let Some(runtime) = &coordinator.runtime {
+            let settings = LogCleanerSettings::from_properties(&config.properties);
+            *coordinator
+                .cleaner
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                LogCleaner::spawn(runtime, replicas, settings);
+        } else {
+            warn!("group coordinator created outside a tokio runtime: no log cleaner");
+        }
+        coordinator
     }
 
     /// Over any [`CoordinatorLog`] (tests use an in-memory one).
@@ -221,6 +238,7 @@ impl GroupCoordinator {
             shards: Mutex::new(HashMap::new()),
             creating_offsets_topic: Arc::new(AtomicBool::new(false)),
             runtime: tokio::runtime::Handle::try_current().ok(),
+            cleaner: Mutex::new(None),
         }
     }
 
@@ -566,9 +584,18 @@ impl GroupCoordinator {
         ps
     }
 
-    /// Stops every shard (broker shutdown) and waits for their tasks, at most 5 s each
-    /// (an append in flight finishes in its own task).
+    /// Stops the log cleaner (after its current pass) and every shard (broker shutdown), and
+    /// waits for the shard tasks, at most 5 s each (an append in flight finishes in its own
+    /// task).
     pub async fn shutdown(&self) {
+        let cleaner = self
+            .cleaner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(cleaner) = cleaner {
+            cleaner.shutdown().await;
+        }
         let slots: Vec<ShardSlot> = self.lock_shards().drain().map(|(_, s)| s).collect();
         for slot in slots {
             let task = slot.unload();

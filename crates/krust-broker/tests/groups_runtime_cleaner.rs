@@ -1,0 +1,265 @@
+//! The broker's log cleaner (`server/cleaner.rs`) on a compacted `__consumer_offsets`
+//! partition written by the group coordinator runtime: after many commits of the same keys a
+//! cleaner pass shrinks the log, records `cleaner-offset-checkpoint`, keeps the latest value of
+//! every key, and a shard reloaded from the compacted log serves the latest offsets.
+//!
+//! Real `ReplicaManager`, `Partition` and `Log` on a temp dir; the cleaner iteration is called
+//! directly (no backoff timer), so the test is deterministic. Bounded by a timeout.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_fetch_request::{
+    OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use krust_broker::group::{CoordinatorRecord, GroupConfig};
+use krust_broker::partition::{Partition, PartitionConfig};
+use krust_broker::server::cleaner::{LogCleanerSettings, LogCleanerState, clean_filthiest};
+use krust_broker::server::controller_channel::{
+    BoxFuture, ControllerChannel, ControllerChannelError,
+};
+use krust_broker::server::groups::{CoordinatorLog, GroupCoordinator, GroupCoordinatorSettings};
+use krust_broker::server::replica_manager::{HostedPartition, ReplicaManager};
+use krust_log::{CleanupPolicy, Log, LogConfig};
+use krust_metadata::image::topics::TopicPartition;
+use krust_net::{Reply, RequestContext};
+use uuid::Uuid;
+
+struct NoController;
+
+impl ControllerChannel for NoController {
+    fn send(
+        &self,
+        _request: RequestKind,
+        _api_version: Option<i16>,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<ResponseKind, ControllerChannelError>> {
+        Box::pin(async move { Err(ControllerChannelError::Timeout(timeout)) })
+    }
+}
+
+fn sb(s: &str) -> StrBytes {
+    StrBytes::from_string(s.to_owned())
+}
+
+async fn call(
+    gc: &GroupCoordinator,
+    api_key: ApiKey,
+    version: i16,
+    r: RequestKind,
+) -> ResponseKind {
+    let ctx = RequestContext {
+        api_key,
+        api_version: version,
+        correlation_id: 1,
+        client_id: "cleaner-test".to_owned(),
+        peer_addr: SocketAddr::from(([127, 0, 0, 1], 50_001)),
+        listener_name: Arc::from("PLAINTEXT"),
+        connection_id: 1,
+    };
+    match gc.handle(&ctx, r).await {
+        Reply::Send(r) => *r,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A simple-consumer commit (no generation, no member): 3 partitions of `orders`.
+async fn commit(gc: &GroupCoordinator, round: i64) {
+    let partitions = (0..3)
+        .map(|p| {
+            OffsetCommitRequestPartition::default()
+                .with_partition_index(p)
+                .with_committed_offset(round * 10 + i64::from(p))
+                .with_committed_metadata(Some(sb("padding-padding-padding-padding")))
+        })
+        .collect();
+    let request = OffsetCommitRequest::default()
+        .with_group_id(GroupId(sb("compacted-group")))
+        .with_generation_id_or_member_epoch(-1)
+        .with_topics(vec![
+            OffsetCommitRequestTopic::default()
+                .with_name(TopicName(sb("orders")))
+                .with_partitions(partitions),
+        ]);
+    let ResponseKind::OffsetCommit(r) = call(
+        gc,
+        ApiKey::OffsetCommit,
+        8,
+        RequestKind::OffsetCommit(request),
+    )
+    .await
+    else {
+        panic!()
+    };
+    for p in &r.topics[0].partitions {
+        assert_eq!(p.error_code, 0, "commit round {round}");
+    }
+}
+
+async fn fetch(gc: &GroupCoordinator) -> Vec<i64> {
+    let request = OffsetFetchRequest::default().with_groups(vec![
+        OffsetFetchRequestGroup::default()
+            .with_group_id(GroupId(sb("compacted-group")))
+            .with_topics(Some(vec![
+                OffsetFetchRequestTopics::default()
+                    .with_name(TopicName(sb("orders")))
+                    .with_partition_indexes(vec![0, 1, 2]),
+            ])),
+    ]);
+    let ResponseKind::OffsetFetch(r) = call(
+        gc,
+        ApiKey::OffsetFetch,
+        8,
+        RequestKind::OffsetFetch(request),
+    )
+    .await
+    else {
+        panic!()
+    };
+    assert_eq!(r.groups[0].error_code, 0);
+    r.groups[0].topics[0]
+        .partitions
+        .iter()
+        .map(|p| p.committed_offset)
+        .collect()
+}
+
+/// Every (key, value) in the partition, in offset order.
+fn all_records(replicas: &ReplicaManager) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let chunk = CoordinatorLog::read(replicas, 0, offset, 1 << 20).expect("read");
+        if chunk.records.is_empty() || offset >= chunk.log_end_offset {
+            return out;
+        }
+        let (batches, _) = krust_log::batch::BatchReader::new(chunk.records, 1 << 20).read_all();
+        for b in batches {
+            offset = b.next_offset();
+            for r in b.records().expect("records") {
+                out.push((r.key.expect("key").to_vec(), r.value.map(|v| v.to_vec())));
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn cleaner_compacts_consumer_offsets_and_the_reloaded_shard_sees_the_latest_offsets() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let replicas = Arc::new(ReplicaManager::new(1));
+        let tp = TopicPartition {
+            topic: "__consumer_offsets".to_owned(),
+            partition: 0,
+        };
+        let log_config = LogConfig {
+            cleanup_policy: CleanupPolicy::Compact,
+            segment_bytes: 4096,
+            ..LogConfig::default()
+        };
+        let log = Log::open(
+            &ReplicaManager::partition_dir(dir.path(), &tp),
+            log_config,
+            0,
+        )
+        .expect("log");
+        let mut partition =
+            Partition::open(1, log, PartitionConfig::default(), 0, 0).expect("partition");
+        partition.make_leader(1, &[1], &[1], 0).expect("leader");
+        let partition = Arc::new(Mutex::new(partition));
+        replicas.insert(
+            tp.clone(),
+            HostedPartition {
+                partition: Arc::clone(&partition),
+                topic_id: Uuid::from_u128(0xc0),
+                log_dir: dir.path().to_path_buf(),
+            },
+        );
+        let settings = GroupCoordinatorSettings {
+            group: GroupConfig {
+                offsets_topic_num_partitions: 1,
+                ..GroupConfig::default()
+            },
+            ..GroupCoordinatorSettings::default()
+        };
+        let gc = GroupCoordinator::with_log(
+            settings.clone(),
+            Arc::clone(&replicas) as Arc<dyn CoordinatorLog>,
+            Arc::new(NoController),
+        );
+        gc.on_elected(0, 1);
+        while gc.active_partitions().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        for round in 0..150 {
+            commit(&gc, round).await;
+        }
+        assert_eq!(fetch(&gc).await, vec![1490, 1491, 1492]);
+        let before = all_records(&replicas);
+        let size_before = partition.lock().expect("lock").log().size_in_bytes();
+        let segments_before = partition.lock().expect("lock").log().segment_count();
+        assert!(segments_before > 3, "{segments_before} segments");
+
+        // One cleaner iteration, as the cleaner thread runs it.
+        let mut state = LogCleanerState::new(LogCleanerSettings::default().cleaner);
+        assert!(
+            clean_filthiest(&replicas, &mut state, 1_000),
+            "the dirty log is cleaned"
+        );
+        let size_after = partition.lock().expect("lock").log().size_in_bytes();
+        assert!(
+            size_after * 2 < size_before,
+            "{size_before} → {size_after} bytes"
+        );
+        let checkpoint =
+            krust_log::cleaner::read_cleaner_checkpoint(dir.path()).expect("checkpoint");
+        let key = krust_log::checkpoint::TopicPartition {
+            topic: "__consumer_offsets".to_owned(),
+            partition: 0,
+        };
+        assert!(
+            checkpoint.get(&key).is_some_and(|&o| o > 0),
+            "{checkpoint:?}"
+        );
+
+        // Compaction kept the latest value of every key, in offset order.
+        let after = all_records(&replicas);
+        assert!(after.len() < before.len() / 2);
+        let latest = |records: &[(Vec<u8>, Option<Vec<u8>>)]| {
+            let mut m = BTreeMap::new();
+            for (k, v) in records {
+                m.insert(k.clone(), v.clone());
+            }
+            m
+        };
+        assert_eq!(latest(&before), latest(&after));
+        for (k, v) in &after {
+            CoordinatorRecord::decode(k, v.as_deref()).expect("Kafka's record format");
+        }
+
+        // Moved away and back: the shard reloads from the compacted log.
+        gc.on_resigned(0, None);
+        partition
+            .lock()
+            .expect("lock")
+            .make_leader(2, &[1], &[1], 0)
+            .expect("leader");
+        gc.on_elected(0, 2);
+        while gc.active_partitions().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(fetch(&gc).await, vec![1490, 1491, 1492]);
+        commit(&gc, 150).await;
+        assert_eq!(fetch(&gc).await, vec![1500, 1501, 1502]);
+        gc.shutdown().await;
+    })
+    .await
+    .expect("test timed out");
+}
