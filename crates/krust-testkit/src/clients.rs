@@ -529,15 +529,16 @@ impl LibrdkafkaTests {
             let args = [
                 "-C".to_owned(),
                 self.tests_dir.display().to_string(),
+                // The runner's own CI mode would change timeouts; keep the local defaults.
+                // (`env` options must come before the NAME=VALUE assignments.)
+                "-u".to_owned(),
+                "CI".to_owned(),
                 format!("TESTS={test}"),
                 format!("RDKAFKA_TEST_CONF={}", conf.display()),
                 "TEST_KAFKA_VERSION=3.9.0".to_owned(),
                 // The freshly built librdkafka, not the system's (Debian's is older): what
                 // `run-test.sh` does, with absolute paths and ours first.
                 format!("LD_LIBRARY_PATH={}", self.library_path()),
-                // The runner's own CI mode would change timeouts; keep the local defaults.
-                "-u".to_owned(),
-                "CI".to_owned(),
                 runner.display().to_string(),
                 // No socket-emulation tests, no local-only tests (they never reach a broker),
                 // quick mode (less data, fewer iterations: a CI budget).
@@ -567,7 +568,11 @@ impl LibrdkafkaTests {
             if parsed.is_empty() {
                 parsed.push(LibrdkafkaTestResult {
                     name: (*test).to_owned(),
-                    status: format!("NO SUMMARY (exit {})", output.status),
+                    status: format!(
+                        "NO SUMMARY (exit {}): {}",
+                        output.status,
+                        output.stderr.lines().last().unwrap_or("")
+                    ),
                     seconds: 0.0,
                 });
             }
