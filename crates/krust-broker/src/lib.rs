@@ -1,18 +1,20 @@
-//! krust-broker: the broker's data path, below the cluster wiring.
+//! krust-broker: the broker — partition data path (sans-IO) and the runtime around it.
 //!
-//! Everything here is deterministic and takes time explicitly (`now_ms`): the metadata
-//! publisher, the network server and the delayed-operation purgatory come later and drive
-//! these pieces. Handlers never block: where Kafka would park a request (acks=all waiting for
-//! the high watermark, a fetch below `min_bytes`), they return what the request waits for.
+//! The partition-level pieces are deterministic and take time explicitly (`now_ms`); their
+//! handlers never block: where Kafka would park a request (acks=all waiting for the high
+//! watermark, a fetch below `min_bytes`), they return what the request waits for. The
+//! [`server`] module is the tokio runtime that drives them: the metadata publisher, the
+//! purgatory that parks those requests, and the client API handler on a `krust_net` listener.
 //!
-//! # Limits (for the wiring that comes next)
+//! # Limits
 //!
-//! - ISR eligibility (fenced brokers, controlled shutdown, broker epochs) and pending
-//!   AlterPartition state ("maximal ISR") are not modelled: the ISR is what the metadata says.
 //! - Transactions: open transactions bound the last stable offset, but there is no
-//!   transaction index, no aborted-transaction list in fetches and no coordinator verification.
-//! - Fetch sessions (KIP-227) are not kept: full fetches only.
-//! - Error responses carry no `current_leader`/`node_endpoints` hints yet.
+//!   transaction index, no aborted-transaction list in fetches, no transaction coordinator
+//!   (transactional InitProducerId answers `COORDINATOR_NOT_AVAILABLE`).
+//! - Produce below v3 and Fetch below v4 are not served (they need message-format
+//!   down-conversion).
+//! - DeleteRecords answers once the leader moved its log start (Kafka also waits for the
+//!   followers).
 //!
 //! # Layout
 //!
@@ -21,15 +23,22 @@
 //!   from snapshot + log, expiry).
 //! - [`partition`]: [`Partition`] — a `krust_log::Log` with leader epoch, high watermark, the
 //!   leader's view of follower fetch state (ISR candidates), leader append with Kafka's
-//!   validation, reads for consumers and followers, ListOffsets, OffsetForLeaderEpoch and
-//!   follower divergence truncation.
-//! - [`replicas`]: [`ReplicaSet`] — hosted partitions plus the topics the metadata knows
-//!   (NOT_LEADER_OR_FOLLOWER vs UNKNOWN_TOPIC_OR_PARTITION, topic ids).
+//!   validation, reads for consumers and followers, ListOffsets, OffsetForLeaderEpoch,
+//!   DeleteRecords, follower divergence truncation, config updates.
+//! - [`replicas`]: [`PartitionAccess`] (how handlers reach partitions) and [`ReplicaSet`] —
+//!   hosted partitions plus the topics the metadata knows (NOT_LEADER_OR_FOLLOWER vs
+//!   UNKNOWN_TOPIC_OR_PARTITION, topic ids), the sans-IO implementation.
 //! - [`produce`], [`fetch`], [`list_offsets`], [`offset_for_leader_epoch`]: request handlers
-//!   as functions over a [`ReplicaSet`], `kafka_protocol` messages in and out; produce and
-//!   fetch return what they wait for instead of blocking.
+//!   as functions over a [`PartitionAccess`], `kafka_protocol` messages in and out; produce
+//!   and fetch return what they wait for instead of blocking.
+//! - [`topic_config`]: topic configs resolved as Kafka does (topic override, dynamic broker,
+//!   dynamic default, `server.properties` synonym, default) into `LogConfig` and
+//!   `PartitionConfig`, with sources and synonyms for DescribeConfigs.
 //! - [`group`]: the classic group coordinator, a sans-IO shard per `__consumer_offsets`
 //!   partition (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, offsets, records, loading).
+//! - [`server`]: the runtime — `Broker` (log dir locks, checkpoints, retention task,
+//!   shutdown), `ReplicaManager`, the metadata publisher, the purgatory, the client APIs, and
+//!   the plug-ins (replication, groups, forwarding, lifecycle).
 //! - [`error`]: [`PartitionError`] and its one mapping to Kafka error codes.
 pub mod error;
 pub mod fetch;
@@ -46,4 +55,4 @@ pub mod topic_config;
 pub use error::PartitionError;
 pub use partition::Partition;
 pub use producer_state::ProducerStateManager;
-pub use replicas::{ReplicaSet, TopicMetadata};
+pub use replicas::{PartitionAccess, ReplicaSet, TopicMetadata};

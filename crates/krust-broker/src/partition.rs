@@ -1068,6 +1068,18 @@ impl Partition {
         self.maybe_increment_high_watermark(now_ms);
     }
 
+    /// A topic config changed: the log's part (retention, segment size, `max.message.bytes`,
+    /// timestamp type, …).
+    ///
+    /// # Errors
+    /// [`PartitionError::Log`] for a config the log refuses (it keeps the old one).
+    pub fn set_log_config(&mut self, config: krust_log::LogConfig) -> Result<(), PartitionError> {
+        if *self.log.config() != config {
+            self.log.set_config(config)?;
+        }
+        Ok(())
+    }
+
     /// The replica set as the metadata last said.
     #[must_use]
     pub fn replicas(&self) -> &[i32] {

@@ -800,3 +800,98 @@ async fn a_locked_log_dir_is_refused_and_strays_are_removed() {
     })
     .await;
 }
+
+/// Publishes `records` on top of the broker's current image.
+fn publish_more(broker: &Broker, records: &[MetadataRecord]) {
+    let image = broker.replica_manager().image();
+    let mut delta = MetadataDelta::new(&image);
+    for record in records {
+        delta.replay(record).expect("valid record");
+    }
+    let next = delta.apply(MetadataProvenance::new(
+        image.provenance.last_contained_offset + 1,
+        1,
+        2000,
+    ));
+    broker.publish(&Publication { delta, image: next });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_changes_leadership_moves_and_deletes_apply() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        assert_eq!(
+            produce_one(&b.client, "orders", batch(20, now_ms()), 1).await,
+            (0, 0)
+        );
+
+        // max.message.bytes lowered: the same batch is now too large.
+        publish_more(
+            &b.broker,
+            &[MetadataRecord::Config(ConfigRecord {
+                resource_type: 2,
+                resource_name: "orders".into(),
+                name: "max.message.bytes".into(),
+                value: Some("100".into()),
+                ..Default::default()
+            })],
+        );
+        assert_eq!(
+            produce_one(&b.client, "orders", batch(20, now_ms()), 1)
+                .await
+                .0,
+            ResponseError::MessageTooLarge.code()
+        );
+
+        // orders-1 moves to broker 2: this broker follows it now.
+        publish_more(
+            &b.broker,
+            &[MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 1,
+                topic_id: ORDERS,
+                replicas: Some(vec![1, 2]),
+                isr: Some(vec![1, 2]),
+                leader: 2,
+                ..Default::default()
+            })],
+        );
+        let r = produce(
+            &b.client,
+            produce_request("orders", 1, batch(1, now_ms()), 1),
+        )
+        .await;
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, ResponseError::NotLeaderOrFollower.code());
+        assert_eq!(
+            (p.current_leader.leader_id.0, p.current_leader.leader_epoch),
+            (2, 5)
+        );
+
+        // The topic is deleted: its directories go, and it is unknown.
+        publish_more(
+            &b.broker,
+            &[MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                topic_id: ORDERS,
+                ..Default::default()
+            })],
+        );
+        assert!(!dir.path().join("orders-0").exists());
+        assert!(!dir.path().join("orders-1").exists());
+        assert_eq!(
+            produce_one(&b.client, "orders", batch(1, now_ms()), 1)
+                .await
+                .0,
+            ResponseError::UnknownTopicOrPartition.code()
+        );
+        let leftovers: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("read dir")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .filter(|n| n.starts_with("orders"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+        b.stop().await;
+    })
+    .await;
+}

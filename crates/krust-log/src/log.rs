@@ -114,6 +114,18 @@ impl Log {
         &self.config
     }
 
+    /// Replaces the configuration (a topic config changed, Kafka's `updateConfig`). Size and
+    /// time limits apply from the next append, roll or retention pass; existing segments
+    /// keep their index files.
+    ///
+    /// # Errors
+    /// [`LogError::Config`] if `config` is invalid; the log keeps its old config.
+    pub fn set_config(&mut self, config: LogConfig) -> Result<(), LogError> {
+        config.validate()?;
+        self.config = config;
+        Ok(())
+    }
+
     /// First offset still in the log.
     #[must_use]
     pub fn log_start_offset(&self) -> i64 {

@@ -208,8 +208,13 @@ impl Publisher {
                     .contains_key(&ConfigResource::topic(tp.topic.clone()));
                 if topic_changed || broker_wide {
                     let maps = topic_layers_maps(image, &tp.topic, node_id);
-                    let config = self.layers_for(&maps).partition_config();
-                    lock(&hosted.partition).set_config(config, now);
+                    let layers = self.layers_for(&maps);
+                    let mut p = lock(&hosted.partition);
+                    p.set_config(layers.partition_config(), now);
+                    if let Err(error) = p.set_log_config(layers.log_config()) {
+                        warn!(%error, topic = %tp.topic, partition = tp.partition, "topic config refused by the log");
+                    }
+                    drop(p);
                     replicas.partition_changed(&tp);
                 }
             }
