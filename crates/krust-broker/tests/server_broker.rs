@@ -180,6 +180,12 @@ impl Running {
 async fn start(dir: &Path) -> Running {
     let mut properties = BTreeMap::new();
     properties.insert("log.retention.hours".to_string(), "100".to_string());
+    // A metadata log dir of its own, so the broker locks `dir` (the Raft driver would lock
+    // the metadata one).
+    properties.insert(
+        "metadata.log.dir".to_string(),
+        dir.join("meta").display().to_string(),
+    );
     let config = BrokerConfig {
         node_id: 1,
         cluster_id: "test-cluster-id-00000".to_string(),
@@ -785,7 +791,10 @@ async fn a_locked_log_dir_is_refused_and_strays_are_removed() {
                 node_id: 1,
                 cluster_id: String::new(),
                 log_dirs: vec![dir.path().to_path_buf()],
-                properties: BTreeMap::new(),
+                properties: BTreeMap::from([(
+                    "metadata.log.dir".to_string(),
+                    dir.path().join("meta").display().to_string(),
+                )]),
                 advertised_listeners: Vec::new(),
                 inter_broker_listener_name: "PLAINTEXT".to_string(),
                 rack: None,

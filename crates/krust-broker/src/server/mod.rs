@@ -155,6 +155,13 @@ impl std::fmt::Debug for Broker {
     }
 }
 
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 fn lock_log_dir(dir: &Path) -> Result<File, BrokerError> {
     let io = |source| BrokerError::Io {
         dir: dir.to_path_buf(),
@@ -177,7 +184,8 @@ fn lock_log_dir(dir: &Path) -> Result<File, BrokerError> {
 }
 
 impl Broker {
-    /// Locks the log dirs and reads their checkpoints. Partition directories are opened
+    /// Locks the log dirs (all but `metadata.log.dir`, which the Raft driver locks) and reads
+    /// their checkpoints. Partition directories are opened
     /// when a publication says they are hosted; strays are removed at the first one. In a
     /// tokio runtime, starts the periodic retention/checkpoint task.
     ///
@@ -192,8 +200,22 @@ impl Broker {
         }
         let mut locks = Vec::new();
         let mut checkpoints = StartupCheckpoints::default();
+        // The Raft driver holds the `.lock` of `metadata.log.dir` (by default the first log
+        // dir), as Kafka's RaftManager does; locking it again would refuse ourselves.
+        let metadata_dir = config
+            .properties
+            .get("metadata.log.dir")
+            .map(PathBuf::from)
+            .or_else(|| config.log_dirs.first().cloned());
         for dir in &config.log_dirs {
-            locks.push(lock_log_dir(dir)?);
+            if metadata_dir.as_ref().is_some_and(|m| same_dir(m, dir)) {
+                std::fs::create_dir_all(dir).map_err(|source| BrokerError::Io {
+                    dir: dir.clone(),
+                    source,
+                })?;
+            } else {
+                locks.push(lock_log_dir(dir)?);
+            }
             checkpoints.recovery_points.extend(read_offset_checkpoint(
                 &dir.join(RECOVERY_POINT_CHECKPOINT_FILE),
             )?);

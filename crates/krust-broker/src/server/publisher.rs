@@ -8,9 +8,9 @@
 //! Topic config changes update the hosted partitions of that topic. The group coordinator
 //! hears about `__consumer_offsets` leadership and every image.
 //!
-//! On the first publication, partition directories in the log dirs that the image does not
-//! place on this broker (topics deleted while it was down) are removed: Kafka's stray-log
-//! clean-up.
+//! On the first publication whose image has this broker's registration, partition
+//! directories in the log dirs that the image does not place on this broker (topics deleted
+//! while it was down) are removed: Kafka's stray-log clean-up.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -220,7 +220,10 @@ impl Publisher {
             }
         }
 
-        let first = {
+        // Stray logs are judged against an image that knows this broker: an empty or
+        // half-loaded image would make every directory look stray.
+        let ready = !image.is_empty() && image.cluster.broker(node_id).is_some();
+        let first = ready && {
             let mut first = self
                 .first
                 .lock()
