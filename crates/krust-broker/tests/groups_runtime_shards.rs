@@ -646,8 +646,28 @@ async fn two_members_join_sync_heartbeat_and_commit_offsets() {
     bounded(async {
         let h = Arc::new(harness());
         let group = group_on(1, "two-members");
-        // Not loaded anywhere: NOT_COORDINATOR.
+        // Not loaded anywhere: NOT_COORDINATOR (OffsetFetch v1 carries it per partition,
+        // having no top-level error code).
         assert_eq!(join(&h, &group, "").await.error_code, 16);
+        let v1 = OffsetFetchRequest::default()
+            .with_group_id(GroupId(sb(&group)))
+            .with_topics(Some(vec![
+                OffsetFetchRequestTopic::default()
+                    .with_name(TopicName(sb("orders")))
+                    .with_partition_indexes(vec![0, 1]),
+            ]));
+        let ResponseKind::OffsetFetch(r) = h
+            .call(ApiKey::OffsetFetch, 1, RequestKind::OffsetFetch(v1))
+            .await
+        else {
+            panic!()
+        };
+        let errors: Vec<(i32, i16, i64)> = r.topics[0]
+            .partitions
+            .iter()
+            .map(|p| (p.partition_index, p.error_code, p.committed_offset))
+            .collect();
+        assert_eq!(errors, vec![(0, 16, -1), (1, 16, -1)]);
         h.lead(1, 1);
         h.wait_active(1).await;
         let (leader, follower, generation) = form_group(&h, &group).await;

@@ -1776,21 +1776,52 @@ fn error_like(response: &GroupResponse, error: GroupError) -> GroupResponse {
 
 impl GroupRequest {
     /// The answer to this request when no shard can take it (`error` for every group,
-    /// topic and partition it names): NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS.
+    /// topic and partition it names, as the request's version carries it): NOT_COORDINATOR,
+    /// COORDINATOR_LOAD_IN_PROGRESS.
     #[must_use]
-    pub fn error_response(&self, error: GroupError) -> GroupResponse {
-        error_response(self, &RequestContext::default(), error)
+    pub fn error_response(&self, ctx: &RequestContext, error: GroupError) -> GroupResponse {
+        error_response(self, ctx, error)
     }
 }
 
 /// An error response to `request` (shard no longer the coordinator).
 fn error_response(
     request: &GroupRequest,
-    _ctx: &RequestContext,
+    ctx: &RequestContext,
     error: GroupError,
 ) -> GroupResponse {
     let code = error.code();
     match request {
+        // OffsetFetch v0/v1 have no top-level error: Kafka's `OffsetFetchRequest.getErrorResponse`
+        // puts the error on every requested partition (offset -1, metadata "").
+        GroupRequest::OffsetFetch(r) if ctx.api_version < 2 => {
+            let topics = r
+                .topics
+                .iter()
+                .flatten()
+                .map(|t| {
+                    OffsetFetchResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partition_indexes
+                                .iter()
+                                .map(|&p| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(-1)
+                                        .with_metadata(Some(sb("")))
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                })
+                .collect();
+            GroupResponse::OffsetFetch(
+                OffsetFetchResponse::default()
+                    .with_error_code(code)
+                    .with_topics(topics),
+            )
+        }
         GroupRequest::JoinGroup(_) => GroupResponse::JoinGroup(
             JoinGroupResponse::default()
                 .with_error_code(code)

@@ -350,15 +350,17 @@ impl GroupCoordinator {
                 .map(|s| (s.status.load(Ordering::SeqCst), s.requests.clone()))
         };
         let Some((status, requests)) = slot else {
-            return request.error_response(GroupError::NotCoordinator);
+            return request.error_response(&ctx, GroupError::NotCoordinator);
         };
         match status {
-            LOADING => return request.error_response(GroupError::CoordinatorLoadInProgress),
+            LOADING => {
+                return request.error_response(&ctx, GroupError::CoordinatorLoadInProgress);
+            }
             ACTIVE => {}
-            _ => return request.error_response(GroupError::NotCoordinator),
+            _ => return request.error_response(&ctx, GroupError::NotCoordinator),
         }
         // Built before the request moves into the shard: the answer if the shard goes away.
-        let fallback = request.error_response(GroupError::NotCoordinator);
+        let fallback = request.error_response(&ctx, GroupError::NotCoordinator);
         let (reply, answer) = oneshot::channel();
         let command = ShardCommand {
             ctx,
