@@ -157,3 +157,52 @@ fn controllers_snapshot_their_image_register_themselves_and_restart_from_a_snaps
         sid.file_name()
     );
 }
+
+/// With the whole log kept (default retention, so the log still begins at 0), a restarted
+/// controller starts from its latest snapshot rather than replaying the log from offset 0,
+/// then follows the log after it: its own re-registration shows up in its next snapshot.
+#[test]
+fn a_restarted_controller_starts_from_its_latest_snapshot() {
+    let mut extra = FAST_TIMEOUTS.to_vec();
+    extra.push(("metadata.log.max.record.bytes.between.snapshots", "200"));
+    let mut quorum = Quorum::new(3, &extra);
+    for id in 1..=3 {
+        start_controller(&mut quorum, id);
+    }
+    let leader = wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0)
+        .unwrap_or_else(|| panic!("no leader\n{}", quorum.log_tails()))
+        .leader_id;
+    let standby = (1..=3).find(|id| *id != leader).expect("a standby");
+    let all_registered =
+        |image: &MetadataImage| (1..=3).all(|c| image.cluster.controllers.contains_key(&c));
+    let (before, image) = wait_for_snapshot(&quorum, standby, all_registered);
+    let old = image.cluster.controllers[&standby].incarnation_id;
+    let first_segment = quorum
+        .node(standby)
+        .data_dir()
+        .join("__cluster_metadata-0/00000000000000000000.log");
+    assert!(first_segment.exists(), "the log still begins at offset 0");
+
+    let status = quorum.terminate(standby);
+    assert!(status.success(), "clean stop: {status}");
+    let process = quorum.node(standby).process.as_mut().expect("started");
+    let mark = process.log_mark();
+    process.restart().expect("restart");
+    let line = process
+        .wait_for_line_since(mark, "controller started from its latest snapshot", WAIT)
+        .unwrap_or_else(|e| panic!("no start from a snapshot: {e}\n{}", quorum.log_tails()));
+    println!("{line}");
+    let (after, _) = wait_for_snapshot(&quorum, standby, |image| {
+        image
+            .cluster
+            .controllers
+            .get(&standby)
+            .is_some_and(|r| r.incarnation_id != old)
+    });
+    assert!(after > before, "a newer snapshot after the restart");
+    println!(
+        "node {standby}: started from a snapshot at or after {}, then wrote {}",
+        before.file_name(),
+        after.file_name()
+    );
+}

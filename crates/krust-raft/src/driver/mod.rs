@@ -239,6 +239,8 @@ enum Command {
         /// `None`: the current epoch.
         epoch: Option<LeaderEpoch>,
         records: Vec<Bytes>,
+        /// Reply as soon as the records are in the log (offsets assigned), not at commit.
+        appended_only: bool,
         reply: oneshot::Sender<Result<LogOffset, DriverAppendError>>,
     },
     Resign {
@@ -329,7 +331,7 @@ impl RaftHandle {
     /// # Errors
     /// [`DriverAppendError`]; `Rejected(NotLeader)` on a follower.
     pub async fn append(&self, records: Vec<Bytes>) -> Result<LogOffset, DriverAppendError> {
-        self.send_append(None, records).await
+        self.send_append(None, records, false).await
     }
 
     /// [`RaftHandle::append`] only if this replica leads `epoch` (Kafka's
@@ -343,19 +345,36 @@ impl RaftHandle {
         epoch: LeaderEpoch,
         records: Vec<Bytes>,
     ) -> Result<LogOffset, DriverAppendError> {
-        self.send_append(Some(epoch), records).await
+        self.send_append(Some(epoch), records, false).await
+    }
+
+    /// [`RaftHandle::append_in_epoch`] that returns once the records are in the leader's log
+    /// (the offset of the last one assigned), without waiting for the commit: a writer that
+    /// learns of commits from [`RaftEvent::Commit`] (the quorum controller) keeps appending
+    /// while earlier batches commit, as Kafka's controller does.
+    ///
+    /// # Errors
+    /// As [`RaftHandle::append_in_epoch`].
+    pub async fn append_in_epoch_no_wait(
+        &self,
+        epoch: LeaderEpoch,
+        records: Vec<Bytes>,
+    ) -> Result<LogOffset, DriverAppendError> {
+        self.send_append(Some(epoch), records, true).await
     }
 
     async fn send_append(
         &self,
         epoch: Option<LeaderEpoch>,
         records: Vec<Bytes>,
+        appended_only: bool,
     ) -> Result<LogOffset, DriverAppendError> {
         let (reply, answer) = oneshot::channel();
         self.commands
             .send(Command::Append {
                 epoch,
                 records,
+                appended_only,
                 reply,
             })
             .await
@@ -715,6 +734,7 @@ impl Driver {
             Command::Append {
                 epoch,
                 records,
+                appended_only,
                 reply,
             } => {
                 if self.shutdown.is_some() {
@@ -723,6 +743,9 @@ impl Driver {
                 }
                 let epoch = epoch.unwrap_or_else(|| self.core.epoch());
                 match self.core.append(now, epoch, records) {
+                    Ok(last) if appended_only => {
+                        let _ = reply.send(Ok(last));
+                    }
                     Ok(last) => self.appends.entry(last).or_default().push(reply),
                     Err(e) => {
                         let _ = reply.send(Err(e.into()));

@@ -8,9 +8,11 @@
 //!   batch committed before that epoch, and the epoch's own leader-change batch, was handed
 //!   up), the controller activates at the delivered end offset, which is then the log end.
 //! - Each [`ControllerAction::Append`] goes to an appender task that hands the records to
-//!   [`RaftHandle::append_in_epoch`] one append at a time, in order, so each lands right after
-//!   the previous; a refused append or one that landed elsewhere makes the node resign that
-//!   epoch (Kafka's `QuorumController.renounce`).
+//!   [`RaftHandle::append_in_epoch_no_wait`] in order, so each lands right after the previous;
+//!   it does not wait for the commit (pipelined, as Kafka's controller keeps writing while
+//!   earlier batches commit): responses are released by the controller when the commit events
+//!   reach their offsets. A refused append or one that landed elsewhere makes the node resign
+//!   that epoch (Kafka's `QuorumController.renounce`).
 //! - Requests come from the controller listener through a [`ControllerChannel`]; each waits
 //!   for its [`ControllerAction::Respond`] (the controller releases it once its records are
 //!   committed, or at once with `NOT_CONTROLLER` on a standby).
@@ -59,7 +61,7 @@ use krust_metadata::{
 };
 use krust_raft::config::VoterAddress;
 use krust_raft::driver::{MetadataLogConfig, RaftEvent, RaftHandle};
-use krust_raft::snapshot::{SnapshotId, read_snapshot};
+use krust_raft::snapshot::{SnapshotFileKind, SnapshotFileName, SnapshotId, read_snapshot};
 use krust_raft::{LeaderEpoch, OffsetAndEpoch};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -348,6 +350,7 @@ pub fn spawn(
             next_attempt: Instant::now(),
         },
         waiting: HashMap::new(),
+        loaded_snapshot: None,
         delivered_end: 0,
         active_epoch: None,
         appends: appends_tx,
@@ -373,10 +376,11 @@ pub fn spawn(
     )
 }
 
-/// Hands appends to the driver one at a time, each once the previous committed, so each
-/// lands where the controller expects (nothing else writes while it is active). A failure
-/// resigns the epoch; the rest of that epoch's appends are dropped (the controller learns of
-/// the resignation through the leader-change event and fails their requests).
+/// Hands appends to the driver in order, each once the previous is in the log (not
+/// committed: the commit events release the responses), so each lands where the controller
+/// expects (nothing else writes while it is active). A failure resigns the epoch; the rest of
+/// that epoch's appends are dropped (the controller learns of the resignation through the
+/// leader-change event and fails their requests).
 async fn run_appender(raft: RaftHandle, mut appends: mpsc::Receiver<PendingAppend>) {
     let mut failed_epoch = None;
     while let Some(append) = appends.recv().await {
@@ -385,7 +389,7 @@ async fn run_appender(raft: RaftHandle, mut appends: mpsc::Receiver<PendingAppen
         }
         let count = i64::try_from(append.records.len()).unwrap_or(i64::MAX);
         let result = raft
-            .append_in_epoch(LeaderEpoch(append.epoch), append.records)
+            .append_in_epoch_no_wait(LeaderEpoch(append.epoch), append.records)
             .await;
         let landed = match result {
             Ok(last) if last.0 - count + 1 == append.base_offset => continue,
@@ -420,6 +424,8 @@ struct ControllerTask {
     published_features: Option<Arc<FeaturesImage>>,
     snapshots: SnapshotTrigger,
     registration: Registration,
+    /// The snapshot loaded from disk at start, if any.
+    loaded_snapshot: Option<OffsetAndEpoch>,
 }
 
 /// KIP-919 self-registration state.
@@ -460,6 +466,7 @@ impl ControllerTask {
         mut requests: mpsc::Receiver<Submitted>,
     ) -> Result<(), ControllerTaskError> {
         let mut requests_open = true;
+        self.load_latest_local_snapshot().await?;
         loop {
             let deadline = self.controller.poll_timeout();
             tokio::select! {
@@ -516,6 +523,9 @@ impl ControllerTask {
                     self.active_epoch = Some(epoch.0);
                 }
             }
+            // The start-up snapshot may be the one already loaded from disk.
+            RaftEvent::SnapshotInstalled(id)
+                if self.loaded_snapshot == Some(id) && self.delivered_end == id.offset.0 => {}
             RaftEvent::SnapshotInstalled(id) => self.load_snapshot(id).await?,
         }
         self.publish_features();
@@ -615,6 +625,36 @@ impl ControllerTask {
                 base_offset,
                 source,
             })
+    }
+
+    /// On start, loads the newest frozen snapshot in the metadata log directory (Kafka's
+    /// controller starts from the latest snapshot): the committed batches below its end offset,
+    /// which the driver still hands up when the log begins at 0, are then skipped instead of
+    /// replayed one by one. Snapshots hold only committed records, so any of them is a valid
+    /// starting point.
+    async fn load_latest_local_snapshot(&mut self) -> Result<(), ControllerTaskError> {
+        let Ok(entries) = std::fs::read_dir(&self.partition_dir) else {
+            return Ok(());
+        };
+        let latest = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| SnapshotFileName::parse(&e.file_name().to_string_lossy()).ok()?)
+            .filter(|n| n.kind == SnapshotFileKind::Frozen && n.id.end_offset > 0)
+            .map(|n| n.id)
+            .max();
+        let Some(latest) = latest else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let id = OffsetAndEpoch::new(latest.end_offset, latest.epoch);
+        self.load_snapshot(id).await?;
+        self.loaded_snapshot = Some(id);
+        info!(
+            snapshot = %id,
+            elapsed_ms = started.elapsed().as_millis(),
+            "controller started from its latest snapshot"
+        );
+        Ok(())
     }
 
     async fn load_snapshot(&mut self, id: OffsetAndEpoch) -> Result<(), ControllerTaskError> {
