@@ -1,0 +1,524 @@
+//! The leader's side of replication: ISR shrink and expansion proposed to the controller
+//! (Kafka 3.9 `Partition.maybeShrinkIsr`/`maybeExpandIsr`, the KRaft
+//! `DefaultAlterPartitionManager`).
+//!
+//! - **Shrink**: every `replica.lag.time.max.ms / 2` (Kafka's `isr-expiration` task) each
+//!   partition led here proposes its ISR minus the followers that are not caught up.
+//! - **Expand**: after a follower's fetch, a follower outside the ISR that reached the HW and
+//!   this epoch's start is proposed — if the image shows its broker registered, unfenced and
+//!   not in controlled shutdown (Kafka's `isReplicaIsrEligible`).
+//! - One proposal per partition in flight: `Partition::begin_isr_change` records it and the
+//!   HW counts the maximal ISR meanwhile. Proposals are sent in batches, one AlterPartition
+//!   request at a time (v3: topic ids, `new_isr_with_epochs` with the image's broker epochs;
+//!   v2 if the controller lacks v3).
+//! - Answers: success → `Partition::update_isr` with the controller's ISR (and its partition
+//!   epoch is remembered for the next proposal, ahead of the image); `INELIGIBLE_REPLICA`,
+//!   `OPERATION_NOT_ATTEMPTED`, `UNKNOWN_TOPIC_OR_PARTITION`/`_ID` → back to the committed
+//!   ISR; `FENCED_LEADER_EPOCH`, `INVALID_UPDATE_VERSION`, `NEW_LEADER_ELECTED`,
+//!   `NOT_LEADER_OR_FOLLOWER` → wait for the metadata (the publisher's `make_leader` resets
+//!   the partition); anything else, and request-level failures, are retried.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_partition_request::{BrokerState, PartitionData, TopicData};
+use kafka_protocol::messages::{AlterPartitionRequest, BrokerId, RequestKind, ResponseKind};
+use krust_metadata::image::MetadataImage;
+use krust_metadata::image::topics::TopicPartition;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{debug, info, warn};
+use uuid::Uuid;
+
+use super::super::controller_channel::ControllerChannelError;
+use super::{Context, now_ms};
+
+/// `INELIGIBLE_REPLICA` (KIP-903; not in the vendored codec's error list).
+const INELIGIBLE_REPLICA: i16 = 107;
+/// `NEW_LEADER_ELECTED` (KIP-903).
+const NEW_LEADER_ELECTED: i16 = 108;
+
+/// One ISR proposal (Kafka's `AlterPartitionItem`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct AlterItem {
+    tp: TopicPartition,
+    topic_id: Uuid,
+    leader_epoch: i32,
+    partition_epoch: i32,
+    new_isr: Vec<i32>,
+    /// Size of the committed ISR when proposed (a shrink or an expansion, for the metrics).
+    old_isr_len: usize,
+}
+
+/// ISR proposals of this broker.
+pub(super) struct IsrManager {
+    ctx: Arc<Context>,
+    queue: mpsc::UnboundedSender<AlterItem>,
+    receiver: Mutex<Option<mpsc::UnboundedReceiver<AlterItem>>>,
+    /// Partition epochs the controller answered with, per partition: `(leader epoch,
+    /// partition epoch)`. The image may not have caught up yet when the next proposal goes.
+    partition_epochs: Mutex<HashMap<TopicPartition, (i32, i32)>>,
+}
+
+impl IsrManager {
+    pub(super) fn new(ctx: Arc<Context>) -> Self {
+        let (queue, receiver) = mpsc::unbounded_channel();
+        IsrManager {
+            ctx,
+            queue,
+            receiver: Mutex::new(Some(receiver)),
+            partition_epochs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Spawns the ISR expiration ticker and the AlterPartition sender.
+    pub(super) fn start(self: Arc<Self>, runtime: &tokio::runtime::Handle) -> Vec<JoinHandle<()>> {
+        let mut tasks = Vec::new();
+        let period = Duration::from_millis((self.ctx.config.replica_lag_time_max_ms / 2).max(1));
+        let ticker = self.clone();
+        tasks.push(runtime.spawn(async move {
+            let mut interval = tokio::time::interval(period);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                interval.tick().await;
+                ticker.maybe_shrink_isrs();
+            }
+        }));
+        let receiver = self
+            .receiver
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(receiver) = receiver {
+            tasks.push(runtime.spawn(self.run_sender(receiver)));
+        }
+        tasks
+    }
+
+    /// Partitions led here per the image (the ones to check), with their replica count.
+    fn led_partitions(&self, image: &MetadataImage) -> Vec<(TopicPartition, Uuid, usize)> {
+        let mut led = Vec::new();
+        for topic in image.topics.by_id.values() {
+            for (&index, registration) in &topic.partitions {
+                if registration.leader == self.ctx.node_id {
+                    led.push((
+                        TopicPartition {
+                            topic: topic.name.clone(),
+                            partition: index,
+                        },
+                        topic.id,
+                        registration.replicas.len(),
+                    ));
+                }
+            }
+        }
+        led
+    }
+
+    /// The partition epoch to propose against: the controller's last answer in this leader
+    /// epoch, or the image's, whichever is newer.
+    fn partition_epoch(
+        &self,
+        image: &MetadataImage,
+        tp: &TopicPartition,
+        topic_id: Uuid,
+        leader_epoch: i32,
+    ) -> Option<i32> {
+        let from_image = image
+            .topics
+            .partition(topic_id, tp.partition)?
+            .partition_epoch;
+        let answered = self
+            .partition_epochs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(tp)
+            .filter(|(e, _)| *e == leader_epoch)
+            .map(|(_, p)| *p);
+        Some(answered.map_or(from_image, |a| a.max(from_image)))
+    }
+
+    /// Kafka's `maybeShrinkIsr` over every partition led here.
+    pub(super) fn maybe_shrink_isrs(&self) {
+        let image = self.ctx.replicas.image();
+        let now = now_ms();
+        for (tp, topic_id, _) in self.led_partitions(&image) {
+            let Some(partition) = self.ctx.replicas.partition(&tp) else {
+                continue;
+            };
+            let item = {
+                let mut p = partition.lock().unwrap_or_else(PoisonError::into_inner);
+                if !p.is_leader() || p.pending_isr().is_some() {
+                    continue;
+                }
+                let out_of_sync = p.out_of_sync_replicas(now);
+                if out_of_sync.is_empty() {
+                    continue;
+                }
+                let new_isr: Vec<i32> = p
+                    .isr()
+                    .iter()
+                    .copied()
+                    .filter(|id| !out_of_sync.contains(id))
+                    .collect();
+                let leader_epoch = p.leader_epoch();
+                let Some(partition_epoch) =
+                    self.partition_epoch(&image, &tp, topic_id, leader_epoch)
+                else {
+                    continue;
+                };
+                info!(
+                    ?tp,
+                    ?out_of_sync,
+                    isr = ?p.isr(),
+                    ?new_isr,
+                    leader_epoch,
+                    partition_epoch,
+                    "shrinking ISR"
+                );
+                if !p.begin_isr_change(&new_isr) {
+                    continue;
+                }
+                AlterItem {
+                    tp: tp.clone(),
+                    topic_id,
+                    leader_epoch,
+                    partition_epoch,
+                    new_isr,
+                    old_isr_len: p.isr().len(),
+                }
+            };
+            self.submit(item);
+        }
+    }
+
+    /// Kafka's `isReplicaIsrEligible`: registered, unfenced, not shutting down.
+    fn is_eligible(image: &MetadataImage, replica_id: i32) -> bool {
+        image
+            .cluster
+            .broker(replica_id)
+            .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+    }
+
+    /// Kafka's `maybeExpandIsr` after `replica_id` fetched.
+    pub(super) fn maybe_expand_isr(&self, tp: &TopicPartition, replica_id: i32) {
+        let Some(partition) = self.ctx.replicas.partition(tp) else {
+            return;
+        };
+        let image = self.ctx.replicas.image();
+        let Some(topic_id) = image.topics.topic_by_name(&tp.topic).map(|t| t.id) else {
+            return;
+        };
+        let item = {
+            let mut p = partition.lock().unwrap_or_else(PoisonError::into_inner);
+            if !p.is_leader()
+                || p.pending_isr().is_some()
+                || !p.isr_expansion_candidates().contains(&replica_id)
+            {
+                return;
+            }
+            if !Self::is_eligible(&image, replica_id) {
+                debug!(
+                    ?tp,
+                    replica_id,
+                    "caught-up follower is not ISR-eligible (fenced, shutting down or unknown)"
+                );
+                return;
+            }
+            let leader_epoch = p.leader_epoch();
+            let Some(partition_epoch) = self.partition_epoch(&image, tp, topic_id, leader_epoch)
+            else {
+                return;
+            };
+            let mut new_isr: BTreeSet<i32> = p.isr().clone();
+            new_isr.insert(replica_id);
+            let new_isr: Vec<i32> = new_isr.into_iter().collect();
+            info!(?tp, replica_id, isr = ?p.isr(), ?new_isr, leader_epoch, partition_epoch, "expanding ISR");
+            if !p.begin_isr_change(&new_isr) {
+                return;
+            }
+            AlterItem {
+                tp: tp.clone(),
+                topic_id,
+                leader_epoch,
+                partition_epoch,
+                new_isr,
+                old_isr_len: p.isr().len(),
+            }
+        };
+        // The maximal ISR may let the HW move.
+        self.ctx.replicas.partition_changed(tp);
+        self.submit(item);
+    }
+
+    fn submit(&self, item: AlterItem) {
+        if self.queue.send(item).is_err() {
+            warn!("AlterPartition sender is gone");
+        }
+    }
+
+    /// Under-replicated and under-min-ISR partitions led here.
+    pub(super) fn under_replicated_counts(&self) -> (u64, u64) {
+        let image = self.ctx.replicas.image();
+        let mut under_replicated = 0;
+        let mut under_min_isr = 0;
+        for (tp, _, replica_count) in self.led_partitions(&image) {
+            let Some(partition) = self.ctx.replicas.partition(&tp) else {
+                continue;
+            };
+            let p = partition.lock().unwrap_or_else(PoisonError::into_inner);
+            if !p.is_leader() {
+                continue;
+            }
+            if p.isr().len() < replica_count {
+                under_replicated += 1;
+            }
+            if p.is_under_min_isr() {
+                under_min_isr += 1;
+            }
+        }
+        (under_replicated, under_min_isr)
+    }
+
+    /// Whether `item` is still the proposal the partition waits on (else it is dropped).
+    fn still_pending(&self, item: &AlterItem) -> bool {
+        self.ctx
+            .replicas
+            .partition(&item.tp)
+            .is_some_and(|partition| {
+                let p = partition.lock().unwrap_or_else(PoisonError::into_inner);
+                p.is_leader()
+                    && p.leader_epoch() == item.leader_epoch
+                    && p.pending_isr().is_some_and(|pending| {
+                        pending.iter().copied().eq(item.new_isr.iter().copied())
+                    })
+            })
+    }
+
+    async fn run_sender(self: Arc<Self>, mut receiver: mpsc::UnboundedReceiver<AlterItem>) {
+        let mut version: i16 = 3;
+        let backoff = Duration::from_millis(self.ctx.config.alter_partition_retry_backoff_ms);
+        let mut retry: Vec<AlterItem> = Vec::new();
+        loop {
+            let mut batch: BTreeMap<TopicPartition, AlterItem> = BTreeMap::new();
+            for item in retry.drain(..) {
+                batch.insert(item.tp.clone(), item);
+            }
+            if batch.is_empty() {
+                match receiver.recv().await {
+                    Some(item) => {
+                        batch.insert(item.tp.clone(), item);
+                    }
+                    None => return,
+                }
+            }
+            while let Ok(item) = receiver.try_recv() {
+                // A newer proposal for the same partition replaces an older one.
+                batch.insert(item.tp.clone(), item);
+            }
+            let items: Vec<AlterItem> = batch
+                .into_values()
+                .filter(|item| self.still_pending(item))
+                .collect();
+            if items.is_empty() {
+                continue;
+            }
+            let request = self.build_request(&items, version);
+            let timeout = Duration::from_millis(self.ctx.config.alter_partition_timeout_ms);
+            match self
+                .ctx
+                .channel
+                .send(RequestKind::AlterPartition(request), Some(version), timeout)
+                .await
+            {
+                Ok(ResponseKind::AlterPartition(response)) => {
+                    retry = self.handle_response(items, &response);
+                }
+                Ok(other) => {
+                    warn!(?other, "unexpected answer to AlterPartition");
+                    retry = items;
+                }
+                Err(ControllerChannelError::Unsupported(reason)) if version == 3 => {
+                    info!(%reason, "controller lacks AlterPartition v3; using v2");
+                    version = 2;
+                    retry = items;
+                    continue;
+                }
+                Err(ControllerChannelError::Closed) => return,
+                Err(e) => {
+                    warn!(error = %e, "AlterPartition failed; retrying");
+                    retry = items;
+                }
+            }
+            if !retry.is_empty() {
+                tokio::time::sleep(backoff).await;
+            }
+        }
+    }
+
+    fn build_request(&self, items: &[AlterItem], version: i16) -> AlterPartitionRequest {
+        let image = self.ctx.replicas.image();
+        let broker_epoch = |id: i32| image.cluster.broker(id).map_or(-1, |b| b.epoch);
+        let mut topics: BTreeMap<Uuid, Vec<PartitionData>> = BTreeMap::new();
+        for item in items {
+            let mut data = PartitionData::default()
+                .with_partition_index(item.tp.partition)
+                .with_leader_epoch(item.leader_epoch)
+                .with_partition_epoch(item.partition_epoch);
+            if version >= 3 {
+                data.new_isr_with_epochs = item
+                    .new_isr
+                    .iter()
+                    .map(|&id| {
+                        BrokerState::default()
+                            .with_broker_id(BrokerId(id))
+                            .with_broker_epoch(broker_epoch(id))
+                    })
+                    .collect();
+            } else {
+                data.new_isr = item.new_isr.iter().map(|&id| BrokerId(id)).collect();
+            }
+            topics.entry(item.topic_id).or_default().push(data);
+        }
+        AlterPartitionRequest::default()
+            .with_broker_id(BrokerId(self.ctx.node_id))
+            .with_broker_epoch(broker_epoch(self.ctx.node_id))
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(id, partitions)| {
+                        TopicData::default()
+                            .with_topic_id(id)
+                            .with_partitions(partitions)
+                    })
+                    .collect(),
+            )
+    }
+
+    /// Applies the controller's answer; returns the items to retry.
+    fn handle_response(
+        &self,
+        items: Vec<AlterItem>,
+        response: &kafka_protocol::messages::AlterPartitionResponse,
+    ) -> Vec<AlterItem> {
+        if response.error_code != 0 {
+            warn!(
+                error = ?ResponseError::try_from_code(response.error_code),
+                error_code = response.error_code,
+                "AlterPartition refused; retrying"
+            );
+            return items;
+        }
+        let mut answers = HashMap::new();
+        for topic in &response.topics {
+            for p in &topic.partitions {
+                answers.insert((topic.topic_id, p.partition_index), p);
+            }
+        }
+        let mut retry = Vec::new();
+        for item in items {
+            let Some(answer) = answers.get(&(item.topic_id, item.tp.partition)) else {
+                warn!(tp = ?item.tp, "AlterPartition answer lacks the partition; retrying");
+                retry.push(item);
+                continue;
+            };
+            if answer.error_code == 0 {
+                self.apply_committed(&item, answer);
+                continue;
+            }
+            Context::count(&self.ctx.failed_isr_updates);
+            let code = answer.error_code;
+            let error = ResponseError::try_from_code(code);
+            if [
+                ResponseError::OperationNotAttempted.code(),
+                INELIGIBLE_REPLICA,
+                ResponseError::UnknownTopicOrPartition.code(),
+                ResponseError::UnknownTopicId.code(),
+            ]
+            .contains(&code)
+            {
+                info!(tp = ?item.tp, ?error, code, "ISR change refused; back to the committed ISR");
+                if let Some(partition) = self.ctx.replicas.partition(&item.tp) {
+                    let mut p = partition.lock().unwrap_or_else(PoisonError::into_inner);
+                    if p.leader_epoch() == item.leader_epoch {
+                        p.abort_isr_change();
+                    }
+                }
+                continue;
+            }
+            if [
+                ResponseError::FencedLeaderEpoch.code(),
+                ResponseError::InvalidUpdateVersion.code(),
+                NEW_LEADER_ELECTED,
+                ResponseError::NotLeaderOrFollower.code(),
+                ResponseError::InvalidRequest.code(),
+            ]
+            .contains(&code)
+            {
+                info!(tp = ?item.tp, ?error, code, "ISR change refused; waiting for new metadata");
+                if code == ResponseError::InvalidUpdateVersion.code() {
+                    self.partition_epochs
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&item.tp);
+                }
+                continue;
+            }
+            warn!(tp = ?item.tp, ?error, code, "ISR change failed; retrying");
+            retry.push(item);
+        }
+        retry
+    }
+
+    fn apply_committed(
+        &self,
+        item: &AlterItem,
+        answer: &kafka_protocol::messages::alter_partition_response::PartitionData,
+    ) {
+        let Some(partition) = self.ctx.replicas.partition(&item.tp) else {
+            return;
+        };
+        let isr: Vec<i32> = answer.isr.iter().map(|b| b.0).collect();
+        let image_epoch = self
+            .ctx
+            .replicas
+            .image()
+            .topics
+            .partition(item.topic_id, item.tp.partition)
+            .map_or(-1, |r| r.partition_epoch);
+        // The controller committed the change (whether or not the metadata got here first).
+        if isr.len() < item.old_isr_len {
+            Context::count(&self.ctx.isr_shrinks);
+        } else if isr.len() > item.old_isr_len {
+            Context::count(&self.ctx.isr_expands);
+        }
+        let applied = {
+            let mut p = partition.lock().unwrap_or_else(PoisonError::into_inner);
+            // Kafka ignores an answer for another leader epoch or older than what the
+            // metadata already says.
+            if !p.is_leader()
+                || p.leader_epoch() != answer.leader_epoch
+                || answer.partition_epoch < image_epoch
+            {
+                debug!(tp = ?item.tp, "stale AlterPartition answer ignored");
+                false
+            } else {
+                p.update_isr(&isr, now_ms());
+                true
+            }
+        };
+        if applied {
+            info!(tp = ?item.tp, ?isr, partition_epoch = answer.partition_epoch, "ISR updated");
+            self.partition_epochs
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(
+                    item.tp.clone(),
+                    (answer.leader_epoch, answer.partition_epoch),
+                );
+            self.ctx.replicas.partition_changed(&item.tp);
+        }
+    }
+}
