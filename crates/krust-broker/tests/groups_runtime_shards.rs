@@ -808,3 +808,64 @@ async fn a_failed_append_answers_not_coordinator_then_the_shard_reloads() {
     })
     .await;
 }
+
+fn image_with_orders_topic() -> MetadataImage {
+    let topic_id = Uuid::from_u128(0x0de5);
+    let records = vec![
+        MetadataRecord::Topic(TopicRecord {
+            name: "orders".into(),
+            topic_id,
+            ..Default::default()
+        }),
+        MetadataRecord::Partition(PartitionRecord {
+            partition_id: 0,
+            topic_id,
+            replicas: vec![1],
+            isr: vec![1],
+            removing_replicas: Vec::new(),
+            adding_replicas: Vec::new(),
+            leader: 1,
+            leader_recovery_state: 0,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            directories: Vec::new(),
+            eligible_leader_replicas: None,
+            last_known_elr: None,
+            unknown_tagged_fields: Vec::new(),
+        }),
+    ];
+    MetadataImage::from_records(&records, MetadataProvenance::new(10, 1, 1000)).expect("image")
+}
+
+#[tokio::test]
+async fn offsets_of_a_deleted_topic_are_dropped_and_stay_dropped_after_a_reload() {
+    bounded(async {
+        let h = Arc::new(harness());
+        let group = group_on(0, "deleted-topic");
+        h.lead(0, 1);
+        h.wait_active(0).await;
+        let (leader, _follower, generation) = form_group(&h, &group).await;
+        h.coordinator.on_metadata(&image_with_orders_topic());
+        assert_eq!(commit(&h, &group, &leader, generation, 11).await, 0);
+        assert_eq!(fetch_v8(&h, &group).await, (0, 11));
+
+        // `orders` is deleted: its offsets go (a tombstone is written).
+        h.coordinator.on_metadata(&MetadataImage::empty());
+        let mut fetched = fetch_v8(&h, &group).await;
+        while fetched.1 == 11 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            fetched = fetch_v8(&h, &group).await;
+        }
+        assert_eq!(fetched, (0, -1));
+
+        h.follow(0, 2);
+        h.lead(0, 3);
+        h.wait_active(0).await;
+        assert_eq!(
+            fetch_v8(&h, &group).await,
+            (0, -1),
+            "the tombstone was written"
+        );
+    })
+    .await;
+}

@@ -1149,6 +1149,30 @@ impl GroupCoordinatorShard {
         self.check_invariants();
     }
 
+    /// Topic partitions were deleted (Kafka 3.9 `OffsetMetadataManager.onPartitionsDeleted`):
+    /// the offsets every group committed for them are removed and tombstoned. Groups stay;
+    /// an Empty group left without offsets goes at the next retention check.
+    pub fn handle_partitions_deleted(&mut self, deleted: &[(String, i32)]) {
+        if self.failed || deleted.is_empty() {
+            return;
+        }
+        let mut records = Vec::new();
+        for (group_id, offsets) in &mut self.offsets {
+            for key in deleted {
+                if offsets.remove(key).is_some() {
+                    records.push(CoordinatorRecord::OffsetCommit {
+                        group: group_id.clone(),
+                        topic: key.0.clone(),
+                        partition: key.1,
+                        value: None,
+                    });
+                }
+            }
+        }
+        self.offsets.retain(|_, o| !o.is_empty());
+        self.append(records);
+    }
+
     fn expire_group_timers(&mut self, now_ms: i64, group_id: &str) {
         let initial_delay = i64::from(self.config.group_initial_rebalance_delay_ms);
         let Some(g) = self.groups.get_mut(group_id) else {

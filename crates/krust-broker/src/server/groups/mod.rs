@@ -24,8 +24,9 @@
 //!   [`ReplicaManager`]; tests put an in-memory log behind it).
 //!
 //! # Limits
-//! - Offsets of deleted topics are kept until they expire (`offsets.retention.minutes`);
-//!   Kafka 3.9 drops them on the topic deletion.
+//! - Offsets of deleted topics are dropped only by shards loaded when the deletion is
+//!   published (Kafka the same) and only if the shard's queue has room; others expire by
+//!   `offsets.retention.minutes`.
 //! - An append is not fenced by the leader epoch the shard was loaded in (the replica
 //!   manager's append has no epoch argument): a leadership change between the check and the
 //!   write is caught only by the append failing.
@@ -193,6 +194,8 @@ pub struct GroupCoordinator {
     runtime: Option<tokio::runtime::Handle>,
     /// The log cleaner this coordinator started (see [`super::cleaner`]).
     cleaner: Mutex<Option<LogCleaner>>,
+    /// Topic id → (name, partition count) of the last image (`on_metadata`).
+    known_topics: Mutex<Option<BTreeMap<uuid::Uuid, (String, i32)>>>,
 }
 
 impl GroupCoordinator {
@@ -239,6 +242,7 @@ impl GroupCoordinator {
             creating_offsets_topic: Arc::new(AtomicBool::new(false)),
             runtime: tokio::runtime::Handle::try_current().ok(),
             cleaner: Mutex::new(None),
+            known_topics: Mutex::new(None),
         }
     }
 
@@ -362,7 +366,7 @@ impl GroupCoordinator {
         // Built before the request moves into the shard: the answer if the shard goes away.
         let fallback = request.error_response(&ctx, GroupError::NotCoordinator);
         let (reply, answer) = oneshot::channel();
-        let command = ShardCommand {
+        let command = ShardCommand::Request {
             ctx,
             request,
             reply,
@@ -569,9 +573,48 @@ impl GroupCoordinator {
         }
     }
 
-    /// A new metadata image. Nothing to do yet: partition leadership arrives through
-    /// `on_elected`/`on_resigned`, and offsets of deleted topics expire (see the module doc).
-    pub fn on_metadata(&self, _image: &MetadataImage) {}
+    /// A new metadata image: offsets committed for partitions of topics deleted since the
+    /// previous image are removed from every loaded shard (Kafka's
+    /// `GroupCoordinatorService.onPartitionsDeleted`, called by the metadata publisher).
+    /// Partition leadership arrives through `on_elected`/`on_resigned` instead.
+    pub fn on_metadata(&self, image: &MetadataImage) {
+        let current: BTreeMap<uuid::Uuid, (String, i32)> = image
+            .topics
+            .by_id
+            .iter()
+            .map(|(id, t)| {
+                let count = i32::try_from(t.partitions.len()).unwrap_or(i32::MAX);
+                (*id, (t.name.clone(), count))
+            })
+            .collect();
+        let previous = std::mem::replace(
+            &mut *self
+                .known_topics
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            Some(current.clone()),
+        );
+        let Some(previous) = previous else { return };
+        let deleted: Vec<(String, i32)> = previous
+            .iter()
+            .filter(|(id, _)| !current.contains_key(id))
+            .flat_map(|(_, (name, count))| (0..*count).map(move |p| (name.clone(), p)))
+            .collect();
+        if deleted.is_empty() {
+            return;
+        }
+        info!(
+            partitions = deleted.len(),
+            "dropping offsets of deleted topics"
+        );
+        for slot in self.lock_shards().values() {
+            let command = ShardCommand::PartitionsDeleted(deleted.clone());
+            // A full queue drops the notice: those offsets then go by retention instead.
+            if slot.requests.try_send(command).is_err() {
+                warn!("a group coordinator shard is busy: deleted topics' offsets kept");
+            }
+        }
+    }
 
     /// Partitions whose shard is loaded and serving (for tests and metrics).
     #[must_use]

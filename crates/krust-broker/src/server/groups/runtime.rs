@@ -52,12 +52,17 @@ pub(super) struct ShardSettings {
     pub commit_timeout: Duration,
 }
 
-/// A request for the shard, with where to send its answer. A dropped `reply` (the shard was
-/// unloaded, or reloads after a failed append) means NOT_COORDINATOR.
-pub(super) struct ShardCommand {
-    pub ctx: RequestContext,
-    pub request: GroupRequest,
-    pub reply: oneshot::Sender<GroupResponse>,
+/// Input of a shard task.
+pub(super) enum ShardCommand {
+    /// A request, with where to send its answer. A dropped `reply` (the shard was unloaded,
+    /// or reloads after a failed append) means NOT_COORDINATOR.
+    Request {
+        ctx: RequestContext,
+        request: GroupRequest,
+        reply: oneshot::Sender<GroupResponse>,
+    },
+    /// Topic partitions were deleted: drop the offsets committed for them.
+    PartitionsDeleted(Vec<(String, i32)>),
 }
 
 /// The coordinator's handle on one shard task.
@@ -322,13 +327,18 @@ async fn serve(
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return ServeOutcome::Stopped,
             command = requests.recv() => {
-                let Some(ShardCommand { ctx, request, reply }) = command else {
-                    return ServeOutcome::Stopped;
-                };
-                let request_id = RequestId(next_request_id);
-                next_request_id += 1;
-                waiting.insert(request_id, reply);
-                shard.handle_request(now_ms(), request_id, &ctx, request);
+                match command {
+                    None => return ServeOutcome::Stopped,
+                    Some(ShardCommand::Request { ctx, request, reply }) => {
+                        let request_id = RequestId(next_request_id);
+                        next_request_id += 1;
+                        waiting.insert(request_id, reply);
+                        shard.handle_request(now_ms(), request_id, &ctx, request);
+                    }
+                    Some(ShardCommand::PartitionsDeleted(deleted)) => {
+                        shard.handle_partitions_deleted(&deleted);
+                    }
+                }
             }
             result = async {
                 match in_flight.as_mut() {
