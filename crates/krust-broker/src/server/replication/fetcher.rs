@@ -190,9 +190,9 @@ impl FetcherManager {
             });
             {
                 let mut states = handle.shared.lock();
-                let keep = states
-                    .get(&followed.tp)
-                    .is_some_and(|s| s.leader_epoch == followed.leader_epoch);
+                let keep = states.get(&followed.tp).is_some_and(|s| {
+                    s.leader_epoch == followed.leader_epoch && s.topic_id == followed.topic_id
+                });
                 if !keep {
                     states.insert(followed.tp.clone(), initial);
                 }

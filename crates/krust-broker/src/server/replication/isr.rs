@@ -34,6 +34,7 @@ use uuid::Uuid;
 
 use super::super::controller_channel::ControllerChannelError;
 use super::{Context, now_ms};
+use crate::Partition;
 
 /// `INELIGIBLE_REPLICA` (KIP-903; not in the vendored codec's error list).
 const INELIGIBLE_REPLICA: i16 = 107;
@@ -97,24 +98,21 @@ impl IsrManager {
         tasks
     }
 
-    /// Partitions led here per the image (the ones to check), with their replica count.
-    fn led_partitions(&self, image: &MetadataImage) -> Vec<(TopicPartition, Uuid, usize)> {
-        let mut led = Vec::new();
-        for topic in image.topics.by_id.values() {
-            for (&index, registration) in &topic.partitions {
-                if registration.leader == self.ctx.node_id {
-                    led.push((
-                        TopicPartition {
-                            topic: topic.name.clone(),
-                            partition: index,
-                        },
-                        topic.id,
-                        registration.replicas.len(),
-                    ));
-                }
-            }
-        }
-        led
+    /// Partitions hosted here that this broker leads (the ones to check).
+    fn led_partitions(&self) -> Vec<(TopicPartition, Uuid, Arc<Mutex<Partition>>)> {
+        self.ctx
+            .replicas
+            .all_hosted()
+            .into_iter()
+            .filter(|(_, hosted)| {
+                hosted
+                    .partition
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .is_leader()
+            })
+            .map(|(tp, hosted)| (tp, hosted.topic_id, hosted.partition))
+            .collect()
     }
 
     /// The partition epoch to propose against: the controller's last answer in this leader
@@ -144,10 +142,7 @@ impl IsrManager {
     pub(super) fn maybe_shrink_isrs(&self) {
         let image = self.ctx.replicas.image();
         let now = now_ms();
-        for (tp, topic_id, _) in self.led_partitions(&image) {
-            let Some(partition) = self.ctx.replicas.partition(&tp) else {
-                continue;
-            };
+        for (tp, topic_id, partition) in self.led_partitions() {
             let item = {
                 let mut p = partition.lock().unwrap_or_else(PoisonError::into_inner);
                 if !p.is_leader() || p.pending_isr().is_some() {
@@ -261,18 +256,14 @@ impl IsrManager {
 
     /// Under-replicated and under-min-ISR partitions led here.
     pub(super) fn under_replicated_counts(&self) -> (u64, u64) {
-        let image = self.ctx.replicas.image();
         let mut under_replicated = 0;
         let mut under_min_isr = 0;
-        for (tp, _, replica_count) in self.led_partitions(&image) {
-            let Some(partition) = self.ctx.replicas.partition(&tp) else {
-                continue;
-            };
+        for (_, _, partition) in self.led_partitions() {
             let p = partition.lock().unwrap_or_else(PoisonError::into_inner);
             if !p.is_leader() {
                 continue;
             }
-            if p.isr().len() < replica_count {
+            if p.isr().len() < p.replicas().len() {
                 under_replicated += 1;
             }
             if p.is_under_min_isr() {
