@@ -120,6 +120,41 @@ fn legacy_alter_configs(topics: &[(&str, &str, &str)]) -> AlterConfigsRequest {
     )
 }
 
+/// Awaits all `futures` concurrently, in order (a tiny `join_all`).
+async fn futures_join_all<F: std::future::Future>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output> {
+    let mut set = Vec::new();
+    for future in futures {
+        set.push(Box::pin(future));
+    }
+    let mut out = Vec::with_capacity(set.len());
+    let mut pending: Vec<Option<_>> = set.into_iter().map(Some).collect();
+    let mut results: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut all = true;
+        for (slot, result) in pending.iter_mut().zip(results.iter_mut()) {
+            if let Some(future) = slot {
+                match future.as_mut().poll(cx) {
+                    std::task::Poll::Ready(value) => {
+                        *result = Some(value);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => all = false,
+                }
+            }
+        }
+        if all {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    out.extend(results.into_iter().flatten());
+    out
+}
+
 fn envelope(inner: &RequestKind, api_key: ApiKey, version: i16) -> EnvelopeRequest {
     let frame = encode_request(api_key, version, 77, "forwarded-client", inner).expect("encode");
     EnvelopeRequest::default()
@@ -272,6 +307,26 @@ fn controller_apis_register_a_broker_create_topics_and_unwrap_envelopes() {
         assert_eq!(created.topics.len(), 1);
         assert_eq!(created.topics[0].error_code, 0, "{:?}", created.topics[0]);
         assert_eq!(created.topics[0].num_partitions, 2);
+
+        // Many CreateTopics at once: the controller pipelines their appends (no wait per
+        // commit) and answers each once its own records are committed.
+        let concurrent: Vec<Client> = (0..16).map(|_| client(address_of(leader))).collect();
+        let answers = futures_join_all(
+            concurrent
+                .iter()
+                .enumerate()
+                .map(|(i, c)| c.send(create_topic(&format!("pipelined-{i}")), 7)),
+        )
+        .await;
+        for (i, answer) in answers.into_iter().enumerate() {
+            let ResponseKind::CreateTopics(created) = answer.expect("CreateTopics") else {
+                panic!("not a CreateTopics response");
+            };
+            assert_eq!(
+                created.topics[0].error_code, 0,
+                "pipelined-{i}: {created:?}"
+            );
+        }
 
         let inner = RequestKind::CreateTopics(create_topic("direct"));
         let ResponseKind::Envelope(wrapped) = active
