@@ -587,13 +587,11 @@ impl GroupCoordinator {
                 (*id, (t.name.clone(), count))
             })
             .collect();
-        let previous = std::mem::replace(
-            &mut *self
-                .known_topics
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-            Some(current.clone()),
-        );
+        let previous = self
+            .known_topics
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .replace(current.clone());
         let Some(previous) = previous else { return };
         let deleted: Vec<(String, i32)> = previous
             .iter()
