@@ -7,7 +7,8 @@
 //! has the batch; the ISR shrinks when a follower stops and expands when it comes back; a
 //! follower with a divergent log truncates after a leader change (diverging epoch, KIP-320);
 //! a follower below the leader's log start restarts its log there (OFFSET_OUT_OF_RANGE →
-//! ListOffsets); a refused AlterPartition falls back to the committed ISR and is re-proposed.
+//! ListOffsets); a refused AlterPartition falls back to the committed ISR and is re-proposed;
+//! a follower of a leader without Fetch v12 truncates by OffsetForLeaderEpoch (KIP-101).
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -17,6 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::ApiKey;
 use kafka_protocol::messages::alter_partition_response::{
     PartitionData as AlterPartitionResult, TopicData as AlterTopicResult,
 };
@@ -25,19 +27,26 @@ use kafka_protocol::messages::{
     AlterPartitionResponse, BrokerId, ProduceRequest, RequestKind, ResponseKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use krust_broker::fetch::handle_fetch;
+use krust_broker::offset_for_leader_epoch::handle_offset_for_leader_epoch;
+use krust_broker::partition::PartitionConfig;
 use krust_broker::server::controller_channel::{
     BoxFuture, ControllerChannel, ControllerChannelError,
 };
 use krust_broker::server::replication::ReplicationManager;
 use krust_broker::server::{Broker, BrokerConfig, Endpoint};
+use krust_broker::{Partition, ReplicaSet, TopicMetadata};
 use krust_log::RecordBatchBuilder;
+use krust_log::{Log, LogConfig};
 use krust_metadata::image::topics::TopicPartition;
 use krust_metadata::image::{MetadataDelta, MetadataImage, MetadataProvenance, Publication};
 use krust_metadata::records::{
     FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
     RegisterBrokerRecord, RegistrationEndpoint, TopicRecord,
 };
-use krust_net::{Client, ClientConfig, Server, ServerConfig};
+use krust_net::{
+    Client, ClientConfig, Handler, Reply, RequestContext, Server, ServerConfig, SupportedApis,
+};
 use tempfile::TempDir;
 use uuid::Uuid;
 
@@ -323,9 +332,22 @@ impl Cluster {
         .await
         .expect("bind");
         let port = server.local_addr().port();
+        self.controller.attach(id, &broker);
+        self.register(id, port);
+        self.nodes.insert(
+            id,
+            Node {
+                broker,
+                server: Some(server),
+                port,
+            },
+        );
+    }
+
+    /// Registers broker `id` listening on `port` (a new broker epoch each time).
+    fn register(&mut self, id: i32, port: u16) {
         let epoch = self.epochs.get(&id).map_or(100, |e| e + 1);
         self.epochs.insert(id, epoch);
-        self.controller.attach(id, &broker);
         self.controller
             .commit(&[MetadataRecord::RegisterBroker(RegisterBrokerRecord {
                 broker_id: id,
@@ -346,14 +368,6 @@ impl Cluster {
                 log_dirs: Vec::new(),
                 unknown_tagged_fields: Vec::new(),
             })]);
-        self.nodes.insert(
-            id,
-            Node {
-                broker,
-                server: Some(server),
-                port,
-            },
-        );
     }
 
     /// Stops broker `id` (its listener first, then fetchers and logs) and forgets it.
@@ -747,6 +761,149 @@ async fn refused_isr_change_reverts_and_is_proposed_again() {
             cluster.offsets(1) == (6, 6)
         })
         .await;
+        cluster.shutdown().await;
+    })
+    .await;
+}
+
+/// A leader from before Fetch v12 (no diverging epochs in fetch responses), built on the
+/// crate's sans-IO handlers: Fetch v4–11 and OffsetForLeaderEpoch v3–4 over one `Partition`.
+struct OldLeader {
+    apis: SupportedApis,
+    replicas: Mutex<ReplicaSet>,
+}
+
+impl Handler for OldLeader {
+    fn supported_apis(&self) -> &SupportedApis {
+        &self.apis
+    }
+
+    fn handle(
+        &self,
+        ctx: RequestContext,
+        request: RequestKind,
+    ) -> impl Future<Output = Reply> + Send {
+        let now = krust_broker::server::replication::now_ms();
+        let (reply, empty) = {
+            let mut replicas = self.replicas.lock().unwrap_or_else(PoisonError::into_inner);
+            match request {
+                RequestKind::ApiVersions(r) => (
+                    Reply::from(ResponseKind::ApiVersions(
+                        self.apis.respond_to(&r, ctx.api_version),
+                    )),
+                    false,
+                ),
+                RequestKind::Fetch(r) => {
+                    let outcome = handle_fetch(&mut *replicas, &r, ctx.api_version, now);
+                    (
+                        Reply::from(ResponseKind::Fetch(outcome.response)),
+                        outcome.bytes_read == 0,
+                    )
+                }
+                RequestKind::OffsetForLeaderEpoch(r) => (
+                    Reply::from(ResponseKind::OffsetForLeaderEpoch(
+                        handle_offset_for_leader_epoch(&mut *replicas, &r, ctx.api_version),
+                    )),
+                    false,
+                ),
+                _ => (Reply::Close, false),
+            }
+        };
+        async move {
+            // A poor man's long poll, so an idle follower does not spin.
+            if empty {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            reply
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_of_a_pre_v12_leader_truncates_by_offset_for_leader_epoch() {
+    bounded(async {
+        let mut cluster = Cluster::new(
+            &[2],
+            vec![
+                ("replica.fetch.backoff.ms", "100"),
+                ("replica.fetch.wait.max.ms", "100"),
+            ],
+        );
+        cluster.start(2).await;
+        // Broker 2 leads epoch 0 and writes 5 records nobody else will have past offset 3.
+        cluster.create_topic(&[2, 1], 2);
+        assert_eq!(
+            produce(&cluster.client(2), 1, batch(5, "epoch0")).await,
+            (0, 0)
+        );
+
+        // The old leader: epoch 0 ends at 3 in its log, epoch 1 holds offsets 3..6.
+        let leader_dir = tempfile::tempdir().expect("tempdir");
+        let log = Log::open(leader_dir.path(), LogConfig::default(), 0).expect("log");
+        let now = krust_broker::server::replication::now_ms();
+        let mut partition =
+            Partition::open(1, log, PartitionConfig::default(), 0, now).expect("partition");
+        partition
+            .make_leader(0, &[2, 1], &[1, 2], now)
+            .expect("leader");
+        partition
+            .append_as_leader(batch(3, "old-leader-epoch0"), 1, now)
+            .expect("append");
+        partition
+            .make_leader(1, &[2, 1], &[1, 2], now)
+            .expect("leader");
+        partition
+            .append_as_leader(batch(3, "old-leader-epoch1"), 1, now)
+            .expect("append");
+        let mut replicas = ReplicaSet::new();
+        replicas.set_topic(
+            TOPIC,
+            TopicMetadata {
+                topic_id: topic_id(),
+                partition_count: 1,
+            },
+        );
+        replicas.insert(TOPIC, 0, partition);
+        let leader = Arc::new(OldLeader {
+            apis: SupportedApis::new([
+                (ApiKey::ApiVersions, 0, 3),
+                (ApiKey::Fetch, 4, 11),
+                (ApiKey::OffsetForLeaderEpoch, 3, 4),
+            ])
+            .expect("apis"),
+            replicas: Mutex::new(replicas),
+        });
+        let server = Server::bind("127.0.0.1:0", leader.clone(), ServerConfig::default())
+            .await
+            .expect("bind");
+        cluster.register(1, server.local_addr().port());
+        cluster.elect(1, &[1, 2]);
+
+        // Broker 2 asks where epoch 0 ends (3), truncates its 5 records to 3, then fetches
+        // the leader's epoch-1 batch at Fetch v11.
+        let leader_tail = {
+            let replicas = leader
+                .replicas
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            let p = replicas.get(TOPIC, 0).expect("leader partition");
+            p.log().read(3, 1 << 20).expect("read").bytes
+        };
+        eventually(
+            "broker 2 truncates to 3 and takes the leader's epoch 1",
+            || {
+                let partition = cluster.nodes[&2]
+                    .broker
+                    .replica_manager()
+                    .partition(&tp())
+                    .expect("hosted");
+                let p = partition.lock().unwrap_or_else(PoisonError::into_inner);
+                p.log_end_offset() == 6
+                    && p.log().read(3, 1 << 20).map(|r| r.bytes).ok() == Some(leader_tail.clone())
+            },
+        )
+        .await;
+        server.shutdown().await;
         cluster.shutdown().await;
     })
     .await;
