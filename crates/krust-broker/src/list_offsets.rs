@@ -77,7 +77,10 @@ pub fn handle_list_offsets<R: PartitionAccess>(
                     } else {
                         part.timestamp = found.timestamp;
                         part.offset = found.offset;
-                        part.leader_epoch = found.leader_epoch.unwrap_or(-1);
+                        // v0–3 cannot carry a leader epoch (the codec refuses a set one).
+                        if version >= 4 {
+                            part.leader_epoch = found.leader_epoch.unwrap_or(-1);
+                        }
                     }
                 }
             }

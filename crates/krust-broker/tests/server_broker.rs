@@ -6,333 +6,25 @@
 //! broker 1 follows, and replicates `replicated-0`, whose follower fetches the test sends
 //! by hand with `replica_id` 2).
 
+mod server_common;
+
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
 use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
-use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::{
-    AllocateProducerIdsResponse, ApiKey, ApiVersionsRequest, BrokerId, CreateTopicsResponse,
-    DescribeClusterRequest, DescribeConfigsRequest, FetchRequest, FetchResponse,
-    InitProducerIdRequest, ListOffsetsRequest, MetadataRequest, ProduceRequest, ProduceResponse,
-    ProducerId, RequestKind, ResponseKind, TopicName,
+    ApiKey, ApiVersionsRequest, BrokerId, DescribeClusterRequest, DescribeConfigsRequest,
+    FetchRequest, InitProducerIdRequest, MetadataRequest, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
-use krust_broker::server::controller_channel::{
-    BoxFuture, ControllerChannel, ControllerChannelError,
-};
-use krust_broker::server::{Broker, BrokerConfig, Endpoint};
-use krust_log::RecordBatchBuilder;
-use krust_metadata::image::{MetadataDelta, MetadataImage, MetadataProvenance, Publication};
+use krust_broker::server::{Broker, BrokerConfig};
 use krust_metadata::records::*;
-use krust_net::{Client, ClientConfig, Server, ServerConfig};
-use uuid::Uuid;
-
-const ORDERS: Uuid = Uuid::from_u128(0x0001);
-const REMOTE: Uuid = Uuid::from_u128(0x0002);
-const REPLICATED: Uuid = Uuid::from_u128(0x0003);
-/// Every test is bounded by this.
-const TEST_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The controller as far as this broker needs it: producer id blocks and topic creation.
-#[derive(Default)]
-struct FakeController {
-    created: Mutex<Vec<String>>,
-}
-
-impl ControllerChannel for FakeController {
-    fn send(
-        &self,
-        request: RequestKind,
-        _api_version: Option<i16>,
-        _timeout: Duration,
-    ) -> BoxFuture<'_, Result<ResponseKind, ControllerChannelError>> {
-        Box::pin(async move {
-            match request {
-                RequestKind::AllocateProducerIds(_) => Ok(ResponseKind::AllocateProducerIds(
-                    AllocateProducerIdsResponse::default()
-                        .with_producer_id_start(ProducerId(5000))
-                        .with_producer_id_len(1000),
-                )),
-                RequestKind::CreateTopics(r) => {
-                    let mut created = self.created.lock().expect("lock");
-                    created.extend(r.topics.iter().map(|t| t.name.0.to_string()));
-                    Ok(ResponseKind::CreateTopics(CreateTopicsResponse::default()))
-                }
-                other => Err(ControllerChannelError::Unsupported(format!("{other:?}"))),
-            }
-        })
-    }
-}
-
-fn broker_record(id: i32, port: u16) -> MetadataRecord {
-    MetadataRecord::RegisterBroker(RegisterBrokerRecord {
-        broker_id: id,
-        is_migrating_zk_broker: false,
-        incarnation_id: Uuid::from_u64_pair(0xbbbb, u64::from(id.unsigned_abs())),
-        broker_epoch: 10 + i64::from(id),
-        end_points: vec![RegistrationEndpoint {
-            name: "PLAINTEXT".into(),
-            host: "127.0.0.1".into(),
-            port,
-            security_protocol: 0,
-            unknown_tagged_fields: Vec::new(),
-        }],
-        features: vec![RegistrationFeature {
-            name: "metadata.version".into(),
-            min_supported_version: 1,
-            max_supported_version: 21,
-            unknown_tagged_fields: Vec::new(),
-        }],
-        rack: None,
-        fenced: false,
-        in_controlled_shutdown: false,
-        log_dirs: Vec::new(),
-        unknown_tagged_fields: Vec::new(),
-    })
-}
-
-fn topic_record(name: &str, id: Uuid) -> MetadataRecord {
-    MetadataRecord::Topic(TopicRecord {
-        name: name.into(),
-        topic_id: id,
-        ..Default::default()
-    })
-}
-
-fn partition_record(id: Uuid, index: i32, replicas: &[i32], leader: i32) -> MetadataRecord {
-    MetadataRecord::Partition(PartitionRecord {
-        partition_id: index,
-        topic_id: id,
-        replicas: replicas.to_vec(),
-        isr: replicas.to_vec(),
-        removing_replicas: Vec::new(),
-        adding_replicas: Vec::new(),
-        leader,
-        leader_recovery_state: 0,
-        leader_epoch: 4,
-        partition_epoch: 7,
-        directories: Vec::new(),
-        eligible_leader_replicas: None,
-        last_known_elr: None,
-        unknown_tagged_fields: Vec::new(),
-    })
-}
-
-/// The cluster's metadata with broker 1 at `port`.
-fn publication(port: u16) -> Publication {
-    let records = vec![
-        MetadataRecord::FeatureLevel(FeatureLevelRecord {
-            name: "metadata.version".into(),
-            feature_level: 21,
-            unknown_tagged_fields: Vec::new(),
-        }),
-        broker_record(1, port),
-        broker_record(2, 1),
-        topic_record("orders", ORDERS),
-        partition_record(ORDERS, 0, &[1], 1),
-        partition_record(ORDERS, 1, &[1], 1),
-        topic_record("remote", REMOTE),
-        partition_record(REMOTE, 0, &[2, 1], 2),
-        topic_record("replicated", REPLICATED),
-        partition_record(REPLICATED, 0, &[1, 2], 1),
-        MetadataRecord::Config(ConfigRecord {
-            resource_type: 2,
-            resource_name: "orders".into(),
-            name: "retention.ms".into(),
-            value: Some("86400000".into()),
-            ..Default::default()
-        }),
-    ];
-    let mut delta = MetadataDelta::new(&MetadataImage::empty());
-    for record in &records {
-        delta.replay(record).expect("valid record");
-    }
-    let image = delta.apply(MetadataProvenance::new(100, 1, 1000));
-    Publication { delta, image }
-}
-
-struct Running {
-    broker: Arc<Broker>,
-    server: Server,
-    client: Client,
-    controller: Arc<FakeController>,
-}
-
-impl Running {
-    fn addr(&self) -> String {
-        self.server.local_addr().to_string()
-    }
-
-    async fn stop(self) {
-        self.server.shutdown().await;
-        self.broker.shutdown().await;
-    }
-}
-
-async fn start(dir: &Path) -> Running {
-    let mut properties = BTreeMap::new();
-    properties.insert("log.retention.hours".to_string(), "100".to_string());
-    // A metadata log dir of its own, so the broker locks `dir` (the Raft driver would lock
-    // the metadata one).
-    properties.insert(
-        "metadata.log.dir".to_string(),
-        dir.join("meta").display().to_string(),
-    );
-    let config = BrokerConfig {
-        node_id: 1,
-        cluster_id: "test-cluster-id-00000".to_string(),
-        log_dirs: vec![dir.to_path_buf()],
-        properties,
-        advertised_listeners: vec![Endpoint {
-            name: "PLAINTEXT".to_string(),
-            host: "127.0.0.1".to_string(),
-            port: 0,
-            security_protocol: 0,
-        }],
-        inter_broker_listener_name: "PLAINTEXT".to_string(),
-        rack: None,
-    };
-    let controller = Arc::new(FakeController::default());
-    let broker = Broker::open(
-        config,
-        Arc::clone(&controller) as Arc<dyn ControllerChannel>,
-    )
-    .expect("open broker");
-    let handler = Arc::new(broker.client_handler());
-    let server_config = ServerConfig {
-        listener_name: "PLAINTEXT".to_string(),
-        ..ServerConfig::default()
-    };
-    let server = Server::bind("127.0.0.1:0", handler, server_config)
-        .await
-        .expect("bind");
-    broker.publish(&publication(server.local_addr().port()));
-    let client = Client::new(server.local_addr().to_string(), ClientConfig::default());
-    Running {
-        broker,
-        server,
-        client,
-        controller,
-    }
-}
-
-fn batch(count: usize, ts: i64) -> Bytes {
-    let mut b = RecordBatchBuilder::new(0);
-    for i in 0..count {
-        b.append_kv(ts + i as i64, None, Some(Bytes::from(format!("v{i}"))));
-    }
-    b.build().into_bytes()
-}
-
-fn idempotent_batch(pid: i64, seq: i32, count: usize) -> Bytes {
-    let mut b = RecordBatchBuilder::new(0).producer(pid, 0, seq);
-    for _ in 0..count {
-        b.append_kv(now_ms(), None, Some(Bytes::from_static(b"idem")));
-    }
-    b.build().into_bytes()
-}
-
-fn now_ms() -> i64 {
-    krust_broker::server::replica_manager::now_ms()
-}
-
-fn tname(name: &str) -> TopicName {
-    TopicName(StrBytes::from_string(name.to_string()))
-}
-
-fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_acks(acks)
-        .with_timeout_ms(30_000)
-        .with_topic_data(vec![
-            TopicProduceData::default()
-                .with_name(tname(topic))
-                .with_partition_data(vec![
-                    PartitionProduceData::default()
-                        .with_index(partition)
-                        .with_records(Some(records)),
-                ]),
-        ])
-}
-
-async fn produce(client: &Client, request: ProduceRequest) -> ProduceResponse {
-    match client.send(request, 11).await.expect("produce") {
-        ResponseKind::Produce(r) => r,
-        other => panic!("unexpected {other:?}"),
-    }
-}
-
-/// (error, base offset) of the single partition.
-async fn produce_one(client: &Client, topic: &str, records: Bytes, acks: i16) -> (i16, i64) {
-    let r = produce(client, produce_request(topic, 0, records, acks)).await;
-    let p = &r.responses[0].partition_responses[0];
-    (p.error_code, p.base_offset)
-}
-
-fn fetch_request(topic: &str, offset: i64, max_wait_ms: i32) -> FetchRequest {
-    FetchRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_max_wait_ms(max_wait_ms)
-        .with_min_bytes(1)
-        .with_max_bytes(1 << 20)
-        .with_session_epoch(-1)
-        .with_topics(vec![fetch_topic(topic, offset)])
-}
-
-fn fetch_topic(topic: &str, offset: i64) -> FetchTopic {
-    FetchTopic::default()
-        .with_topic(tname(topic))
-        .with_partitions(vec![
-            FetchPartition::default()
-                .with_partition(0)
-                .with_fetch_offset(offset)
-                .with_current_leader_epoch(-1)
-                .with_partition_max_bytes(1 << 20),
-        ])
-}
-
-async fn fetch(client: &Client, request: FetchRequest, version: i16) -> FetchResponse {
-    match client.send(request, version).await.expect("fetch") {
-        ResponseKind::Fetch(r) => r,
-        other => panic!("unexpected {other:?}"),
-    }
-}
-
-async fn list_offset(client: &Client, topic: &str, timestamp: i64) -> (i16, i64) {
-    let request = ListOffsetsRequest::default()
-        .with_replica_id(BrokerId(-1))
-        .with_topics(vec![
-            ListOffsetsTopic::default()
-                .with_name(tname(topic))
-                .with_partitions(vec![
-                    ListOffsetsPartition::default()
-                        .with_partition_index(0)
-                        .with_timestamp(timestamp)
-                        .with_current_leader_epoch(-1),
-                ]),
-        ]);
-    match client.send(request, 7).await.expect("list offsets") {
-        ResponseKind::ListOffsets(r) => {
-            let p = &r.topics[0].partitions[0];
-            (p.error_code, p.offset)
-        }
-        other => panic!("unexpected {other:?}"),
-    }
-}
-
-async fn bounded<F: std::future::Future<Output = ()>>(f: F) {
-    tokio::time::timeout(TEST_TIMEOUT, f)
-        .await
-        .expect("test timed out");
-}
+use krust_net::{Client, ClientConfig};
+use server_common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_versions_metadata_and_cluster() {
@@ -550,16 +242,6 @@ async fn produce_acks_and_errors() {
         b.stop().await;
     })
     .await;
-}
-
-trait CloneForTest {
-    fn clone_for_test(&self) -> Client;
-}
-
-impl CloneForTest for Client {
-    fn clone_for_test(&self) -> Client {
-        Client::new(self.addr().to_string(), ClientConfig::default())
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -810,21 +492,6 @@ async fn a_locked_log_dir_is_refused_and_strays_are_removed() {
     .await;
 }
 
-/// Publishes `records` on top of the broker's current image.
-fn publish_more(broker: &Broker, records: &[MetadataRecord]) {
-    let image = broker.replica_manager().image();
-    let mut delta = MetadataDelta::new(&image);
-    for record in records {
-        delta.replay(record).expect("valid record");
-    }
-    let next = delta.apply(MetadataProvenance::new(
-        image.provenance.last_contained_offset + 1,
-        1,
-        2000,
-    ));
-    broker.publish(&Publication { delta, image: next });
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn config_changes_leadership_moves_and_deletes_apply() {
     bounded(async {
@@ -903,4 +570,160 @@ async fn config_changes_leadership_moves_and_deletes_apply() {
         b.stop().await;
     })
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_advertised_version_answers() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::offset_for_leader_epoch_request::{
+        OffsetForLeaderPartition, OffsetForLeaderTopic,
+    };
+    use kafka_protocol::messages::{
+        DeleteRecordsRequest, DescribeLogDirsRequest, OffsetForLeaderEpochRequest, RequestKind,
+    };
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        for &(key, min, max) in krust_broker::server::apis::OWN_APIS {
+            for version in min..=max {
+                let request: RequestKind = match key {
+                    ApiKey::Produce => produce_request("orders", 0, batch(1, now_ms()), 1).into(),
+                    ApiKey::Fetch => {
+                        let mut r = fetch_request("orders", 0, 0);
+                        if version >= 13 {
+                            r.topics[0].topic = Default::default();
+                            r.topics[0].topic_id = ORDERS;
+                        }
+                        if version < 7 {
+                            r.session_epoch = -1;
+                        }
+                        r.into()
+                    }
+                    ApiKey::ListOffsets => ListOffsetsRequestExt::latest("orders").into(),
+                    ApiKey::Metadata => MetadataRequest::default()
+                        .with_topics(Some(vec![
+                            MetadataRequestTopic::default().with_name(Some(tname("orders"))),
+                        ]))
+                        .into(),
+                    ApiKey::OffsetForLeaderEpoch => OffsetForLeaderEpochRequest::default()
+                        .with_topics(vec![
+                            OffsetForLeaderTopic::default()
+                                .with_topic(tname("orders"))
+                                .with_partitions(vec![
+                                    OffsetForLeaderPartition::default()
+                                        .with_partition(0)
+                                        .with_current_leader_epoch(-1)
+                                        .with_leader_epoch(4),
+                                ]),
+                        ])
+                        .into(),
+                    ApiKey::ApiVersions => ApiVersionsRequest::default()
+                        .with_client_software_name(StrBytes::from_static_str("t"))
+                        .with_client_software_version(StrBytes::from_static_str("1"))
+                        .into(),
+                    ApiKey::DescribeConfigs => DescribeConfigsRequest::default()
+                        .with_include_synonyms(version >= 1)
+                        .with_resources(vec![
+                            DescribeConfigsResource::default()
+                                .with_resource_type(2)
+                                .with_resource_name(StrBytes::from_static_str("orders"))
+                                .with_configuration_keys(None),
+                            DescribeConfigsResource::default()
+                                .with_resource_type(4)
+                                .with_resource_name(StrBytes::from_static_str("1"))
+                                .with_configuration_keys(None),
+                        ])
+                        .into(),
+                    ApiKey::DeleteRecords => DeleteRecordsRequest::default()
+                        .with_timeout_ms(1000)
+                        .with_topics(vec![
+                            DeleteRecordsTopic::default()
+                                .with_name(tname("orders"))
+                                .with_partitions(vec![
+                                    DeleteRecordsPartition::default()
+                                        .with_partition_index(0)
+                                        .with_offset(0),
+                                ]),
+                        ])
+                        .into(),
+                    ApiKey::InitProducerId => InitProducerIdRequest::default()
+                        .with_transactional_id(None)
+                        .into(),
+                    ApiKey::DescribeLogDirs => {
+                        DescribeLogDirsRequest::default().with_topics(None).into()
+                    }
+                    ApiKey::DescribeCluster => DescribeClusterRequest::default().into(),
+                    other => panic!("no request built for {other:?}"),
+                };
+                let response = b.client.send(request, version).await;
+                assert!(response.is_ok(), "{key:?} v{version}: {:?}", response.err());
+            }
+        }
+        // Errors with leader hints, and sessions, at every version.
+        for version in 3..=11 {
+            let response = b
+                .client
+                .send(produce_request("remote", 0, batch(1, now_ms()), 1), version)
+                .await
+                .expect("produce");
+            let ResponseKind::Produce(r) = response else {
+                panic!("not Produce");
+            };
+            assert_eq!(
+                r.responses[0].partition_responses[0].error_code,
+                ResponseError::NotLeaderOrFollower.code(),
+                "v{version}"
+            );
+        }
+        for version in 4..=16 {
+            let mut r = fetch_request("remote", 0, 0);
+            if version >= 13 {
+                r.topics[0].topic = Default::default();
+                r.topics[0].topic_id = REMOTE;
+            }
+            if version >= 7 {
+                r.session_epoch = 0;
+            }
+            let response = fetch(&b.client, r, version).await;
+            // From v11 a consumer may read from a follower (KIP-392).
+            let expected = if version >= 11 {
+                0
+            } else {
+                ResponseError::NotLeaderOrFollower.code()
+            };
+            assert_eq!(
+                response.responses[0].partitions[0].error_code, expected,
+                "v{version}"
+            );
+        }
+        // Everything still in order afterwards.
+        assert_eq!(list_offset(&b.client, "orders", -1).await.0, 0);
+        b.stop().await;
+    })
+    .await;
+}
+
+struct ListOffsetsRequestExt;
+
+impl ListOffsetsRequestExt {
+    fn latest(topic: &str) -> kafka_protocol::messages::ListOffsetsRequest {
+        use kafka_protocol::messages::list_offsets_request::{
+            ListOffsetsPartition, ListOffsetsTopic,
+        };
+        kafka_protocol::messages::ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![
+                ListOffsetsTopic::default()
+                    .with_name(tname(topic))
+                    .with_partitions(vec![
+                        ListOffsetsPartition::default()
+                            .with_partition_index(0)
+                            .with_timestamp(-1)
+                            .with_current_leader_epoch(-1)
+                            .with_max_num_offsets(1),
+                    ]),
+            ])
+    }
 }

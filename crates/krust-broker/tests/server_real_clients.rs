@@ -1,0 +1,171 @@
+//! Stock clients against the in-process broker (see `server_common`): kcat (librdkafka) and
+//! Kafka 3.9's own tools — console producer (idempotent, acks=all) and consumer (assigned
+//! partition, no group), `kafka-get-offsets`, `kafka-configs --describe`, `kafka-log-dirs`.
+//! The tools are blocking processes with their own timeouts, run off the async workers.
+
+mod server_common;
+
+use std::time::Duration;
+
+use krust_testkit::{KafkaDist, Kcat, class};
+use server_common::*;
+
+const TOOL_TIMEOUT: Duration = Duration::from_secs(90);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kcat_lists_produces_and_consumes() {
+    bounded(async {
+        let Some(kcat) = Kcat::locate().expect("kcat") else {
+            return;
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        let addr = b.addr();
+        let out = tokio::task::spawn_blocking(move || {
+            let list = kcat
+                .run(&addr, &["-L"], None, TOOL_TIMEOUT)
+                .expect("kcat -L");
+            let produce = kcat
+                .run(
+                    &addr,
+                    &["-P", "-t", "orders", "-p", "0"],
+                    Some(b"one\ntwo\nthree\n"),
+                    TOOL_TIMEOUT,
+                )
+                .expect("kcat -P");
+            let consume = kcat
+                .run(
+                    &addr,
+                    &["-C", "-t", "orders", "-p", "0", "-o", "beginning", "-e"],
+                    None,
+                    TOOL_TIMEOUT,
+                )
+                .expect("kcat -C");
+            (list, produce, consume)
+        })
+        .await
+        .expect("join");
+        let (list, produce, consume) = out;
+        let list = list.ok().expect("kcat -L succeeds");
+        assert!(
+            list.stdout.contains("topic \"orders\" with 2 partitions"),
+            "{}",
+            list.stdout
+        );
+        produce.ok().expect("kcat -P succeeds");
+        let consume = consume.ok().expect("kcat -C succeeds");
+        let lines: Vec<&str> = consume.stdout.lines().collect();
+        assert_eq!(lines, vec!["one", "two", "three"], "{}", consume.stderr);
+        b.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kafka_tools_produce_consume_and_describe() {
+    bounded(async {
+        let dist = KafkaDist::locate().expect("Kafka 3.9 distribution");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        let addr = b.addr();
+        let addr_for_tools = addr.clone();
+        let run = move |class: &str, args: &[&str]| {
+            let mut all = vec!["--bootstrap-server", addr_for_tools.as_str()];
+            all.extend_from_slice(args);
+            dist.tool(class)
+                .args(all)
+                .timeout(TOOL_TIMEOUT)
+                .run()
+                .expect("tool runs")
+                .ok()
+                .expect("tool succeeds")
+        };
+        let dist_for_produce = KafkaDist::locate().expect("Kafka 3.9 distribution");
+        let produce_addr = addr.clone();
+        tokio::task::spawn_blocking(move || {
+            let input: String = (0..50).map(|i| format!("record-{i}\n")).collect();
+            dist_for_produce
+                .console_produce(
+                    &produce_addr,
+                    "orders",
+                    &input,
+                    &[],
+                    &[("enable.idempotence", "true")],
+                )
+                .expect("console producer")
+        })
+        .await
+        .expect("join");
+        let (offsets, consume, configs, log_dirs) = tokio::task::spawn_blocking(move || {
+            let offsets = run(class::GET_OFFSET_SHELL, &["--topic", "orders"]);
+            // `orders:<partition>:<end offset>` per partition.
+            let ends: Vec<(String, i64)> = offsets
+                .stdout
+                .lines()
+                .filter_map(|l| {
+                    let (p, end) = l.strip_prefix("orders:")?.split_once(':')?;
+                    Some((p.to_string(), end.trim().parse().ok()?))
+                })
+                .collect();
+            let (partition, count) = ends
+                .iter()
+                .max_by_key(|(_, end)| *end)
+                .cloned()
+                .expect("partition ends");
+            let count = count.to_string();
+            let consume = run(
+                class::CONSOLE_CONSUMER,
+                &[
+                    "--topic",
+                    "orders",
+                    "--partition",
+                    &partition,
+                    "--offset",
+                    "earliest",
+                    "--max-messages",
+                    &count,
+                    "--timeout-ms",
+                    "60000",
+                ],
+            );
+            let configs = run(
+                "kafka.admin.ConfigCommand",
+                &[
+                    "--describe",
+                    "--entity-type",
+                    "topics",
+                    "--entity-name",
+                    "orders",
+                ],
+            );
+            let log_dirs = run(
+                "org.apache.kafka.tools.LogDirsCommand",
+                &["--describe", "--broker-list", "1", "--topic-list", "orders"],
+            );
+            ((ends, count), consume, configs, log_dirs)
+        })
+        .await
+        .expect("join");
+        let ((ends, count), consume, configs, log_dirs) = (offsets, consume, configs, log_dirs);
+        let total: i64 = ends.iter().map(|(_, end)| end).sum();
+        assert_eq!(total, 50, "{ends:?}");
+        let consumed: Vec<&str> = consume.stdout.lines().collect();
+        assert_eq!(consumed.len().to_string(), count, "{}", consume.stderr);
+        assert!(
+            consumed.iter().all(|l| l.starts_with("record-")),
+            "{consumed:?}"
+        );
+        assert!(
+            configs.stdout.contains("retention.ms=86400000"),
+            "{}",
+            configs.stdout
+        );
+        assert!(
+            log_dirs.stdout.contains("\"partition\":\"orders-"),
+            "{}",
+            log_dirs.stdout
+        );
+        b.stop().await;
+    })
+    .await;
+}
