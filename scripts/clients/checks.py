@@ -331,12 +331,167 @@ def kafka_python(bootstrap, prefix):
     print("kafka-python producer/consumer (assign, seek, end_offsets) ok")
 
 
+def _poll_all(consumers, seconds):
+    """Serves every consumer's callbacks for `seconds` (librdkafka joins in its own threads)."""
+    records = []
+    end = time.time() + seconds
+    while time.time() < end:
+        for c in consumers:
+            msg = c.poll(0.05)
+            if msg is not None and not msg.error():
+                records.append(msg)
+    return records
+
+
+def _wait_split(consumers, partitions, what):
+    """Waits until the consumers' assignments are disjoint, non-empty and cover `partitions`."""
+    deadline = time.time() + DEADLINE_S
+    while True:
+        _poll_all(consumers, 0.5)
+        assignments = [sorted(tp.partition for tp in c.assignment()) for c in consumers]
+        flat = sorted(p for a in assignments for p in a)
+        if flat == list(range(partitions)) and all(assignments):
+            print(f"{what}: {assignments}")
+            return assignments
+        if time.time() > deadline:
+            fail(f"{what}: assignments never split {partitions} partitions: {assignments}")
+
+
+def _group_consumer(bootstrap, group, topic, strategy, extra=None):
+    from confluent_kafka import Consumer
+
+    conf = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+        "partition.assignment.strategy": strategy,
+        "session.timeout.ms": 10000,
+        "heartbeat.interval.ms": 500,
+    }
+    conf.update(extra or {})
+    consumer = Consumer(conf)
+    consumer.subscribe([topic])
+    return consumer
+
+
+def _group_rebalance(bootstrap, prefix, strategy):
+    topic = f"{prefix}-{strategy}"
+    group = f"{prefix}-{strategy}-group"
+    create_topic(bootstrap, topic, 6)
+    a = _group_consumer(bootstrap, group, topic, strategy)
+    b = _group_consumer(bootstrap, group, topic, strategy)
+    _wait_split([a, b], 6, f"{strategy}: two members")
+    c = _group_consumer(bootstrap, group, topic, strategy)
+    three = _wait_split([a, b, c], 6, f"{strategy}: a third joins")
+    if sorted(len(x) for x in three) != [2, 2, 2]:
+        fail(f"{strategy}: three members should get 2 partitions each: {three}")
+    c.close()
+    _wait_split([a, b], 6, f"{strategy}: the third leaves")
+    a.close()
+    b.close()
+
+
+def group_eager(bootstrap, prefix):
+    _group_rebalance(bootstrap, prefix, "range")
+
+
+def group_cooperative(bootstrap, prefix):
+    _group_rebalance(bootstrap, prefix, "cooperative-sticky")
+
+
+def group_commit_restart(bootstrap, prefix):
+    from confluent_kafka import TopicPartition
+
+    topic = f"{prefix}-commits"
+    group = f"{prefix}-commits-group"
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, [f"v{i}".encode() for i in range(20)], {}, partition=0)
+    first = _group_consumer(bootstrap, group, topic, "range")
+    got = []
+    deadline = time.time() + DEADLINE_S
+    while len(got) < 10:
+        if time.time() > deadline:
+            fail(f"first consumer got {len(got)} of 10 records")
+        msg = first.poll(0.5)
+        if msg is not None and not msg.error():
+            got.append(msg)
+    last = got[9]
+    first.commit(offsets=[TopicPartition(topic, 0, last.offset() + 1)], asynchronous=False)
+    first.close()
+    second = _group_consumer(bootstrap, group, topic, "range")
+    deadline = time.time() + DEADLINE_S
+    while True:
+        if time.time() > deadline:
+            fail("restarted consumer got no record")
+        msg = second.poll(0.5)
+        if msg is not None and not msg.error():
+            if msg.offset() != 10:
+                fail(f"restarted consumer resumed at {msg.offset()}, committed was 10")
+            break
+    committed = second.committed([TopicPartition(topic, 0)], timeout=DEADLINE_S)
+    if committed[0].offset != 10:
+        fail(f"committed offset {committed[0].offset} != 10")
+    second.close()
+    print("group commit survives a consumer restart: resumed at offset 10")
+
+
+def group_kafka_python(bootstrap, prefix):
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic = f"{prefix}-kp-group"
+    group = f"{prefix}-kp-group"
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, [f"v{i}".encode() for i in range(20)], {})
+    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                             auto_offset_reset="earliest", enable_auto_commit=False,
+                             consumer_timeout_ms=int(DEADLINE_S * 1000))
+    got = 0
+    deadline = time.time() + DEADLINE_S
+    while got < 20:
+        if time.time() > deadline:
+            fail(f"kafka-python group consumer got {got} of 20")
+        for records in consumer.poll(timeout_ms=500).values():
+            got += len(records)
+    consumer.commit()
+    committed = sum(consumer.committed(TopicPartition(topic, p)) or 0 for p in (0, 1))
+    if committed != 20:
+        fail(f"kafka-python committed offsets sum to {committed}, not 20")
+    consumer.close()
+    print("kafka-python group consumer: consumed and committed 20")
+
+
+def group_split_keep(bootstrap, prefix):
+    """Two members of one group on a 4-partition topic; prints the group name for the caller's
+    kafka-consumer-groups checks and leaves committed offsets (2 per partition) behind."""
+    from confluent_kafka import TopicPartition
+
+    topic = f"{prefix}-tools"
+    group = f"{prefix}-tools-group"
+    create_topic(bootstrap, topic, 4)
+    produce(bootstrap, topic, [f"v{i}".encode() for i in range(4 * 5)], {})
+    a = _group_consumer(bootstrap, group, topic, "range")
+    b = _group_consumer(bootstrap, group, topic, "range")
+    _wait_split([a, b], 4, "tools group")
+    for c in (a, b):
+        c.commit(offsets=[TopicPartition(topic, tp.partition, 2) for tp in c.assignment()],
+                 asynchronous=False)
+    a.close()
+    b.close()
+    print(f"group {group} topic {topic}")
+
+
 CHECKS = {
     "confluent_admin": confluent_admin,
     "confluent_codecs": confluent_codecs,
     "confluent_idempotent": confluent_idempotent,
     "confluent_assign_seek": confluent_assign_seek,
     "kafka_python": kafka_python,
+    "group_eager": group_eager,
+    "group_cooperative": group_cooperative,
+    "group_commit_restart": group_commit_restart,
+    "group_kafka_python": group_kafka_python,
+    "group_split_keep": group_split_keep,
 }
 
 if __name__ == "__main__":
