@@ -4,14 +4,15 @@
 //!
 //! - [`config`]: `server.properties` parsing and typed access (Kafka 3.9 names, defaults and
 //!   `KafkaConfig` validation messages).
-//! - [`server`]: `krust server <server.properties>` (controller role: Raft driver + controller
-//!   listener).
+//! - [`server`]: `krust server <server.properties>` (controller, broker or combined roles).
+//! - [`dev`]: `krust dev [--data-dir DIR] [--port N]` (a one-node combined cluster, no config).
 //! - [`metadata_quorum`]: `krust metadata-quorum describe --status | --replication`.
 //! - [`dump_log`]: `krust dump-log --cluster-metadata-decoder --files …` (`kafka-dump-log.sh`).
 //! - [`metadata_shell`]: `krust metadata-shell --snapshot <file> | --directory <dir> [command]`.
 //! - [`storage`]: `krust storage random-uuid | format | info` (Kafka's `kafka-storage.sh`).
 
 pub mod config;
+pub mod dev;
 pub mod dump_log;
 pub mod metadata_quorum;
 pub mod metadata_shell;

@@ -3,7 +3,7 @@
 //!
 //! Exit codes follow Kafka's tools: 0 on success, 1 on any failure (including bad arguments).
 
-use krust::{dump_log, metadata_quorum, metadata_shell, server, storage};
+use krust::{dev, dump_log, metadata_quorum, metadata_shell, server, storage};
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -21,7 +21,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run a KRaft node (`kafka-server-start.sh`); controller role only for now.
+    /// A one-node cluster for development: formats storage on first start, no config needed.
+    Dev(DevCli),
+    /// Run a KRaft node (`kafka-server-start.sh`): controller, broker or both.
     Server(ServerCli),
     /// Describe the KRaft quorum (`kafka-metadata-quorum.sh`).
     MetadataQuorum(MetadataQuorumCli),
@@ -67,6 +69,16 @@ struct MetadataShellCli {
     /// A command to run instead of the interactive shell.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+struct DevCli {
+    /// Where data, logs and the generated server.properties live.
+    #[arg(long = "data-dir", default_value = "./krust-data")]
+    data_dir: PathBuf,
+    /// The Kafka listener's port on 127.0.0.1.
+    #[arg(long, default_value_t = 9092)]
+    port: u16,
 }
 
 #[derive(Debug, Args)]
@@ -170,7 +182,9 @@ fn main() -> ExitCode {
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
                 // A server logs its lifecycle like Kafka's INFO log; tools stay quiet.
-                let server = std::env::args_os().nth(1).is_some_and(|a| a == "server");
+                let server = std::env::args_os()
+                    .nth(1)
+                    .is_some_and(|a| a == "server" || a == "dev");
                 tracing_subscriber::EnvFilter::new(if server { "info" } else { "warn" })
             }),
         )
@@ -202,6 +216,14 @@ fn main() -> ExitCode {
             let result = server::run_server(&server::ServerArgs {
                 config: args.config,
                 test_append_socket: args.test_append_socket,
+                ready_banner: None,
+            });
+            return exit_code(result);
+        }
+        Command::Dev(args) => {
+            let result = dev::run_dev(&dev::DevArgs {
+                data_dir: args.data_dir,
+                port: args.port,
             });
             return exit_code(result);
         }
@@ -210,7 +232,7 @@ fn main() -> ExitCode {
     let mut stdout = std::io::stdout().lock();
     let result = match command {
         // Handled above.
-        Command::Server(_) => Ok(1),
+        Command::Server(_) | Command::Dev(_) => Ok(1),
         Command::MetadataQuorum(args) => {
             let _ = args.command_config;
             let bootstrap = match (args.bootstrap_controller, args.bootstrap_server) {

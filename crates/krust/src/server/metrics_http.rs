@@ -13,14 +13,17 @@
 //! * Windows: Kafka's `metrics.sample.window.ms` (30000) × `metrics.num.samples` (2), read
 //!   (and checked) only when `metrics.port` is set.
 //!
-//! Exposed today: Kafka's `raft-metrics` group of this node's replica.
+//! Exposed today: Kafka's `raft-metrics` group of this node's replica and, on a broker,
+//! `KafkaServer` `BrokerState` and the `broker-metadata-metrics` gauges (`server/broker.rs`).
+//! The address is the controller listener's host, or on a broker-only node the client
+//! listener's advertised host.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
 use krust_metrics::http::MetricsServer;
-use krust_metrics::{Registry, SampleConfig};
+use krust_metrics::{Collector, Registry, SampleConfig};
 use krust_raft::driver::RaftHandle;
 use tracing::info;
 
@@ -77,7 +80,8 @@ pub fn sample_config(config: &ServerConfig) -> anyhow::Result<SampleConfig> {
     ))
 }
 
-/// Starts the endpoint if `metrics.port` is set, registering `raft`'s metrics.
+/// Starts the endpoint if `metrics.port` is set, registering `raft`'s metrics and `extra`
+/// (the broker's).
 ///
 /// # Errors
 /// A bad `metrics.port` or the bind failure.
@@ -85,6 +89,7 @@ pub async fn start(
     config: &ServerConfig,
     bind: &str,
     raft: &RaftHandle,
+    extra: Vec<Arc<dyn Collector>>,
 ) -> anyhow::Result<Option<MetricsServer>> {
     let Some(address) = metrics_address(config, bind)? else {
         return Ok(None);
@@ -93,6 +98,9 @@ pub async fn start(
     collector.configure_samples(sample_config(config)?);
     let registry = Arc::new(Registry::new());
     registry.register(Arc::new(collector));
+    for collector in extra {
+        registry.register(collector);
+    }
     let server = MetricsServer::bind(&address, registry)
         .await
         .with_context(|| format!("binding the metrics endpoint {address} ({METRICS_PORT})"))?;

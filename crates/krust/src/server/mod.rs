@@ -1,18 +1,30 @@
-//! `krust server <server.properties>`: a KRaft node. For now the controller role only: the
-//! Raft driver over `<metadata.log.dir>/__cluster_metadata-0`, the quorum controller task
-//! ([`controller`]) replaying committed batches and, while active, writing records, and the
-//! controller listener serving the Raft RPCs and the controller APIs. With the
-//! `--test-append-socket` hook the test owns the log's contents: no controller task runs and
-//! committed batches are only counted.
+//! `krust server <server.properties>`: a KRaft node with `process.roles` = `controller`,
+//! `broker` or both (combined). Every node runs the Raft driver over
+//! `<metadata.log.dir>/__cluster_metadata-0` (a voter when it is in
+//! `controller.quorum.voters`, else an observer).
+//!
+//! - Controller role: the quorum controller task ([`controller`]) replaying committed batches
+//!   and, while active, writing records, and the controller listener ([`listener`]) serving
+//!   the Raft RPCs and the controller APIs. With the `--test-append-socket` hook the test owns
+//!   the log's contents: no controller task runs and committed batches are only counted.
+//! - Broker role ([`broker`]): the `krust-broker` runtime fed by the metadata loader
+//!   ([`metadata_loader`]), registration/heartbeats and forwarding through
+//!   [`quorum_channel::QuorumChannel`], the client listeners.
+//! - Combined: the driver's events are copied to both.
 //!
 //! Lifecycle, as Kafka's `KafkaRaftServer`: check `meta.properties`, start the replica and the
-//! listener, log `[KafkaRaftServer nodeId=N] Kafka Server started`; on SIGTERM/SIGINT the
-//! replica resigns if it leads (EndQuorumEpoch, so the others elect at once instead of waiting
-//! for a fetch timeout), flushes, and the process exits 0.
+//! listeners, log `[KafkaRaftServer nodeId=N] Kafka Server started` (a broker: once the
+//! controller has unfenced it); on SIGTERM/SIGINT a broker shuts down in a controlled way
+//! first (the controller moves its leaderships away), then the replica resigns if it leads
+//! (EndQuorumEpoch, so the others elect at once instead of waiting for a fetch timeout),
+//! flushes, and the process exits 0.
 
+pub mod broker;
 pub mod controller;
 pub mod listener;
+pub mod metadata_loader;
 pub mod metrics_http;
+pub mod quorum_channel;
 pub mod test_writer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,6 +58,9 @@ pub struct ServerArgs {
     pub config: PathBuf,
     /// Test hook: serve appends on this Unix socket (see [`test_writer`]).
     pub test_append_socket: Option<PathBuf>,
+    /// Print `<banner> ready: bootstrap.servers=<host:port>` once the broker is unfenced
+    /// (`krust dev`).
+    pub ready_banner: Option<String>,
 }
 
 /// Runs the server until SIGTERM/SIGINT; returns the exit code.
@@ -64,17 +79,29 @@ pub fn run_server(args: &ServerArgs) -> anyhow::Result<i32> {
 struct NodeSetup {
     node_id: i32,
     cluster_id: String,
+    roles: BTreeSet<ProcessRole>,
     driver: DriverConfig,
-    listener_name: String,
-    bind: String,
+    /// The controller listener's name and bind address (controller role only).
+    controller_listener: Option<(String, String)>,
     metadata_dir: PathBuf,
+}
+
+impl NodeSetup {
+    fn is_controller(&self) -> bool {
+        self.roles.contains(&ProcessRole::Controller)
+    }
+    fn is_broker(&self) -> bool {
+        self.roles.contains(&ProcessRole::Broker)
+    }
 }
 
 fn setup(config: &ServerConfig) -> anyhow::Result<NodeSetup> {
     config.validate()?;
     let roles = config.process_roles()?;
-    if roles != BTreeSet::from([ProcessRole::Controller]) {
-        bail!("krust server supports only process.roles=controller so far");
+    if roles.is_empty() {
+        bail!(
+            "krust server runs KRaft nodes only: set process.roles to broker, controller or both"
+        );
     }
     let node_id = config.node_id()?;
     let metadata_dir = config
@@ -101,16 +128,32 @@ fn setup(config: &ServerConfig) -> anyhow::Result<NodeSetup> {
         .context("controller.quorum.* settings")?;
     let voters = parse_quorum_voters(props.get("controller.quorum.voters").map_or("", |v| v))
         .context("controller.quorum.voters")?;
-    let listener = config
-        .controller_listeners()?
-        .into_iter()
-        .next()
-        .context("no listener named by controller.listener.names is in listeners")?;
-    let bind = format!(
-        "{}:{}",
-        listener.host.as_deref().unwrap_or("0.0.0.0"),
-        listener.port
-    );
+    let is_voter = voters.iter().any(|v| v.id.0 == node_id);
+    let controller_listener = if roles.contains(&ProcessRole::Controller) {
+        if !is_voter {
+            bail!(
+                "If process.roles contains controller, the node id {node_id} must be included in the set of voters controller.quorum.voters"
+            );
+        }
+        let listener = config
+            .controller_listeners()?
+            .into_iter()
+            .next()
+            .context("no listener named by controller.listener.names is in listeners")?;
+        let bind = format!(
+            "{}:{}",
+            listener.host.as_deref().unwrap_or("0.0.0.0"),
+            listener.port
+        );
+        Some((listener.listener_name.clone(), bind))
+    } else {
+        if is_voter {
+            bail!(
+                "If process.roles contains just the 'broker' role, the node id {node_id} must not be included in the set of voters controller.quorum.voters"
+            );
+        }
+        None
+    };
     let segment_bytes = match config.get("metadata.log.segment.bytes") {
         Some(v) => v
             .trim()
@@ -130,8 +173,8 @@ fn setup(config: &ServerConfig) -> anyhow::Result<NodeSetup> {
     Ok(NodeSetup {
         node_id,
         cluster_id,
-        listener_name: listener.listener_name.clone(),
-        bind,
+        roles,
+        controller_listener,
         metadata_dir: PathBuf::from(&metadata_dir),
         driver: DriverConfig {
             raft,
@@ -202,74 +245,112 @@ fn read_meta_properties(dir: &Path) -> anyhow::Result<MetaProperties> {
 async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     let config = ServerConfig::load(&args.config)?;
     let node = setup(&config)?;
+    if args.test_append_socket.is_some() && node.is_broker() {
+        bail!("--test-append-socket is for process.roles=controller only");
+    }
     let prefix = format!("[KafkaRaftServer nodeId={}]", node.node_id);
+    let (is_controller, is_broker) = (node.is_controller(), node.is_broker());
     let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
     let voters = node.driver.voters.clone();
     let partition_dir = node.driver.partition_dir.clone();
     let snapshot_triggers = node.driver.metadata_log;
     // Without the test hook, the quorum controller owns what is written to the log.
-    let controller_config = match &args.test_append_socket {
-        None => Some(controller::quorum_controller_config(
+    let controller_config = match (&args.test_append_socket, is_controller) {
+        (None, true) => Some(controller::quorum_controller_config(
             &config,
             node.node_id,
             &node.cluster_id,
             &node.metadata_dir,
         )?),
-        Some(_) => None,
+        _ => None,
     };
     let driver =
         RaftDriver::start(node.driver, Some(events_tx)).context("starting the KRaft replica")?;
     let raft = driver.handle();
+    // The driver has one listener: in combined mode its events are copied to the controller
+    // task and to the broker's metadata loader.
+    let (controller_events, broker_events) = match (is_controller, is_broker) {
+        (true, true) => {
+            let (controller_tx, controller_rx) = mpsc::channel(EVENT_QUEUE);
+            let (broker_tx, broker_rx) = mpsc::channel(EVENT_QUEUE);
+            tokio::spawn(fan_out(events_rx, controller_tx, broker_tx));
+            (Some(controller_rx), Some(broker_rx))
+        }
+        (true, false) => (Some(events_rx), None),
+        (false, _) => (None, Some(events_rx)),
+    };
     let committed = Arc::new(AtomicU64::new(0));
-    let (replay, controller_task, channel) = match controller_config {
-        Some(qc_config) => {
+    let (replay, controller_task, channel) = match (controller_config, controller_events) {
+        (Some(qc_config), Some(events)) => {
             let qc = krust_controller::QuorumController::new(qc_config, rand::random());
+            let (listener_name, _) = node.controller_listener.clone().unwrap_or_default();
             let (channel, task) = controller::spawn(
                 qc,
                 controller::ControllerNode {
                     node_id: node.node_id,
-                    listener_name: node.listener_name.clone(),
+                    listener_name,
                     voters: voters.clone(),
-                    partition_dir,
+                    partition_dir: partition_dir.clone(),
                 },
                 raft.clone(),
-                events_rx,
+                events,
                 &snapshot_triggers,
             );
             (None, Some(task), Some(channel))
         }
-        None => (
-            Some(tokio::spawn(replay_committed(events_rx, committed.clone()))),
+        (None, Some(events)) => (
+            Some(tokio::spawn(replay_committed(events, committed.clone()))),
             None,
             None,
         ),
+        _ => (None, None, None),
     };
-    let apis = if channel.is_some() {
-        listener::controller_apis_with_controller()
-    } else {
-        listener::controller_apis()
+    let mut controller_server = None;
+    if let Some((listener_name, bind)) = &node.controller_listener {
+        let apis = if channel.is_some() {
+            listener::controller_apis_with_controller()
+        } else {
+            listener::controller_apis()
+        }
+        .context("controller API table")?;
+        let mut handler = listener::ControllerHandler::new(
+            apis,
+            raft.clone(),
+            node.cluster_id.clone(),
+            listener_name.clone(),
+            voters.clone(),
+        );
+        if let Some(channel) = channel {
+            handler = handler.with_controller(channel);
+        }
+        let handler = Arc::new(handler);
+        let net_config = krust_net::ServerConfig {
+            listener_name: listener_name.clone(),
+            // Raft RPCs are independent; a parked Fetch must not hold up a Vote on one connection.
+            max_in_flight_requests_per_connection: 8,
+            ..krust_net::ServerConfig::default()
+        };
+        let server = krust_net::Server::bind(bind, handler, net_config)
+            .await
+            .with_context(|| format!("binding the controller listener {bind}"))?;
+        info!(node_id = node.node_id, listener = %server.local_addr(), cluster_id = %node.cluster_id, "controller listener started");
+        controller_server = Some(server);
     }
-    .context("controller API table")?;
-    let mut handler = listener::ControllerHandler::new(
-        apis,
-        raft.clone(),
-        node.cluster_id.clone(),
-        node.listener_name.clone(),
-        voters,
-    );
-    if let Some(channel) = channel {
-        handler = handler.with_controller(channel);
-    }
-    let handler = Arc::new(handler);
-    let net_config = krust_net::ServerConfig {
-        listener_name: node.listener_name.clone(),
-        // Raft RPCs are independent; a parked Fetch must not hold up a Vote on one connection.
-        max_in_flight_requests_per_connection: 8,
-        ..krust_net::ServerConfig::default()
+    let broker_role = match broker_events {
+        Some(events) => Some(
+            broker::BrokerRole::start(
+                &config,
+                node.node_id,
+                &node.cluster_id,
+                &voters,
+                &raft,
+                events,
+                partition_dir.clone(),
+            )
+            .await?,
+        ),
+        None => None,
     };
-    let server = krust_net::Server::bind(&node.bind, handler, net_config)
-        .await
-        .with_context(|| format!("binding the controller listener {}", node.bind))?;
     let writer = match &args.test_append_socket {
         Some(path) => Some(
             test_writer::TestWriter::bind(path, raft.clone())
@@ -277,11 +358,22 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         ),
         None => None,
     };
-    let metrics = metrics_http::start(&config, &node.bind, &raft).await?;
+    let metrics_bind = match (&node.controller_listener, &broker_role) {
+        (Some((_, bind)), _) => bind.clone(),
+        (None, Some(role)) => role.bootstrap().to_owned(),
+        (None, None) => "127.0.0.1:0".to_owned(),
+    };
+    let extra_collectors = broker_role
+        .iter()
+        .map(broker::BrokerRole::metrics_collector)
+        .collect();
+    let metrics = metrics_http::start(&config, &metrics_bind, &raft, extra_collectors).await?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
-    info!(node_id = node.node_id, listener = %server.local_addr(), cluster_id = %node.cluster_id, "{prefix} Kafka Server started");
-    println!("{prefix} Kafka Server started (kafka.server.KafkaRaftServer)");
+    if broker_role.is_none() {
+        info!(node_id = node.node_id, cluster_id = %node.cluster_id, "{prefix} Kafka Server started");
+        println!("{prefix} Kafka Server started (kafka.server.KafkaRaftServer)");
+    }
     let controller_failed = async {
         match controller_task {
             Some(task) => match task.await {
@@ -292,15 +384,40 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             None => std::future::pending().await,
         }
     };
-    let exit = tokio::select! {
-        _ = sigterm.recv() => None,
-        _ = sigint.recv() => None,
-        exit = driver.join() => Some(exit),
-        reason = controller_failed => Some(DriverExit::Failed(format!("the controller failed: {reason}"))),
+    tokio::pin!(controller_failed);
+    let driver_exit = driver.join();
+    tokio::pin!(driver_exit);
+    // A broker is started (Kafka logs "Kafka Server started") once the controller unfenced it.
+    let mut announced = broker_role.is_none();
+    let exit = loop {
+        let running = async {
+            match &broker_role {
+                Some(role) if !announced => role.wait_until_running().await,
+                _ => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = running => {
+                announced = true;
+                info!(node_id = node.node_id, cluster_id = %node.cluster_id, "{prefix} Kafka Server started");
+                println!("{prefix} Kafka Server started (kafka.server.KafkaRaftServer)");
+                if let (Some(role), Some(banner)) = (&broker_role, &args.ready_banner) {
+                    println!("{banner} ready: bootstrap.servers={}", role.bootstrap());
+                }
+            }
+            _ = sigterm.recv() => break None,
+            _ = sigint.recv() => break None,
+            exit = &mut driver_exit => break Some(exit),
+            reason = &mut controller_failed => break Some(DriverExit::Failed(format!("the controller failed: {reason}"))),
+        }
     };
     println!("{prefix} shutting down");
     drop(writer);
     drop(metrics);
+    // The broker first: its controlled shutdown needs the controller and the replica.
+    if let Some(role) = broker_role {
+        role.shutdown().await;
+    }
     let code = match exit {
         None => {
             // Graceful: resign (EndQuorumEpoch) while the listener still answers, then stop.
@@ -313,7 +430,9 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             1
         }
     };
-    server.shutdown().await;
+    if let Some(server) = controller_server {
+        server.shutdown().await;
+    }
     if let Some(replay) = replay {
         let _ = replay.await;
     }
@@ -322,6 +441,22 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         committed.load(Ordering::Relaxed)
     );
     Ok(code)
+}
+
+/// Copies every driver event to the controller task and the broker's loader (combined mode).
+/// Stops when the driver or both consumers are gone.
+async fn fan_out(
+    mut events: mpsc::Receiver<RaftEvent>,
+    controller: mpsc::Sender<RaftEvent>,
+    broker: mpsc::Sender<RaftEvent>,
+) {
+    while let Some(event) = events.recv().await {
+        let to_controller = controller.send(event.clone()).await.is_ok();
+        let to_broker = broker.send(event).await.is_ok();
+        if !to_controller && !to_broker {
+            return;
+        }
+    }
 }
 
 /// Consumes committed batches. No controller logic yet: count them, log each at debug.

@@ -1,0 +1,520 @@
+//! The broker role of `krust server` (Kafka's `BrokerServer`): the broker runtime of
+//! `krust-broker` fed by this node's Raft replica.
+//!
+//! Start-up, in Kafka's order where it matters:
+//! 1. broker listeners (`listeners` minus `controller.listener.names`) get their ports (a `0`
+//!    port is resolved to a free one first, so it can be advertised);
+//! 2. [`Broker::open`] locks the log dirs; replication, the group coordinator and Envelope
+//!    forwarding are plugged in, all talking to the active controller through one
+//!    [`QuorumChannel`];
+//! 3. the metadata loader ([`super::metadata_loader`]) publishes every committed image to the
+//!    broker and reports the applied offset to the [`BrokerLifecycle`], which registers
+//!    (listeners, features, `directory.id`s) and heartbeats until the controller unfences it;
+//! 4. the client listeners start serving.
+//!
+//! Shutdown (SIGTERM): controlled shutdown (heartbeats with `WantShutDown` until the controller
+//! has moved leaderships away, Kafka's `BrokerLifecycleManager.beginControlledShutdown`), then
+//! the listeners close, the broker flushes and checkpoints its logs, and the loader stops.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use krust_broker::server::forwarding::Forwarder;
+use krust_broker::server::groups::GroupCoordinator;
+use krust_broker::server::lifecycle::{
+    BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, BrokerLifecycle, BrokerState, LifecycleConfig,
+};
+use krust_broker::server::replication::ReplicationManager;
+use krust_broker::server::{Broker, BrokerConfig, Endpoint};
+use krust_metadata::image::Publication;
+use krust_metrics::{Collector, Family, prometheus_name};
+use krust_raft::config::VoterAddress;
+use krust_raft::driver::{RaftEvent, RaftHandle};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::info;
+
+use super::metadata_loader::{self, LoaderStats, MetadataSink};
+use super::quorum_channel::QuorumChannel;
+use crate::config::ServerConfig;
+
+/// How long a controlled shutdown waits for the controller before the broker stops anyway.
+const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// `request.timeout.ms` default: bound of one registration/heartbeat through the channel.
+const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
+/// Kafka's security protocol id of PLAINTEXT, the only one krust serves so far.
+const PLAINTEXT: i16 = 0;
+
+/// A bound broker listener.
+#[derive(Debug)]
+struct BrokerListener {
+    name: String,
+    bind: String,
+}
+
+/// The running broker role.
+pub struct BrokerRole {
+    broker: Arc<Broker>,
+    lifecycle: Arc<BrokerLifecycle>,
+    channel: Arc<QuorumChannel>,
+    servers: Vec<krust_net::Server>,
+    loader: JoinHandle<()>,
+    stats: Arc<LoaderStats>,
+    /// The client-facing (first) listener's `host:port` as advertised.
+    bootstrap: String,
+}
+
+impl std::fmt::Debug for BrokerRole {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerRole")
+            .field("bootstrap", &self.bootstrap)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Sends publications to the broker and applied offsets to the lifecycle.
+struct BrokerSink {
+    broker: Arc<Broker>,
+    lifecycle: Arc<BrokerLifecycle>,
+}
+
+impl MetadataSink for BrokerSink {
+    fn publish(&self, publication: &Publication) {
+        self.broker.publish(publication);
+    }
+    fn applied(&self, offset: i64) {
+        self.lifecycle.set_metadata_offset(offset);
+    }
+}
+
+/// A free loopback-or-given-host port: bind port 0, read it, release it. Racy in theory; the
+/// listener binds it again at once.
+fn free_port(host: &str) -> anyhow::Result<u16> {
+    let listener = std::net::TcpListener::bind((host, 0))
+        .with_context(|| format!("finding a free port on {host}"))?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Kafka's security protocol ids.
+fn security_protocol_id(name: &str) -> Option<i16> {
+    match name {
+        "PLAINTEXT" => Some(PLAINTEXT),
+        "SSL" => Some(1),
+        "SASL_PLAINTEXT" => Some(2),
+        "SASL_SSL" => Some(3),
+        _ => None,
+    }
+}
+
+/// The broker's listeners (bind addresses) and advertised endpoints, client-facing first.
+fn broker_listeners(config: &ServerConfig) -> anyhow::Result<(Vec<BrokerListener>, Vec<Endpoint>)> {
+    let controller_names: Vec<String> = config
+        .controller_listener_names()
+        .iter()
+        .map(|n| n.to_uppercase())
+        .collect();
+    let protocols = config.effective_listener_security_protocol_map()?;
+    let advertised = match config.get("advertised.listeners") {
+        Some(v) => crate::config::listeners::parse_listeners(v)
+            .map_err(crate::config::ConfigError::Invalid)?,
+        None => Vec::new(),
+    };
+    let mut binds = Vec::new();
+    let mut endpoints = Vec::new();
+    for listener in config.listeners()? {
+        if controller_names.contains(&listener.listener_name) {
+            continue;
+        }
+        let protocol = protocols
+            .get(&listener.listener_name)
+            .map_or("PLAINTEXT", String::as_str);
+        if protocol != "PLAINTEXT" {
+            bail!(
+                "listener {}: security protocol {protocol} is not supported by krust yet (PLAINTEXT only)",
+                listener.listener_name
+            );
+        }
+        let bind_host = listener
+            .host
+            .clone()
+            .unwrap_or_else(|| "0.0.0.0".to_owned());
+        let port = if listener.port == 0 {
+            free_port(&bind_host)?
+        } else {
+            listener.port
+        };
+        let advertised_entry = advertised
+            .iter()
+            .find(|e| e.listener_name == listener.listener_name);
+        let (host, advertised_port) = match advertised_entry {
+            Some(e) => (e.host.clone(), if e.port == 0 { port } else { e.port }),
+            None => (listener.host.clone(), port),
+        };
+        // Kafka advertises the canonical host name for an empty or wildcard host; krust uses
+        // `localhost`, which every client on this machine can reach.
+        let host = match host.as_deref() {
+            None | Some("0.0.0.0" | "::" | "[::]") => "localhost".to_owned(),
+            Some(h) => h.to_owned(),
+        };
+        binds.push(BrokerListener {
+            name: listener.listener_name.clone(),
+            bind: format!("{bind_host}:{port}"),
+        });
+        endpoints.push(Endpoint {
+            name: listener.listener_name.clone(),
+            host,
+            port: advertised_port,
+            security_protocol: security_protocol_id(protocol).unwrap_or(PLAINTEXT),
+        });
+    }
+    if binds.is_empty() {
+        bail!(
+            "process.roles contains broker, but listeners has no listener outside controller.listener.names"
+        );
+    }
+    Ok((binds, endpoints))
+}
+
+/// `inter.broker.listener.name`, else the listener of `security.inter.broker.protocol`
+/// (default PLAINTEXT), as Kafka 3.9 `KafkaConfig.interBrokerListenerName`.
+fn inter_broker_listener_name(
+    config: &ServerConfig,
+    endpoints: &[Endpoint],
+) -> anyhow::Result<String> {
+    let name = match config.get("inter.broker.listener.name") {
+        Some(name) => name.trim().to_uppercase(),
+        None => config
+            .get("security.inter.broker.protocol")
+            .unwrap_or("PLAINTEXT")
+            .trim()
+            .to_uppercase(),
+    };
+    if !endpoints.iter().any(|e| e.name == name) {
+        bail!(
+            "inter.broker.listener.name must be a listener name defined in advertised.listeners. The valid options based on currently configured listeners are {}",
+            endpoints
+                .iter()
+                .map(|e| e.name.as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+    Ok(name)
+}
+
+/// The `directory.id` of each log dir's `meta.properties` (written by `kafka-storage format`).
+fn log_dir_ids(log_dirs: &[PathBuf]) -> anyhow::Result<Vec<uuid::Uuid>> {
+    let mut ids = Vec::new();
+    for dir in log_dirs {
+        let meta = super::read_meta_properties(dir)?;
+        if let Some(id) = meta.directory_id {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+fn parse_ms(config: &ServerConfig, key: &str, default: u64) -> anyhow::Result<Duration> {
+    match config.get(key) {
+        Some(v) => Ok(Duration::from_millis(
+            v.trim()
+                .parse::<u64>()
+                .with_context(|| format!("{key}={v}"))?,
+        )),
+        None => Ok(Duration::from_millis(default)),
+    }
+}
+
+impl BrokerRole {
+    /// Starts the broker role over `raft` (an observer, or a voter in combined mode) and the
+    /// driver's committed `events`.
+    ///
+    /// # Errors
+    /// Bad listener settings, unformatted log dirs, a locked log dir, a bind failure.
+    pub async fn start(
+        config: &ServerConfig,
+        node_id: i32,
+        cluster_id: &str,
+        voters: &[VoterAddress],
+        raft: &RaftHandle,
+        events: mpsc::Receiver<RaftEvent>,
+        partition_dir: PathBuf,
+    ) -> anyhow::Result<BrokerRole> {
+        let (binds, endpoints) = broker_listeners(config)?;
+        let inter_broker = inter_broker_listener_name(config, &endpoints)?;
+        let log_dirs: Vec<PathBuf> = config.log_dirs().into_iter().map(PathBuf::from).collect();
+        for dir in &log_dirs {
+            // Each log dir must be formatted for this node and cluster, as the metadata dir.
+            let meta = super::read_meta_properties(dir)?;
+            if meta.cluster_id.as_deref() != Some(cluster_id) {
+                bail!(
+                    "Invalid cluster.id in: {}/meta.properties. Expected {cluster_id}, but read {}",
+                    dir.display(),
+                    meta.cluster_id.as_deref().unwrap_or("")
+                );
+            }
+        }
+        let properties: BTreeMap<String, String> = config
+            .values()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect();
+        let broker_config = BrokerConfig {
+            node_id,
+            cluster_id: cluster_id.to_owned(),
+            log_dirs: log_dirs.clone(),
+            properties,
+            advertised_listeners: endpoints.clone(),
+            inter_broker_listener_name: inter_broker,
+            rack: config.get("broker.rack").map(str::to_owned),
+        };
+        let channel = Arc::new(QuorumChannel::new(
+            voters,
+            raft,
+            format!("broker-{node_id}-to-controller"),
+        ));
+        let broker = Broker::open(broker_config.clone(), channel.clone())
+            .context("opening the broker's log directories")?;
+        broker.set_forwarder(Forwarder::new(channel.clone()).with_timeout(parse_ms(
+            config,
+            "request.timeout.ms",
+            REQUEST_TIMEOUT_MS_DEFAULT,
+        )?));
+        broker.set_replication(ReplicationManager::new(
+            &broker_config,
+            broker.replica_manager().clone(),
+            channel.clone(),
+        ));
+        broker.set_groups(GroupCoordinator::new(
+            &broker_config,
+            broker.replica_manager().clone(),
+            channel.clone(),
+        ));
+        let lifecycle = BrokerLifecycle::start(
+            LifecycleConfig {
+                node_id,
+                cluster_id: cluster_id.to_owned(),
+                incarnation_id: uuid::Uuid::new_v4(),
+                listeners: endpoints.clone(),
+                rack: broker_config.rack.clone(),
+                log_dir_ids: log_dir_ids(&log_dirs)?,
+                previous_broker_epoch: -1,
+                heartbeat_interval: parse_ms(
+                    config,
+                    "broker.heartbeat.interval.ms",
+                    BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT,
+                )?,
+                request_timeout: parse_ms(
+                    config,
+                    "request.timeout.ms",
+                    REQUEST_TIMEOUT_MS_DEFAULT,
+                )?,
+            },
+            channel.clone(),
+        );
+        let stats = Arc::new(LoaderStats::default());
+        stats.applied_offset.store(-1, Ordering::Release);
+        let loader = metadata_loader::spawn(
+            events,
+            partition_dir,
+            Arc::new(BrokerSink {
+                broker: broker.clone(),
+                lifecycle: lifecycle.clone(),
+            }),
+            stats.clone(),
+        );
+        let handler = Arc::new(broker.client_handler());
+        let mut servers = Vec::new();
+        for listener in &binds {
+            let net_config = krust_net::ServerConfig {
+                listener_name: listener.name.clone(),
+                ..krust_net::ServerConfig::default()
+            };
+            let server = krust_net::Server::bind(&listener.bind, handler.clone(), net_config)
+                .await
+                .with_context(|| {
+                    format!(
+                        "binding the broker listener {} ({})",
+                        listener.bind, listener.name
+                    )
+                })?;
+            info!(listener = %listener.name, address = %server.local_addr(), "broker listener started");
+            servers.push(server);
+        }
+        let bootstrap = endpoints
+            .first()
+            .map(|e| format!("{}:{}", e.host, e.port))
+            .unwrap_or_default();
+        Ok(BrokerRole {
+            broker,
+            lifecycle,
+            channel,
+            servers,
+            loader,
+            stats,
+            bootstrap,
+        })
+    }
+
+    /// The client-facing listener's advertised `host:port`.
+    #[must_use]
+    pub fn bootstrap(&self) -> &str {
+        &self.bootstrap
+    }
+
+    /// Resolves once the controller has unfenced the broker.
+    pub async fn wait_until_running(&self) {
+        let mut states = self.lifecycle.watch_state();
+        let _ = states.wait_for(|s| *s == BrokerState::Running).await;
+    }
+
+    /// The broker's metrics for `/metrics`.
+    #[must_use]
+    pub fn metrics_collector(&self) -> Arc<dyn Collector> {
+        Arc::new(BrokerMetrics {
+            lifecycle: self.lifecycle.clone(),
+            stats: self.stats.clone(),
+        })
+    }
+
+    /// Controlled shutdown, then the listeners, the broker's logs and the loader.
+    pub async fn shutdown(self) {
+        let agreed = self
+            .lifecycle
+            .controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT)
+            .await;
+        info!(agreed, "controlled shutdown finished");
+        for server in self.servers {
+            server.shutdown().await;
+        }
+        self.broker.shutdown().await;
+        self.channel.close();
+        self.loader.abort();
+        let _ = self.loader.await;
+    }
+}
+
+/// Broker gauges (Kafka's names): `kafka.server:type=KafkaServer,name=BrokerState` and the
+/// `broker-metadata-metrics` group's `last-applied-record-offset` and
+/// `metadata-load-error-count`, plus krust's `fenced` gauge (1 while the controller keeps the
+/// broker fenced).
+struct BrokerMetrics {
+    lifecycle: Arc<BrokerLifecycle>,
+    stats: Arc<LoaderStats>,
+}
+
+impl Collector for BrokerMetrics {
+    fn collect(&self, _now: std::time::Instant, out: &mut Vec<Family>) {
+        #[allow(clippy::cast_precision_loss)] // offsets and counts far below 2^53
+        let as_f64 = |v: i64| v as f64;
+        out.push(Family::gauge(
+            prometheus_name("kafka.server", "KafkaServer", "BrokerState"),
+            "The broker's state: 1 starting, 2 recovery, 3 running, 6 pending controlled shutdown, 7 shutting down.",
+            f64::from(self.lifecycle.state().value()),
+        ));
+        out.push(Family::gauge(
+            prometheus_name("kafka.server", "broker-metadata-metrics", "fenced"),
+            "1 while the controller keeps this broker fenced.",
+            if self.lifecycle.is_fenced() { 1.0 } else { 0.0 },
+        ));
+        out.push(Family::gauge(
+            prometheus_name(
+                "kafka.server",
+                "broker-metadata-metrics",
+                "last-applied-record-offset",
+            ),
+            "The offset of the last record from the cluster metadata partition that was applied by the broker",
+            as_f64(self.stats.applied_offset.load(Ordering::Acquire)),
+        ));
+        out.push(Family::gauge(
+            prometheus_name(
+                "kafka.server",
+                "broker-metadata-metrics",
+                "metadata-load-error-count",
+            ),
+            "The number of errors encountered by the BrokerMetadataListener while loading the metadata log and generating a new MetadataDelta based on it.",
+            as_f64(
+                i64::try_from(self.stats.load_errors.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
+            ),
+        ));
+    }
+}
+
+/// Whether `dir` holds `meta.properties` (used by `krust dev` to decide whether to format).
+#[must_use]
+pub fn is_formatted(dir: &Path) -> bool {
+    dir.join("meta.properties").is_file()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> ServerConfig {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("server.properties");
+        std::fs::write(&path, text).expect("write");
+        ServerConfig::load(&path).expect("load")
+    }
+
+    const BASE: &str = "process.roles=broker\nnode.id=4\ncontroller.listener.names=CONTROLLER\n\
+                        controller.quorum.voters=1@127.0.0.1:9093\n";
+
+    #[test]
+    fn broker_listeners_skip_the_controller_listener_and_follow_advertised_listeners() {
+        let c = config(&format!(
+            "{BASE}listeners=PLAINTEXT://:19092,CONTROLLER://127.0.0.1:9093\n\
+             advertised.listeners=PLAINTEXT://broker4.example:29092\n"
+        ));
+        let (binds, endpoints) = broker_listeners(&c).expect("listeners");
+        assert_eq!(binds.len(), 1);
+        assert_eq!(binds[0].bind, "0.0.0.0:19092");
+        assert_eq!(
+            endpoints,
+            vec![Endpoint {
+                name: "PLAINTEXT".to_owned(),
+                host: "broker4.example".to_owned(),
+                port: 29092,
+                security_protocol: PLAINTEXT,
+            }]
+        );
+        assert_eq!(
+            inter_broker_listener_name(&c, &endpoints).expect("inter-broker"),
+            "PLAINTEXT"
+        );
+    }
+
+    #[test]
+    fn a_zero_port_is_advertised_as_the_port_actually_used() {
+        let c = config(&format!("{BASE}listeners=PLAINTEXT://127.0.0.1:0\n"));
+        let (binds, endpoints) = broker_listeners(&c).expect("listeners");
+        assert_ne!(endpoints[0].port, 0);
+        assert_eq!(binds[0].bind, format!("127.0.0.1:{}", endpoints[0].port));
+        assert_eq!(endpoints[0].host, "127.0.0.1");
+    }
+
+    #[test]
+    fn bad_broker_listener_settings_are_clear_errors() {
+        let only_controller = config(&format!("{BASE}listeners=CONTROLLER://127.0.0.1:9093\n"));
+        let err = broker_listeners(&only_controller).expect_err("no broker listener");
+        assert!(err.to_string().contains("no listener outside"), "{err}");
+        let ssl = config(&format!(
+            "{BASE}listeners=SSL://127.0.0.1:9094\nlistener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT\n"
+        ));
+        let err = broker_listeners(&ssl).expect_err("SSL is refused");
+        assert!(err.to_string().contains("not supported"), "{err}");
+        let c = config(&format!(
+            "{BASE}listeners=PLAINTEXT://127.0.0.1:9092\ninter.broker.listener.name=INTERNAL\n"
+        ));
+        let (_, endpoints) = broker_listeners(&c).expect("listeners");
+        let err = inter_broker_listener_name(&c, &endpoints).expect_err("unknown listener");
+        assert!(
+            err.to_string().contains("inter.broker.listener.name"),
+            "{err}"
+        );
+    }
+}
