@@ -323,6 +323,16 @@ async fn fetch_long_poll_sessions_and_offsets() {
         )
         .await;
         assert_eq!(r.error_code, ResponseError::FetchSessionIdNotFound.code());
+        // A full fetch naming the session closes it and opens a new one.
+        let reopen = fetch_request("orders", 0, 0)
+            .with_session_id(session)
+            .with_session_epoch(0);
+        let r = fetch(&b.client, reopen, 12).await;
+        assert_eq!(r.error_code, 0);
+        assert_ne!(r.session_id, 0);
+        assert_ne!(r.session_id, session);
+        let r = fetch(&b.client, incremental(3), 12).await;
+        assert_eq!(r.error_code, ResponseError::FetchSessionIdNotFound.code());
 
         // ListOffsets: earliest, latest, by timestamp, max timestamp.
         assert_eq!(list_offset(&b.client, "orders", -2).await, (0, 0));

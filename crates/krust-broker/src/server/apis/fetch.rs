@@ -6,6 +6,7 @@
 //! - `session_id` 0, epoch 0: full fetch that opens a session (its id in the response; id 0
 //!   when the cache is full);
 //! - `session_id` X, epoch -1: closes X, then a sessionless full fetch;
+//! - `session_id` X, epoch 0: closes X, then a full fetch that opens a new session;
 //! - `session_id` X, epoch N > 0: incremental — N must be X's next epoch
 //!   (`INVALID_FETCH_SESSION_EPOCH`), X must exist (`FETCH_SESSION_ID_NOT_FOUND`); listed
 //!   partitions are added or updated, forgotten ones removed, and the response lists only
@@ -123,26 +124,28 @@ fn key_of(version: i16, topic: &FetchTopic, name: &str, partition: i32) -> Sessi
 /// The request as a full partition list, and how it relates to the session cache.
 fn resolve(
     broker: &Broker,
-    request: &FetchRequest,
+    request: FetchRequest,
     version: i16,
 ) -> Result<(Context, FetchRequest), ResponseError> {
     let cache = &broker.fetch_sessions;
-    if version < 7 || (request.session_id == 0 && request.session_epoch == FINAL_EPOCH) {
-        return Ok((Context::Sessionless, request.clone()));
+    if version < 7 {
+        return Ok((Context::Sessionless, request));
     }
     let mut sessions = cache
         .sessions
         .lock()
         .unwrap_or_else(PoisonError::into_inner);
-    if request.session_id == 0 {
-        if request.session_epoch != INITIAL_EPOCH {
-            return Err(ResponseError::InvalidFetchSessionEpoch);
+    if request.session_epoch == INITIAL_EPOCH || request.session_epoch == FINAL_EPOCH {
+        // A full fetch closes the session it names (Kafka's `FetchManager.newContext`).
+        if request.session_id != 0 {
+            sessions.remove(&request.session_id);
         }
-        return Ok((Context::New, request.clone()));
-    }
-    if request.session_epoch == FINAL_EPOCH {
-        sessions.remove(&request.session_id);
-        return Ok((Context::Sessionless, request.clone()));
+        let context = if request.session_epoch == FINAL_EPOCH {
+            Context::Sessionless
+        } else {
+            Context::New
+        };
+        return Ok((context, request));
     }
     let Some(session) = sessions.get_mut(&request.session_id) else {
         return Err(ResponseError::FetchSessionIdNotFound);
@@ -219,15 +222,11 @@ fn resolve(
             t.partitions.push(cached.fetch.clone());
         }
     }
-    let mut full = request.clone();
+    let session_id = request.session_id;
+    let mut full = request;
     full.topics = topics;
     full.forgotten_topics_data.clear();
-    Ok((
-        Context::Incremental {
-            id: request.session_id,
-        },
-        full,
-    ))
+    Ok((Context::Incremental { id: session_id }, full))
 }
 
 /// Opens a session over `response`'s partitions; returns its id (0 if the cache is full
@@ -348,7 +347,7 @@ fn filter_incremental(
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRequest) -> Reply {
     let version = ctx.api_version;
     let replicas = broker.replica_manager();
-    let (context, full) = match resolve(broker, &request, version) {
+    let (context, full) = match resolve(broker, request, version) {
         Ok(resolved) => resolved,
         Err(error) => {
             let mut response = FetchResponse::default();
