@@ -267,6 +267,15 @@ impl FetcherManager {
     }
 }
 
+impl Drop for FetcherManager {
+    /// Fetcher tasks never outlive their manager (a broker dropped without `shutdown`).
+    fn drop(&mut self) {
+        for handle in self.lock().values() {
+            handle.task.abort();
+        }
+    }
+}
+
 /// The connection to the leader, re-made when its advertised address changes.
 struct LeaderClient {
     addr: String,

@@ -513,3 +513,266 @@ impl IsrManager {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use kafka_protocol::messages::alter_partition_response::{
+        PartitionData as ResultData, TopicData as ResultTopic,
+    };
+    use kafka_protocol::messages::{AlterPartitionResponse, BrokerId};
+    use krust_log::{Log, LogConfig};
+    use krust_metadata::image::MetadataProvenance;
+    use krust_metadata::records::{
+        MetadataRecord, PartitionRecord, RegisterBrokerRecord, TopicRecord,
+    };
+
+    use super::*;
+    use crate::partition::PartitionConfig;
+    use crate::server::controller_channel::{BoxFuture, ControllerChannel};
+    use crate::server::replica_manager::{HostedPartition, ReplicaManager};
+    use crate::server::replication::ReplicationConfig;
+
+    type Answer = Result<ResponseKind, ControllerChannelError>;
+
+    /// Answers AlterPartition from a script and records what was sent, at which version.
+    #[derive(Default)]
+    struct ScriptedChannel {
+        answers: Mutex<VecDeque<Answer>>,
+        sent: Mutex<Vec<(i16, AlterPartitionRequest)>>,
+    }
+
+    impl ControllerChannel for ScriptedChannel {
+        fn send(
+            &self,
+            request: RequestKind,
+            api_version: Option<i16>,
+            timeout: Duration,
+        ) -> BoxFuture<'_, Answer> {
+            Box::pin(async move {
+                if let RequestKind::AlterPartition(r) = request {
+                    self.sent
+                        .lock()
+                        .expect("lock")
+                        .push((api_version.unwrap_or(-1), r));
+                }
+                self.answers
+                    .lock()
+                    .expect("lock")
+                    .pop_front()
+                    .unwrap_or(Err(ControllerChannelError::Timeout(timeout)))
+            })
+        }
+    }
+
+    fn topic_id() -> Uuid {
+        Uuid::from_u64_pair(1, 2)
+    }
+
+    fn tp() -> TopicPartition {
+        TopicPartition {
+            topic: "t".into(),
+            partition: 0,
+        }
+    }
+
+    fn broker(id: i32, epoch: i64) -> MetadataRecord {
+        MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+            broker_id: id,
+            is_migrating_zk_broker: false,
+            incarnation_id: Uuid::from_u64_pair(9, 9),
+            broker_epoch: epoch,
+            end_points: Vec::new(),
+            features: Vec::new(),
+            rack: None,
+            fenced: false,
+            in_controlled_shutdown: false,
+            log_dirs: Vec::new(),
+            unknown_tagged_fields: Vec::new(),
+        })
+    }
+
+    /// Broker 1 leads `t-0` (replicas 1, 2; ISR both) with a zero lag limit, so broker 2
+    /// falls out of sync as soon as the clock moves.
+    fn setup(channel: Arc<ScriptedChannel>, dir: &std::path::Path) -> Arc<IsrManager> {
+        let image = MetadataImage::from_records(
+            &[
+                broker(1, 10),
+                broker(2, 20),
+                MetadataRecord::Topic(TopicRecord {
+                    name: "t".into(),
+                    topic_id: topic_id(),
+                    unknown_tagged_fields: Default::default(),
+                }),
+                MetadataRecord::Partition(PartitionRecord {
+                    partition_id: 0,
+                    topic_id: topic_id(),
+                    replicas: vec![1, 2],
+                    isr: vec![1, 2],
+                    removing_replicas: Vec::new(),
+                    adding_replicas: Vec::new(),
+                    leader: 1,
+                    leader_recovery_state: 0,
+                    leader_epoch: 0,
+                    partition_epoch: 0,
+                    directories: Vec::new(),
+                    eligible_leader_replicas: None,
+                    last_known_elr: None,
+                    unknown_tagged_fields: Default::default(),
+                }),
+            ],
+            MetadataProvenance::new(1, 1, 0),
+        )
+        .expect("image");
+        let replicas = Arc::new(ReplicaManager::new(1));
+        replicas.set_image(image);
+        let log = Log::open(dir, LogConfig::default(), 0).expect("log");
+        let config = PartitionConfig {
+            replica_lag_time_max_ms: 0,
+            ..PartitionConfig::default()
+        };
+        let mut partition = Partition::open(1, log, config, 0, now_ms()).expect("partition");
+        partition
+            .make_leader(0, &[1, 2], &[1, 2], now_ms() - 1000)
+            .expect("leader");
+        replicas.insert(
+            tp(),
+            HostedPartition {
+                partition: Arc::new(Mutex::new(partition)),
+                topic_id: topic_id(),
+                log_dir: dir.to_path_buf(),
+            },
+        );
+        let ctx = Arc::new(Context {
+            node_id: 1,
+            config: ReplicationConfig {
+                alter_partition_retry_backoff_ms: 1,
+                ..ReplicationConfig::default()
+            },
+            replicas,
+            channel,
+            isr_shrinks: AtomicU64::new(0),
+            isr_expands: AtomicU64::new(0),
+            failed_isr_updates: AtomicU64::new(0),
+        });
+        Arc::new(IsrManager::new(ctx))
+    }
+
+    fn committed(isr: &[i32], partition_epoch: i32) -> Answer {
+        Ok(ResponseKind::AlterPartition(
+            AlterPartitionResponse::default().with_topics(vec![
+                ResultTopic::default()
+                    .with_topic_id(topic_id())
+                    .with_partitions(vec![
+                        ResultData::default()
+                            .with_partition_index(0)
+                            .with_leader_id(BrokerId(1))
+                            .with_leader_epoch(0)
+                            .with_isr(isr.iter().map(|&b| BrokerId(b)).collect())
+                            .with_partition_epoch(partition_epoch),
+                    ]),
+            ]),
+        ))
+    }
+
+    fn partition_isr(manager: &IsrManager) -> Vec<i32> {
+        let partition = manager.ctx.replicas.partition(&tp()).expect("hosted");
+        let p = partition.lock().expect("lock");
+        p.isr().iter().copied().collect()
+    }
+
+    async fn until(what: &str, mut check: impl FnMut() -> bool) {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while !check() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"));
+    }
+
+    #[tokio::test]
+    async fn shrink_falls_back_to_v2_and_retries_failed_requests() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let channel = Arc::new(ScriptedChannel::default());
+        channel.answers.lock().expect("lock").extend([
+            Err(ControllerChannelError::Unsupported("v3".into())),
+            Err(ControllerChannelError::Timeout(Duration::from_millis(1))),
+            committed(&[1], 1),
+        ]);
+        let manager = setup(channel.clone(), dir.path());
+        let tasks = manager.clone().start(&tokio::runtime::Handle::current());
+        manager.maybe_shrink_isrs();
+        until("the shrink commits", || partition_isr(&manager) == vec![1]).await;
+        let sent = channel.sent.lock().expect("lock").clone();
+        assert_eq!(sent.len(), 3);
+        let (v3, first) = &sent[0];
+        assert_eq!(*v3, 3);
+        let p = &first.topics[0].partitions[0];
+        assert_eq!(first.broker_epoch, 10);
+        assert_eq!(first.topics[0].topic_id, topic_id());
+        assert_eq!((p.leader_epoch, p.partition_epoch), (0, 0));
+        assert_eq!(p.new_isr_with_epochs.len(), 1);
+        assert_eq!(p.new_isr_with_epochs[0].broker_id.0, 1);
+        assert_eq!(p.new_isr_with_epochs[0].broker_epoch, 10);
+        for (version, request) in &sent[1..] {
+            assert_eq!(*version, 2);
+            let p = &request.topics[0].partitions[0];
+            assert_eq!(p.new_isr, vec![BrokerId(1)]);
+            assert!(p.new_isr_with_epochs.is_empty());
+        }
+        assert_eq!(manager.ctx.isr_shrinks.load(Ordering::Relaxed), 1);
+        // The next proposal goes against the answered partition epoch, ahead of the image.
+        let epoch = manager.partition_epoch(&manager.ctx.replicas.image(), &tp(), topic_id(), 0);
+        assert_eq!(epoch, Some(1));
+        for task in tasks {
+            task.abort();
+        }
+    }
+
+    #[tokio::test]
+    async fn one_proposal_in_flight_and_fenced_answers_wait_for_metadata() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let channel = Arc::new(ScriptedChannel::default());
+        let fenced = AlterPartitionResponse::default().with_topics(vec![
+            ResultTopic::default()
+                .with_topic_id(topic_id())
+                .with_partitions(vec![
+                    ResultData::default()
+                        .with_partition_index(0)
+                        .with_error_code(ResponseError::FencedLeaderEpoch.code()),
+                ]),
+        ]);
+        channel
+            .answers
+            .lock()
+            .expect("lock")
+            .push_back(Ok(ResponseKind::AlterPartition(fenced)));
+        let manager = setup(channel.clone(), dir.path());
+        let tasks = manager.clone().start(&tokio::runtime::Handle::current());
+        manager.maybe_shrink_isrs();
+        // A second check while the first is in flight proposes nothing.
+        manager.maybe_shrink_isrs();
+        until("the fenced answer arrives", || {
+            manager.ctx.failed_isr_updates.load(Ordering::Relaxed) == 1
+        })
+        .await;
+        assert_eq!(channel.sent.lock().expect("lock").len(), 1);
+        // FENCED_LEADER_EPOCH: still pending (the HW counts the maximal ISR) until the
+        // metadata moves the partition on; no new proposal meanwhile.
+        manager.maybe_shrink_isrs();
+        {
+            let partition = manager.ctx.replicas.partition(&tp()).expect("hosted");
+            let p = partition.lock().expect("lock");
+            assert!(p.pending_isr().is_some());
+            assert_eq!(p.maximal_isr().len(), 2);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(channel.sent.lock().expect("lock").len(), 1);
+        for task in tasks {
+            task.abort();
+        }
+    }
+}

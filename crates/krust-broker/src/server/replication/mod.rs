@@ -105,6 +105,21 @@ impl std::fmt::Debug for ReplicationManager {
     }
 }
 
+impl Drop for ReplicationManager {
+    /// The ISR tasks never outlive the manager (a broker dropped without `shutdown`); the
+    /// fetchers stop with their own manager.
+    fn drop(&mut self) {
+        let tasks = self
+            .tasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        for task in tasks.unwrap_or_default() {
+            task.abort();
+        }
+    }
+}
+
 /// Wall-clock milliseconds since the Unix epoch (the clock of follower fetch state).
 #[must_use]
 pub fn now_ms() -> i64 {
