@@ -28,6 +28,7 @@ use krust_broker::server::groups::GroupCoordinator;
 use krust_broker::server::lifecycle::{
     BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, BrokerLifecycle, BrokerState, LifecycleConfig,
 };
+use krust_broker::server::replica_manager::lock;
 use krust_broker::server::replication::ReplicationManager;
 use krust_broker::server::{Broker, BrokerConfig, Endpoint};
 use krust_metadata::image::Publication;
@@ -376,6 +377,7 @@ impl BrokerRole {
     #[must_use]
     pub fn metrics_collector(&self) -> Arc<dyn Collector> {
         Arc::new(BrokerMetrics {
+            broker: self.broker.clone(),
             lifecycle: self.lifecycle.clone(),
             stats: self.stats.clone(),
         })
@@ -398,11 +400,13 @@ impl BrokerRole {
     }
 }
 
-/// Broker gauges (Kafka's names): `kafka.server:type=KafkaServer,name=BrokerState` and the
+/// Broker gauges (Kafka's names): `kafka.server:type=KafkaServer,name=BrokerState`,
+/// `kafka.server:type=ReplicaManager` `PartitionCount` and `LeaderCount`, and the
 /// `broker-metadata-metrics` group's `last-applied-record-offset` and
 /// `metadata-load-error-count`, plus krust's `fenced` gauge (1 while the controller keeps the
 /// broker fenced).
 struct BrokerMetrics {
+    broker: Arc<Broker>,
     lifecycle: Arc<BrokerLifecycle>,
     stats: Arc<LoaderStats>,
 }
@@ -415,6 +419,21 @@ impl Collector for BrokerMetrics {
             prometheus_name("kafka.server", "KafkaServer", "BrokerState"),
             "The broker's state: 1 starting, 2 recovery, 3 running, 6 pending controlled shutdown, 7 shutting down.",
             f64::from(self.lifecycle.state().value()),
+        ));
+        let hosted = self.broker.replica_manager().all_hosted();
+        let leaders = hosted
+            .iter()
+            .filter(|(_, h)| lock(&h.partition).is_leader())
+            .count();
+        out.push(Family::gauge(
+            prometheus_name("kafka.server", "ReplicaManager", "PartitionCount"),
+            "Number of partitions on this broker.",
+            as_f64(i64::try_from(hosted.len()).unwrap_or(i64::MAX)),
+        ));
+        out.push(Family::gauge(
+            prometheus_name("kafka.server", "ReplicaManager", "LeaderCount"),
+            "Number of partitions this broker leads.",
+            as_f64(i64::try_from(leaders).unwrap_or(i64::MAX)),
         ));
         out.push(Family::gauge(
             prometheus_name("kafka.server", "broker-metadata-metrics", "fenced"),
