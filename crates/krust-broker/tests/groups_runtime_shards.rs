@@ -7,7 +7,8 @@
 //! keys, TRANSACTION and invalid key types); two members through join/sync/heartbeat,
 //! offset commit/fetch; NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS by shard state; the
 //! coordinator moving away and back (state reloaded from the log, records in Kafka's format);
-//! a failed append answered NOT_COORDINATOR and followed by a reload.
+//! a failed append answered NOT_COORDINATOR (COORDINATOR_NOT_AVAILABLE when replication timed
+//! out) and followed by a reload.
 //!
 //! Every test runs under a timeout; timers use real time but nothing asserts on durations.
 
@@ -96,6 +97,7 @@ struct TestLog {
     loads_open: Mutex<bool>,
     loads_opened: Condvar,
     fail_appends: AtomicBool,
+    time_out_appends: AtomicBool,
     appends: AtomicUsize,
 }
 
@@ -106,6 +108,7 @@ impl TestLog {
             loads_open: Mutex::new(true),
             loads_opened: Condvar::new(),
             fail_appends: AtomicBool::new(false),
+            time_out_appends: AtomicBool::new(false),
             appends: AtomicUsize::new(0),
         })
     }
@@ -145,6 +148,9 @@ impl CoordinatorLog for TestLog {
         self.appends.fetch_add(1, Ordering::SeqCst);
         if self.fail_appends.swap(false, Ordering::SeqCst) {
             return Box::pin(async { Err(PartitionError::NotLeaderOrFollower) });
+        }
+        if self.time_out_appends.swap(false, Ordering::SeqCst) {
+            return Box::pin(async { Err(PartitionError::RequestTimedOut) });
         }
         CoordinatorLog::append(self.replicas.as_ref(), partition, records, timeout)
     }
@@ -760,10 +766,11 @@ async fn coordinator_moves_away_and_back_reloading_state_from_the_log() {
         assert!(!h.coordinator.active_partitions().contains(&2));
 
         // Back to broker 1: the shard is rebuilt from the log (loads held first: the group
-        // answers COORDINATOR_LOAD_IN_PROGRESS meanwhile).
+        // answers COORDINATOR_LOAD_IN_PROGRESS meanwhile, heartbeats NONE as in Kafka).
         h.log.hold_loads(true);
         h.lead(2, 3);
-        assert_eq!(heartbeat(&h, &group, &leader, generation).await, 14);
+        assert_eq!(heartbeat(&h, &group, &leader, generation).await, 0);
+        assert_eq!(join(&h, &group, &leader).await.error_code, 14);
         assert_eq!(fetch_v8(&h, &group).await.0, 14);
         h.log.hold_loads(false);
         h.wait_active(2).await;
@@ -802,7 +809,18 @@ async fn a_failed_append_answers_not_coordinator_then_the_shard_reloads() {
         assert_eq!(fetched, (0, 5));
         assert_eq!(commit(&h, &group, &leader, generation, 9).await, 0);
         assert_eq!(fetch_v8(&h, &group).await, (0, 9));
-        assert!(h.log.appends.load(Ordering::SeqCst) >= 3);
+        // Replication falling short is COORDINATOR_NOT_AVAILABLE (Kafka's
+        // handleOperationException), and the shard reloads again.
+        h.log.time_out_appends.store(true, Ordering::SeqCst);
+        assert_eq!(commit(&h, &group, &leader, generation, 10).await, 15);
+        h.wait_active(3).await;
+        let mut fetched = fetch_v8(&h, &group).await;
+        while fetched.0 == 14 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            fetched = fetch_v8(&h, &group).await;
+        }
+        assert_eq!(fetched, (0, 9));
+        assert!(h.log.appends.load(Ordering::SeqCst) >= 4);
         h.coordinator.shutdown().await;
         assert!(h.coordinator.active_partitions().is_empty());
     })

@@ -62,6 +62,14 @@ pub enum GroupError {
     /// client retries.
     #[error("coordinator load in progress")]
     CoordinatorLoadInProgress,
+    /// Writing the group's records failed in a way Kafka reports as an internal error
+    /// (record too large for the offsets topic).
+    #[error("unknown server error")]
+    UnknownServerError,
+    /// Writing the group's records failed with this Kafka error code, passed on as Kafka
+    /// passes on errors it does not map.
+    #[error("append failed with error code {0}")]
+    AppendFailed(i16),
 }
 
 impl GroupError {
@@ -85,6 +93,10 @@ impl GroupError {
             GroupError::NotCoordinator => ResponseError::NotCoordinator,
             GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
             GroupError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
+            GroupError::UnknownServerError => ResponseError::UnknownServerError,
+            GroupError::AppendFailed(code) => {
+                ResponseError::try_from_code(*code).unwrap_or(ResponseError::UnknownServerError)
+            }
             GroupError::InvalidRequest { .. } => ResponseError::InvalidRequest,
         }
     }

@@ -311,11 +311,19 @@ impl GroupCoordinatorShard {
 
     /// The append failed (the partition's leadership moved): every held response is answered
     /// NOT_COORDINATOR and so is every later request. Drop the shard and reload.
-    pub fn handle_append_failed(&mut self, _append_id: AppendId) {
+    pub fn handle_append_failed(&mut self, append_id: AppendId) {
+        self.handle_append_failed_with(append_id, GroupError::NotCoordinator);
+    }
+
+    /// [`GroupCoordinatorShard::handle_append_failed`], answering the held responses with
+    /// `error` (the driver maps the partition's error as Kafka's
+    /// `GroupCoordinatorService.handleOperationException` does); later requests still get
+    /// NOT_COORDINATOR until the shard is dropped.
+    pub fn handle_append_failed_with(&mut self, _append_id: AppendId, error: GroupError) {
         self.failed = true;
         let held: Vec<_> = self.held.drain(..).collect();
         for (_, request_id, response) in held {
-            let response = error_like(&response, GroupError::NotCoordinator);
+            let response = error_like(&response, error.clone());
             self.actions.push_back(Action::Respond {
                 request_id,
                 response,

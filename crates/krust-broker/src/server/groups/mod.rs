@@ -42,8 +42,8 @@ use std::time::Duration;
 
 use kafka_protocol::messages::{
     ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
-    DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse, OffsetFetchRequest,
-    OffsetFetchResponse, RequestKind, ResponseKind,
+    DescribeGroupsResponse, HeartbeatResponse, ListGroupsRequest, ListGroupsResponse,
+    OffsetFetchRequest, OffsetFetchResponse, RequestKind, ResponseKind,
 };
 use krust_metadata::image::MetadataImage;
 use krust_net::{Reply, RequestContext};
@@ -357,6 +357,11 @@ impl GroupCoordinator {
             return request.error_response(&ctx, GroupError::NotCoordinator);
         };
         match status {
+            // Kafka answers heartbeats blindly while the group loads (its
+            // `GroupCoordinatorService.heartbeat`): the member keeps its session.
+            LOADING if matches!(request, GroupRequest::Heartbeat(_)) => {
+                return GroupResponse::Heartbeat(HeartbeatResponse::default());
+            }
             LOADING => {
                 return request.error_response(&ctx, GroupError::CoordinatorLoadInProgress);
             }

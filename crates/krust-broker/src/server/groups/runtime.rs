@@ -21,8 +21,8 @@ use tracing::{debug, info, warn};
 use super::log::CoordinatorLog;
 use crate::error::PartitionError;
 use crate::group::{
-    Action, AppendId, CoordinatorRecord, GroupConfig, GroupCoordinatorShard, GroupRequest,
-    GroupResponse, RequestContext, RequestId,
+    Action, AppendId, CoordinatorRecord, GroupConfig, GroupCoordinatorShard, GroupError,
+    GroupRequest, GroupResponse, RequestContext, RequestId,
 };
 
 /// Shard status: reading its partition; requests get COORDINATOR_LOAD_IN_PROGRESS.
@@ -354,11 +354,13 @@ async fn serve(
                     Ok(Ok(())) => shard.handle_append_committed(last),
                     Ok(Err(e)) => {
                         warn!(partition, error = %e, "__consumer_offsets append failed");
-                        return fail(&mut shard, last, &mut waiting, status);
+                        let error = append_error(&e);
+                        return fail(&mut shard, last, error, &mut waiting, status);
                     }
                     Err(e) => {
                         warn!(partition, error = %e, "__consumer_offsets append task failed");
-                        return fail(&mut shard, last, &mut waiting, status);
+                        let error = GroupError::NotCoordinator;
+                        return fail(&mut shard, last, error, &mut waiting, status);
                     }
                 }
             }
@@ -372,16 +374,35 @@ async fn serve(
     }
 }
 
+/// What the requests waiting for a failed append are answered with (Kafka 3.9
+/// `GroupCoordinatorService.handleOperationException`): the partition moved → NOT_COORDINATOR;
+/// replication fell short → COORDINATOR_NOT_AVAILABLE (the client retries); a batch too large
+/// → UNKNOWN_SERVER_ERROR; anything else as it is.
+fn append_error(e: &PartitionError) -> GroupError {
+    use kafka_protocol::error::ResponseError as E;
+    match e.response_error() {
+        E::NotLeaderOrFollower | E::KafkaStorageError => GroupError::NotCoordinator,
+        E::UnknownTopicOrPartition | E::NotEnoughReplicas | E::RequestTimedOut => {
+            GroupError::CoordinatorNotAvailable
+        }
+        E::MessageTooLarge | E::RecordListTooLarge | E::InvalidFetchSize => {
+            GroupError::UnknownServerError
+        }
+        other => GroupError::AppendFailed(other.code()),
+    }
+}
+
 /// A failed append: the shard answers what it held with NOT_COORDINATOR; every other waiting
 /// request gets it too (its reply sender is dropped); the caller reloads.
 fn fail(
     shard: &mut GroupCoordinatorShard,
     append_id: AppendId,
+    error: GroupError,
     waiting: &mut HashMap<RequestId, oneshot::Sender<GroupResponse>>,
     status: &AtomicU8,
 ) -> ServeOutcome {
     status.store(LOADING, Ordering::SeqCst);
-    shard.handle_append_failed(append_id);
+    shard.handle_append_failed_with(append_id, error);
     while let Some(action) = shard.poll_action() {
         if let Action::Respond {
             request_id,
