@@ -737,3 +737,107 @@ impl ListOffsetsRequestExt {
             ])
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_retention_task_and_checkpoints() {
+    use kafka_protocol::messages::DeleteRecordsRequest;
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut properties = BTreeMap::new();
+        properties.insert(
+            "log.retention.check.interval.ms".to_string(),
+            "50".to_string(),
+        );
+        let b = start_with(dir.path(), properties).await;
+        for _ in 0..5 {
+            produce_one(&b.client, "orders", batch(1, now_ms()), 1).await;
+        }
+        let delete = |offset: i64| {
+            DeleteRecordsRequest::default()
+                .with_timeout_ms(5000)
+                .with_topics(vec![
+                    DeleteRecordsTopic::default()
+                        .with_name(tname("orders"))
+                        .with_partitions(vec![
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(offset),
+                        ]),
+                ])
+        };
+        let ResponseKind::DeleteRecords(r) =
+            b.client.send(delete(3), 2).await.expect("delete records")
+        else {
+            panic!("not DeleteRecords");
+        };
+        let p = &r.topics[0].partitions[0];
+        assert_eq!((p.error_code, p.low_watermark), (0, 3));
+        assert_eq!(list_offset(&b.client, "orders", -2).await, (0, 3));
+        let ResponseKind::DeleteRecords(r) =
+            b.client.send(delete(99), 2).await.expect("delete records")
+        else {
+            panic!("not DeleteRecords");
+        };
+        assert_eq!(
+            r.topics[0].partitions[0].error_code,
+            ResponseError::OffsetOutOfRange.code()
+        );
+
+        // A topic with tiny segments and 1 s retention: old batches go with the periodic
+        // retention pass.
+        publish_more(
+            &b.broker,
+            &[
+                MetadataRecord::Topic(TopicRecord {
+                    name: "short".into(),
+                    topic_id: uuid::Uuid::from_u128(0x0004),
+                    ..Default::default()
+                }),
+                partition_record(uuid::Uuid::from_u128(0x0004), 0, &[1], 1),
+                MetadataRecord::Config(ConfigRecord {
+                    resource_type: 2,
+                    resource_name: "short".into(),
+                    name: "segment.bytes".into(),
+                    value: Some("100".into()),
+                    ..Default::default()
+                }),
+                MetadataRecord::Config(ConfigRecord {
+                    resource_type: 2,
+                    resource_name: "short".into(),
+                    name: "retention.ms".into(),
+                    value: Some("1000".into()),
+                    ..Default::default()
+                }),
+            ],
+        );
+        let old = now_ms() - 3_600_000;
+        for _ in 0..4 {
+            assert_eq!(produce_one(&b.client, "short", batch(1, old), 1).await.0, 0);
+        }
+        let mut start = 0;
+        for _ in 0..1000 {
+            start = list_offset(&b.client, "short", -2).await.1;
+            if start > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(start > 0, "retention never ran");
+        b.stop().await;
+
+        // Clean shutdown wrote Kafka's checkpoint files.
+        let hw = std::fs::read_to_string(dir.path().join("replication-offset-checkpoint"))
+            .expect("replication-offset-checkpoint");
+        assert!(hw.lines().any(|l| l == "orders 0 5"), "{hw}");
+        let starts = std::fs::read_to_string(dir.path().join("log-start-offset-checkpoint"))
+            .expect("log-start-offset-checkpoint");
+        assert!(starts.lines().any(|l| l == "orders 0 3"), "{starts}");
+        let recovery = std::fs::read_to_string(dir.path().join("recovery-point-offset-checkpoint"))
+            .expect("recovery-point-offset-checkpoint");
+        assert!(recovery.lines().any(|l| l == "orders 0 5"), "{recovery}");
+    })
+    .await;
+}

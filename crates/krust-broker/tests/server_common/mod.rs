@@ -175,7 +175,11 @@ impl Running {
 }
 
 pub async fn start(dir: &Path) -> Running {
-    let mut properties = BTreeMap::new();
+    start_with(dir, BTreeMap::new()).await
+}
+
+/// [`start`] with extra `server.properties`.
+pub async fn start_with(dir: &Path, mut properties: BTreeMap<String, String>) -> Running {
     properties.insert("log.retention.hours".to_string(), "100".to_string());
     // A metadata log dir of its own, so the broker locks `dir` (the Raft driver would lock
     // the metadata one).
