@@ -11,7 +11,10 @@
 //! # High watermark (leader)
 //! `HW = min(leader LEO, LEO of every ISR member and of every caught-up follower that is not
 //! yet in the ISR)` — Kafka's `maybeIncrementLeaderHW`, where a follower that has caught up
-//! holds the HW back so it can join the ISR. The leader's HW never moves backwards, and does
+//! holds the HW back so it can join the ISR. While an ISR change is with the controller
+//! ([`Partition::begin_isr_change`]) the proposed members count as ISR too (Kafka's maximal
+//! ISR: an expansion holds the HW at once, a shrink frees it only once committed through
+//! [`Partition::update_isr`]). The leader's HW never moves backwards, and does
 //! not move at all while the ISR is below the effective `min.insync.replicas` (capped by the
 //! replica count). Every follower counts as ISR-eligible (fencing and controlled shutdown
 //! come with the metadata wiring). A
