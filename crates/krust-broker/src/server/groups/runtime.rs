@@ -324,8 +324,13 @@ async fn serve(
             in_flight = Some(start_append(partition, log, settings, &mut queued));
         }
         let now = now_ms();
+        // At least 1 ms: a deadline the shard kept after handling it must not spin the task.
         let sleep = shard.poll_timeout().map(|deadline| {
-            Duration::from_millis(u64::try_from(deadline.saturating_sub(now)).unwrap_or(0))
+            Duration::from_millis(
+                u64::try_from(deadline.saturating_sub(now))
+                    .unwrap_or(0)
+                    .max(1),
+            )
         });
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return ServeOutcome::Stopped,
