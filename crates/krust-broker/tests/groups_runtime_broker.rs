@@ -8,7 +8,8 @@
 //! partition leader; two members join, sync, heartbeat, commit and fetch offsets over the
 //! wire; in a 3-broker cluster with `offsets.topic.replication.factor=3`, the coordinator's
 //! partition moves to another broker: the old one answers NOT_COORDINATOR, FindCoordinator
-//! names the new one, which loaded the group and its offsets from its replica.
+//! names the new one, which loaded the group and its offsets from its replica; the same when
+//! the coordinating broker dies and is fenced; 50 members join one group in one generation.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -40,8 +41,8 @@ use krust_broker::server::replication::ReplicationManager;
 use krust_broker::server::{Broker, BrokerConfig, Endpoint};
 use krust_metadata::image::{MetadataDelta, MetadataImage, MetadataProvenance, Publication};
 use krust_metadata::records::{
-    FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
-    RegisterBrokerRecord, RegistrationEndpoint, TopicRecord,
+    BrokerRegistrationChangeRecord, FeatureLevelRecord, MetadataRecord, PartitionChangeRecord,
+    PartitionRecord, RegisterBrokerRecord, RegistrationEndpoint, TopicRecord,
 };
 use krust_net::{Client, ClientConfig, Server, ServerConfig};
 use tempfile::TempDir;
@@ -252,6 +253,40 @@ impl FakeController {
         })]);
     }
 
+    /// What Kafka's controller does when a broker's session expires: fence it, take it out
+    /// of every ISR and elect a new leader from the rest of the ISR where it led.
+    fn fence(&self, broker_id: i32) {
+        let mut state = self.lock();
+        state.brokers.remove(&broker_id);
+        let mut records = vec![MetadataRecord::BrokerRegistrationChange(
+            BrokerRegistrationChangeRecord {
+                broker_id,
+                broker_epoch: 100,
+                fenced: 1,
+                ..Default::default()
+            },
+        )];
+        for topic in state.image.topics.by_id.values() {
+            for (&partition_id, p) in &topic.partitions {
+                if !p.isr.contains(&broker_id) {
+                    continue;
+                }
+                let isr: Vec<i32> = p.isr.iter().copied().filter(|&b| b != broker_id).collect();
+                let mut change = PartitionChangeRecord {
+                    partition_id,
+                    topic_id: topic.id,
+                    isr: Some(isr.clone()),
+                    ..Default::default()
+                };
+                if p.leader == broker_id {
+                    change.leader = isr.first().copied().unwrap_or(-1);
+                }
+                records.push(MetadataRecord::PartitionChange(change));
+            }
+        }
+        Self::commit_locked(&mut state, &records);
+    }
+
     fn leader_of(&self, partition: i32) -> Option<i32> {
         let state = self.lock();
         let topic = state.image.topics.topic_by_name(OFFSETS_TOPIC)?;
@@ -412,6 +447,17 @@ impl Cluster {
             .find(|(_, n)| i32::from(n.port) == port)
             .expect("a node listens there")
             .0
+    }
+
+    /// Broker `id` dies: its listener goes, the broker is dropped without a clean shutdown
+    /// (its shard tasks end with the coordinator), and the controller fences it.
+    async fn kill(&mut self, id: i32) {
+        let mut node = self.nodes.remove(&id).expect("running");
+        if let Some(server) = node.server.take() {
+            server.shutdown().await;
+        }
+        drop(node);
+        self.controller.fence(id);
     }
 
     async fn shutdown(mut self) {
@@ -685,6 +731,92 @@ async fn the_coordinator_moves_and_the_new_leader_serves_the_replicated_group() 
         assert_eq!(heartbeat(&moved, group, &members[1], generation).await, 0);
         assert_eq!(commit(&moved, group, &members[1], generation, 100).await, 0);
         assert_eq!(fetch(&moved, group).await, (0, 100));
+        cluster.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_coordinating_broker_dies_and_the_group_goes_on_elsewhere() {
+    bounded(async {
+        let mut cluster = Cluster::start(&[1, 2, 3]).await;
+        let group = "orphaned-group";
+        let dead = find_coordinator(&cluster, 1, group).await;
+        let (_clients, members, generation) = form_group(&cluster, dead, group).await;
+        let coordinator = cluster.client(dead);
+        assert_eq!(
+            commit(&coordinator, group, &members[0], generation, 41).await,
+            0
+        );
+        drop(coordinator);
+
+        cluster.kill(dead).await;
+        let survivor = [1, 2, 3]
+            .into_iter()
+            .find(|&id| id != dead)
+            .expect("a survivor");
+        let moved = find_coordinator(&cluster, survivor, group).await;
+        assert_ne!(moved, dead);
+        let client = cluster.client(moved);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let fetched = loop {
+            let f = fetch(&client, group).await;
+            if f.0 != 14 {
+                break f;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "shard never loaded");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(
+            fetched,
+            (0, 41),
+            "committed offsets survive the coordinator"
+        );
+        // The members keep their generation: no rebalance is needed to go on.
+        assert_eq!(heartbeat(&client, group, &members[0], generation).await, 0);
+        assert_eq!(heartbeat(&client, group, &members[1], generation).await, 0);
+        assert_eq!(commit(&client, group, &members[1], generation, 42).await, 0);
+        assert_eq!(fetch(&client, group).await, (0, 42));
+        cluster.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn fifty_members_join_one_group_in_one_generation() {
+    bounded(async {
+        let cluster = Cluster::start(&[1]).await;
+        let group = "fifty";
+        assert_eq!(find_coordinator(&cluster, 1, group).await, 1);
+        let mut ids = Vec::new();
+        let mut clients = Vec::new();
+        for _ in 0..50 {
+            let client = cluster.client(1);
+            let r = join_loaded(&client, group, "").await;
+            assert_eq!(r.error_code, 79);
+            ids.push(r.member_id.to_string());
+            clients.push(client);
+        }
+        let mut joins = Vec::new();
+        for (client, id) in clients.into_iter().zip(ids.clone()) {
+            joins.push(tokio::spawn(async move { join(&client, group, &id).await }));
+        }
+        let mut generations = std::collections::BTreeSet::new();
+        let mut leaders = std::collections::BTreeSet::new();
+        let mut member_lists = 0;
+        for j in joins {
+            let r = j.await.expect("join");
+            assert_eq!(r.error_code, 0);
+            generations.insert(r.generation_id);
+            leaders.insert(r.leader.to_string());
+            if !r.members.is_empty() {
+                assert_eq!(r.members.len(), 50);
+                member_lists += 1;
+            }
+        }
+        assert_eq!(generations.len(), 1, "one generation: {generations:?}");
+        assert_eq!(leaders.len(), 1);
+        assert_eq!(member_lists, 1, "only the leader gets the member list");
         cluster.shutdown().await;
     })
     .await;
