@@ -125,6 +125,39 @@ async fn api_versions_metadata_and_cluster() {
         };
         assert_eq!(c.error_code, 0);
         assert_eq!(c.brokers.len(), 2);
+
+        // Broker 2 fenced: gone from the brokers; its partition has no reachable leader
+        // (Kafka: LISTENER_NOT_FOUND for a registered but unavailable leader), and a fenced
+        // replica is not offline.
+        publish_more(
+            &b.broker,
+            &[MetadataRecord::BrokerRegistrationChange(
+                BrokerRegistrationChangeRecord {
+                    broker_id: 2,
+                    broker_epoch: 12,
+                    fenced: 1,
+                    ..Default::default()
+                },
+            )],
+        );
+        let ResponseKind::Metadata(m) = b
+            .client
+            .send(
+                MetadataRequest::default().with_topics(Some(vec![
+                    MetadataRequestTopic::default().with_name(Some(tname("remote"))),
+                ])),
+                12,
+            )
+            .await
+            .expect("metadata")
+        else {
+            panic!("not Metadata");
+        };
+        assert_eq!(m.brokers.len(), 1);
+        let p = &m.topics[0].partitions[0];
+        assert_eq!(p.error_code, ResponseError::ListenerNotFound.code());
+        assert_eq!(p.leader_id.0, -1);
+        assert!(p.offline_replicas.is_empty());
         b.stop().await;
     })
     .await;

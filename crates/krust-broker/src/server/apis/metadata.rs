@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_metadata::image::MetadataImage;
-use krust_metadata::image::topics::TopicImage;
+use krust_metadata::image::topics::{TopicImage, directory_id};
 use krust_net::RequestContext;
 use rand::seq::SliceRandom;
 use tracing::{debug, warn};
@@ -130,26 +130,46 @@ fn topic_response(
         .partitions
         .iter()
         .map(|(&index, p)| {
-            let leader_ok = p.leader >= 0 && is_alive(p.leader);
+            // v0 lists only available replicas and flags the rest (errorUnavailableEndpoints).
+            let filter = |ids: &[i32]| -> Vec<BrokerId> {
+                ids.iter()
+                    .filter(|&&r| version > 0 || is_alive(r))
+                    .map(|&r| BrokerId(r))
+                    .collect()
+            };
+            let replicas = filter(&p.replicas);
+            let isr = filter(&p.isr);
+            // Kafka's getOfflineReplicas: unregistered brokers and lost directories (a
+            // fenced broker is not offline).
+            let offline = p
+                .replicas
+                .iter()
+                .filter(|&&r| {
+                    image.cluster.broker(r).is_none() || p.directory(r) == Some(directory_id::LOST)
+                })
+                .map(|&r| BrokerId(r))
+                .collect();
             let mut out = MetadataResponsePartition::default()
                 .with_partition_index(index)
-                .with_leader_id(BrokerId(if leader_ok { p.leader } else { -1 }))
                 .with_leader_epoch(p.leader_epoch)
-                .with_replica_nodes(p.replicas.iter().map(|&r| BrokerId(r)).collect())
-                .with_isr_nodes(p.isr.iter().map(|&r| BrokerId(r)).collect())
-                .with_offline_replicas(
-                    p.replicas
-                        .iter()
-                        .filter(|&&r| image.cluster.broker(r).is_none_or(|b| b.fenced))
-                        .map(|&r| BrokerId(r))
-                        .collect(),
-                );
-            if !leader_ok {
-                out.error_code = ResponseError::LeaderNotAvailable.code();
-            } else if version == 0 && p.replicas.iter().any(|&r| !is_alive(r)) {
-                // Only v0 reports unavailable replicas as an error (errorUnavailableEndpoints).
-                out.error_code = ResponseError::ReplicaNotAvailable.code();
+                .with_offline_replicas(offline);
+            if is_alive(p.leader) {
+                out.leader_id = BrokerId(p.leader);
+                if replicas.len() < p.replicas.len() || isr.len() < p.isr.len() {
+                    out.error_code = ResponseError::ReplicaNotAvailable.code();
+                }
+            } else {
+                // Kafka: no such broker → LEADER_NOT_AVAILABLE; registered but fenced or
+                // without this listener → LISTENER_NOT_FOUND.
+                out.leader_id = BrokerId(-1);
+                out.error_code = if image.cluster.broker(p.leader).is_none() {
+                    ResponseError::LeaderNotAvailable.code()
+                } else {
+                    ResponseError::ListenerNotFound.code()
+                };
             }
+            out.replica_nodes = replicas;
+            out.isr_nodes = isr;
             out
         })
         .collect();
