@@ -887,3 +887,153 @@ async fn offsets_of_a_deleted_topic_are_dropped_and_stay_dropped_after_a_reload(
     })
     .await;
 }
+
+/// A random string from a small alphabet (collisions on purpose), sometimes empty or long.
+fn random_string(rng: &mut rand::rngs::StdRng) -> String {
+    use rand::Rng;
+    match rng.gen_range(0..10) {
+        0 => String::new(),
+        1 => "x".repeat(rng.gen_range(0..40_000)),
+        _ => (0..rng.gen_range(1..6))
+            .map(|_| ['a', 'b', 'é', '-', '\u{1F600}'][rng.gen_range(0..5)])
+            .collect(),
+    }
+}
+
+fn random_bytes(rng: &mut rand::rngs::StdRng) -> Bytes {
+    use rand::Rng;
+    let len = rng.gen_range(0..64);
+    Bytes::from((0..len).map(|_| rng.r#gen::<u8>()).collect::<Vec<u8>>())
+}
+
+#[tokio::test]
+async fn random_group_requests_get_kafka_answers_never_a_panic() {
+    use rand::{Rng, SeedableRng};
+    bounded(async {
+        let h = Arc::new(harness());
+        for p in 0..NUM_PARTITIONS {
+            h.lead(p, 1);
+            h.wait_active(p).await;
+        }
+        let seed: u64 = std::env::var("KRUST_TEST_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0x6a0f);
+        eprintln!("seed {seed} (rerun: KRUST_TEST_SEED={seed})");
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        for i in 0..300 {
+            let group = GroupId(sb(&random_string(&mut rng)));
+            let member = sb(&random_string(&mut rng));
+            let generation = rng.gen_range(-2..3);
+            let (key, version, request) = match rng.gen_range(0..7) {
+                0 => (
+                    ApiKey::JoinGroup,
+                    rng.gen_range(0..=9),
+                    RequestKind::JoinGroup(
+                        JoinGroupRequest::default()
+                            .with_group_id(group)
+                            .with_member_id(member)
+                            .with_session_timeout_ms(rng.gen_range(-1..40_000))
+                            .with_rebalance_timeout_ms(rng.gen_range(-1..2_000))
+                            .with_protocol_type(sb(&random_string(&mut rng)))
+                            .with_protocols(vec![
+                                JoinGroupRequestProtocol::default()
+                                    .with_name(sb(&random_string(&mut rng)))
+                                    .with_metadata(random_bytes(&mut rng)),
+                            ]),
+                    ),
+                ),
+                1 => (
+                    ApiKey::SyncGroup,
+                    rng.gen_range(0..=5),
+                    RequestKind::SyncGroup(
+                        SyncGroupRequest::default()
+                            .with_group_id(group)
+                            .with_member_id(member.clone())
+                            .with_generation_id(generation)
+                            .with_assignments(vec![
+                                SyncGroupRequestAssignment::default()
+                                    .with_member_id(member)
+                                    .with_assignment(random_bytes(&mut rng)),
+                            ]),
+                    ),
+                ),
+                2 => (
+                    ApiKey::Heartbeat,
+                    rng.gen_range(0..=4),
+                    RequestKind::Heartbeat(
+                        HeartbeatRequest::default()
+                            .with_group_id(group)
+                            .with_member_id(member)
+                            .with_generation_id(generation),
+                    ),
+                ),
+                3 => (
+                    ApiKey::OffsetCommit,
+                    rng.gen_range(0..=9),
+                    RequestKind::OffsetCommit(
+                        OffsetCommitRequest::default()
+                            .with_group_id(group)
+                            .with_member_id(member)
+                            .with_generation_id_or_member_epoch(generation)
+                            .with_topics(vec![
+                                OffsetCommitRequestTopic::default()
+                                    .with_name(TopicName(sb(&random_string(&mut rng))))
+                                    .with_partitions(vec![
+                                        OffsetCommitRequestPartition::default()
+                                            .with_partition_index(rng.gen_range(-1..3))
+                                            .with_committed_offset(rng.gen_range(-2..100))
+                                            .with_committed_metadata(Some(sb(&random_string(
+                                                &mut rng,
+                                            )))),
+                                    ]),
+                            ]),
+                    ),
+                ),
+                4 => (
+                    ApiKey::LeaveGroup,
+                    rng.gen_range(0..=5),
+                    RequestKind::LeaveGroup(
+                        LeaveGroupRequest::default()
+                            .with_group_id(group)
+                            .with_member_id(member),
+                    ),
+                ),
+                5 => (
+                    ApiKey::DeleteGroups,
+                    rng.gen_range(0..=2),
+                    RequestKind::DeleteGroups(
+                        DeleteGroupsRequest::default().with_groups_names(vec![group]),
+                    ),
+                ),
+                _ => (
+                    ApiKey::OffsetDelete,
+                    0,
+                    RequestKind::OffsetDelete(OffsetDeleteRequest::default().with_group_id(group)),
+                ),
+            };
+            // A join may legitimately wait for its rebalance; every answer is bounded.
+            let answer =
+                tokio::time::timeout(Duration::from_secs(10), h.call(key, version, request)).await;
+            match answer {
+                Ok(response) => {
+                    let answered = match response {
+                        ResponseKind::JoinGroup(_) => ApiKey::JoinGroup,
+                        ResponseKind::SyncGroup(_) => ApiKey::SyncGroup,
+                        ResponseKind::Heartbeat(_) => ApiKey::Heartbeat,
+                        ResponseKind::OffsetCommit(_) => ApiKey::OffsetCommit,
+                        ResponseKind::LeaveGroup(_) => ApiKey::LeaveGroup,
+                        ResponseKind::DeleteGroups(_) => ApiKey::DeleteGroups,
+                        ResponseKind::OffsetDelete(_) => ApiKey::OffsetDelete,
+                        other => panic!("request {i}: {other:?}"),
+                    };
+                    assert_eq!(answered, key, "request {i}");
+                }
+                Err(_) => assert_eq!(key, ApiKey::JoinGroup, "request {i} ({key:?}) hung"),
+            }
+        }
+        // Still serving.
+        let (_leader, _follower, _generation) = form_group(&h, "after-the-noise").await;
+    })
+    .await;
+}
