@@ -49,8 +49,28 @@ fn tool(dist: &KafkaDist, broker: &BrokerUnderTest, main_class: &str, args: &[&s
     out
 }
 
+/// Records a failed check and goes on, so one run reports every difference from Kafka, not
+/// only the first.
+macro_rules! soft {
+    ($failures:ident, $cond:expr, $($fmt:tt)+) => {
+        if !$cond {
+            $failures.push(format!($($fmt)+));
+        }
+    };
+}
+
+/// [`soft!`] for an equality, quoting both sides.
+macro_rules! soft_eq {
+    ($failures:ident, $left:expr, $right:expr, $($fmt:tt)+) => {
+        if $left != $right {
+            $failures.push(format!("{}: {:?} != {:?}", format!($($fmt)+), $left, $right));
+        }
+    };
+}
+
 fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
     let kind = broker.kind();
+    let mut failures: Vec<String> = Vec::new();
     let topic = "cli-topic";
 
     // kafka-topics --create with a topic config, then --list and --describe.
@@ -70,13 +90,15 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
             "retention.ms=86400000",
         ],
     );
-    assert!(
+    soft!(
+        failures,
         created.stdout.contains(&format!("Created topic {topic}.")),
         "{kind}: {}",
         created.stdout
     );
     let listed = tool(dist, broker, class::TOPIC_COMMAND, &["--list"]);
-    assert!(
+    soft!(
+        failures,
         listed.stdout.lines().any(|l| l == topic),
         "{kind}: --list:\n{}",
         listed.stdout
@@ -87,7 +109,8 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
         class::TOPIC_COMMAND,
         &["--describe", "--topic", topic],
     );
-    assert!(
+    soft!(
+        failures,
         described.stdout.contains("PartitionCount: 3")
             && described.stdout.contains("ReplicationFactor: 1")
             && described.stdout.contains("retention.ms=86400000")
@@ -108,7 +131,8 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
         ])
         .run()
         .expect("kafka-topics");
-    assert!(
+    soft!(
+        failures,
         !again.success() && format!("{}{}", again.stdout, again.stderr).contains("already exists"),
         "{kind}: second --create: {again:?}"
     );
@@ -133,7 +157,12 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
         .unwrap_or_else(|e| panic!("console consumer against {kind}: {e}"));
     let mut lines: Vec<&str> = consumed.stdout.lines().collect();
     lines.sort_unstable(); // three partitions: the order across them is not defined
-    assert_eq!(lines, ["a=1", "b=2", "c=3"], "{kind}: console consumer");
+    soft_eq!(
+        failures,
+        lines,
+        ["a=1", "b=2", "c=3"],
+        "{kind}: console consumer"
+    );
 
     // kafka-get-offsets: latest (default) and earliest (-2); the three offsets sum to 3.
     let latest = tool(dist, broker, class::GET_OFFSET_SHELL, &["--topic", topic]);
@@ -142,13 +171,20 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
         .lines()
         .filter_map(|l| l.rsplit(':').next()?.parse::<u64>().ok())
         .sum();
-    assert_eq!(
+    soft_eq!(
+        failures,
         latest.stdout.lines().count(),
         3,
         "{kind}: get-offsets:\n{}",
         latest.stdout
     );
-    assert_eq!(sum, 3, "{kind}: get-offsets latest:\n{}", latest.stdout);
+    soft_eq!(
+        failures,
+        sum,
+        3,
+        "{kind}: get-offsets latest:\n{}",
+        latest.stdout
+    );
     let earliest = tool(
         dist,
         broker,
@@ -157,7 +193,8 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
     );
     let mut earliest_lines: Vec<&str> = earliest.stdout.lines().collect();
     earliest_lines.sort_unstable();
-    assert_eq!(
+    soft_eq!(
+        failures,
         earliest_lines,
         [
             format!("{topic}:0:0"),
@@ -194,7 +231,8 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
             "--describe",
         ],
     );
-    assert!(
+    soft!(
+        failures,
         topic_configs.stdout.contains("retention.ms=3600000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=3600000}")
             && topic_configs.stdout.contains("cleanup.policy=compact"),
         "{kind}: kafka-configs --describe topic:\n{}",
@@ -227,7 +265,8 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
             "--all",
         ],
     );
-    assert!(
+    soft!(
+        failures,
         broker_configs
             .stdout
             .contains("All configs for broker 1 are:")
@@ -255,12 +294,14 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
         .find(|l| l.starts_with('{'))
         .unwrap_or_else(|| panic!("{kind}: no JSON from kafka-log-dirs:\n{}", log_dirs.stdout));
     for p in 0..3 {
-        assert!(
+        soft!(
+            failures,
             json.contains(&format!("\"partition\":\"{topic}-{p}\"")),
             "{kind}: kafka-log-dirs misses {topic}-{p}:\n{json}"
         );
     }
-    assert!(
+    soft!(
+        failures,
         json.contains("\"broker\":1"),
         "{kind}: kafka-log-dirs:\n{json}"
     );
@@ -278,7 +319,8 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
         class::TOPIC_COMMAND,
         &["--describe", "--topic", topic],
     );
-    assert!(
+    soft!(
+        failures,
         described.stdout.contains("PartitionCount: 4"),
         "{kind}: after --alter:\n{}",
         described.stdout
@@ -295,12 +337,19 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
         if !listed.stdout.lines().any(|l| l == topic) {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{kind}: {topic} still listed after --delete"
-        );
+        if std::time::Instant::now() > deadline {
+            failures.push(format!("{kind}: {topic} still listed 60 s after --delete"));
+            break;
+        }
         std::thread::sleep(Duration::from_millis(500));
     }
+    assert!(
+        failures.is_empty(),
+        "{} Kafka CLI check(s) failed against {kind}:\n{}\nbroker log:\n{}",
+        failures.len(),
+        failures.join("\n---\n"),
+        broker.log_tail(40)
+    );
 }
 
 #[test]
