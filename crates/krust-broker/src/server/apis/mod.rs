@@ -41,7 +41,7 @@ use super::groups::GroupCoordinator;
 /// what is implemented).
 pub const OWN_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::Produce, 3, 11),
-    (ApiKey::Fetch, 4, 16),
+    (ApiKey::Fetch, 4, 17),
     (ApiKey::ListOffsets, 0, 9),
     (ApiKey::Metadata, 0, 12),
     (ApiKey::OffsetForLeaderEpoch, 0, 4),

@@ -54,10 +54,10 @@ use super::{Context, FollowedPartition, now_ms};
 use crate::{Partition, PartitionError};
 
 /// Fetch versions a follower uses: v12 brings diverging epochs (KIP-320) and v13 topic ids;
-/// v16 is Kafka 3.9's replica fetch version (v17 only adds the Raft directory id).
-const FETCH_VERSIONS: (i16, i16) = (12, 16);
-/// Leaders that predate Fetch v12 (no diverging epoch: OffsetForLeaderEpoch first). v4 is
-/// the oldest with `log_start_offset`-free partitions and `isolation_level`.
+/// v17 is what Kafka 3.9 replica fetchers send (it only adds the KIP-853 directory id).
+const FETCH_VERSIONS: (i16, i16) = (12, 17);
+/// Leaders that predate Fetch v12 (no diverging epoch: OffsetForLeaderEpoch first), down to
+/// v4 (`isolation_level`, record batches v2).
 const OLD_FETCH_VERSIONS: (i16, i16) = (4, 11);
 /// OffsetForLeaderEpoch with `replica_id` (v3+).
 const OFFSET_FOR_LEADER_EPOCH_VERSIONS: (i16, i16) = (3, 4);
