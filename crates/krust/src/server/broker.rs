@@ -39,7 +39,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::info;
 
-use super::metadata_loader::{self, LoaderStats, MetadataSink};
+use super::metadata_loader::{self, LoaderStats, MetadataSink, SnapshotWriter};
 use super::quorum_channel::QuorumChannel;
 use crate::config::ServerConfig;
 
@@ -55,6 +55,18 @@ const PLAINTEXT: i16 = 0;
 struct BrokerListener {
     name: String,
     bind: String,
+}
+
+/// Where the broker's metadata comes from: this node's Raft replica.
+pub struct MetadataSource {
+    /// The replica (a voter in combined mode, else an observer).
+    pub raft: RaftHandle,
+    /// Its committed events.
+    pub events: mpsc::Receiver<RaftEvent>,
+    /// `<metadata.log.dir>/__cluster_metadata-0`, where installed snapshots are read.
+    pub partition_dir: PathBuf,
+    /// Writes metadata snapshots (broker-only nodes: on a combined node the controller does).
+    pub snapshots: Option<SnapshotWriter>,
 }
 
 /// The running broker role.
@@ -231,8 +243,7 @@ fn parse_ms(config: &ServerConfig, key: &str, default: u64) -> anyhow::Result<Du
 }
 
 impl BrokerRole {
-    /// Starts the broker role over `raft` (an observer, or a voter in combined mode) and the
-    /// driver's committed `events`.
+    /// Starts the broker role over this node's Raft replica (`metadata`).
     ///
     /// # Errors
     /// Bad listener settings, unformatted log dirs, a locked log dir, a bind failure.
@@ -241,10 +252,15 @@ impl BrokerRole {
         node_id: i32,
         cluster_id: &str,
         voters: &[VoterAddress],
-        raft: &RaftHandle,
-        events: mpsc::Receiver<RaftEvent>,
-        partition_dir: PathBuf,
+        metadata: MetadataSource,
     ) -> anyhow::Result<BrokerRole> {
+        let MetadataSource {
+            raft,
+            events,
+            partition_dir,
+            snapshots,
+        } = metadata;
+        let raft = &raft;
         let (binds, endpoints) = broker_listeners(config)?;
         let inter_broker = inter_broker_listener_name(config, &endpoints)?;
         let log_dirs: Vec<PathBuf> = config.log_dirs().into_iter().map(PathBuf::from).collect();
@@ -327,6 +343,7 @@ impl BrokerRole {
                 lifecycle: lifecycle.clone(),
             }),
             stats.clone(),
+            snapshots,
         );
         let handler = Arc::new(broker.client_handler());
         let mut servers = Vec::new();

@@ -5,6 +5,11 @@
 //! lifecycle's heartbeats, so the controller unfences the broker once it has caught up with its
 //! own registration record.
 //!
+//! On a broker-only node the loader also writes metadata snapshots of the published image
+//! (Kafka's broker-side `SnapshotGenerator`) on the `metadata.log.max.*` triggers, so that
+//! the driver's retention can bound the local metadata log; on a combined node the controller
+//! task writes them.
+//!
 //! Fault policy (Kafka's `SharedServer` for brokers): a record that does not decode or does not
 //! fit the image is counted (`metadata-load-error-count`), logged and skipped; the broker keeps
 //! its last good image and goes on. A snapshot that cannot be read at all is counted the same
@@ -12,7 +17,8 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use krust_log::batch::RecordBatch;
@@ -20,11 +26,11 @@ use krust_metadata::image::{MetadataBatchLoader, Publication};
 use krust_metadata::records::MetadataRecord;
 use krust_metadata::{ApiMessageAndVersion, MetadataImage, MetadataProvenance};
 use krust_raft::OffsetAndEpoch;
-use krust_raft::driver::RaftEvent;
+use krust_raft::driver::{MetadataLogConfig, RaftEvent, RaftHandle};
 use krust_raft::snapshot::{SnapshotId, read_snapshot};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tracing::{debug, error, info};
+use tracing::{debug, error, info, warn};
 
 /// Where publications and the applied offset go.
 pub trait MetadataSink: Send + Sync + 'static {
@@ -45,13 +51,94 @@ pub struct LoaderStats {
     pub publications: AtomicU64,
 }
 
-/// Starts the loader over the driver's `events`; snapshots are read from `partition_dir`.
+/// Writes snapshots of the published image through the Raft driver (see the module doc).
+pub struct SnapshotWriter {
+    raft: RaftHandle,
+    /// `metadata.log.max.record.bytes.between.snapshots`.
+    max_bytes: u64,
+    /// `metadata.log.max.snapshot.interval.ms`.
+    max_interval: Duration,
+    /// Data batch bytes loaded since the last snapshot.
+    bytes_since: u64,
+    /// When the last snapshot was started (or the loader started).
+    last: Instant,
+    /// End offset of the last snapshot started or loaded.
+    last_end_offset: i64,
+    /// Set while a snapshot is being written.
+    in_flight: Arc<AtomicBool>,
+}
+
+impl SnapshotWriter {
+    /// Snapshots through `raft` on `triggers`.
+    #[must_use]
+    pub fn new(raft: RaftHandle, triggers: &MetadataLogConfig) -> Self {
+        SnapshotWriter {
+            raft,
+            max_bytes: triggers.max_record_bytes_between_snapshots,
+            max_interval: Duration::from_millis(triggers.max_snapshot_interval_ms),
+            bytes_since: 0,
+            last: Instant::now(),
+            last_end_offset: 0,
+            in_flight: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Starts writing a snapshot of `image` when one is due and none is being written.
+    fn maybe_snapshot(&mut self, image: &MetadataImage) {
+        let due = self.bytes_since > 0
+            && (self.bytes_since >= self.max_bytes || self.last.elapsed() >= self.max_interval);
+        if !due || self.in_flight.load(Ordering::Acquire) || image.is_empty() {
+            return;
+        }
+        let provenance = image.provenance;
+        let end_offset = provenance.last_contained_offset + 1;
+        if end_offset <= self.last_end_offset {
+            return;
+        }
+        self.bytes_since = 0;
+        self.last = Instant::now();
+        let values = image
+            .to_records(image.features.metadata_version)
+            .map_err(|e| e.to_string())
+            .and_then(|records| {
+                records
+                    .iter()
+                    .map(ApiMessageAndVersion::encode)
+                    .collect::<Result<Vec<Bytes>, _>>()
+                    .map_err(|e| e.to_string())
+            });
+        let values = match values {
+            Ok(values) => values,
+            Err(reason) => {
+                warn!(%reason, "cannot write the image as a snapshot");
+                return;
+            }
+        };
+        self.last_end_offset = end_offset;
+        let id = OffsetAndEpoch::new(end_offset, provenance.last_contained_epoch);
+        let log_time_ms = provenance.last_contained_log_time_ms;
+        let in_flight = self.in_flight.clone();
+        in_flight.store(true, Ordering::Release);
+        let raft = self.raft.clone();
+        tokio::spawn(async move {
+            match raft.create_snapshot(id, log_time_ms, values).await {
+                Ok(()) => info!(snapshot = %id, "the broker wrote a metadata snapshot"),
+                Err(e) => warn!(snapshot = %id, error = %e, "metadata snapshot not written"),
+            }
+            in_flight.store(false, Ordering::Release);
+        });
+    }
+}
+
+/// Starts the loader over the driver's `events`; snapshots are read from `partition_dir` and,
+/// with a `snapshots` writer, written on its triggers.
 #[must_use]
 pub fn spawn(
     events: mpsc::Receiver<RaftEvent>,
     partition_dir: PathBuf,
     sink: Arc<dyn MetadataSink>,
     stats: Arc<LoaderStats>,
+    snapshots: Option<SnapshotWriter>,
 ) -> JoinHandle<()> {
     let loader = Loader {
         loader: MetadataBatchLoader::new(MetadataImage::empty()),
@@ -59,6 +146,7 @@ pub fn spawn(
         partition_dir,
         sink,
         stats,
+        snapshots,
     };
     tokio::spawn(loader.run(events))
 }
@@ -70,6 +158,7 @@ struct Loader {
     partition_dir: PathBuf,
     sink: Arc<dyn MetadataSink>,
     stats: Arc<LoaderStats>,
+    snapshots: Option<SnapshotWriter>,
 }
 
 impl Loader {
@@ -84,6 +173,9 @@ impl Loader {
                         self.publish(&publication);
                     }
                     self.report_applied();
+                    if let Some(snapshots) = &mut self.snapshots {
+                        snapshots.maybe_snapshot(self.loader.image());
+                    }
                 }
                 RaftEvent::SnapshotInstalled(id) => {
                     self.load_snapshot(id).await;
@@ -132,6 +224,9 @@ impl Loader {
         self.delivered_end = batch.next_offset();
         if batch.is_control() {
             return;
+        }
+        if let Some(snapshots) = &mut self.snapshots {
+            snapshots.bytes_since += u64::try_from(batch.size_in_bytes()).unwrap_or(u64::MAX);
         }
         let base_offset = batch.base_offset();
         let records = match batch.records() {
@@ -201,6 +296,11 @@ impl Loader {
             self.fault(&fault.to_string());
         }
         self.delivered_end = id.offset.0;
+        if let Some(snapshots) = &mut self.snapshots {
+            snapshots.last_end_offset = id.offset.0;
+            snapshots.bytes_since = 0;
+            snapshots.last = Instant::now();
+        }
         self.publish(&publication);
         info!(snapshot = %id, records = records.len(), "the broker loaded a metadata snapshot");
     }

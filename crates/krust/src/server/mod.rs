@@ -343,9 +343,15 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
                 node.node_id,
                 &node.cluster_id,
                 &voters,
-                &raft,
-                events,
-                partition_dir.clone(),
+                broker::MetadataSource {
+                    raft: raft.clone(),
+                    events,
+                    partition_dir: partition_dir.clone(),
+                    // Broker-only: nobody else writes snapshots of this node's metadata log.
+                    snapshots: (!is_controller).then(|| {
+                        metadata_loader::SnapshotWriter::new(raft.clone(), &snapshot_triggers)
+                    }),
+                },
             )
             .await?,
         ),

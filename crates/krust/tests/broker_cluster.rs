@@ -1,0 +1,268 @@
+//! A krust cluster of 3 controllers and 2 brokers, each a `krust server` process (issue 5,
+//! items 1 and 5): the brokers observe the metadata quorum, register and are unfenced (they
+//! print "Kafka Server started" only then); Kafka 3.9's `kafka-topics` creates an RF=2 topic
+//! through a broker (forwarded to the active controller in an Envelope); Kafka's console
+//! producer writes to it with acks=all and the console consumer reads it back through the other
+//! broker. SIGTERM on a broker is a controlled shutdown the controller agrees to (exit 0), the
+//! records stay readable through the remaining broker, and the restarted broker registers
+//! again, keeps its data and serves it.
+//!
+//! Real processes only, 127.0.0.1, every wait bounded, everything killed on drop.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use krust_testkit::{KafkaDist, KrustProcess, class, free_ports, random_kafka_uuid, run_binary};
+
+const KRUST: &str = env!("CARGO_BIN_EXE_krust");
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
+const STARTED_LINE: &str = "Kafka Server started";
+
+struct Node {
+    id: i32,
+    dir: PathBuf,
+    process: Option<KrustProcess>,
+}
+
+impl Node {
+    fn properties(&self) -> PathBuf {
+        self.dir.join("server.properties")
+    }
+
+    fn start(&mut self) {
+        match &mut self.process {
+            Some(p) => {
+                let mark = p.log_mark();
+                p.restart().expect("restart");
+                p.wait_for_line_since(mark, STARTED_LINE, START_TIMEOUT)
+                    .unwrap_or_else(|e| {
+                        panic!("node {} restart: {e}\n{}", self.id, p.log_tail(40))
+                    });
+            }
+            None => {
+                let mut p = KrustProcess::builder(KRUST)
+                    .args(["server".as_ref(), self.properties().as_os_str()])
+                    .env("RUST_LOG", "info,krust_net=warn")
+                    .dir(self.dir.clone())
+                    .name(format!("krust-{}", self.id))
+                    .start()
+                    .expect("start krust server");
+                p.wait_for_line(STARTED_LINE, START_TIMEOUT)
+                    .unwrap_or_else(|e| panic!("node {} start: {e}\n{}", self.id, p.log_tail(40)));
+                self.process = Some(p);
+            }
+        }
+    }
+
+    fn process(&mut self) -> &mut KrustProcess {
+        self.process.as_mut().expect("started")
+    }
+}
+
+fn format(props: &Path, cluster_id: &str) {
+    let props = props.display().to_string();
+    run_binary(
+        KRUST,
+        &["storage", "format", "-t", cluster_id, "-c", &props],
+        None,
+        Duration::from_secs(30),
+    )
+    .expect("run krust storage format")
+    .ok()
+    .expect("krust storage format");
+}
+
+fn write_node(root: &Path, id: i32, text: &str, cluster_id: &str) -> Node {
+    let dir = root.join(format!("node{id}"));
+    std::fs::create_dir_all(&dir).expect("node dir");
+    let node = Node {
+        id,
+        dir,
+        process: None,
+    };
+    std::fs::write(node.properties(), text).expect("write properties");
+    format(&node.properties(), cluster_id);
+    node
+}
+
+fn consume_sorted(dist: &KafkaDist, bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
+    let out = dist
+        .console_consume(bootstrap, topic, n, &[], CONSUME_TIMEOUT)
+        .unwrap_or_else(|e| panic!("kafka-console-consumer via {bootstrap}: {e}"));
+    let mut lines: Vec<String> = out.stdout.lines().map(str::to_owned).collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn brokers_register_unfence_serve_an_rf2_topic_and_shut_down_in_a_controlled_way() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let cluster_id = random_kafka_uuid();
+    let ports = free_ports(5).expect("ports");
+    let voters = (1..=3)
+        .zip(&ports)
+        .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut controllers: Vec<Node> = (1..=3)
+        .zip(&ports)
+        .map(|(id, port)| {
+            let data = root.path().join(format!("node{id}")).join("data");
+            let text = format!(
+                "process.roles=controller\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
+                 listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.quorum.voters={voters}\n\
+                 log.dirs={}\ncontroller.quorum.election.timeout.ms=500\n\
+                 controller.quorum.fetch.timeout.ms=1000\n",
+                data.display()
+            );
+            write_node(root.path(), id, &text, &cluster_id)
+        })
+        .collect();
+    let mut brokers: Vec<Node> = (4..=5)
+        .zip(&ports[3..])
+        .map(|(id, port)| {
+            let dir = root.path().join(format!("node{id}"));
+            // Broker 4 keeps its metadata log apart; broker 5 keeps it in its log dir (Kafka's
+            // default), which the Raft driver and the broker then share, and snapshots its
+            // metadata image often.
+            let metadata_dir = if id == 4 {
+                format!("metadata.log.dir={}\n", dir.join("metadata").display())
+            } else {
+                "metadata.log.max.record.bytes.between.snapshots=1000\n".to_owned()
+            };
+            let text = format!(
+                "process.roles=broker\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
+                 controller.quorum.voters={voters}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 inter.broker.listener.name=PLAINTEXT\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 log.dirs={}\n{metadata_dir}\
+                 offsets.topic.replication.factor=2\nreplica.lag.time.max.ms=10000\n",
+                dir.join("logs").display(),
+            );
+            write_node(root.path(), id, &text, &cluster_id)
+        })
+        .collect();
+    for node in &mut controllers {
+        node.start();
+    }
+    // "Kafka Server started" on a broker means registered and unfenced.
+    for node in &mut brokers {
+        node.start();
+    }
+    let bootstrap4 = format!("127.0.0.1:{}", ports[3]);
+    let bootstrap5 = format!("127.0.0.1:{}", ports[4]);
+
+    let dist = KafkaDist::locate().expect("Kafka 3.9 jars (scripts/fetch-kafka.sh)");
+    let topic = "rf2";
+    dist.create_topic(&bootstrap4, topic, 2, 2, &[])
+        .unwrap_or_else(|e| {
+            panic!(
+                "kafka-topics --create: {e}\n{}",
+                brokers[0].process().log_tail(40)
+            )
+        });
+    let described = dist
+        .run_tool(
+            class::TOPIC_COMMAND,
+            &[
+                "--bootstrap-server",
+                &bootstrap5,
+                "--describe",
+                "--topic",
+                topic,
+            ],
+            TOOL_TIMEOUT,
+        )
+        .expect("run kafka-topics --describe")
+        .ok()
+        .expect("kafka-topics --describe")
+        .stdout;
+    assert!(
+        described.contains("PartitionCount: 2") && described.contains("ReplicationFactor: 2"),
+        "kafka-topics --describe:\n{described}"
+    );
+    for replicas in ["Replicas: 4,5", "Replicas: 5,4"] {
+        assert!(
+            described.contains(replicas),
+            "both brokers host replicas:\n{described}"
+        );
+    }
+
+    let input: String = (0..10).map(|i| format!("record-{i}\n")).collect();
+    let mut expected: Vec<String> = (0..10).map(|i| format!("record-{i}")).collect();
+    expected.sort();
+    dist.console_produce(&bootstrap4, topic, &input, &[], &[])
+        .unwrap_or_else(|e| {
+            panic!(
+                "kafka-console-producer: {e}\n{}",
+                brokers[0].process().log_tail(40)
+            )
+        });
+    assert_eq!(consume_sorted(&dist, &bootstrap5, topic, 10), expected);
+
+    // Broker 5 wrote metadata snapshots of its own (a broker-only node's snapshot generator).
+    let metadata_log = brokers[1].dir.join("logs").join("__cluster_metadata-0");
+    let has_snapshot = || {
+        std::fs::read_dir(&metadata_log)
+            .map(|entries| {
+                entries.flatten().any(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.ends_with(".checkpoint"))
+                })
+            })
+            .unwrap_or(false)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !has_snapshot() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        has_snapshot(),
+        "broker 5 snapshots its metadata log:\n{}",
+        brokers[1].process().log_tail(40)
+    );
+
+    // SIGTERM broker 5: the controller moves its leaderships away, then lets it go.
+    let status = brokers[1]
+        .process()
+        .terminate(Duration::from_secs(60))
+        .expect("terminate broker 5");
+    let log = brokers[1].process().output();
+    assert!(status.success(), "broker 5 exit status {status}\n{log}");
+    assert!(
+        log.contains("the controller agreed to the controlled shutdown"),
+        "a controlled shutdown:\n{}",
+        brokers[1].process().log_tail(40)
+    );
+    assert_eq!(
+        consume_sorted(&dist, &bootstrap4, topic, 10),
+        expected,
+        "every record is readable through the remaining broker"
+    );
+
+    // Restart broker 5: it registers again (a new incarnation), is unfenced and serves.
+    brokers[1].start();
+    assert!(
+        brokers[1].dir.join("logs").join("rf2-0").is_dir()
+            && brokers[1].dir.join("logs").join("rf2-1").is_dir(),
+        "broker 5 keeps its partition directories"
+    );
+    assert_eq!(
+        consume_sorted(&dist, &bootstrap5, topic, 10),
+        expected,
+        "the restarted broker serves the topic"
+    );
+
+    for node in brokers.iter_mut().chain(controllers.iter_mut()) {
+        let status = node
+            .process()
+            .terminate(Duration::from_secs(60))
+            .expect("terminate");
+        assert!(status.success(), "node {} exit status {status}", node.id);
+    }
+}
