@@ -113,7 +113,11 @@ impl Forwarder {
             Ok(envelope) => envelope,
             Err(reason) => {
                 warn!(api = ?ctx.api_key, version = ctx.api_version, %reason, "cannot forward request");
-                return reply(error_response(&request, UNKNOWN_SERVER_ERROR));
+                return reply(error_response(
+                    &request,
+                    ctx.api_version,
+                    UNKNOWN_SERVER_ERROR,
+                ));
             }
         };
         let answer = self
@@ -143,7 +147,7 @@ impl Forwarder {
             // The broker is shutting down: the client retries elsewhere.
             Err(ControllerChannelError::Closed) => NOT_CONTROLLER,
         };
-        reply(error_response(&request, code))
+        reply(error_response(&request, ctx.api_version, code))
     }
 }
 
@@ -213,10 +217,14 @@ fn unwrap_response(ctx: &RequestContext, mut data: Bytes) -> Result<ResponseKind
 }
 
 /// The response of a forwarded API that fails as a whole with `error_code`: every item of the
-/// request gets the code (Kafka's `AbstractRequest.getErrorResponse`). `None` for an API that
-/// is not forwarded.
+/// request gets the code (Kafka's `AbstractRequest.getErrorResponse`), with only the fields
+/// that exist at `api_version` set. `None` for an API that is not forwarded.
 #[must_use]
-pub fn error_response(request: &RequestKind, error_code: i16) -> Option<ResponseKind> {
+pub fn error_response(
+    request: &RequestKind,
+    api_version: i16,
+    error_code: i16,
+) -> Option<ResponseKind> {
     Some(match request {
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(
             CreateTopicsResponse::default().with_topics(
@@ -289,7 +297,8 @@ pub fn error_response(request: &RequestKind, error_code: i16) -> Option<Response
         ),
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
             ElectLeadersResponse::default()
-                .with_error_code(error_code)
+                // v0 has no top-level error code: the partitions carry it.
+                .with_error_code(if api_version >= 1 { error_code } else { 0 })
                 .with_replica_election_results(
                     r.topic_partitions
                         .iter()
@@ -532,7 +541,8 @@ mod tests {
             DeleteTopicsRequest::default()
                 .with_topic_names(vec![TopicName(StrBytes::from_static_str("x"))]),
         );
-        let Some(ResponseKind::DeleteTopics(r)) = error_response(&delete, REQUEST_TIMED_OUT) else {
+        let Some(ResponseKind::DeleteTopics(r)) = error_response(&delete, 5, REQUEST_TIMED_OUT)
+        else {
             panic!("DeleteTopics error response");
         };
         assert_eq!(r.responses.len(), 1);
@@ -540,6 +550,79 @@ mod tests {
         for (api, _, _) in FORWARDED_APIS {
             assert!(Forwarder::forwards(api));
         }
-        assert!(error_response(&RequestKind::Metadata(Default::default()), 7).is_none());
+        assert!(error_response(&RequestKind::Metadata(Default::default()), 12, 7).is_none());
+    }
+
+    /// One request of each forwarded API naming one item, shaped for `version`.
+    fn sample_request(api: ApiKey, version: i16) -> RequestKind {
+        use kafka_protocol::messages::alter_configs_request::AlterConfigsResource as AlterResource;
+        use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+        use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+        use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+        use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
+        use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+        use kafka_protocol::messages::{
+            AlterConfigsRequest, CreatePartitionsRequest, ElectLeadersRequest,
+            IncrementalAlterConfigsRequest, UpdateFeaturesRequest,
+        };
+        let name = || TopicName(StrBytes::from_static_str("t"));
+        match api {
+            ApiKey::CreateTopics => create_topics(),
+            ApiKey::DeleteTopics if version >= 6 => RequestKind::DeleteTopics(
+                DeleteTopicsRequest::default()
+                    .with_topics(vec![DeleteTopicState::default().with_name(Some(name()))]),
+            ),
+            ApiKey::DeleteTopics => RequestKind::DeleteTopics(
+                DeleteTopicsRequest::default().with_topic_names(vec![name()]),
+            ),
+            ApiKey::CreatePartitions => {
+                RequestKind::CreatePartitions(CreatePartitionsRequest::default().with_topics(vec![
+                    CreatePartitionsTopic::default().with_name(name()).with_count(2),
+                ]))
+            }
+            ApiKey::ElectLeaders => RequestKind::ElectLeaders(
+                ElectLeadersRequest::default().with_topic_partitions(Some(vec![
+                    TopicPartitions::default()
+                        .with_topic(name())
+                        .with_partitions(vec![0]),
+                ])),
+            ),
+            ApiKey::IncrementalAlterConfigs => RequestKind::IncrementalAlterConfigs(
+                IncrementalAlterConfigsRequest::default().with_resources(vec![
+                    AlterConfigsResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_static_str("t")),
+                ]),
+            ),
+            ApiKey::AlterConfigs => {
+                RequestKind::AlterConfigs(AlterConfigsRequest::default().with_resources(vec![
+                    AlterResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(StrBytes::from_static_str("t")),
+                ]))
+            }
+            ApiKey::UpdateFeatures => RequestKind::UpdateFeatures(
+                UpdateFeaturesRequest::default().with_feature_updates(vec![
+                    FeatureUpdateKey::default()
+                        .with_feature(StrBytes::from_static_str("metadata.version"))
+                        .with_max_version_level(21),
+                ]),
+            ),
+            other => panic!("not a forwarded API: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_error_response_encodes_at_every_advertised_version() {
+        for (api, min, max) in FORWARDED_APIS {
+            for version in min..=max {
+                let request = sample_request(api, version);
+                let response = error_response(&request, version, REQUEST_TIMED_OUT)
+                    .unwrap_or_else(|| panic!("{api:?} has an error response"));
+                if let Err(e) = encode_response(1, api, version, &response) {
+                    panic!("{api:?} v{version} error response does not encode: {e}");
+                }
+            }
+        }
     }
 }
