@@ -3,8 +3,9 @@
 //! cleaner pass shrinks the log, records `cleaner-offset-checkpoint`, keeps the latest value of
 //! every key, and a shard reloaded from the compacted log serves the latest offsets.
 //!
-//! Real `ReplicaManager`, `Partition` and `Log` on a temp dir; the cleaner iteration is called
-//! directly (no backoff timer), so the test is deterministic. Bounded by a timeout.
+//! Real `ReplicaManager`, `Partition` and `Log` on a temp dir; the first test calls the cleaner
+//! iteration directly (no backoff timer), the second runs the cleaner thread with a short
+//! backoff and waits for its checkpoint. Bounded by timeouts.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -21,7 +22,9 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use krust_broker::group::{CoordinatorRecord, GroupConfig};
 use krust_broker::partition::{Partition, PartitionConfig};
-use krust_broker::server::cleaner::{LogCleanerSettings, LogCleanerState, clean_filthiest};
+use krust_broker::server::cleaner::{
+    LogCleaner, LogCleanerSettings, LogCleanerState, clean_filthiest,
+};
 use krust_broker::server::controller_channel::{
     BoxFuture, ControllerChannel, ControllerChannelError,
 };
@@ -262,4 +265,118 @@ async fn cleaner_compacts_consumer_offsets_and_the_reloaded_shard_sees_the_lates
     })
     .await
     .expect("test timed out");
+}
+
+/// The cleaner thread itself: started over a replica manager with a short backoff, it finds
+/// the dirty compacted log on its own, cleans it and writes the checkpoint; shutdown stops it.
+#[tokio::test]
+async fn the_cleaner_thread_cleans_dirty_compacted_logs_on_its_own() {
+    tokio::time::timeout(Duration::from_secs(120), async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let replicas = Arc::new(ReplicaManager::new(1));
+        let tp = TopicPartition {
+            topic: "compacted".to_owned(),
+            partition: 0,
+        };
+        let log_config = LogConfig {
+            cleanup_policy: CleanupPolicy::Compact,
+            segment_bytes: 2048,
+            ..LogConfig::default()
+        };
+        let log = Log::open(
+            &ReplicaManager::partition_dir(dir.path(), &tp),
+            log_config,
+            0,
+        )
+        .expect("log");
+        let mut partition =
+            Partition::open(1, log, PartitionConfig::default(), 0, 0).expect("partition");
+        partition.make_leader(1, &[1], &[1], 0).expect("leader");
+        let partition = Arc::new(Mutex::new(partition));
+        replicas.insert(
+            tp.clone(),
+            HostedPartition {
+                partition: Arc::clone(&partition),
+                topic_id: Uuid::from_u128(0xc1),
+                log_dir: dir.path().to_path_buf(),
+            },
+        );
+        for round in 0..100 {
+            let mut b = krust_log::RecordBatchBuilder::new(0);
+            for key in 0..4 {
+                b.append_kv(
+                    1_700_000_000_000,
+                    Some(bytes::Bytes::from(format!("key-{key}"))),
+                    Some(bytes::Bytes::from(format!("value-{round}-padding-padding"))),
+                );
+            }
+            replicas
+                .append_records(&tp, b.build().into_bytes(), -1, Duration::from_secs(5))
+                .await
+                .expect("append");
+        }
+        let size_before = partition.lock().expect("lock").log().size_in_bytes();
+        let settings = LogCleanerSettings {
+            backoff_ms: 20,
+            ..LogCleanerSettings::default()
+        };
+        let cleaner = LogCleaner::spawn(
+            &tokio::runtime::Handle::current(),
+            Arc::clone(&replicas),
+            settings,
+        )
+        .expect("enabled");
+        let key = krust_log::checkpoint::TopicPartition {
+            topic: "compacted".to_owned(),
+            partition: 0,
+        };
+        loop {
+            let checkpoint =
+                krust_log::cleaner::read_cleaner_checkpoint(dir.path()).expect("checkpoint");
+            if checkpoint.contains_key(&key) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let size_after = partition.lock().expect("lock").log().size_in_bytes();
+        assert!(size_after < size_before, "{size_before} → {size_after}");
+        cleaner.shutdown().await;
+        assert!(
+            LogCleaner::spawn(
+                &tokio::runtime::Handle::current(),
+                replicas,
+                LogCleanerSettings {
+                    enable: false,
+                    ..LogCleanerSettings::default()
+                },
+            )
+            .is_none(),
+            "log.cleaner.enable=false starts nothing"
+        );
+    })
+    .await
+    .expect("test timed out");
+}
+
+#[test]
+fn cleaner_settings_come_from_server_properties() {
+    let d = LogCleanerSettings::from_properties(&BTreeMap::new());
+    assert_eq!(d, LogCleanerSettings::default());
+    assert!(d.enable);
+    assert_eq!(d.backoff_ms, 15_000);
+    assert_eq!(d.cleaner.dedupe_buffer_size, 128 * 1024 * 1024);
+    let props: BTreeMap<String, String> = [
+        ("log.cleaner.enable", "false"),
+        ("log.cleaner.backoff.ms", "100"),
+        ("log.cleaner.dedupe.buffer.size", "1048576"),
+        ("log.cleaner.io.max.bytes.per.second", "1000000.0"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let s = LogCleanerSettings::from_properties(&props);
+    assert!(!s.enable);
+    assert_eq!(s.backoff_ms, 100);
+    assert_eq!(s.cleaner.dedupe_buffer_size, 1_048_576);
+    assert!((s.cleaner.io_max_bytes_per_second - 1e6).abs() < 1.0);
 }
