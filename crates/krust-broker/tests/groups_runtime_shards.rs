@@ -513,6 +513,10 @@ fn settings_come_from_server_properties_with_kafka_defaults() {
 }
 
 fn image_with_offsets_topic(leader: i32, fenced: bool) -> MetadataImage {
+    image_with_offsets_partitions(leader, fenced, NUM_PARTITIONS)
+}
+
+fn image_with_offsets_partitions(leader: i32, fenced: bool, partitions: i32) -> MetadataImage {
     let topic_id = Uuid::from_u128(0xc0);
     let mut records = vec![
         MetadataRecord::RegisterBroker(RegisterBrokerRecord {
@@ -540,7 +544,7 @@ fn image_with_offsets_topic(leader: i32, fenced: bool) -> MetadataImage {
             ..Default::default()
         }),
     ];
-    for p in 0..NUM_PARTITIONS {
+    for p in 0..partitions {
         records.push(MetadataRecord::Partition(PartitionRecord {
             partition_id: p,
             topic_id,
@@ -1034,6 +1038,31 @@ async fn random_group_requests_get_kafka_answers_never_a_panic() {
         }
         // Still serving.
         let (_leader, _follower, _generation) = form_group(&h, "after-the-noise").await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn partition_for_follows_the_existing_offsets_topic_of_the_first_image() {
+    bounded(async {
+        // Configured for 4 partitions, but the cluster's `__consumer_offsets` has 2 (created
+        // under another config): as Kafka, the coordinator addresses the topic as it is.
+        let h = harness();
+        assert_eq!(h.coordinator.partition_for("group"), 98_629_247 % 4);
+        h.coordinator
+            .on_metadata(&image_with_offsets_partitions(1, false, 2));
+        assert_eq!(h.coordinator.partition_for("group"), 98_629_247 % 2);
+        // Only the first image decides (Kafka fixes it when the coordinator starts).
+        h.coordinator
+            .on_metadata(&image_with_offsets_partitions(1, false, 3));
+        assert_eq!(h.coordinator.partition_for("group"), 98_629_247 % 2);
+
+        // A first image without the topic keeps `offsets.topic.num.partitions`.
+        let h = harness();
+        h.coordinator.on_metadata(&MetadataImage::empty());
+        h.coordinator
+            .on_metadata(&image_with_offsets_partitions(1, false, 2));
+        assert_eq!(h.coordinator.partition_for("group"), 98_629_247 % 4);
     })
     .await;
 }

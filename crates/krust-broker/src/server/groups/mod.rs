@@ -196,6 +196,11 @@ pub struct GroupCoordinator {
     cleaner: Mutex<Option<LogCleaner>>,
     /// Topic id → (name, partition count) of the last image (`on_metadata`).
     known_topics: Mutex<Option<BTreeMap<uuid::Uuid, (String, i32)>>>,
+    /// `partitionFor`'s modulus: `offsets.topic.num.partitions`, or the partition count of
+    /// `__consumer_offsets` when the first image already has it (Kafka's
+    /// `BrokerMetadataPublisher.initializeManagers` → `groupCoordinator.startup`), so a topic
+    /// created with another count keeps being addressed as it was written.
+    num_partitions: std::sync::atomic::AtomicI32,
 }
 
 impl GroupCoordinator {
@@ -234,6 +239,7 @@ impl GroupCoordinator {
         log: Arc<dyn CoordinatorLog>,
         channel: Arc<dyn ControllerChannel>,
     ) -> Self {
+        let settings_partitions = settings.group.offsets_topic_num_partitions;
         GroupCoordinator {
             log,
             channel,
@@ -243,6 +249,7 @@ impl GroupCoordinator {
             runtime: tokio::runtime::Handle::try_current().ok(),
             cleaner: Mutex::new(None),
             known_topics: Mutex::new(None),
+            num_partitions: std::sync::atomic::AtomicI32::new(settings_partitions),
         }
     }
 
@@ -274,7 +281,7 @@ impl GroupCoordinator {
     /// The `__consumer_offsets` partition coordinating `group_id`.
     #[must_use]
     pub fn partition_for(&self, group_id: &str) -> i32 {
-        partition_for_group(group_id, self.settings.group.offsets_topic_num_partitions)
+        partition_for_group(group_id, self.num_partitions.load(Ordering::SeqCst))
     }
 
     /// Answers one group API request.
@@ -580,7 +587,8 @@ impl GroupCoordinator {
 
     /// A new metadata image: offsets committed for partitions of topics deleted since the
     /// previous image are removed from every loaded shard (Kafka's
-    /// `GroupCoordinatorService.onPartitionsDeleted`, called by the metadata publisher).
+    /// `GroupCoordinatorService.onPartitionsDeleted`, called by the metadata publisher). The
+    /// first image fixes `partitionFor`'s partition count if `__consumer_offsets` exists.
     /// Partition leadership arrives through `on_elected`/`on_resigned` instead.
     pub fn on_metadata(&self, image: &MetadataImage) {
         let current: BTreeMap<uuid::Uuid, (String, i32)> = image
@@ -597,7 +605,16 @@ impl GroupCoordinator {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .replace(current.clone());
-        let Some(previous) = previous else { return };
+        let Some(previous) = previous else {
+            // The first image: the group coordinator starts (see `num_partitions`).
+            if let Some(topic) = image.topics.topic_by_name(GROUP_METADATA_TOPIC_NAME)
+                && let Ok(count) = i32::try_from(topic.partitions.len())
+                && count > 0
+            {
+                self.num_partitions.store(count, Ordering::SeqCst);
+            }
+            return;
+        };
         let deleted: Vec<(String, i32)> = previous
             .iter()
             .filter(|(id, _)| !current.contains_key(id))
