@@ -87,6 +87,28 @@ fn write_node(root: &Path, id: i32, text: &str, cluster_id: &str) -> Node {
     node
 }
 
+/// `GET /metrics` on 127.0.0.1:`port`.
+fn scrape_metrics(port: u16) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ =
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body);
+    body
+}
+
+/// The value of an unlabelled sample.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 fn consume_sorted(dist: &KafkaDist, bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
     let out = dist
         .console_consume(bootstrap, topic, n, &[], CONSUME_TIMEOUT)
@@ -100,7 +122,8 @@ fn consume_sorted(dist: &KafkaDist, bootstrap: &str, topic: &str, n: usize) -> V
 fn brokers_register_unfence_serve_an_rf2_topic_and_shut_down_in_a_controlled_way() {
     let root = tempfile::tempdir().expect("tempdir");
     let cluster_id = random_kafka_uuid();
-    let ports = free_ports(5).expect("ports");
+    let ports = free_ports(6).expect("ports");
+    let metrics_port = ports[5];
     let voters = (1..=3)
         .zip(&ports)
         .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
@@ -128,7 +151,10 @@ fn brokers_register_unfence_serve_an_rf2_topic_and_shut_down_in_a_controlled_way
             // default), which the Raft driver and the broker then share, and snapshots its
             // metadata image often.
             let metadata_dir = if id == 4 {
-                format!("metadata.log.dir={}\n", dir.join("metadata").display())
+                format!(
+                    "metadata.log.dir={}\nmetrics.port={metrics_port}\n",
+                    dir.join("metadata").display()
+                )
             } else {
                 "metadata.log.max.record.bytes.between.snapshots=1000\n".to_owned()
             };
@@ -243,6 +269,28 @@ fn brokers_register_unfence_serve_an_rf2_topic_and_shut_down_in_a_controlled_way
         consume_sorted(&dist, &bootstrap4, topic, 10),
         expected,
         "every record is readable through the remaining broker"
+    );
+    // Broker 4 now leads both partitions with broker 5 out of their ISRs.
+    let mut metrics = String::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        metrics = scrape_metrics(metrics_port);
+        if gauge(
+            &metrics,
+            "kafka_server_replicamanager_underreplicatedpartitions",
+        ) >= Some(2.0)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        gauge(
+            &metrics,
+            "kafka_server_replicamanager_underreplicatedpartitions"
+        ) >= Some(2.0)
+            && gauge(&metrics, "kafka_server_kafkaserver_brokerstate") == Some(3.0),
+        "broker 4 reports its under-replicated partitions:\n{metrics}"
     );
 
     // Restart broker 5: it registers again (a new incarnation), is unfenced and serves.

@@ -418,7 +418,9 @@ impl BrokerRole {
 }
 
 /// Broker gauges (Kafka's names): `kafka.server:type=KafkaServer,name=BrokerState`,
-/// `kafka.server:type=ReplicaManager` `PartitionCount` and `LeaderCount`, and the
+/// `kafka.server:type=ReplicaManager` `PartitionCount`, `LeaderCount`,
+/// `UnderReplicatedPartitions`, `UnderMinIsrPartitionCount` and the `IsrShrinksPerSec` /
+/// `IsrExpandsPerSec` / `FailedIsrUpdatesPerSec` counts, and the
 /// `broker-metadata-metrics` group's `last-applied-record-offset` and
 /// `metadata-load-error-count`, plus krust's `fenced` gauge (1 while the controller keeps the
 /// broker fenced).
@@ -452,6 +454,57 @@ impl Collector for BrokerMetrics {
             "Number of partitions this broker leads.",
             as_f64(i64::try_from(leaders).unwrap_or(i64::MAX)),
         ));
+        if let Some(replication) = self.broker.replication() {
+            let stats = replication.stats();
+            let count = |v: u64| as_f64(i64::try_from(v).unwrap_or(i64::MAX));
+            for (name, help, value) in [
+                (
+                    "UnderReplicatedPartitions",
+                    "Partitions led here whose ISR is smaller than their replica set.",
+                    stats.under_replicated_partitions,
+                ),
+                (
+                    "UnderMinIsrPartitionCount",
+                    "Partitions led here whose ISR is below min.insync.replicas.",
+                    stats.under_min_isr_partitions,
+                ),
+            ] {
+                out.push(Family::gauge(
+                    prometheus_name("kafka.server", "ReplicaManager", name),
+                    help,
+                    count(value),
+                ));
+            }
+            // Kafka's meters; the JMX exporter exposes their `Count` attribute.
+            for (name, help, value) in [
+                (
+                    "IsrShrinksPerSec",
+                    "ISR shrinks committed by the controller.",
+                    stats.isr_shrinks,
+                ),
+                (
+                    "IsrExpandsPerSec",
+                    "ISR expansions committed by the controller.",
+                    stats.isr_expands,
+                ),
+                (
+                    "FailedIsrUpdatesPerSec",
+                    "AlterPartition proposals that failed.",
+                    stats.failed_isr_updates,
+                ),
+            ] {
+                let mut family = Family::gauge(
+                    format!(
+                        "{}_count",
+                        prometheus_name("kafka.server", "ReplicaManager", name)
+                    ),
+                    help,
+                    count(value),
+                );
+                family.kind = krust_metrics::MetricKind::Counter;
+                out.push(family);
+            }
+        }
         out.push(Family::gauge(
             prometheus_name("kafka.server", "broker-metadata-metrics", "fenced"),
             "1 while the controller keeps this broker fenced.",
