@@ -254,10 +254,15 @@ fn kafka_controllers(
 impl Cluster {
     fn start(kind: &'static str, args: &Args, krust: &Path, dist: &KafkaDist) -> Result<Self> {
         let parent = args.dir.clone().unwrap_or_else(std::env::temp_dir);
-        let root = tempfile::Builder::new()
+        let mut root = tempfile::Builder::new()
             .prefix("controller-scale-")
             .tempdir_in(&parent)
             .context("temp dir")?;
+        // CONTROLLER_SCALE_KEEP=1 keeps the data and logs for a look afterwards.
+        if std::env::var_os("CONTROLLER_SCALE_KEEP").is_some() {
+            root.disable_cleanup(true);
+            println!("[{kind}] keeping {}", root.path().display());
+        }
         let cluster_id = krust_testkit::random_kafka_uuid();
         let ids = [1, 2, 3];
         let ports = free_ports(3).context("ports")?;
@@ -513,6 +518,25 @@ fn measure(cluster: &mut Cluster, args: &Args) -> Result<Figures> {
         figures.create.as_secs_f64()
     );
 
+    let via = cluster.brokers[0].bootstrap_servers();
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let led = loop {
+        let led = runtime.block_on(leaders(&via))?;
+        let expected = args.topics * usize::try_from(args.partitions).unwrap_or(0);
+        if led.len() >= expected || Instant::now() > deadline {
+            break led;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let per_broker: Vec<(i32, usize)> = BROKER_IDS
+        .iter()
+        .map(|b| (*b, led.iter().filter(|l| *l == b).count()))
+        .collect();
+    println!(
+        "[{}] partitions led per broker after create: {per_broker:?}",
+        cluster.kind
+    );
+
     // 2. Snapshot size; a standby's restart.
     let dir = cluster.controller(leader).metadata_dir();
     let deadline = Instant::now() + STEP_TIMEOUT;
@@ -532,21 +556,30 @@ fn measure(cluster: &mut Cluster, args: &Args) -> Result<Figures> {
         .find(|id| *id != leader)
         .context("a standby")?;
     let restarted = Instant::now();
+    // The leader's view of a voter is from its last fetch: only a catch-up time after the
+    // restart counts (DescribeQuorum v1+ `LastCaughtUpTimestamp`, wall-clock ms).
+    let restarted_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis()),
+    )
+    .unwrap_or(i64::MAX);
     cluster.controller(standby).restart()?;
-    let (_, caught_up) = poller
+    poller
         .wait_for(&[], interval, STEP_TIMEOUT, |q| {
             q.voters
                 .iter()
                 .find(|v| v.replica_id.0 == standby)
-                .is_some_and(|v| v.log_end_offset >= after.high_watermark)
+                .is_some_and(|v| {
+                    v.log_end_offset >= after.high_watermark
+                        && v.last_caught_up_timestamp >= restarted_ms
+                })
         })
         .context("the restarted standby never caught up")?;
     figures.restart_caught_up = restarted.elapsed();
-    let _ = caught_up;
     figures.krust_load_ms = cluster.controller(standby).krust_load_ms();
 
     // 3. Controlled shutdown of broker 103.
-    let via = cluster.brokers[0].bootstrap_servers();
     let stopped = BROKER_IDS[2];
     figures.led_by_stopped = runtime
         .block_on(leaders(&via))?
@@ -581,10 +614,15 @@ fn measure(cluster: &mut Cluster, args: &Args) -> Result<Figures> {
             figures.shutdown_moved = sigterm_at.elapsed();
             break;
         }
+        println!(
+            "[{}] {:.1} s after SIGTERM: broker {stopped} still leads {led}",
+            cluster.kind,
+            sigterm_at.elapsed().as_secs_f64()
+        );
         if sigterm_at.elapsed() > STEP_TIMEOUT {
             bail!("broker {stopped} still leads {led} partitions");
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(500));
     }
     let _ = broker.terminate(STEP_TIMEOUT);
 
