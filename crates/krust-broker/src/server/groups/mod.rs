@@ -18,10 +18,10 @@
 //!   DescribeGroups, DeleteGroups, ListGroups), shard lifecycle, settings from
 //!   `server.properties`.
 //! - [`find_coordinator`]: FindCoordinator v0–v5 and the creation of `__consumer_offsets`.
-//! - [`runtime`]: the task of one shard (load from the log, real-time timers, group-commit
+//! - `runtime.rs`: the task of one shard (load from the log, real-time timers, group-commit
 //!   appends, responses).
 //! - [`log`]: [`CoordinatorLog`], what the runtime needs from the broker (implemented by
-//!   [`ReplicaManager`]; tests put an in-memory log behind it).
+//!   [`ReplicaManager`]; tests wrap it to hold loads or fail appends).
 //!
 //! # Limits
 //! - Offsets of deleted topics are dropped only by shards loaded when the deletion is
@@ -30,6 +30,10 @@
 //! - An append is not fenced by the leader epoch the shard was loaded in (the replica
 //!   manager's append has no epoch argument): a leadership change between the check and the
 //!   write is caught only by the append failing.
+//! - A shard finds its next timer by scanning its groups and members after every event
+//!   (Kafka keeps a timer wheel): fine for thousands of members per partition, not millions.
+//! - Only classic groups: no KIP-848 `ConsumerGroupHeartbeat`, no transactional offset
+//!   commits (`TxnOffsetCommit`), TRANSACTION keys answer COORDINATOR_NOT_AVAILABLE.
 
 pub mod find_coordinator;
 pub mod log;
