@@ -253,3 +253,39 @@ async fn python_clients_with_every_codec_and_idempotence() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_performance_gets_every_record_acknowledged() {
+    bounded(async {
+        let dist = KafkaDist::locate().expect("Kafka 3.9 distribution");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        let addr = b.addr();
+        let summary = tokio::task::spawn_blocking(move || {
+            dist.producer_perf(&addr, "orders", 100_000, 1024, &[("linger.ms", "5")])
+                .expect("ProducerPerformance")
+        })
+        .await
+        .expect("join");
+        eprintln!(
+            "{}",
+            summary.output.stdout.lines().last().unwrap_or_default()
+        );
+        assert_eq!(summary.records_sent, 100_000);
+        let ends = list_offset(&b.client, "orders", -1).await.1;
+        let ends_1 = {
+            let r = fetch(&b.client, fetch_request_partition("orders", 1), 12).await;
+            r.responses[0].partitions[0].high_watermark
+        };
+        assert_eq!(ends + ends_1, 100_000);
+        b.stop().await;
+    })
+    .await;
+}
+
+fn fetch_request_partition(topic: &str, partition: i32) -> kafka_protocol::messages::FetchRequest {
+    let mut r = fetch_request(topic, 0, 0);
+    r.topics[0].partitions[0].partition = partition;
+    r.topics[0].partitions[0].partition_max_bytes = 1;
+    r
+}
