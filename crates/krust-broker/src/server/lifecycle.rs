@@ -205,10 +205,23 @@ impl BrokerLifecycle {
     }
 
     /// The highest metadata log offset the broker has applied (from the metadata loader).
+    ///
+    /// A fenced broker whose applied offset just reached its own registration record (the
+    /// broker epoch is that record's offset) heartbeats at once instead of at the next
+    /// interval: that heartbeat is the one the controller unfences it on.
     pub fn set_metadata_offset(&self, offset: i64) {
-        self.shared
+        let previous = self
+            .shared
             .metadata_offset
             .fetch_max(offset, Ordering::AcqRel);
+        let epoch = self.shared.broker_epoch.load(Ordering::Acquire);
+        if epoch >= 0
+            && previous < epoch
+            && offset >= epoch
+            && self.state() == BrokerState::Recovery
+        {
+            self.shared.wake.notify_one();
+        }
     }
 
     /// The offset last passed to [`Self::set_metadata_offset`] (`-1` before any).
@@ -659,6 +672,26 @@ mod tests {
                 Some(10)
             );
         });
+        lifecycle.stop();
+    }
+
+    #[tokio::test]
+    async fn reaching_the_registration_record_heartbeats_at_once() {
+        let fake = FakeController::new(FakeState {
+            unfence_at: 42,
+            ..FakeState::default()
+        });
+        let mut config = config();
+        // Without the early heartbeat the broker would stay fenced for an hour.
+        config.heartbeat_interval = Duration::from_secs(3600);
+        let lifecycle = BrokerLifecycle::start(config, fake.clone());
+        wait_for("registration and a first heartbeat", || {
+            lifecycle.broker_epoch() == Some(42) && fake.with(|s| !s.heartbeats.is_empty())
+        })
+        .await;
+        assert_eq!(lifecycle.state(), BrokerState::Recovery);
+        lifecycle.set_metadata_offset(42);
+        assert!(lifecycle.wait_until_running(WAIT).await, "never unfenced");
         lifecycle.stop();
     }
 
