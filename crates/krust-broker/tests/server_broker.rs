@@ -478,6 +478,26 @@ async fn idempotent_producer_survives_restart() {
                 .0,
             ResponseError::OutOfOrderSequenceNumber.code()
         );
+        let ResponseKind::DescribeProducers(d) = b
+            .client
+            .send(describe_producers_request("orders"), 0)
+            .await
+            .expect("describe producers")
+        else {
+            panic!("not DescribeProducers");
+        };
+        let p = &d.topics[0].partitions[0];
+        assert_eq!(p.error_code, 0);
+        assert_eq!(p.active_producers.len(), 1);
+        let state = &p.active_producers[0];
+        assert_eq!(
+            (
+                state.producer_id.0,
+                state.producer_epoch,
+                state.last_sequence
+            ),
+            (pid, 0, 2)
+        );
         b.stop().await;
 
         // Same log dir, new process-equivalent: data and producer state are back.
@@ -698,6 +718,7 @@ async fn every_advertised_version_answers() {
                         DescribeLogDirsRequest::default().with_topics(None).into()
                     }
                     ApiKey::DescribeCluster => DescribeClusterRequest::default().into(),
+                    ApiKey::DescribeProducers => describe_producers_request("orders").into(),
                     other => panic!("no request built for {other:?}"),
                 };
                 let response = b.client.send(request, version).await;
@@ -873,4 +894,13 @@ async fn delete_records_retention_task_and_checkpoints() {
         assert!(recovery.lines().any(|l| l == "orders 0 5"), "{recovery}");
     })
     .await;
+}
+
+fn describe_producers_request(topic: &str) -> kafka_protocol::messages::DescribeProducersRequest {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    kafka_protocol::messages::DescribeProducersRequest::default().with_topics(vec![
+        TopicRequest::default()
+            .with_name(tname(topic))
+            .with_partition_indexes(vec![0]),
+    ])
 }

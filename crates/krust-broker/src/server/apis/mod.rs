@@ -16,6 +16,7 @@
 //! - `configs.rs`: DescribeConfigs.
 //! - `log_dirs.rs`: DescribeLogDirs.
 //! - `producer_id.rs`: InitProducerId (producer id blocks from the controller).
+//! - `producers.rs`: DescribeProducers.
 
 pub mod configs;
 pub mod fetch;
@@ -24,6 +25,7 @@ pub mod metadata;
 pub mod offsets;
 pub mod produce;
 pub mod producer_id;
+pub mod producers;
 
 use std::sync::Arc;
 
@@ -51,6 +53,7 @@ pub const OWN_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::InitProducerId, 0, 5),
     (ApiKey::DescribeLogDirs, 0, 4),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::DescribeProducers, 0, 0),
 ];
 
 /// The client listener's handler; see the module doc.
@@ -169,6 +172,7 @@ impl Handler for ClientApiHandler {
             }
             RequestKind::DescribeLogDirs(r) => log_dirs::describe_log_dirs(broker, &r).into(),
             RequestKind::InitProducerId(r) => producer_id::handle(broker, &r).await.into(),
+            RequestKind::DescribeProducers(r) => producers::describe_producers(broker, &r).into(),
             other => {
                 let key = ctx.api_key;
                 if let Some(groups) = broker.groups()
