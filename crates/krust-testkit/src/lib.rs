@@ -31,6 +31,10 @@
 //! - [`KafkaDist::create_topic`], [`KafkaDist::console_produce`], [`KafkaDist::console_consume`],
 //!   [`KafkaDist::producer_perf`] (`clients.rs`): Kafka's client tools against any bootstrap
 //!   address — a Kafka node or a krust broker.
+//! - [`KafkaDist::start_acked_producer`] (`acked_producer.rs`): an idempotent `acks=all` Kafka
+//!   producer writing numbered records in the background and reporting each acknowledged one
+//!   ([`AckedProducer`]), for no-loss checks while brokers crash; [`KafkaDist::read_replica_logs`]
+//!   and [`check_acked_records`] (`replica_logs.rs`) check them against each replica's log files.
 //! - [`KrustProcess`] (`krust.rs`): a `krust` binary (or any other) under supervision.
 //! - [`ManagedProcess`] (`process.rs`): the shared building block — log file, log-line and port
 //!   waits, signals, kill on drop.
@@ -146,6 +150,7 @@
 //! * `KRUST_BIN`: the `krust` binary for [`krust_binary`]; default `<target>/debug/krust`.
 //! * `KRUST_TESTKIT_KEEP=1`: keep Kafka nodes' temp dirs (data and `kafka.log`) for a post-mortem.
 
+mod acked_producer;
 mod clients;
 mod dist;
 mod dump_log;
@@ -154,8 +159,10 @@ mod kafka;
 mod krust;
 mod ports;
 mod process;
+mod replica_logs;
 mod zookeeper;
 
+pub use acked_producer::{AckedProducer, AckedRecord, ProducerReport, parse_report};
 pub use clients::{
     BrokerUnderTest, KRUST_DEV_READY_TIMEOUT, Kcat, LibrdkafkaRun, LibrdkafkaTestResult,
     LibrdkafkaTests, ProducerPerfSummary, PythonClients, client_cache_dir, missing_client_tool,
@@ -177,4 +184,5 @@ pub use kafka::{
 pub use krust::{KrustProcess, KrustProcessBuilder, krust_binary};
 pub use ports::{free_port, free_ports, port_accepts, wait_for_port};
 pub use process::{LOG_TAIL_LINES, LogMark, ManagedProcess, ProcessSpec, log_tail};
+pub use replica_logs::{LogRecord, ReplicaLog, check_acked_records};
 pub use zookeeper::{DEFAULT_ZK_START_TIMEOUT, ZOOKEEPER_CLI, ZOOKEEPER_MAIN, ZooKeeperServer};
