@@ -127,7 +127,7 @@ pub fn handle_fetch<R: PartitionAccess>(
             let current_leader_epoch = Some(fp.current_leader_epoch);
             let last_fetched_epoch = (version >= 12).then_some(fp.last_fetched_epoch);
             let read = replicas.with_partition(&name, index, |p| {
-                p.read(
+                let data = p.read(
                     fp.fetch_offset,
                     limit.max(1),
                     fetcher,
@@ -135,7 +135,13 @@ pub fn handle_fetch<R: PartitionAccess>(
                     last_fetched_epoch,
                     fetch_only_from_leader,
                     now_ms,
-                )
+                )?;
+                if let Fetcher::Follower { replica_id } = fetcher
+                    && version >= 5
+                {
+                    p.record_follower_log_start(replica_id, fp.log_start_offset);
+                }
+                Ok(data)
             });
             let data = match read {
                 Err(e) => {

@@ -115,6 +115,9 @@ pub struct FollowerState {
     pub last_fetch_leader_log_end_offset: i64,
     /// Time of its previous fetch.
     pub last_fetch_time_ms: i64,
+    /// Its log start offset as its last fetch said (Fetch v5+), `-1` until known: bounds
+    /// the partition's low watermark (DeleteRecords).
+    pub log_start_offset: i64,
 }
 
 impl FollowerState {
@@ -364,6 +367,7 @@ impl Partition {
                     last_caught_up_time_ms: caught_up,
                     last_fetch_leader_log_end_offset: -1,
                     last_fetch_time_ms: 0,
+                    log_start_offset: -1,
                 });
                 (r, state)
             })
@@ -1081,6 +1085,36 @@ impl Partition {
             self.log.set_config(config)?;
         }
         Ok(())
+    }
+
+    /// A follower's fetch told its log start offset (Fetch v5+). Returns whether it changed.
+    pub fn record_follower_log_start(&mut self, replica_id: i32, log_start_offset: i64) -> bool {
+        let Role::Leader { followers } = &mut self.role else {
+            return false;
+        };
+        match followers.get_mut(&replica_id) {
+            Some(f) if f.log_start_offset != log_start_offset => {
+                f.log_start_offset = log_start_offset;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Kafka's `lowWatermarkIfLeader`: the smallest log start offset of this replica and of
+    /// the followers on live brokers (`is_alive`); a follower that never said counts as `-1`.
+    ///
+    /// # Errors
+    /// [`PartitionError::NotLeaderOrFollower`].
+    pub fn low_watermark(&self, is_alive: impl Fn(i32) -> bool) -> Result<i64, PartitionError> {
+        let Role::Leader { followers } = &self.role else {
+            return Err(PartitionError::NotLeaderOrFollower);
+        };
+        Ok(followers
+            .iter()
+            .filter(|(id, _)| is_alive(**id))
+            .map(|(_, f)| f.log_start_offset)
+            .fold(self.log.log_start_offset(), i64::min))
     }
 
     /// The replica set as the metadata last said.

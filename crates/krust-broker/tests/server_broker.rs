@@ -904,3 +904,72 @@ fn describe_producers_request(topic: &str) -> kafka_protocol::messages::Describe
             .with_partition_indexes(vec![0]),
     ])
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_records_waits_for_the_followers_log_start() {
+    use kafka_protocol::messages::delete_records_request::{
+        DeleteRecordsPartition, DeleteRecordsTopic,
+    };
+    use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        assert_eq!(
+            produce_one(&b.client, "replicated", batch(3, now_ms()), 1).await,
+            (0, 0)
+        );
+        // Broker 2 fetches everything: the HW reaches 3.
+        let follower = |offset: i64, log_start: i64| {
+            let mut r = fetch_request("replicated", offset, 0).with_replica_id(BrokerId(2));
+            r.topics[0].partitions[0].log_start_offset = log_start;
+            r
+        };
+        let r = fetch(&b.client, follower(3, 0), 12).await;
+        assert_eq!(r.responses[0].partitions[0].high_watermark, 3);
+        let delete = |offset: i64, timeout_ms: i32| {
+            DeleteRecordsRequest::default()
+                .with_timeout_ms(timeout_ms)
+                .with_topics(vec![
+                    DeleteRecordsTopic::default()
+                        .with_name(tname("replicated"))
+                        .with_partitions(vec![
+                            DeleteRecordsPartition::default()
+                                .with_partition_index(0)
+                                .with_offset(offset),
+                        ]),
+                ])
+        };
+        let send = |client: Client, request: DeleteRecordsRequest| async move {
+            match client.send(request, 2).await.expect("delete records") {
+                ResponseKind::DeleteRecords(r) => r,
+                other => panic!("unexpected {other:?}"),
+            }
+        };
+        // Broker 2 never reports a new log start: the request times out.
+        let r: DeleteRecordsResponse = send(b.client.clone_for_test(), delete(1, 50)).await;
+        assert_eq!(
+            r.topics[0].partitions[0].error_code,
+            ResponseError::RequestTimedOut.code()
+        );
+        // It does now: the waiting request completes with the low watermark.
+        let waiting = tokio::spawn(send(b.client.clone_for_test(), delete(2, 60_000)));
+        let tp = krust_metadata::image::topics::TopicPartition {
+            topic: "replicated".to_string(),
+            partition: 0,
+        };
+        let partition = b.broker.replica_manager().partition(&tp).expect("hosted");
+        for _ in 0..500 {
+            if partition.lock().expect("lock").log_start_offset() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(!waiting.is_finished());
+        fetch(&b.client, follower(3, 2), 12).await;
+        let r = waiting.await.expect("join");
+        let p = &r.topics[0].partitions[0];
+        assert_eq!((p.error_code, p.low_watermark), (0, 2));
+        b.stop().await;
+    })
+    .await;
+}

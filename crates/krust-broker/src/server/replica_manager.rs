@@ -260,9 +260,18 @@ impl PartitionAccess for ManagerAccess<'_> {
         };
         let (result, moved) = {
             let mut guard = lock(&partition);
-            let before = (guard.log_end_offset(), guard.high_watermark());
+            // What delayed operations wait on: log end (fetch), high watermark (produce),
+            // low watermark (DeleteRecords).
+            let state = |p: &Partition| {
+                (
+                    p.log_end_offset(),
+                    p.high_watermark(),
+                    p.low_watermark(|_| true).ok(),
+                )
+            };
+            let before = state(&guard);
             let result = f(&mut guard);
-            let after = (guard.log_end_offset(), guard.high_watermark());
+            let after = state(&guard);
             (result, before != after)
         };
         if moved {

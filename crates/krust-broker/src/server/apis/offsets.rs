@@ -2,6 +2,9 @@
 //! manager.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
 
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
@@ -40,12 +43,16 @@ pub fn offset_for_leader_epoch(
     ResponseKind::OffsetForLeaderEpoch(response)
 }
 
-/// Handles a DeleteRecords request on the leaders (Kafka's `deleteRecordsOnLeader`). The
-/// answer is the leader's new low watermark; followers catch up through their fetches
-/// (Kafka waits for every replica, krust answers once the leader moved).
+/// Handles a DeleteRecords request (Kafka's `deleteRecordsOnLeader` + `DelayedDeleteRecords`):
+/// each leader moves its log start, then the answer waits until the low watermark (the
+/// smallest log start of the leader and its live followers, as their fetches report it)
+/// reaches it, or `timeout_ms` passes (`REQUEST_TIMED_OUT`).
 pub async fn delete_records(broker: &Arc<Broker>, request: &DeleteRecordsRequest) -> ResponseKind {
-    let mut access = broker.replica_manager().access();
+    let replicas = broker.replica_manager();
+    let mut access = replicas.access();
     let mut response = DeleteRecordsResponse::default();
+    // (topic index, partition index, required low watermark) still waiting.
+    let mut waiting = Vec::new();
     for topic in &request.topics {
         let mut out = DeleteRecordsTopicResult::default().with_name(topic.name.clone());
         for p in &topic.partitions {
@@ -54,7 +61,10 @@ pub async fn delete_records(broker: &Arc<Broker>, request: &DeleteRecordsRequest
             match access.with_partition(topic.name.0.as_str(), p.partition_index, |partition| {
                 partition.delete_records(p.offset)
             }) {
-                Ok(low_watermark) => result.low_watermark = low_watermark,
+                Ok(start) => {
+                    result.low_watermark = start;
+                    waiting.push((response.topics.len(), out.partitions.len(), start));
+                }
                 Err(e) => {
                     result.low_watermark = -1;
                     result.error_code = e.code();
@@ -63,6 +73,56 @@ pub async fn delete_records(broker: &Arc<Broker>, request: &DeleteRecordsRequest
             out.partitions.push(result);
         }
         response.topics.push(out);
+    }
+    let timeout = Duration::from_millis(u64::try_from(request.timeout_ms).unwrap_or(0));
+    let check = |response: &mut DeleteRecordsResponse, waiting: &mut Vec<(usize, usize, i64)>| {
+        let image = replicas.image();
+        let alive = |id: i32| image.cluster.broker(id).is_some_and(|b| !b.fenced);
+        waiting.retain(|&(t, p, required)| {
+            let Some(topic) = response.topics.get_mut(t) else {
+                return false;
+            };
+            let Some(part) = topic.partitions.get_mut(p) else {
+                return false;
+            };
+            let low = access.inspect_partition(topic.name.0.as_str(), part.partition_index, |x| {
+                x.low_watermark(alive)
+            });
+            match low {
+                Some(Ok(low)) if low >= required => {
+                    part.low_watermark = low;
+                    false
+                }
+                Some(Ok(_)) => true,
+                Some(Err(e)) => {
+                    part.low_watermark = -1;
+                    part.error_code = e.code();
+                    false
+                }
+                None => {
+                    part.low_watermark = -1;
+                    part.error_code = ResponseError::NotLeaderOrFollower.code();
+                    false
+                }
+            }
+        });
+        waiting.is_empty().then_some(())
+    };
+    let done = replicas
+        .purgatory()
+        .wait_for(timeout, || check(&mut response, &mut waiting))
+        .await;
+    if done.is_none() {
+        for (t, p, _) in waiting {
+            if let Some(part) = response
+                .topics
+                .get_mut(t)
+                .and_then(|topic| topic.partitions.get_mut(p))
+            {
+                part.low_watermark = -1;
+                part.error_code = ResponseError::RequestTimedOut.code();
+            }
+        }
     }
     ResponseKind::DeleteRecords(response)
 }
