@@ -13,8 +13,6 @@
 //!   (transactional InitProducerId answers `COORDINATOR_NOT_AVAILABLE`).
 //! - Produce below v3 and Fetch below v4 are not served (they need message-format
 //!   down-conversion).
-//! - DeleteRecords answers once the leader moved its log start (Kafka also waits for the
-//!   followers).
 //!
 //! # Layout
 //!
