@@ -212,7 +212,6 @@ fn consumer_groups_with_real_clients_against_kafka() {
 }
 
 #[test]
-#[ignore = "needs krust dev with the group coordinator in it (issues 5 and 6)"]
 fn consumer_groups_with_real_clients_against_krust_dev() {
     let Some((python, kcat)) = clients() else {
         return;

@@ -163,7 +163,6 @@ fn kcat_lists_produces_and_consumes_against_kafka() {
 }
 
 #[test]
-#[ignore = "krust dev is not in the binary yet (issue 5)"]
 fn kcat_lists_produces_and_consumes_against_krust_dev() {
     let Some(tool) = Kcat::locate().expect("kcat") else {
         return;

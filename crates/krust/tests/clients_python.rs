@@ -84,7 +84,6 @@ fn python_clients_admin_produce_consume_against_kafka() {
 }
 
 #[test]
-#[ignore = "krust dev is not in the binary yet (issue 5)"]
 fn python_clients_admin_produce_consume_against_krust_dev() {
     let Some(python) = PythonClients::locate().expect("python venv") else {
         return;
