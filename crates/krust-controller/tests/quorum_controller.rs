@@ -1766,3 +1766,89 @@ fn legacy_alter_configs_replaces_the_whole_config_set() {
         );
     }
 }
+
+/// One pass elects at most 1000 preferred leaders (Kafka's `maxElectionsPerImbalance`); when
+/// it was cut short, the next pass is due at once, not a check interval later.
+#[test]
+fn auto_leader_rebalance_caps_a_pass_and_reruns_at_once() {
+    const PARTITIONS: i32 = 1_100;
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(2);
+    let assign = topic("t", -1, -1).with_assignments(
+        (0..PARTITIONS)
+            .map(|p| {
+                CreatableReplicaAssignment::default()
+                    .with_partition_index(p)
+                    .with_broker_ids(vec![BrokerId(1), BrokerId(2)])
+            })
+            .collect(),
+    );
+    assert_eq!(sim.create(assign, false).topics[0].error_code, 0);
+    let id = sim.image().topics.topic_by_name("t").expect("exists").id;
+    while !sim.image().cluster.broker(1).expect("registered").fenced {
+        assert!(sim.now - sim.t0 < Duration::from_secs(60), "never fenced");
+        sim.advance(1_000);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    sim.heartbeat(1, epochs[&1]);
+    // Broker 2, now leading everything, takes broker 1 back into every ISR.
+    let partitions: Vec<PartitionData> = sim
+        .image()
+        .topics
+        .topic(id)
+        .expect("exists")
+        .partitions
+        .iter()
+        .map(|(&index, p)| {
+            assert_eq!(p.leader, 2);
+            PartitionData::default()
+                .with_partition_index(index)
+                .with_leader_epoch(p.leader_epoch)
+                .with_partition_epoch(p.partition_epoch)
+                .with_new_isr(vec![BrokerId(2), BrokerId(1)])
+        })
+        .collect();
+    let request = AlterPartitionRequest::default()
+        .with_broker_id(BrokerId(2))
+        .with_broker_epoch(epochs[&2])
+        .with_topics(vec![
+            alter_partition_request::TopicData::default()
+                .with_topic_id(id)
+                .with_partitions(partitions),
+        ]);
+    match sim.request(ControllerRequest::AlterPartition(request)) {
+        ControllerResponse::AlterPartition(r) => assert_eq!(r.error_code, 0),
+        other => panic!("{other:?}"),
+    }
+    let led_by_1 = |sim: &Sim| {
+        sim.image()
+            .topics
+            .topic(id)
+            .expect("exists")
+            .partitions
+            .values()
+            .filter(|p| p.leader == 1)
+            .count()
+    };
+    while led_by_1(&sim) == 0 {
+        assert!(
+            sim.now - sim.t0 < Duration::from_secs(400),
+            "no automatic preferred election"
+        );
+        sim.advance(1_000);
+        sim.heartbeat(1, epochs[&1]);
+        sim.heartbeat(2, epochs[&2]);
+    }
+    assert_eq!(led_by_1(&sim), 1_000, "one pass elects at most 1000");
+    assert_eq!(
+        sim.active().poll_timeout(),
+        Some(sim.now),
+        "the rest is due at once"
+    );
+    sim.now += Duration::from_millis(1);
+    let now = sim.now;
+    sim.controllers[sim.active].handle_timeout(now);
+    sim.drain();
+    sim.commit_all();
+    assert_eq!(led_by_1(&sim), 1_100, "the second pass elects the rest");
+}
