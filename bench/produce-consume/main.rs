@@ -158,6 +158,9 @@ fn start_krust(dist: &KafkaDist, binary: &Path) -> Result<Cluster> {
             binary.display()
         );
     }
+    // The servers run in their own folders: a relative path would not resolve there.
+    let binary = &std::fs::canonicalize(binary)
+        .with_context(|| format!("resolving {}", binary.display()))?;
     let ports = free_ports(6).context("ports")?;
     let voters = (0..3)
         .map(|i| format!("{}@127.0.0.1:{}", i + 1, ports[3 + i]))
@@ -202,6 +205,10 @@ fn start_krust(dist: &KafkaDist, binary: &Path) -> Result<Cluster> {
         process
             .wait_for_port(port, START_WAIT)
             .with_context(|| format!("krust node {} listening on {port}", node.node_id()))?;
+        // Printed (as Kafka does) once the broker is registered and unfenced.
+        process
+            .wait_for_line("Kafka Server started", START_WAIT)
+            .with_context(|| format!("krust node {} unfenced", node.node_id()))?;
     }
     let bootstrap = nodes
         .iter()
