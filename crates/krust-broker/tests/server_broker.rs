@@ -973,3 +973,36 @@ async fn delete_records_waits_for_the_followers_log_start() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_ends_when_leadership_moves() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        let client = b.client.clone_for_test();
+        // Waits far longer than the test's bound unless the leadership change wakes it.
+        let mut request = fetch_request("orders", 0, 600_000);
+        request.topics[0].partitions[0].partition = 1;
+        let poll = tokio::spawn(async move { fetch(&client, request, 10).await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!poll.is_finished());
+        publish_more(
+            &b.broker,
+            &[MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 1,
+                topic_id: ORDERS,
+                replicas: Some(vec![1, 2]),
+                isr: Some(vec![1, 2]),
+                leader: 2,
+                ..Default::default()
+            })],
+        );
+        let r = poll.await.expect("join");
+        assert_eq!(
+            r.responses[0].partitions[0].error_code,
+            ResponseError::NotLeaderOrFollower.code()
+        );
+        b.stop().await;
+    })
+    .await;
+}

@@ -33,6 +33,7 @@ use uuid::Uuid;
 
 use super::metadata::{alive_brokers, leader_hint};
 use crate::fetch::handle_fetch;
+use crate::replicas::PartitionAccess;
 use crate::server::Broker;
 use crate::server::replica_manager::now_ms;
 
@@ -343,6 +344,50 @@ fn filter_incremental(
     response.responses.retain(|t| !t.partitions.is_empty());
 }
 
+/// (topic name, partition) of every partition a resolved request reads.
+fn partition_keys(broker: &Broker, full: &FetchRequest, version: i16) -> Vec<(String, i32)> {
+    let image = broker.replica_manager().image();
+    full.topics
+        .iter()
+        .flat_map(|topic| {
+            let name = if version >= 13 {
+                image
+                    .topics
+                    .topic(topic.topic_id)
+                    .map(|t| t.name.clone())
+                    .unwrap_or_default()
+            } else {
+                topic.topic.0.to_string()
+            };
+            topic
+                .partitions
+                .iter()
+                .map(move |p| (name.clone(), p.partition))
+        })
+        .collect()
+}
+
+/// What can complete a waiting fetch, per partition: its log end, HW, LSO, leader epoch and
+/// leadership (Kafka's `DelayedFetch.tryComplete` cases), or that it is gone.
+type PartitionState = Option<(i64, i64, i64, i32, bool)>;
+
+fn partition_states(broker: &Broker, keys: &[(String, i32)]) -> Vec<PartitionState> {
+    let access = broker.replica_manager().access();
+    keys.iter()
+        .map(|(topic, partition)| {
+            access.inspect_partition(topic, *partition, |p| {
+                (
+                    p.log_end_offset(),
+                    p.high_watermark(),
+                    p.last_stable_offset(),
+                    p.leader_epoch(),
+                    p.is_leader(),
+                )
+            })
+        })
+        .collect()
+}
+
 /// Handles a Fetch request.
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRequest) -> Reply {
     let version = ctx.api_version;
@@ -357,14 +402,26 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
     };
     let max_wait = Duration::from_millis(u64::try_from(full.max_wait_ms).unwrap_or(0));
     let deadline = tokio::time::Instant::now() + max_wait;
-    let outcome = loop {
-        let mut waiter = replicas.purgatory().waiter();
-        let outcome = handle_fetch(&mut replicas.access(), &full, version, now_ms());
-        if outcome.min_bytes_reached || tokio::time::Instant::now() >= deadline {
-            break outcome;
+    // The long poll. Wake-ups are broker-wide, so each one first compares the cheap state of
+    // this request's partitions (see `partition_states`) and reads again only when it moved;
+    // the deadline always reads once more (Kafka's DelayedFetch re-reads on completion).
+    let keys = partition_keys(broker, &full, version);
+    let mut waiter = replicas.purgatory().waiter();
+    let mut seen = partition_states(broker, &keys);
+    let mut outcome = handle_fetch(&mut replicas.access(), &full, version, now_ms());
+    while !outcome.min_bytes_reached {
+        let timed_out =
+            !waiter.wait_until(deadline).await || tokio::time::Instant::now() >= deadline;
+        waiter = replicas.purgatory().waiter();
+        let now_seen = partition_states(broker, &keys);
+        if timed_out || now_seen != seen {
+            seen = now_seen;
+            outcome = handle_fetch(&mut replicas.access(), &full, version, now_ms());
         }
-        waiter.wait_until(deadline).await;
-    };
+        if timed_out {
+            break;
+        }
+    }
     let mut response = outcome.response;
     let replica_id = if version >= 15 {
         full.replica_state.replica_id.0
