@@ -5,7 +5,8 @@
 //! ([`RaftHandle::watch_status`]: the observer learns it from its Fetch answers, a voter from
 //! the election). Until the deadline, a request is retried when no leader is known, when the
 //! connection fails, and when the answer's top-level error is `NOT_CONTROLLER` (a leader change
-//! the replica has not seen yet), after [`RETRY_BACKOFF`] or as soon as the leader changes.
+//! the replica has not seen yet), after [`RETRY_BACKOFF`] or as soon as the leader changes; a
+//! request still in flight when the leader changes is abandoned and sent to the new one.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,7 +122,10 @@ impl QuorumChannel {
             if Instant::now() >= deadline {
                 return Err(ControllerChannelError::Timeout(timeout));
             }
-            let Some(client) = self.leader().and_then(|id| self.client(id)) else {
+            let Some((leader, client)) = self
+                .leader()
+                .and_then(|id| self.client(id).map(|client| (id, client)))
+            else {
                 self.backoff(deadline).await;
                 continue;
             };
@@ -134,7 +138,29 @@ impl QuorumChannel {
                         .map(|(_, response)| response),
                 }
             };
-            match tokio::time::timeout_at(deadline, attempt).await {
+            // A request in flight to a controller that is no longer the leader (it may be dead,
+            // its connection not yet known to be broken) is abandoned as soon as the replica
+            // learns of the new leader, and sent again there.
+            let mut status = self.status.clone();
+            let leader_changed = async move {
+                let _ = status
+                    .wait_for(|s| s.metrics.current_leader != leader)
+                    .await;
+            };
+            let outcome = tokio::select! {
+                outcome = tokio::time::timeout_at(deadline, attempt) => Some(outcome),
+                () = leader_changed => None,
+            };
+            // The attempt is dropped by now (it may have held the client's connection lock).
+            let Some(outcome) = outcome else {
+                debug!(
+                    controller = client.addr(),
+                    "the active controller changed; resending"
+                );
+                client.disconnect().await;
+                continue;
+            };
+            match outcome {
                 Err(_) => return Err(ControllerChannelError::Timeout(timeout)),
                 Ok(Ok(response)) if top_level_not_controller(&response) => {
                     debug!(controller = client.addr(), "NOT_CONTROLLER; retrying");
