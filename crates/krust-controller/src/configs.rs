@@ -106,7 +106,11 @@ pub fn legacy_alter_configs(
     use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as LegacyResponse;
 
     let mut refused = Vec::new();
-    let mut changes: Vec<&LegacyResource> = Vec::new();
+    // In request order; a slot is emptied when its resource turns out to be duplicated.
+    let mut changes: Vec<Option<&LegacyResource>> = Vec::new();
+    // Resource → its slot in `changes` (a map, so a huge request stays O(n log n)).
+    let mut slots: std::collections::BTreeMap<(i8, String), usize> =
+        std::collections::BTreeMap::new();
     let mut duplicates: BTreeSet<(i8, String)> = BTreeSet::new();
     let refusal = |resource: &LegacyResource, code: i16, message: String| {
         LegacyResponse::default()
@@ -125,11 +129,8 @@ pub fn legacy_alter_configs(
             ));
         } else if duplicates.contains(&key) {
             // Kafka answers a resource's duplicates once, at the second mention.
-        } else if let Some(i) = changes
-            .iter()
-            .position(|c| (c.resource_type, c.resource_name.to_string()) == key)
-        {
-            changes.remove(i);
+        } else if let Some(&i) = slots.get(&key) {
+            changes[i] = None;
             duplicates.insert(key);
             refused.push(refusal(
                 resource,
@@ -140,12 +141,13 @@ pub fn legacy_alter_configs(
                 "Duplicate resource.".to_owned(),
             ));
         } else {
-            changes.push(resource);
+            slots.insert(key, changes.len());
+            changes.push(Some(resource));
         }
     }
     let mut records = Vec::new();
     let mut responses = refused;
-    for resource in changes {
+    for resource in changes.into_iter().flatten() {
         let configs: Vec<(String, Option<String>)> = resource
             .configs
             .iter()

@@ -1852,3 +1852,27 @@ fn auto_leader_rebalance_caps_a_pass_and_reruns_at_once() {
     sim.commit_all();
     assert_eq!(led_by_1(&sim), 1_100, "the second pass elects the rest");
 }
+
+/// A huge legacy AlterConfigs (50,000 resources, every one an unknown topic, one repeated)
+/// is answered per resource without writing anything.
+#[test]
+fn legacy_alter_configs_with_a_huge_request_answers_every_resource() {
+    let mut sim = Sim::new();
+    let names: Vec<String> = (0..50_000).map(|i| format!("nope-{i}")).collect();
+    let mut resources: Vec<LegacyResource<'_>> =
+        names.iter().map(|n| (2, n.as_str(), &[][..])).collect();
+    resources.push((2, "nope-7", &[]));
+    let before = sim.log.len();
+    let answers = legacy_alter_configs(&mut sim, &resources, false);
+    assert_eq!(answers.len(), 50_000, "one answer per distinct resource");
+    assert_eq!(
+        answers.iter().filter(|(_, _, code)| *code == 42).count(),
+        1,
+        "the duplicate"
+    );
+    assert_eq!(
+        answers.iter().filter(|(_, _, code)| *code == 3).count(),
+        49_999
+    );
+    assert_eq!(sim.log.len(), before, "nothing written");
+}
