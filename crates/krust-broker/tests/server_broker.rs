@@ -441,6 +441,28 @@ async fn idempotent_producer_survives_restart() {
     bounded(async {
         let dir = tempfile::tempdir().expect("tempdir");
         let b = start(dir.path()).await;
+        // No block from the controller yet: a retriable error, as Kafka answers.
+        b.controller
+            .refuse_producer_ids
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let ResponseKind::InitProducerId(init) = b
+            .client
+            .send(
+                InitProducerIdRequest::default().with_transactional_id(None),
+                4,
+            )
+            .await
+            .expect("init")
+        else {
+            panic!("not InitProducerId");
+        };
+        assert_eq!(
+            init.error_code,
+            ResponseError::CoordinatorLoadInProgress.code()
+        );
+        b.controller
+            .refuse_producer_ids
+            .store(false, std::sync::atomic::Ordering::SeqCst);
         let ResponseKind::InitProducerId(init) = b
             .client
             .send(

@@ -42,6 +42,8 @@ pub const TEST_TIMEOUT: Duration = Duration::from_secs(120);
 #[derive(Default)]
 pub struct FakeController {
     pub created: Mutex<Vec<String>>,
+    /// Answer AllocateProducerIds with an error (a controller that cannot hand out blocks).
+    pub refuse_producer_ids: std::sync::atomic::AtomicBool,
 }
 
 impl ControllerChannel for FakeController {
@@ -53,6 +55,13 @@ impl ControllerChannel for FakeController {
     ) -> BoxFuture<'_, Result<ResponseKind, ControllerChannelError>> {
         Box::pin(async move {
             match request {
+                RequestKind::AllocateProducerIds(_)
+                    if self
+                        .refuse_producer_ids
+                        .load(std::sync::atomic::Ordering::SeqCst) =>
+                {
+                    Err(ControllerChannelError::Timeout(Duration::from_millis(1)))
+                }
                 RequestKind::AllocateProducerIds(_) => Ok(ResponseKind::AllocateProducerIds(
                     AllocateProducerIdsResponse::default()
                         .with_producer_id_start(ProducerId(5000))

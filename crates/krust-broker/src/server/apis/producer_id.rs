@@ -19,7 +19,7 @@ use tracing::warn;
 use crate::server::Broker;
 
 /// How long to wait for the controller's block.
-const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(10);
+const ALLOCATE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The current block of producer ids: `[next, end)`.
 #[derive(Debug, Default)]
@@ -32,7 +32,9 @@ impl ProducerIdManager {
     /// up.
     ///
     /// # Errors
-    /// The Kafka error to answer with (the controller's, or `REQUEST_TIMED_OUT`).
+    /// `COORDINATOR_LOAD_IN_PROGRESS` while no block can be had (as Kafka's
+    /// `RPCProducerIdManager`): clients retry it, where any other code would be fatal to
+    /// their producer.
     pub async fn next_id(&self, broker: &Broker) -> Result<i64, ResponseError> {
         let mut block = self.block.lock().await;
         if block.0 >= block.1 {
@@ -52,17 +54,19 @@ impl ProducerIdManager {
                 .await
                 .map_err(|error| {
                     warn!(%error, "AllocateProducerIds failed");
-                    ResponseError::RequestTimedOut
+                    ResponseError::CoordinatorLoadInProgress
                 })?;
             let ResponseKind::AllocateProducerIds(r) = response else {
-                return Err(ResponseError::UnknownServerError);
+                return Err(ResponseError::CoordinatorLoadInProgress);
             };
-            if r.error_code != 0 {
-                return Err(ResponseError::try_from_code(r.error_code)
-                    .unwrap_or(ResponseError::UnknownServerError));
-            }
-            if r.producer_id_len <= 0 || r.producer_id_start.0 < 0 {
-                return Err(ResponseError::UnknownServerError);
+            if r.error_code != 0 || r.producer_id_len <= 0 || r.producer_id_start.0 < 0 {
+                warn!(
+                    code = r.error_code,
+                    start = r.producer_id_start.0,
+                    len = r.producer_id_len,
+                    "AllocateProducerIds refused"
+                );
+                return Err(ResponseError::CoordinatorLoadInProgress);
             }
             *block = (
                 r.producer_id_start.0,
