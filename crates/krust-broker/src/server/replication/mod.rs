@@ -197,12 +197,14 @@ impl ReplicationManager {
 
     /// Runs the ISR shrink check now (also run every `replica.lag.time.max.ms / 2`).
     pub fn check_isr_expiration(&self) {
+        self.ensure_started();
         self.isr.maybe_shrink_isrs();
     }
 
     /// Counters and gauges for metrics.
     #[must_use]
     pub fn stats(&self) -> ReplicationStats {
+        self.ensure_started();
         let (under_replicated, under_min_isr) = self.isr.under_replicated_counts();
         ReplicationStats {
             isr_shrinks: self.ctx.isr_shrinks.load(Ordering::Relaxed),
