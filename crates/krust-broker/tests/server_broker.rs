@@ -212,6 +212,14 @@ async fn produce_acks_and_errors() {
         );
         assert_eq!(r.node_endpoints.len(), 1);
 
+        // Clients may not write internal topics.
+        assert_eq!(
+            produce_one(&b.client, "__consumer_offsets", batch(1, now_ms()), 1)
+                .await
+                .0,
+            ResponseError::InvalidTopicException.code()
+        );
+
         // Unknown topic, unknown partition.
         assert_eq!(
             produce_one(&b.client, "nope", batch(1, now_ms()), 1)

@@ -8,19 +8,33 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{LeaderIdAndEpoch, NodeEndpoint};
+use kafka_protocol::messages::produce_response::{
+    LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
 use krust_net::{Reply, RequestContext};
 
-use super::metadata::{alive_brokers, leader_hint};
+use super::metadata::{INTERNAL_TOPICS, alive_brokers, leader_hint};
 use crate::produce::{ProduceOutcome, handle_produce};
 use crate::server::Broker;
 use crate::server::replica_manager::now_ms;
 
+/// The client id allowed to write internal topics (Kafka's `AdminUtils.ADMIN_CLIENT_ID`).
+pub const ADMIN_CLIENT_ID: &str = "__admin_client";
+
 /// Handles a Produce request.
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: ProduceRequest) -> Reply {
     let replicas = broker.replica_manager();
+    // Clients may not write the internal topics (Kafka's `InvalidTopicException` unless the
+    // admin client id): those partitions answer INVALID_TOPIC_EXCEPTION, the rest go on.
+    let mut request = request;
+    let (internal, topics): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topic_data)
+        .into_iter()
+        .partition(|t| {
+            INTERNAL_TOPICS.contains(&t.name.0.as_str()) && ctx.client_id != ADMIN_CLIENT_ID
+        });
+    request.topic_data = topics;
     let outcome = handle_produce(&mut replicas.access(), &request, ctx.api_version, now_ms());
     let mut response = match outcome {
         ProduceOutcome::Respond(response) => response,
@@ -37,6 +51,26 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: Produce
             }
         }
     };
+    for topic in internal {
+        response.responses.push(
+            TopicProduceResponse::default()
+                .with_name(topic.name.clone())
+                .with_partition_responses(
+                    topic
+                        .partition_data
+                        .iter()
+                        .map(|p| {
+                            PartitionProduceResponse::default()
+                                .with_index(p.index)
+                                .with_error_code(ResponseError::InvalidTopicException.code())
+                                .with_base_offset(-1)
+                                .with_log_append_time_ms(-1)
+                                .with_log_start_offset(-1)
+                        })
+                        .collect(),
+                ),
+        );
+    }
     let has_error = response
         .responses
         .iter()
