@@ -8,7 +8,8 @@
 //! follower with a divergent log truncates after a leader change (diverging epoch, KIP-320);
 //! a follower below the leader's log start restarts its log there (OFFSET_OUT_OF_RANGE →
 //! ListOffsets); a refused AlterPartition falls back to the committed ISR and is re-proposed;
-//! a follower of a leader without Fetch v12 truncates by OffsetForLeaderEpoch (KIP-101).
+//! a follower of a leader without Fetch v12 truncates by OffsetForLeaderEpoch (KIP-101);
+//! leadership moving between live brokers re-targets every fetcher.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -902,6 +903,64 @@ async fn follower_of_a_pre_v12_leader_truncates_by_offset_for_leader_epoch() {
         )
         .await;
         server.shutdown().await;
+        cluster.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leadership_moves_between_live_brokers_and_fetchers_follow() {
+    bounded(async {
+        let mut cluster = Cluster::new(
+            &[1, 2, 3],
+            vec![
+                ("replica.fetch.backoff.ms", "100"),
+                ("replica.fetch.wait.max.ms", "100"),
+            ],
+        );
+        for id in [1, 2, 3] {
+            cluster.start(id).await;
+        }
+        cluster.create_topic(&[1, 2, 3], 1);
+        assert_eq!(
+            produce(&cluster.client(1), -1, batch(4, "one")).await,
+            (0, 0)
+        );
+        // Each election moves every follower's fetch to the new leader (broker 3 from 1 to 2,
+        // then to 3's own leadership; the old leaders start fetching).
+        let mut end = 4;
+        for (leader, tag) in [(2, "two"), (3, "three"), (1, "back")] {
+            cluster.elect(leader, &[1, 2, 3]);
+            let client = cluster.client(leader);
+            eventually("the new leader leads", || {
+                cluster.nodes[&leader]
+                    .broker
+                    .replica_manager()
+                    .partition(&tp())
+                    .is_some_and(|p| p.lock().unwrap_or_else(PoisonError::into_inner).is_leader())
+            })
+            .await;
+            assert_eq!(produce(&client, -1, batch(3, tag)).await, (0, end));
+            end += 3;
+            for id in [1, 2, 3] {
+                assert!(
+                    cluster.offsets(id).0 >= end,
+                    "broker {id} lags after acks=all"
+                );
+            }
+        }
+        let leader_log = cluster.log_bytes(1);
+        assert_eq!(cluster.log_bytes(2), leader_log);
+        assert_eq!(cluster.log_bytes(3), leader_log);
+        // One fetcher per source broker: brokers 2 and 3 follow one partition each now.
+        for id in [2, 3] {
+            let stats = cluster.nodes[&id]
+                .broker
+                .replication()
+                .expect("replication")
+                .stats();
+            assert_eq!(stats.followed_partitions, 1, "broker {id}: {stats:?}");
+        }
         cluster.shutdown().await;
     })
     .await;
