@@ -162,11 +162,13 @@ mod process;
 mod replica_logs;
 mod zookeeper;
 
-pub use acked_producer::{AckedProducer, AckedRecord, ProducerReport, parse_report};
+pub use acked_producer::{
+    AckedProducer, AckedRecord, PartitionState, ProducerReport, parse_partition_line, parse_report,
+};
 pub use clients::{
-    BrokerUnderTest, KRUST_DEV_READY_TIMEOUT, Kcat, LibrdkafkaRun, LibrdkafkaTestResult,
-    LibrdkafkaTests, ProducerPerfSummary, PythonClients, client_cache_dir, missing_client_tool,
-    parse_librdkafka_summary, running_in_ci,
+    BrokerUnderTest, CLUSTER_PROPS, CLUSTER_SIZE, KRUST_DEV_READY_TIMEOUT, Kcat, LibrdkafkaRun,
+    LibrdkafkaTestResult, LibrdkafkaTests, ProducerPerfSummary, PythonClients, client_cache_dir,
+    missing_client_tool, parse_librdkafka_summary, running_in_ci,
 };
 pub use dist::{
     DEFAULT_TOOL_TIMEOUT, JVM_MAX_HEAP, KAFKA_VERSION, KafkaDist, ToolCommand, ToolOutput, class,

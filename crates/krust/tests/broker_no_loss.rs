@@ -1,0 +1,333 @@
+//! No acknowledged record lost under crashes (issue 5, acceptance "No loss under crashes"):
+//! 3 krust controllers + 3 krust brokers, each a `krust server` process; a topic with RF=3 and
+//! `min.insync.replicas=2`; Kafka 3.9's own Java producer, idempotent with `acks=all`, writes
+//! numbered records and reports each one acknowledged (testkit's `AckedProducer`). Meanwhile the
+//! test SIGKILLs the partition's leader, waits for another leader and more acknowledgements,
+//! restarts the killed broker and waits for it to be back in the ISR — five rounds. Then every
+//! acknowledged record must be present exactly once, at its acknowledged offset and in order,
+//! as Kafka's console consumer reads the partition and in every replica's own log files
+//! (Kafka's `DumpLogSegments` after a clean stop), and the three replicas' logs must be equal.
+//!
+//! Real processes only, 127.0.0.1, every wait bounded, everything killed on drop.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use krust_testkit::{
+    AckedRecord, KafkaDist, KrustProcess, LogRecord, check_acked_records, class, free_ports,
+    random_kafka_uuid, run_binary,
+};
+
+const KRUST: &str = env!("CARGO_BIN_EXE_krust");
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Leader changes, ISR changes and acknowledgements after a crash: the controller fences the
+/// killed broker after `broker.session.timeout.ms`, then elects a leader from the ISR.
+const CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
+const STARTED_LINE: &str = "Kafka Server started";
+const TOPIC: &str = "noloss";
+const ROUNDS: usize = 5;
+/// Acknowledgements awaited before each kill and after each leader change, so every round
+/// crashes a leader that is taking writes and proves the new one takes them.
+const PROGRESS: usize = 50;
+
+struct Node {
+    id: i32,
+    dir: PathBuf,
+    process: Option<KrustProcess>,
+}
+
+impl Node {
+    fn properties(&self) -> PathBuf {
+        self.dir.join("server.properties")
+    }
+
+    fn start(&mut self) {
+        match &mut self.process {
+            Some(p) => {
+                let mark = p.log_mark();
+                p.restart().expect("restart");
+                p.wait_for_line_since(mark, STARTED_LINE, START_TIMEOUT)
+                    .unwrap_or_else(|e| {
+                        panic!("node {} restart: {e}\n{}", self.id, p.log_tail(40))
+                    });
+            }
+            None => {
+                let mut p = KrustProcess::builder(KRUST)
+                    .args(["server".as_ref(), self.properties().as_os_str()])
+                    .env("RUST_LOG", "info,krust_net=warn")
+                    .dir(self.dir.clone())
+                    .name(format!("krust-{}", self.id))
+                    .start()
+                    .expect("start krust server");
+                p.wait_for_line(STARTED_LINE, START_TIMEOUT)
+                    .unwrap_or_else(|e| panic!("node {} start: {e}\n{}", self.id, p.log_tail(40)));
+                self.process = Some(p);
+            }
+        }
+    }
+
+    fn process(&mut self) -> &mut KrustProcess {
+        self.process.as_mut().expect("started")
+    }
+
+    fn partition_dir(&self) -> PathBuf {
+        self.dir.join("logs").join(format!("{TOPIC}-0"))
+    }
+}
+
+fn write_node(root: &Path, id: i32, text: &str, cluster_id: &str) -> Node {
+    let dir = root.join(format!("node{id}"));
+    std::fs::create_dir_all(&dir).expect("node dir");
+    let node = Node {
+        id,
+        dir,
+        process: None,
+    };
+    std::fs::write(node.properties(), text).expect("write properties");
+    let props = node.properties().display().to_string();
+    run_binary(
+        KRUST,
+        &["storage", "format", "-t", cluster_id, "-c", &props],
+        None,
+        Duration::from_secs(30),
+    )
+    .expect("run krust storage format")
+    .ok()
+    .expect("krust storage format");
+    node
+}
+
+/// `kafka-get-offsets --time -1`: the partition's log end offset.
+fn end_offset(dist: &KafkaDist, bootstrap: &str) -> i64 {
+    let out = dist
+        .run_tool(
+            class::GET_OFFSET_SHELL,
+            &[
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                TOPIC,
+                "--time",
+                "-1",
+            ],
+            TOOL_TIMEOUT,
+        )
+        .expect("run kafka-get-offsets")
+        .ok()
+        .expect("kafka-get-offsets");
+    out.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{TOPIC}:0:"))?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("kafka-get-offsets output:\n{}", out.stdout))
+}
+
+/// The partition as Kafka's console consumer reads it (`print.offset=true`: `Offset:N\tvalue`).
+fn consume(dist: &KafkaDist, bootstrap: &str, count: usize) -> Vec<LogRecord> {
+    let out = dist
+        .console_consume(
+            bootstrap,
+            TOPIC,
+            count,
+            &[("print.offset", "true")],
+            Duration::from_secs(60),
+        )
+        .unwrap_or_else(|e| panic!("kafka-console-consumer via {bootstrap}: {e}"));
+    out.stdout
+        .lines()
+        .map(|line| {
+            let (offset, value) = line
+                .strip_prefix("Offset:")
+                .and_then(|rest| rest.split_once('\t'))
+                .unwrap_or_else(|| panic!("console consumer line {line:?}"));
+            LogRecord {
+                offset: offset.parse().expect("offset"),
+                value: Some(value.to_owned()),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let cluster_id = random_kafka_uuid();
+    let ports = free_ports(6).expect("ports");
+    let voters = (1..=3)
+        .zip(&ports)
+        .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut controllers: Vec<Node> = (1..=3)
+        .zip(&ports)
+        .map(|(id, port)| {
+            let data = root.path().join(format!("node{id}")).join("data");
+            // A short broker session so a SIGKILLed leader is fenced (and replaced) quickly.
+            let text = format!(
+                "process.roles=controller\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
+                 listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.quorum.voters={voters}\n\
+                 log.dirs={}\ncontroller.quorum.election.timeout.ms=500\n\
+                 controller.quorum.fetch.timeout.ms=1000\nbroker.session.timeout.ms=3000\n",
+                data.display()
+            );
+            write_node(root.path(), id, &text, &cluster_id)
+        })
+        .collect();
+    let mut brokers: Vec<Node> = (4..=6)
+        .zip(&ports[3..])
+        .map(|(id, port)| {
+            let dir = root.path().join(format!("node{id}"));
+            // Small segments, so the crashes land in logs of several segments.
+            let text = format!(
+                "process.roles=broker\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
+                 controller.quorum.voters={voters}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 inter.broker.listener.name=PLAINTEXT\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 log.dirs={}\nmetadata.log.dir={}\nlog.segment.bytes=65536\n\
+                 broker.heartbeat.interval.ms=500\nreplica.lag.time.max.ms=10000\n\
+                 offsets.topic.replication.factor=3\n",
+                dir.join("logs").display(),
+                dir.join("metadata").display(),
+            );
+            write_node(root.path(), id, &text, &cluster_id)
+        })
+        .collect();
+    for node in controllers.iter_mut().chain(brokers.iter_mut()) {
+        node.start();
+    }
+    let bootstrap = ports[3..]
+        .iter()
+        .map(|p| format!("127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+
+    let dist = KafkaDist::locate().expect("Kafka 3.9 jars (scripts/fetch-kafka.sh)");
+    dist.create_topic(&bootstrap, TOPIC, 1, 3, &[("min.insync.replicas", "2")])
+        .unwrap_or_else(|e| panic!("kafka-topics --create: {e}"));
+    let mut producer = dist
+        .start_acked_producer(
+            &bootstrap,
+            &[TOPIC],
+            5,
+            u64::MAX,
+            Duration::from_millis(300),
+            &[("linger.ms", "5")],
+            TOOL_TIMEOUT,
+        )
+        .expect("start the acked producer");
+
+    for round in 1..=ROUNDS {
+        let state = producer
+            .wait_partition(producer.mark(), TOPIC, 0, CLUSTER_TIMEOUT, |s| {
+                s.fully_in_sync()
+            })
+            .unwrap_or_else(|e| panic!("round {round}: all 3 replicas in sync: {e}"));
+        let acked = producer.report().acked.len();
+        let acked = producer
+            .wait_acked(acked + PROGRESS, CLUSTER_TIMEOUT)
+            .unwrap_or_else(|e| panic!("round {round}: acknowledgements before the kill: {e}"))
+            .acked
+            .len();
+        let leader = state.leader.expect("a leader");
+        let node = brokers
+            .iter_mut()
+            .find(|b| b.id == leader)
+            .unwrap_or_else(|| panic!("leader {leader} is not a broker"));
+        eprintln!("round {round}: SIGKILL leader {leader} after {acked} acknowledgements");
+        let mark = producer.mark();
+        node.process().kill().expect("SIGKILL the leader");
+        let state = producer
+            .wait_partition(mark, TOPIC, 0, CLUSTER_TIMEOUT, |s| {
+                s.leader.is_some_and(|l| l != leader)
+            })
+            .unwrap_or_else(|e| panic!("round {round}: a new leader after {leader} died: {e}"));
+        let acked = producer.report().acked.len();
+        producer
+            .wait_acked(acked + PROGRESS, CLUSTER_TIMEOUT)
+            .unwrap_or_else(|e| {
+                panic!(
+                    "round {round}: acknowledgements from the new leader {:?}: {e}",
+                    state.leader
+                )
+            });
+        node.start();
+    }
+    producer
+        .wait_partition(producer.mark(), TOPIC, 0, CLUSTER_TIMEOUT, |s| {
+            s.fully_in_sync()
+        })
+        .unwrap_or_else(|e| panic!("all 3 replicas in sync after the last round: {e}"));
+    let report = producer
+        .stop(Duration::from_secs(180))
+        .expect("the producer flushes and closes");
+    let acked: Vec<&AckedRecord> = report.acked_in(TOPIC);
+    eprintln!(
+        "{} records acknowledged, {} failed",
+        acked.len(),
+        report.failed.len()
+    );
+    assert!(
+        acked.len() >= ROUNDS * 2 * PROGRESS,
+        "too few acknowledgements: {}",
+        acked.len()
+    );
+    // The ISR is full again once the producer is done, so every replica has every record.
+    producer
+        .wait_partition(producer.mark(), TOPIC, 0, CLUSTER_TIMEOUT, |s| {
+            s.fully_in_sync()
+        })
+        .unwrap_or_else(|e| panic!("all 3 replicas in sync after the producer closed: {e}"));
+
+    // What a consumer reads: the whole partition up to its end offset.
+    let end = end_offset(&dist, &bootstrap);
+    let consumed = consume(&dist, &bootstrap, usize::try_from(end).expect("end offset"));
+    let problems = check_acked_records(&acked, &consumed);
+    assert!(
+        problems.is_empty(),
+        "the consumer's view of {TOPIC}-0 (end offset {end}):\n{}",
+        problems.join("\n")
+    );
+
+    // Each replica's own files, after a clean stop (brokers first, then the controllers).
+    for node in brokers.iter_mut().chain(controllers.iter_mut()) {
+        let status = node
+            .process()
+            .terminate(Duration::from_secs(60))
+            .expect("terminate");
+        assert!(status.success(), "node {} exit status {status}", node.id);
+    }
+    let dirs: Vec<PathBuf> = brokers.iter().map(Node::partition_dir).collect();
+    let dir_refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
+    let logs = dist
+        .read_replica_logs(&dir_refs, TOOL_TIMEOUT)
+        .expect("DumpLogSegments on every replica");
+    for (node, log) in brokers.iter().zip(&logs) {
+        assert!(
+            log.problems.is_empty(),
+            "broker {}'s log:\n{}",
+            node.id,
+            log.problems.join("\n")
+        );
+        let problems = check_acked_records(&acked, &log.records);
+        assert!(
+            problems.is_empty(),
+            "broker {}'s replica of {TOPIC}-0 ({} records):\n{}",
+            node.id,
+            log.records.len(),
+            problems.join("\n")
+        );
+        assert_eq!(
+            log.records.len(),
+            consumed.len(),
+            "broker {}'s replica holds what the consumer read",
+            node.id
+        );
+        assert!(
+            log.records == consumed,
+            "broker {}'s replica differs from what the consumer read",
+            node.id
+        );
+    }
+}
