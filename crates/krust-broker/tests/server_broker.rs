@@ -660,6 +660,11 @@ async fn config_changes_leadership_moves_and_deletes_apply() {
             .filter(|n| n.starts_with("orders"))
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
+
+        // After shutdown, publications no longer open logs.
+        b.broker.shutdown().await;
+        b.broker.publish(&publication(1));
+        assert!(b.broker.replica_manager().all_hosted().is_empty());
         b.stop().await;
     })
     .await;

@@ -141,8 +141,9 @@ pub struct Broker {
     pub(crate) fetch_sessions: apis::fetch::FetchSessionCache,
     pub(crate) producer_ids: apis::producer_id::ProducerIdManager,
     background: Mutex<Option<JoinHandle<()>>>,
-    /// Serialises publications (the binary may call from several tasks).
-    publish_lock: Mutex<()>,
+    /// Serialises publications (the binary may call from several tasks); `true` once shut
+    /// down, after which publications are ignored (no log is reopened behind `shutdown`).
+    publish_lock: Mutex<bool>,
     /// Held for the broker's lifetime: the OS lock on each log dir's `.lock`.
     _locks: Vec<File>,
 }
@@ -241,7 +242,7 @@ impl Broker {
             groups: OnceLock::new(),
             forwarder: OnceLock::new(),
             background: Mutex::new(None),
-            publish_lock: Mutex::new(()),
+            publish_lock: Mutex::new(false),
             _locks: locks,
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -321,10 +322,13 @@ impl Broker {
 
     /// Applies a metadata publication (the metadata publisher; see [`publisher`]).
     pub fn publish(&self, publication: &Publication) {
-        let _serial = self
+        let shut_down = self
             .publish_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        if *shut_down {
+            return;
+        }
         let applied = self.publisher.apply(&self.replicas, publication);
         if let Some(replication) = self.replication.get() {
             if !applied.stop_following.is_empty() {
@@ -414,6 +418,10 @@ impl Broker {
     /// Stops the broker's parts and closes every log cleanly: flushed, producer snapshots
     /// written, checkpoints written (a restart then recovers nothing).
     pub async fn shutdown(&self) {
+        *self
+            .publish_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
         let task = self
             .background
             .lock()
