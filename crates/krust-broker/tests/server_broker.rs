@@ -374,6 +374,11 @@ async fn fetch_long_poll_sessions_and_offsets() {
         assert_ne!(r.session_id, session);
         let r = fetch(&b.client, incremental(3), 12).await;
         assert_eq!(r.error_code, ResponseError::FetchSessionIdNotFound.code());
+        // A session opened by name cannot go on by topic id.
+        let by_name = fetch_request("orders", 0, 0).with_session_epoch(0);
+        let opened = fetch(&b.client, by_name, 12).await.session_id;
+        let r = fetch(&b.client, incremental(1).with_session_id(opened), 13).await;
+        assert_eq!(r.error_code, ResponseError::FetchSessionTopicIdError.code());
 
         // ListOffsets: earliest, latest, by timestamp, max timestamp.
         assert_eq!(list_offset(&b.client, "orders", -2).await, (0, 0));

@@ -8,12 +8,13 @@
 //! - `session_id` X, epoch -1: closes X, then a sessionless full fetch;
 //! - `session_id` X, epoch 0: closes X, then a full fetch that opens a new session;
 //! - `session_id` X, epoch N > 0: incremental — N must be X's next epoch
-//!   (`INVALID_FETCH_SESSION_EPOCH`), X must exist (`FETCH_SESSION_ID_NOT_FOUND`); listed
+//!   (`INVALID_FETCH_SESSION_EPOCH`), X must exist (`FETCH_SESSION_ID_NOT_FOUND`) and be
+//!   used with topic ids iff opened with them (`FETCH_SESSION_TOPIC_ID_ERROR`); listed
 //!   partitions are added or updated, forgotten ones removed, and the response lists only
 //!   partitions with records, an error, a diverging epoch or a changed high watermark, last
 //!   stable offset or log start offset.
 //!
-//! The long poll re-runs the read after every partition change until `min_bytes` or
+//! The long poll re-runs the read when the request's partitions change until `min_bytes` or
 //! `max_wait_ms` (Kafka's `DelayedFetch` re-reads too). The session is updated with the
 //! response finally sent only.
 
@@ -63,6 +64,8 @@ struct CachedPartition {
 struct Session {
     /// The epoch the next incremental request must carry.
     next_epoch: i32,
+    /// Opened with topic ids (v13+); later requests must use them too.
+    uses_topic_ids: bool,
     partitions: BTreeMap<SessionKey, CachedPartition>,
     last_used: Instant,
 }
@@ -153,6 +156,9 @@ fn resolve(
     };
     if request.session_epoch != session.next_epoch {
         return Err(ResponseError::InvalidFetchSessionEpoch);
+    }
+    if session.uses_topic_ids != (version >= 13) {
+        return Err(ResponseError::FetchSessionTopicIdError);
     }
     let image = broker.replica_manager().image();
     let name_of = |topic: &FetchTopic| -> String {
@@ -295,6 +301,7 @@ fn open_session(
         id,
         Session {
             next_epoch: 1,
+            uses_topic_ids: version >= 13,
             partitions,
             last_used: Instant::now(),
         },
@@ -447,12 +454,18 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
                 .iter()
                 .filter(|d| d.error_code == 0)
             {
-                replication.on_follower_fetch(
+                // KIP-903: the follower's broker epoch (v15+) gates its ISR eligibility.
+                replication.on_follower_fetch_with_epoch(
                     &TopicPartition {
                         topic: name.clone(),
                         partition: data.partition_index,
                     },
                     replica_id,
+                    if version >= 15 {
+                        full.replica_state.replica_epoch
+                    } else {
+                        -1
+                    },
                 );
             }
         }
