@@ -1,6 +1,7 @@
 //! Stock clients against the in-process broker (see `server_common`): kcat (librdkafka) and
 //! Kafka 3.9's own tools — console producer (idempotent, acks=all) and consumer (assigned
-//! partition, no group), `kafka-get-offsets`, `kafka-configs --describe`, `kafka-log-dirs`.
+//! partition, no group), `kafka-get-offsets`, `kafka-configs --describe`, `kafka-log-dirs`,
+//! `kafka-delete-records`.
 //! The tools are blocking processes with their own timeouts, run off the async workers.
 
 mod server_common;
@@ -141,6 +142,35 @@ async fn kafka_tools_produce_consume_and_describe() {
             let log_dirs = run(
                 "org.apache.kafka.tools.LogDirsCommand",
                 &["--describe", "--broker-list", "1", "--topic-list", "orders"],
+            );
+            // kafka-delete-records on the fullest partition, then its earliest offset.
+            let json = tempfile::NamedTempFile::new().expect("json file");
+            std::fs::write(
+                json.path(),
+                format!(
+                    r#"{{"version":1,"partitions":[{{"topic":"orders","partition":{partition},"offset":1}}]}}"#
+                ),
+            )
+            .expect("write json");
+            let json_path = json.path().display().to_string();
+            let deleted = run(
+                "org.apache.kafka.tools.DeleteRecordsCommand",
+                &["--offset-json-file", &json_path],
+            );
+            assert!(
+                deleted.stdout.contains("low_watermark: 1"),
+                "{}",
+                deleted.stdout
+            );
+            let earliest = run(
+                class::GET_OFFSET_SHELL,
+                &["--topic", "orders", "--partitions", &partition, "--time", "-2"],
+            );
+            assert_eq!(
+                earliest.stdout.trim(),
+                format!("orders:{partition}:1"),
+                "{}",
+                earliest.stderr
             );
             ((ends, count), consume, configs, log_dirs)
         })
