@@ -1,6 +1,6 @@
 """Real-client checks run by crates/krust/tests/clients_python.rs (issue 5/6 acceptance).
 
-Usage: python checks.py <check> <bootstrap> [topic-prefix]
+Usage: python checks.py <check> <bootstrap> [topic-prefix] [replication-factor]
 
 Each check drives a stock Python client (confluent-kafka = librdkafka, kafka-python = pure Python)
 against one broker and exits non-zero with the reason on stderr when the broker answers wrongly.
@@ -11,11 +11,27 @@ import sys
 import time
 
 DEADLINE_S = 60.0
+# Replication factor of the topics the checks create (argv[4]; 3 on a 3-node cluster).
+RF = 1
 
 
 def fail(message):
     print(f"CHECK FAILED: {message}", file=sys.stderr)
     sys.exit(1)
+
+
+def retry(call, what):
+    """`call()` until it stops raising "unknown topic" (on a cluster, a broker may learn of a
+    topic a moment after the controller created it: metadata reaches brokers asynchronously in
+    Kafka too) or DEADLINE_S passes."""
+    deadline = time.time() + DEADLINE_S
+    while True:
+        try:
+            return call()
+        except Exception as e:  # noqa: BLE001
+            if "UNKNOWN_TOPIC" not in repr(e) or time.time() > deadline:
+                fail(f"{what}: {e!r}")
+            time.sleep(0.2)
 
 
 def wait_futures(futures, what):
@@ -41,7 +57,7 @@ def confluent_admin(bootstrap, prefix):
     topic = f"{prefix}-admin"
     wait_futures(
         admin.create_topics(
-            [NewTopic(topic, num_partitions=3, replication_factor=1,
+            [NewTopic(topic, num_partitions=3, replication_factor=RF,
                       config={"retention.ms": "3600000"})],
             operation_timeout=30,
         ),
@@ -49,7 +65,7 @@ def confluent_admin(bootstrap, prefix):
     )
     # Creating it again: TOPIC_ALREADY_EXISTS (36), Kafka's error, not a crash.
     try:
-        admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(timeout=DEADLINE_S)
+        admin.create_topics([NewTopic(topic, 1, RF)])[topic].result(timeout=DEADLINE_S)
         fail("a second create_topics of the same name succeeded")
     except Exception as e:  # noqa: BLE001
         if "TOPIC_ALREADY_EXISTS" not in repr(e) and "already exists" not in repr(e):
@@ -68,7 +84,8 @@ def confluent_admin(bootstrap, prefix):
         time.sleep(0.2)
 
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    configs = admin.describe_configs([resource])[resource].result(timeout=DEADLINE_S)
+    configs = retry(lambda: admin.describe_configs([resource])[resource].result(timeout=DEADLINE_S),
+                    "describe_configs")
     entry = configs.get("retention.ms")
     if entry is None or entry.value != "3600000":
         fail(f"describe_configs retention.ms: {entry!r}")
@@ -85,10 +102,13 @@ def confluent_admin(bootstrap, prefix):
                         incremental_operation=AlterConfigOpType.SET),
         ],
     )
-    wait_futures(admin.incremental_alter_configs([alter]), "incremental_alter_configs")
+    retry(lambda: admin.incremental_alter_configs([alter])[alter].result(timeout=DEADLINE_S),
+          "incremental_alter_configs")
     deadline = time.time() + DEADLINE_S
     while True:
-        configs = admin.describe_configs([resource])[resource].result(timeout=DEADLINE_S)
+        configs = retry(
+            lambda: admin.describe_configs([resource])[resource].result(timeout=DEADLINE_S),
+            "describe_configs")
         if configs["retention.ms"].value == "7200000" and configs["max.message.bytes"].value == "200000":
             break
         if time.time() > deadline:
@@ -172,7 +192,7 @@ def create_topic(bootstrap, topic, partitions):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    wait_futures(admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30),
+    wait_futures(admin.create_topics([NewTopic(topic, partitions, RF)], operation_timeout=30),
                  "create_topics")
     deadline = time.time() + DEADLINE_S
     while True:
@@ -497,4 +517,6 @@ CHECKS = {
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in CHECKS:
         fail(f"usage: checks.py <{'|'.join(CHECKS)}> <bootstrap> [topic-prefix]")
+    if len(sys.argv) > 4:
+        RF = int(sys.argv[4])
     CHECKS[sys.argv[1]](sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "py")

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::dist::{DEFAULT_TOOL_TIMEOUT, KafkaDist, ToolOutput, class, run_binary};
 use crate::error::{HarnessError, Result};
-use crate::kafka::KafkaNode;
+use crate::kafka::{KafkaCluster, KafkaNode};
 use crate::krust::KrustProcess;
 use crate::ports::free_port;
 
@@ -679,6 +679,13 @@ TEST 20261129 | TEST                                     |     RESULT |  ELAPSED
 pub enum BrokerUnderTest {
     /// One combined Kafka 3.9 node ([`KafkaNode`]).
     Kafka(Box<KafkaNode>),
+    /// Three combined Kafka 3.9 nodes ([`KafkaCluster`]).
+    KafkaCluster(Box<KafkaCluster>),
+    /// Three combined `krust server` nodes: Kafka's harness writes each `server.properties`
+    /// (the same settings as [`BrokerUnderTest::kafka_cluster`]), `krust storage format`
+    /// formats it, `krust server` runs it. The [`KafkaNode`]s are never started; they own the
+    /// folders.
+    KrustCluster(Vec<(KafkaNode, KrustProcess)>),
     /// `krust dev --data-dir <tmp> --port <port>`.
     KrustDev {
         /// The process.
@@ -687,6 +694,19 @@ pub enum BrokerUnderTest {
         port: u16,
     },
 }
+
+/// Nodes of [`BrokerUnderTest::kafka_cluster`] and [`BrokerUnderTest::krust_cluster`].
+pub const CLUSTER_SIZE: usize = 3;
+
+/// Settings of both 3-node clusters: replicated by default (RF 3, `min.insync.replicas=2`, also
+/// for `__consumer_offsets`) and Kafka's `auto.create.topics.enable=true` (the harness turns it
+/// off otherwise).
+pub const CLUSTER_PROPS: &[(&str, &str)] = &[
+    ("default.replication.factor", "3"),
+    ("min.insync.replicas", "2"),
+    ("offsets.topic.replication.factor", "3"),
+    ("auto.create.topics.enable", "true"),
+];
 
 /// How long `krust dev` may take to print its `ready` line.
 pub const KRUST_DEV_READY_TIMEOUT: Duration = Duration::from_secs(60);
@@ -732,19 +752,112 @@ impl BrokerUnderTest {
         })
     }
 
-    /// `127.0.0.1:<port>` of the Kafka listener.
+    /// Three combined Kafka 3.9 nodes with [`CLUSTER_PROPS`] plus `props`.
+    ///
+    /// # Errors
+    /// As [`KafkaClusterBuilder::start`](crate::KafkaClusterBuilder::start).
+    pub fn kafka_cluster(dist: &KafkaDist, props: &[(&str, &str)]) -> Result<BrokerUnderTest> {
+        let mut builder = KafkaCluster::builder(dist).combined(CLUSTER_SIZE);
+        for (key, value) in CLUSTER_PROPS.iter().chain(props) {
+            builder = builder.prop(*key, *value);
+        }
+        Ok(BrokerUnderTest::KafkaCluster(Box::new(builder.start()?)))
+    }
+
+    /// Three combined `krust server` nodes from `binary` with [`CLUSTER_PROPS`] plus `props`,
+    /// once each has printed Kafka's `Kafka Server started` line (registered and unfenced).
+    ///
+    /// # Errors
+    /// `BinaryNotFound`, `ToolFailed` (format), `Spawn`, `Exited` or `Timeout`.
+    pub fn krust_cluster(
+        dist: &KafkaDist,
+        binary: impl Into<PathBuf>,
+        props: &[(&str, &str)],
+    ) -> Result<BrokerUnderTest> {
+        let binary: PathBuf = binary.into();
+        // The servers run in their own folders: a relative path would not resolve there.
+        let binary = std::fs::canonicalize(&binary).map_err(|_| HarnessError::BinaryNotFound {
+            path: binary.clone(),
+        })?;
+        let ports = crate::ports::free_ports(2 * CLUSTER_SIZE)?;
+        let voters = (0..CLUSTER_SIZE)
+            .map(|i| format!("{}@127.0.0.1:{}", i + 1, ports[CLUSTER_SIZE + i]))
+            .collect::<Vec<_>>()
+            .join(",");
+        let cluster_id = crate::random_kafka_uuid();
+        let mut nodes = Vec::new();
+        for i in 0..CLUSTER_SIZE {
+            let mut builder = KafkaNode::builder(dist)
+                .node_id(i as i32 + 1)
+                .role(crate::KafkaRole::Combined)
+                .cluster_id(cluster_id.clone())
+                .broker_port(ports[i])
+                .controller_port(ports[CLUSTER_SIZE + i])
+                .quorum_voters(voters.clone());
+            for (key, value) in CLUSTER_PROPS.iter().chain(props) {
+                builder = builder.prop(*key, *value);
+            }
+            let node = builder.build_unformatted()?;
+            let properties = node.properties_path().display().to_string();
+            run_binary(
+                &binary,
+                &["storage", "format", "-t", &cluster_id, "-c", &properties],
+                None,
+                DEFAULT_TOOL_TIMEOUT,
+            )?
+            .ok()?;
+            let process = KrustProcess::builder(&binary)
+                .args(["server", &properties])
+                .env("RUST_LOG", "info")
+                .dir(node.dir().join("krust"))
+                .name(format!("krust-{}", i + 1))
+                .start()?;
+            nodes.push((node, process));
+        }
+        for (_, process) in &mut nodes {
+            process.wait_for_line("Kafka Server started", KRUST_DEV_READY_TIMEOUT)?;
+        }
+        Ok(BrokerUnderTest::KrustCluster(nodes))
+    }
+
+    /// How many brokers serve clients.
+    pub fn broker_count(&self) -> usize {
+        match self {
+            BrokerUnderTest::Kafka(_) | BrokerUnderTest::KrustDev { .. } => 1,
+            BrokerUnderTest::KafkaCluster(_) | BrokerUnderTest::KrustCluster(_) => CLUSTER_SIZE,
+        }
+    }
+
+    /// Whether this is Apache Kafka (the oracle) rather than krust.
+    pub fn is_kafka(&self) -> bool {
+        matches!(
+            self,
+            BrokerUnderTest::Kafka(_) | BrokerUnderTest::KafkaCluster(_)
+        )
+    }
+
+    /// `127.0.0.1:<port>[,…]` of the Kafka listener(s).
     pub fn bootstrap(&self) -> String {
         match self {
             BrokerUnderTest::Kafka(node) => node.bootstrap_servers(),
+            BrokerUnderTest::KafkaCluster(cluster) => cluster.bootstrap_servers(),
+            BrokerUnderTest::KrustCluster(nodes) => nodes
+                .iter()
+                .filter_map(|(node, _)| node.broker_port())
+                .map(|port| format!("127.0.0.1:{port}"))
+                .collect::<Vec<_>>()
+                .join(","),
             BrokerUnderTest::KrustDev { port, .. } => format!("127.0.0.1:{port}"),
         }
     }
 
-    /// `kafka` or `krust`, for messages.
+    /// `kafka`, `krust`, `kafka cluster` or `krust cluster`, for messages.
     pub fn kind(&self) -> &'static str {
         match self {
             BrokerUnderTest::Kafka(_) => "kafka",
             BrokerUnderTest::KrustDev { .. } => "krust",
+            BrokerUnderTest::KafkaCluster(_) => "kafka cluster",
+            BrokerUnderTest::KrustCluster(_) => "krust cluster",
         }
     }
 
@@ -753,6 +866,23 @@ impl BrokerUnderTest {
         match self {
             BrokerUnderTest::Kafka(node) => crate::log_tail(&node.log_path(), lines),
             BrokerUnderTest::KrustDev { process, .. } => process.log_tail(lines),
+            BrokerUnderTest::KafkaCluster(cluster) => cluster
+                .nodes()
+                .iter()
+                .map(|n| {
+                    format!(
+                        "--- node {} ---\n{}",
+                        n.node_id(),
+                        crate::log_tail(&n.log_path(), lines)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+            BrokerUnderTest::KrustCluster(nodes) => nodes
+                .iter()
+                .map(|(n, p)| format!("--- krust {} ---\n{}", n.node_id(), p.log_tail(lines)))
+                .collect::<Vec<_>>()
+                .join("\n"),
         }
     }
 }

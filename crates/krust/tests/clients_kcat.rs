@@ -45,12 +45,15 @@ fn kcat(kcat: &Kcat, broker: &BrokerUnderTest, args: &[&str], stdin: Option<&str
 }
 
 fn check_kcat(broker: &BrokerUnderTest, tool: &Kcat) {
-    // -L: the one broker, by its advertised address (kcat prints "  broker 1 at 127.0.0.1:N").
+    // -L: every broker, the first one by its advertised address ("  broker 1 at 127.0.0.1:N").
     let listing = kcat(tool, broker, &["-L"], None);
     let bootstrap = broker.bootstrap();
+    let first = bootstrap.split(',').next().unwrap_or(&bootstrap);
+    let brokers = broker.broker_count();
     assert!(
-        listing.contains(" 1 brokers:") && listing.contains(&format!("at {bootstrap}")),
-        "kcat -L against {} does not list one broker at {bootstrap}:\n{listing}",
+        listing.contains(&format!(" {brokers} brokers:"))
+            && listing.contains(&format!("at {first}")),
+        "kcat -L against {} does not list {brokers} brokers, one at {first}:\n{listing}",
         broker.kind()
     );
 
@@ -77,12 +80,29 @@ fn check_kcat(broker: &BrokerUnderTest, tool: &Kcat) {
         Some(input),
     );
 
-    // -L -t: the auto-created topic with one partition led by broker 1.
+    // -L -t: the auto-created topic with one led partition (Kafka's num.partitions=1).
     let listing = kcat(tool, broker, &["-L", "-t", topic], None);
     assert!(
         listing.contains(&format!("topic \"{topic}\" with 1 partitions:"))
-            && listing.contains("partition 0, leader 1"),
+            && listing.contains("partition 0, leader "),
         "kcat -L -t {topic} against {}:\n{listing}",
+        broker.kind()
+    );
+
+    // "partition 0, leader L, replicas: a,b,c, isrs: a,b,c": auto-created with
+    // default.replication.factor (1 on one node, 3 on the clusters), all in sync.
+    let line = listing
+        .lines()
+        .find(|l| l.contains("partition 0, leader "))
+        .unwrap_or_default();
+    let field = |name: &str| {
+        line.split(", ")
+            .find_map(|part| part.trim().strip_prefix(name))
+            .map_or(0, |list| list.split(',').count())
+    };
+    assert!(
+        field("replicas: ") == brokers && field("isrs: ") == brokers,
+        "kcat -L -t {topic} against {}: want {brokers} replicas, all in sync: {line}",
         broker.kind()
     );
 
@@ -169,5 +189,28 @@ fn kcat_lists_produces_and_consumes_against_krust_dev() {
     };
     let _serial = broker_lock();
     let broker = BrokerUnderTest::krust_dev(env!("CARGO_BIN_EXE_krust")).expect("krust dev");
+    check_kcat(&broker, &tool);
+}
+
+#[test]
+fn kcat_lists_produces_and_consumes_against_a_kafka_cluster() {
+    let Some(tool) = Kcat::locate().expect("kcat") else {
+        return;
+    };
+    let _serial = broker_lock();
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let broker = BrokerUnderTest::kafka_cluster(&dist, &[]).expect("Kafka cluster");
+    check_kcat(&broker, &tool);
+}
+
+#[test]
+fn kcat_lists_produces_and_consumes_against_a_krust_cluster() {
+    let Some(tool) = Kcat::locate().expect("kcat") else {
+        return;
+    };
+    let _serial = broker_lock();
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let broker = BrokerUnderTest::krust_cluster(&dist, env!("CARGO_BIN_EXE_krust"), &[])
+        .expect("krust cluster");
     check_kcat(&broker, &tool);
 }

@@ -8,7 +8,8 @@
 //! `scripts/clients/install.sh`); each exits non-zero with the reason when the broker answers
 //! wrongly. They run against Apache Kafka 3.9 (the oracle: it proves the checks right) and
 //! against `krust dev` (the system under test). Without the venv the tests are skipped locally
-//! and fail in CI. Every process is killed on drop, every run has a timeout, only 127.0.0.1.
+//! and fail in CI. They also run against 3-node clusters (3 combined Kafka nodes, 3 combined
+//! `krust server` nodes) with every topic at replication factor 3. Every process is killed on drop, every run has a timeout, only 127.0.0.1.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -40,7 +41,8 @@ fn run_checks(python: &PythonClients, broker: &BrokerUnderTest, checks: &[&str])
     let bootstrap = broker.bootstrap();
     let mut failures = Vec::new();
     for check in checks {
-        match python.run_script(CHECKS, &[check, &bootstrap, check], CHECK_TIMEOUT) {
+        let rf = broker.broker_count().to_string();
+        match python.run_script(CHECKS, &[check, &bootstrap, check, &rf], CHECK_TIMEOUT) {
             Ok(out) if out.success() => {
                 eprintln!("{check} against {}: {}", broker.kind(), out.stdout.trim())
             }
@@ -90,5 +92,28 @@ fn python_clients_admin_produce_consume_against_krust_dev() {
     };
     let _serial = broker_lock();
     let broker = BrokerUnderTest::krust_dev(env!("CARGO_BIN_EXE_krust")).expect("krust dev");
+    run_checks(&python, &broker, NO_GROUP_CHECKS);
+}
+
+#[test]
+fn python_clients_admin_produce_consume_against_a_kafka_cluster() {
+    let Some(python) = PythonClients::locate().expect("python venv") else {
+        return;
+    };
+    let _serial = broker_lock();
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let broker = BrokerUnderTest::kafka_cluster(&dist, &[]).expect("Kafka cluster");
+    run_checks(&python, &broker, NO_GROUP_CHECKS);
+}
+
+#[test]
+fn python_clients_admin_produce_consume_against_a_krust_cluster() {
+    let Some(python) = PythonClients::locate().expect("python venv") else {
+        return;
+    };
+    let _serial = broker_lock();
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let broker = BrokerUnderTest::krust_cluster(&dist, env!("CARGO_BIN_EXE_krust"), &[])
+        .expect("krust cluster");
     run_checks(&python, &broker, NO_GROUP_CHECKS);
 }
