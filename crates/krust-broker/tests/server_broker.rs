@@ -1046,3 +1046,53 @@ async fn a_long_poll_ends_when_leadership_moves() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_insync_replicas_and_log_append_time() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        let config = |topic: &str, name: &str, value: &str| {
+            MetadataRecord::Config(ConfigRecord {
+                resource_type: 2,
+                resource_name: topic.into(),
+                name: name.into(),
+                value: Some(value.into()),
+                ..Default::default()
+            })
+        };
+        publish_more(
+            &b.broker,
+            &[
+                config("replicated", "min.insync.replicas", "2"),
+                config("orders", "message.timestamp.type", "LogAppendTime"),
+                // Broker 2 leaves the ISR of replicated-0.
+                MetadataRecord::PartitionChange(PartitionChangeRecord {
+                    partition_id: 0,
+                    topic_id: REPLICATED,
+                    isr: Some(vec![1]),
+                    ..Default::default()
+                }),
+            ],
+        );
+        // acks=all below min.insync.replicas: refused, nothing written; acks=1 still works.
+        assert_eq!(
+            produce_one(&b.client, "replicated", batch(1, now_ms()), -1)
+                .await
+                .0,
+            ResponseError::NotEnoughReplicas.code()
+        );
+        assert_eq!(
+            produce_one(&b.client, "replicated", batch(1, now_ms()), 1).await,
+            (0, 0)
+        );
+        // LogAppendTime: the broker stamps the batch and says when.
+        let before = now_ms();
+        let r = produce(&b.client, produce_request("orders", 0, batch(1, 1_000), 1)).await;
+        let p = &r.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, 0);
+        assert!(p.log_append_time_ms >= before, "{}", p.log_append_time_ms);
+        b.stop().await;
+    })
+    .await;
+}
