@@ -30,7 +30,9 @@
 //!   [`KafkaNode::enable_migration`]; `tests/zk_migration.rs` stages Kafka's own migration).
 //! - [`KafkaDist::create_topic`], [`KafkaDist::console_produce`], [`KafkaDist::console_consume`],
 //!   [`KafkaDist::producer_perf`] (`clients.rs`): Kafka's client tools against any bootstrap
-//!   address — a Kafka node or a krust broker.
+//!   address — a Kafka node or a krust broker; [`Kcat`], [`PythonClients`], [`LibrdkafkaTests`]
+//!   (real non-JVM clients from `scripts/clients/`: skipped with a reason locally, a failure in
+//!   CI) and [`BrokerUnderTest`] (a Kafka node, `krust dev`, or 3-node Kafka/krust clusters).
 //! - [`KafkaDist::start_acked_producer`] (`acked_producer.rs`): an idempotent `acks=all` Kafka
 //!   producer writing numbered records in the background and reporting each acknowledged one
 //!   ([`AckedProducer`]), for no-loss checks while brokers crash; [`KafkaDist::read_replica_logs`]
