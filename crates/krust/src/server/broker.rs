@@ -337,6 +337,7 @@ impl BrokerRole {
         stats.applied_offset.store(-1, Ordering::Release);
         let loader = metadata_loader::spawn(
             events,
+            raft.watch_status(),
             partition_dir,
             Arc::new(BrokerSink {
                 broker: broker.clone(),

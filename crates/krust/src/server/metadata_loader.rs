@@ -10,6 +10,13 @@
 //! the driver's retention can bound the local metadata log; on a combined node the controller
 //! task writes them.
 //!
+//! Nothing is published, and no applied offset reported, until the loader has caught up with
+//! the high watermark its replica knows (Kafka's `MetadataLoader` "catching up" phase): after a
+//! restart the log replays in chunks as the high watermark becomes known, and an image built
+//! from the first chunk alone would make the broker act on stale metadata (e.g. treat the
+//! partitions of topics created later in the log as strays). The publications made while
+//! catching up are queued and handed over in order once caught up.
+//!
 //! Fault policy (Kafka's `SharedServer` for brokers): a record that does not decode or does not
 //! fit the image is counted (`metadata-load-error-count`), logged and skipped; the broker keeps
 //! its last good image and goes on. A snapshot that cannot be read at all is counted the same
@@ -26,9 +33,9 @@ use krust_metadata::image::{MetadataBatchLoader, Publication};
 use krust_metadata::records::MetadataRecord;
 use krust_metadata::{ApiMessageAndVersion, MetadataImage, MetadataProvenance};
 use krust_raft::OffsetAndEpoch;
-use krust_raft::driver::{MetadataLogConfig, RaftEvent, RaftHandle};
+use krust_raft::driver::{MetadataLogConfig, RaftEvent, RaftHandle, RaftStatus};
 use krust_raft::snapshot::{SnapshotId, read_snapshot};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
@@ -135,6 +142,7 @@ impl SnapshotWriter {
 #[must_use]
 pub fn spawn(
     events: mpsc::Receiver<RaftEvent>,
+    status: watch::Receiver<RaftStatus>,
     partition_dir: PathBuf,
     sink: Arc<dyn MetadataSink>,
     stats: Arc<LoaderStats>,
@@ -143,6 +151,9 @@ pub fn spawn(
     let loader = Loader {
         loader: MetadataBatchLoader::new(MetadataImage::empty()),
         delivered_end: 0,
+        status,
+        caught_up: false,
+        held: Vec::new(),
         partition_dir,
         sink,
         stats,
@@ -155,6 +166,12 @@ struct Loader {
     loader: MetadataBatchLoader,
     /// Offset after the last batch (data or control) handed up by the driver.
     delivered_end: i64,
+    /// The replica's status (its high watermark).
+    status: watch::Receiver<RaftStatus>,
+    /// Whether the loader has once reached the high watermark.
+    caught_up: bool,
+    /// Publications made while catching up, in order.
+    held: Vec<Publication>,
     partition_dir: PathBuf,
     sink: Arc<dyn MetadataSink>,
     stats: Arc<LoaderStats>,
@@ -170,8 +187,9 @@ impl Loader {
                         self.load_batch(batch);
                     }
                     if let Some(publication) = self.loader.maybe_flush() {
-                        self.publish(&publication);
+                        self.publish(publication);
                     }
+                    self.maybe_caught_up();
                     self.report_applied();
                     if let Some(snapshots) = &mut self.snapshots {
                         snapshots.maybe_snapshot(self.loader.image());
@@ -179,6 +197,7 @@ impl Loader {
                 }
                 RaftEvent::SnapshotInstalled(id) => {
                     self.load_snapshot(id).await;
+                    self.maybe_caught_up();
                     self.report_applied();
                 }
                 RaftEvent::LeaderChange { .. } => {}
@@ -187,9 +206,35 @@ impl Loader {
         debug!("the metadata loader stopped: the Raft driver is gone");
     }
 
-    fn publish(&self, publication: &Publication) {
-        self.sink.publish(publication);
-        self.stats.publications.fetch_add(1, Ordering::Relaxed);
+    /// Hands `publication` to the sink, or holds it while catching up.
+    fn publish(&mut self, publication: Publication) {
+        if self.caught_up {
+            self.sink.publish(&publication);
+            self.stats.publications.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.held.push(publication);
+        }
+    }
+
+    /// Ends the catching-up phase once everything up to the known high watermark is loaded,
+    /// handing over the held publications.
+    fn maybe_caught_up(&mut self) {
+        if self.caught_up {
+            return;
+        }
+        let high_watermark = self.status.borrow().metrics.high_watermark;
+        if high_watermark <= 0 || self.delivered_end < high_watermark {
+            return;
+        }
+        self.caught_up = true;
+        info!(
+            high_watermark,
+            publications = self.held.len(),
+            "the broker's metadata caught up with the high watermark"
+        );
+        for publication in std::mem::take(&mut self.held) {
+            self.publish(publication);
+        }
     }
 
     fn fault(&self, what: &str) {
@@ -203,6 +248,9 @@ impl Loader {
     /// The highest offset applied: every delivered batch, unless a transaction holds
     /// records back (then the published image's end).
     fn report_applied(&self) {
+        if !self.caught_up {
+            return;
+        }
         let offset = if self.loader.in_transaction() {
             self.loader.image().provenance.last_contained_offset
         } else {
@@ -254,7 +302,7 @@ impl Loader {
         for fault in &outcome.faults {
             self.fault(&fault.to_string());
         }
-        for publication in &outcome.publications {
+        for publication in outcome.publications {
             self.publish(publication);
         }
     }
@@ -301,7 +349,7 @@ impl Loader {
             snapshots.bytes_since = 0;
             snapshots.last = Instant::now();
         }
-        self.publish(&publication);
+        self.publish(publication);
         info!(snapshot = %id, records = records.len(), "the broker loaded a metadata snapshot");
     }
 }
