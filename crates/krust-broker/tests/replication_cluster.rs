@@ -554,12 +554,20 @@ async fn isr_shrinks_when_a_follower_stops_and_expands_when_it_returns() {
         cluster.stop(3).await;
         assert_eq!(produce(&client, -1, batch(5, "while-down")).await, (0, 5));
         assert_eq!(cluster.controller.isr(), vec![1, 2]);
+        // The fake controller publishes the new image before it answers, so the counter may
+        // lag the produce's completion by a moment.
+        eventually("the leader counts the shrink", || {
+            cluster.nodes[&1]
+                .broker
+                .replication()
+                .is_some_and(|r| r.stats().isr_shrinks >= 1)
+        })
+        .await;
         let stats = cluster.nodes[&1]
             .broker
             .replication()
             .expect("replication")
             .stats();
-        assert!(stats.isr_shrinks >= 1, "{stats:?}");
         assert_eq!(stats.under_replicated_partitions, 1, "{stats:?}");
         // acks=all with the smaller ISR completes without broker 3.
         assert_eq!(produce(&client, -1, batch(5, "shrunk")).await, (0, 10));
@@ -573,12 +581,13 @@ async fn isr_shrinks_when_a_follower_stops_and_expands_when_it_returns() {
             cluster.offsets(3).0 == 15
         })
         .await;
-        let stats = cluster.nodes[&1]
-            .broker
-            .replication()
-            .expect("replication")
-            .stats();
-        assert!(stats.isr_expands >= 1, "{stats:?}");
+        eventually("the leader counts the expansion", || {
+            cluster.nodes[&1]
+                .broker
+                .replication()
+                .is_some_and(|r| r.stats().isr_expands >= 1)
+        })
+        .await;
         eventually("leader sees no under-replicated partition", || {
             cluster.nodes[&1]
                 .broker

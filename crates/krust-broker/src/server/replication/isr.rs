@@ -189,16 +189,24 @@ impl IsrManager {
         }
     }
 
-    /// Kafka's `isReplicaIsrEligible`: registered, unfenced, not shutting down.
-    fn is_eligible(image: &MetadataImage, replica_id: i32) -> bool {
-        image
-            .cluster
-            .broker(replica_id)
-            .is_some_and(|b| !b.fenced && !b.in_controlled_shutdown)
+    /// Kafka's `isReplicaIsrEligible`: registered, unfenced, not shutting down, and (KIP-903)
+    /// fetching with the broker epoch of its current registration (`-1`: a fetch version
+    /// without `ReplicaState`, not checked).
+    fn is_eligible(image: &MetadataImage, replica_id: i32, fetch_broker_epoch: i64) -> bool {
+        image.cluster.broker(replica_id).is_some_and(|b| {
+            !b.fenced
+                && !b.in_controlled_shutdown
+                && (fetch_broker_epoch == -1 || fetch_broker_epoch == b.epoch)
+        })
     }
 
-    /// Kafka's `maybeExpandIsr` after `replica_id` fetched.
-    pub(super) fn maybe_expand_isr(&self, tp: &TopicPartition, replica_id: i32) {
+    /// Kafka's `maybeExpandIsr` after `replica_id` fetched with `fetch_broker_epoch`.
+    pub(super) fn maybe_expand_isr(
+        &self,
+        tp: &TopicPartition,
+        replica_id: i32,
+        fetch_broker_epoch: i64,
+    ) {
         let Some(partition) = self.ctx.replicas.partition(tp) else {
             return;
         };
@@ -214,11 +222,13 @@ impl IsrManager {
             {
                 return;
             }
-            if !Self::is_eligible(&image, replica_id) {
+            if !Self::is_eligible(&image, replica_id, fetch_broker_epoch) {
                 debug!(
                     ?tp,
                     replica_id,
-                    "caught-up follower is not ISR-eligible (fenced, shutting down or unknown)"
+                    fetch_broker_epoch,
+                    "caught-up follower is not ISR-eligible (fenced, shutting down, unknown or \
+                     a stale broker epoch)"
                 );
                 return;
             }
@@ -597,6 +607,14 @@ mod tests {
     /// Broker 1 leads `t-0` (replicas 1, 2; ISR both) with a zero lag limit, so broker 2
     /// falls out of sync as soon as the clock moves.
     fn setup(channel: Arc<ScriptedChannel>, dir: &std::path::Path) -> Arc<IsrManager> {
+        setup_with_isr(channel, dir, &[1, 2])
+    }
+
+    fn setup_with_isr(
+        channel: Arc<ScriptedChannel>,
+        dir: &std::path::Path,
+        isr: &[i32],
+    ) -> Arc<IsrManager> {
         let image = MetadataImage::from_records(
             &[
                 broker(1, 10),
@@ -610,7 +628,7 @@ mod tests {
                     partition_id: 0,
                     topic_id: topic_id(),
                     replicas: vec![1, 2],
-                    isr: vec![1, 2],
+                    isr: isr.to_vec(),
                     removing_replicas: Vec::new(),
                     adding_replicas: Vec::new(),
                     leader: 1,
@@ -635,7 +653,7 @@ mod tests {
         };
         let mut partition = Partition::open(1, log, config, 0, now_ms()).expect("partition");
         partition
-            .make_leader(0, &[1, 2], &[1, 2], now_ms() - 1000)
+            .make_leader(0, &[1, 2], isr, now_ms() - 1000)
             .expect("leader");
         replicas.insert(
             tp(),
@@ -771,6 +789,55 @@ mod tests {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert_eq!(channel.sent.lock().expect("lock").len(), 1);
+        for task in tasks {
+            task.abort();
+        }
+    }
+
+    #[tokio::test]
+    async fn expansion_needs_the_followers_current_broker_epoch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let channel = Arc::new(ScriptedChannel::default());
+        channel
+            .answers
+            .lock()
+            .expect("lock")
+            .push_back(committed(&[1, 2], 1));
+        let manager = setup_with_isr(channel.clone(), dir.path(), &[1]);
+        let tasks = manager.clone().start(&tokio::runtime::Handle::current());
+        let partition = manager.ctx.replicas.partition(&tp()).expect("hosted");
+        // Broker 2 fetches at the log end: caught up, a candidate.
+        partition
+            .lock()
+            .expect("lock")
+            .read(
+                0,
+                1024,
+                crate::partition::Fetcher::Follower { replica_id: 2 },
+                Some(0),
+                None,
+                true,
+                now_ms(),
+            )
+            .expect("follower read");
+        // A fetch from an older incarnation of broker 2 (epoch 19, registered 20): no.
+        manager.maybe_expand_isr(&tp(), 2, 19);
+        assert!(partition.lock().expect("lock").pending_isr().is_none());
+        // Its current epoch: proposed, with that epoch in new_isr_with_epochs.
+        manager.maybe_expand_isr(&tp(), 2, 20);
+        until("the expansion commits", || {
+            partition_isr(&manager) == vec![1, 2]
+        })
+        .await;
+        let sent = channel.sent.lock().expect("lock").clone();
+        assert_eq!(sent.len(), 1);
+        let states = &sent[0].1.topics[0].partitions[0].new_isr_with_epochs;
+        let epochs: Vec<(i32, i64)> = states
+            .iter()
+            .map(|b| (b.broker_id.0, b.broker_epoch))
+            .collect();
+        assert_eq!(epochs, vec![(1, 10), (2, 20)]);
+        assert_eq!(manager.ctx.isr_expands.load(Ordering::Relaxed), 1);
         for task in tasks {
             task.abort();
         }

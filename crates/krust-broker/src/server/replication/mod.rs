@@ -191,8 +191,20 @@ impl ReplicationManager {
     /// to the ISR if it caught up (Kafka's `maybeExpandIsr`). Must be called without the
     /// partition's lock held.
     pub fn on_follower_fetch(&self, tp: &TopicPartition, replica_id: i32) {
+        self.on_follower_fetch_with_epoch(tp, replica_id, -1);
+    }
+
+    /// [`ReplicationManager::on_follower_fetch`] for a fetch that carried the follower's
+    /// broker epoch (Fetch v15+ `ReplicaState`, KIP-903): a follower fetching with another
+    /// epoch than its current registration is not added to the ISR.
+    pub fn on_follower_fetch_with_epoch(
+        &self,
+        tp: &TopicPartition,
+        replica_id: i32,
+        broker_epoch: i64,
+    ) {
         self.ensure_started();
-        self.isr.maybe_expand_isr(tp, replica_id);
+        self.isr.maybe_expand_isr(tp, replica_id, broker_epoch);
     }
 
     /// Runs the ISR shrink check now (also run every `replica.lag.time.max.ms / 2`).
