@@ -231,6 +231,35 @@ fn log_dir_ids(log_dirs: &[PathBuf]) -> anyhow::Result<Vec<uuid::Uuid>> {
     Ok(ids)
 }
 
+/// A client listener's limits from Kafka's keys (`socket.request.max.bytes`,
+/// `max.connections`, `connections.max.idle.ms`; Kafka's defaults when unset).
+fn listener_config(config: &ServerConfig, name: &str) -> anyhow::Result<krust_net::ServerConfig> {
+    let defaults = krust_net::ServerConfig::default();
+    let number = |key: &str, default: usize| -> anyhow::Result<usize> {
+        match config.get(key) {
+            Some(v) => match v.trim().parse::<usize>() {
+                Ok(n) if n >= 1 => Ok(n),
+                _ => bail!("Invalid value {v} for configuration {key}: Value must be at least 1"),
+            },
+            None => Ok(default),
+        }
+    };
+    Ok(krust_net::ServerConfig {
+        listener_name: name.to_owned(),
+        socket_request_max_bytes: number(
+            "socket.request.max.bytes",
+            defaults.socket_request_max_bytes,
+        )?,
+        max_connections: number("max.connections", defaults.max_connections)?,
+        connections_max_idle: parse_ms(
+            config,
+            "connections.max.idle.ms",
+            u64::try_from(defaults.connections_max_idle.as_millis()).unwrap_or(u64::MAX),
+        )?,
+        ..defaults
+    })
+}
+
 fn parse_ms(config: &ServerConfig, key: &str, default: u64) -> anyhow::Result<Duration> {
     match config.get(key) {
         Some(v) => Ok(Duration::from_millis(
@@ -349,10 +378,7 @@ impl BrokerRole {
         let handler = Arc::new(broker.client_handler());
         let mut servers = Vec::new();
         for listener in &binds {
-            let net_config = krust_net::ServerConfig {
-                listener_name: listener.name.clone(),
-                ..krust_net::ServerConfig::default()
-            };
+            let net_config = listener_config(config, &listener.name)?;
             let server = krust_net::Server::bind(&listener.bind, handler.clone(), net_config)
                 .await
                 .with_context(|| {
@@ -576,6 +602,25 @@ mod tests {
             inter_broker_listener_name(&c, &endpoints).expect("inter-broker"),
             "PLAINTEXT"
         );
+    }
+
+    #[test]
+    fn listener_limits_come_from_kafkas_keys() {
+        let c = config(&format!(
+            "{BASE}socket.request.max.bytes=1048576\nmax.connections=10\nconnections.max.idle.ms=5000\n"
+        ));
+        let net = listener_config(&c, "PLAINTEXT").expect("limits");
+        assert_eq!(net.socket_request_max_bytes, 1_048_576);
+        assert_eq!(net.max_connections, 10);
+        assert_eq!(net.connections_max_idle, Duration::from_secs(5));
+        let defaults = listener_config(&config(BASE), "PLAINTEXT").expect("defaults");
+        assert_eq!(
+            defaults.socket_request_max_bytes,
+            krust_net::SOCKET_REQUEST_MAX_BYTES_DEFAULT
+        );
+        let bad = config(&format!("{BASE}max.connections=0\n"));
+        let err = listener_config(&bad, "PLAINTEXT").expect_err("zero");
+        assert!(err.to_string().contains("max.connections"), "{err}");
     }
 
     #[test]
