@@ -51,7 +51,7 @@ use self::forwarding::Forwarder;
 use self::groups::GroupCoordinator;
 use self::publisher::{Publisher, StartupCheckpoints};
 use self::replica_manager::{ReplicaManager, lock, now_ms};
-use self::replication::ReplicationManager;
+use self::replication::{FollowedPartition, ReplicationManager};
 
 /// A listener as advertised to clients and other brokers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -274,17 +274,66 @@ impl Broker {
         &self.replicas
     }
 
-    /// Plugs in replication (once; later calls are ignored).
+    /// Plugs in replication (once; later calls are ignored). Partitions already followed
+    /// (publications before this call) are handed to it at once.
     pub fn set_replication(&self, replication: ReplicationManager) {
+        let _serial = self
+            .publish_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if self.replication.set(Arc::new(replication)).is_err() {
             warn!("replication manager already set");
+            return;
+        }
+        let followed: Vec<FollowedPartition> = self
+            .replicas
+            .all_hosted()
+            .into_iter()
+            .filter_map(|(tp, hosted)| {
+                let p = lock(&hosted.partition);
+                let leader_id = p.leader_id().filter(|&l| l != self.config.node_id)?;
+                Some(FollowedPartition {
+                    tp,
+                    topic_id: hosted.topic_id,
+                    leader_id,
+                    leader_epoch: p.leader_epoch(),
+                })
+            })
+            .collect();
+        if let (Some(replication), false) = (self.replication.get(), followed.is_empty()) {
+            replication.become_follower(followed);
         }
     }
 
     /// Plugs in the group coordinator (once), before [`Broker::client_handler`].
+    /// `__consumer_offsets` partitions already led are reported as elected at once.
     pub fn set_groups(&self, groups: GroupCoordinator) {
+        let _serial = self
+            .publish_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if self.groups.set(Arc::new(groups)).is_err() {
             warn!("group coordinator already set");
+            return;
+        }
+        let Some(groups) = self.groups.get() else {
+            return;
+        };
+        let image = self.replicas.image();
+        if !image.is_empty() {
+            groups.on_metadata(&image);
+        }
+        for (tp, hosted) in self.replicas.all_hosted() {
+            if tp.topic != publisher::GROUP_METADATA_TOPIC_NAME {
+                continue;
+            }
+            let (leader, epoch) = {
+                let p = lock(&hosted.partition);
+                (p.is_leader(), p.leader_epoch())
+            };
+            if leader {
+                groups.on_elected(tp.partition, epoch);
+            }
         }
     }
 
