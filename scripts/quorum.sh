@@ -63,7 +63,8 @@ trap stop EXIT INT TERM
 for id in 1 2 3 4 5; do
   props=$root/node$id/server.properties
   "$krust" storage format --ignore-formatted -t "$(cat "$root/cluster.id")" -c "$props" > /dev/null
-  "$krust" server "$props" > "$root/node$id/server.log" 2>&1 &
+  # setsid: Ctrl-C reaches only this script, which then stops the nodes in order.
+  setsid "$krust" server "$props" > "$root/node$id/server.log" 2>&1 &
   pids+=($!)
 done
 echo "krust cluster: controllers 127.0.0.1:9093-9095, brokers 127.0.0.1:9092,127.0.0.1:9192; logs in $root/node*/server.log; Ctrl-C stops it"

@@ -439,13 +439,17 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     if let Some(server) = controller_server {
         server.shutdown().await;
     }
-    if let Some(replay) = replay {
-        let _ = replay.await;
+    match replay {
+        // The test hook's counter.
+        Some(replay) => {
+            let _ = replay.await;
+            println!(
+                "{prefix} shut down completed; replayed {} committed batches",
+                committed.load(Ordering::Relaxed)
+            );
+        }
+        None => println!("{prefix} shut down completed"),
     }
-    println!(
-        "{prefix} shut down completed; replayed {} committed batches",
-        committed.load(Ordering::Relaxed)
-    );
     Ok(code)
 }
 
