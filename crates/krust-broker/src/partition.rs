@@ -791,15 +791,28 @@ impl Partition {
             log_end_offset: self.log.log_end_offset(),
             diverging_epoch: None,
         };
+        let log_start = self.log.log_start_offset();
+        let leader_end = self.log.log_end_offset();
         if let (Some(_), Some(last_epoch)) = (follower_id, last_fetched_epoch.filter(|&e| e >= 0)) {
             let end = self.log.end_offset_for_epoch(last_epoch);
+            // Kafka's `readFromLocalLog`: an epoch whose end is unknown here, or a fetch below
+            // the log start, is OFFSET_OUT_OF_RANGE (the follower then asks ListOffsets)
+            // before any divergence is reported.
+            if end.end_offset == UNDEFINED_EPOCH_OFFSET
+                || end.leader_epoch == UNDEFINED_EPOCH
+                || fetch_offset < log_start
+            {
+                return Err(PartitionError::OffsetOutOfRange {
+                    offset: fetch_offset,
+                    log_start_offset: log_start,
+                    log_end_offset: leader_end,
+                });
+            }
             if end.leader_epoch < last_epoch || end.end_offset < fetch_offset {
                 data.diverging_epoch = Some(end);
                 return Ok(data);
             }
         }
-        let log_start = self.log.log_start_offset();
-        let leader_end = self.log.log_end_offset();
         if fetch_offset < log_start || fetch_offset > leader_end {
             return Err(PartitionError::OffsetOutOfRange {
                 offset: fetch_offset,
