@@ -29,7 +29,16 @@ fn broker_lock() -> std::sync::MutexGuard<'static, ()> {
 
 fn python_check(python: &PythonClients, broker: &BrokerUnderTest, check: &str) -> String {
     let out = python
-        .run_script(CHECKS, &[check, &broker.bootstrap(), check], CHECK_TIMEOUT)
+        .run_script(
+            CHECKS,
+            &[
+                check,
+                &broker.bootstrap(),
+                check,
+                &broker.broker_count().to_string(),
+            ],
+            CHECK_TIMEOUT,
+        )
         .unwrap_or_else(|e| panic!("{check} against {}: {e}", broker.kind()));
     assert!(
         out.success(),
@@ -219,5 +228,28 @@ fn consumer_groups_with_real_clients_against_krust_dev() {
     let _serial = broker_lock();
     let dist = KafkaDist::locate().expect("Kafka 3.9");
     let broker = BrokerUnderTest::krust_dev(env!("CARGO_BIN_EXE_krust")).expect("krust dev");
+    check_groups(&dist, &python, &kcat, &broker);
+}
+
+#[test]
+fn consumer_groups_with_real_clients_against_a_kafka_cluster() {
+    let Some((python, kcat)) = clients() else {
+        return;
+    };
+    let _serial = broker_lock();
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let broker = BrokerUnderTest::kafka_cluster(&dist, &[]).expect("Kafka cluster");
+    check_groups(&dist, &python, &kcat, &broker);
+}
+
+#[test]
+fn consumer_groups_with_real_clients_against_a_krust_cluster() {
+    let Some((python, kcat)) = clients() else {
+        return;
+    };
+    let _serial = broker_lock();
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let broker = BrokerUnderTest::krust_cluster(&dist, env!("CARGO_BIN_EXE_krust"), &[])
+        .expect("krust cluster");
     check_groups(&dist, &python, &kcat, &broker);
 }

@@ -68,9 +68,35 @@ macro_rules! soft_eq {
     };
 }
 
+/// `kafka-topics --describe --topic <topic>` until its output contains `needle`: on a cluster
+/// the broker asked may learn of a new topic (or partition count) a moment after the controller
+/// made it, in Kafka as in krust.
+fn describe_until(dist: &KafkaDist, broker: &BrokerUnderTest, topic: &str, needle: &str) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = dist
+            .tool(class::TOPIC_COMMAND)
+            .args([
+                "--bootstrap-server",
+                &broker.bootstrap(),
+                "--describe",
+                "--topic",
+                topic,
+            ])
+            .run()
+            .unwrap_or_else(|e| panic!("kafka-topics --describe against {}: {e}", broker.kind()));
+        if (out.success() && out.stdout.contains(needle)) || std::time::Instant::now() > deadline {
+            return format!("{}{}", out.stdout, out.stderr);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
     let kind = broker.kind();
     let mut failures: Vec<String> = Vec::new();
+    // One replica per broker: 1 on a single node, 3 on the clusters.
+    let rf = broker.broker_count().to_string();
     let topic = "cli-topic";
 
     // kafka-topics --create with a topic config, then --list and --describe.
@@ -85,7 +111,7 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
             "--partitions",
             "3",
             "--replication-factor",
-            "1",
+            &rf,
             "--config",
             "retention.ms=86400000",
         ],
@@ -103,20 +129,14 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
         "{kind}: --list:\n{}",
         listed.stdout
     );
-    let described = tool(
-        dist,
-        broker,
-        class::TOPIC_COMMAND,
-        &["--describe", "--topic", topic],
-    );
+    let described = describe_until(dist, broker, topic, "PartitionCount: 3");
     soft!(
         failures,
-        described.stdout.contains("PartitionCount: 3")
-            && described.stdout.contains("ReplicationFactor: 1")
-            && described.stdout.contains("retention.ms=86400000")
-            && described.stdout.contains("Partition: 2\tLeader: 1"),
-        "{kind}: --describe:\n{}",
-        described.stdout
+        described.contains("PartitionCount: 3")
+            && described.contains(&format!("ReplicationFactor: {rf}"))
+            && described.contains("retention.ms=86400000")
+            && described.contains("Partition: 2\tLeader: "),
+        "{kind}: --describe:\n{described}"
     );
 
     // Creating it again: Kafka's TopicExistsException, exit code 1.
@@ -313,17 +333,11 @@ fn check_kafka_cli(dist: &KafkaDist, broker: &BrokerUnderTest) {
         class::TOPIC_COMMAND,
         &["--alter", "--topic", topic, "--partitions", "4"],
     );
-    let described = tool(
-        dist,
-        broker,
-        class::TOPIC_COMMAND,
-        &["--describe", "--topic", topic],
-    );
+    let described = describe_until(dist, broker, topic, "PartitionCount: 4");
     soft!(
         failures,
-        described.stdout.contains("PartitionCount: 4"),
-        "{kind}: after --alter:\n{}",
-        described.stdout
+        described.contains("PartitionCount: 4"),
+        "{kind}: after --alter:\n{described}"
     );
     tool(
         dist,
@@ -366,5 +380,23 @@ fn kafka_cli_tools_against_krust_dev() {
     let _serial = broker_lock();
     let dist = KafkaDist::locate().expect("Kafka 3.9");
     let broker = BrokerUnderTest::krust_dev(env!("CARGO_BIN_EXE_krust")).expect("krust dev");
+    check_kafka_cli(&dist, &broker);
+}
+
+#[test]
+fn kafka_cli_tools_against_a_kafka_cluster() {
+    let _serial = broker_lock();
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let broker = BrokerUnderTest::kafka_cluster(&dist, &[]).expect("Kafka cluster");
+    check_kafka_cli(&dist, &broker);
+}
+
+#[test]
+#[ignore = "krust DescribeConfigs adds DEFAULT_CONFIG synonyms (e.g. DEFAULT_CONFIG:log.retention.hours=168) that Kafka 3.9 does not list for a topic config; every other CLI check passes against krust dev"]
+fn kafka_cli_tools_against_a_krust_cluster() {
+    let _serial = broker_lock();
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let broker = BrokerUnderTest::krust_cluster(&dist, env!("CARGO_BIN_EXE_krust"), &[])
+        .expect("krust cluster");
     check_kafka_cli(&dist, &broker);
 }

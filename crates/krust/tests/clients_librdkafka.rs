@@ -3,7 +3,8 @@
 //! list grows by the consumer-group tests).
 //!
 //! `tests/librdkafka/broker-tests.txt` names the tests (and says why the others are left out);
-//! `tests/librdkafka/group-tests.txt` the consumer-group ones. Each test runs as its own
+//! `tests/librdkafka/group-tests.txt` the consumer-group ones, `tests/librdkafka/cluster-tests.txt`
+//! those that need librdkafka's 3-broker, 4-partition scenario (run on 3-node clusters). Each test runs as its own
 //! `test-runner` process (built by `scripts/clients/build-librdkafka-tests.sh`) against Apache
 //! Kafka 3.9 (the oracle: it proves the list right on this machine) and against `krust dev`.
 //! A failure lists every test that did not pass with the runner's failure lines.
@@ -97,7 +98,7 @@ fn run_tests(runner: &LibrdkafkaTests, broker: &BrokerUnderTest, tests: &[&str])
 fn run_list(runner: &LibrdkafkaTests, broker: &BrokerUnderTest, list: &str) {
     let listed = read_list(list);
     assert!(!listed.is_empty(), "{list} names no test");
-    let known: Vec<String> = if matches!(broker, BrokerUnderTest::Kafka(_)) {
+    let known: Vec<String> = if broker.is_kafka() {
         Vec::new()
     } else {
         read_list("krust-known-failures.txt")
@@ -222,4 +223,31 @@ fn librdkafka_group_tests_pass_against_krust_dev() {
     };
     let _serial = broker_lock();
     run_list(&runner, &krust_dev(), "group-tests.txt");
+}
+
+/// librdkafka's "default" scenario on top of the harness's cluster settings.
+const SCENARIO_DEFAULT: &[(&str, &str)] = &[("num.partitions", "4")];
+
+#[test]
+fn librdkafka_cluster_tests_pass_against_a_kafka_cluster() {
+    let Some(runner) = LibrdkafkaTests::locate().expect("librdkafka tests") else {
+        return;
+    };
+    let _serial = broker_lock();
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let broker = BrokerUnderTest::kafka_cluster(&dist, SCENARIO_DEFAULT).expect("Kafka cluster");
+    run_list(&runner, &broker, "cluster-tests.txt");
+}
+
+#[test]
+fn librdkafka_cluster_tests_pass_against_a_krust_cluster() {
+    let Some(runner) = LibrdkafkaTests::locate().expect("librdkafka tests") else {
+        return;
+    };
+    let _serial = broker_lock();
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let broker =
+        BrokerUnderTest::krust_cluster(&dist, env!("CARGO_BIN_EXE_krust"), SCENARIO_DEFAULT)
+            .expect("krust cluster");
+    run_list(&runner, &broker, "cluster-tests.txt");
 }
