@@ -1096,3 +1096,40 @@ async fn min_insync_replicas_and_log_append_time() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_metrics_in_kafka_names() {
+    use krust_metrics::Collector;
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        produce_one(&b.client, "orders", batch(3, now_ms()), 1).await;
+        produce_one(&b.client, "nope", batch(1, now_ms()), 1).await;
+        let r = fetch(&b.client, fetch_request("orders", 0, 0), 12).await;
+        let fetched = r.responses[0].partitions[0]
+            .records
+            .as_ref()
+            .map_or(0, Bytes::len);
+        let stats = b.broker.client_stats();
+        assert_eq!(stats.messages_in(), 3);
+        assert_eq!(stats.bytes_out(), fetched as u64);
+        let mut families = Vec::new();
+        stats.collect(std::time::Instant::now(), &mut families);
+        let text = krust_metrics::render(&families);
+        assert!(
+            text.contains("kafka_server_brokertopicmetrics_messagesinpersec_count 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kafka_server_brokertopicmetrics_failedproducerequestspersec_count 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("kafka_network_requestmetrics_totaltimems_count{request=\"Produce\"} 2"),
+            "{text}"
+        );
+        assert!(text.contains("request=\"FetchConsumer\""), "{text}");
+        b.stop().await;
+    })
+    .await;
+}

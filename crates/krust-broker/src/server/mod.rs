@@ -140,6 +140,7 @@ pub struct Broker {
     forwarder: OnceLock<Arc<Forwarder>>,
     pub(crate) fetch_sessions: apis::fetch::FetchSessionCache,
     pub(crate) producer_ids: apis::producer_id::ProducerIdManager,
+    client_stats: Arc<apis::stats::ClientApiStats>,
     background: Mutex<Option<JoinHandle<()>>>,
     /// Serialises publications (the binary may call from several tasks); `true` once shut
     /// down, after which publications are ignored (no log is reopened behind `shutdown`).
@@ -241,6 +242,7 @@ impl Broker {
             replication: OnceLock::new(),
             groups: OnceLock::new(),
             forwarder: OnceLock::new(),
+            client_stats: Arc::new(apis::stats::ClientApiStats::default()),
             background: Mutex::new(None),
             publish_lock: Mutex::new(false),
             _locks: locks,
@@ -266,6 +268,13 @@ impl Broker {
     #[must_use]
     pub fn channel(&self) -> &Arc<dyn ControllerChannel> {
         &self.channel
+    }
+
+    /// The client listener's metrics (`BrokerTopicMetrics`, `RequestMetrics` `TotalTimeMs`):
+    /// register it with the `/metrics` registry.
+    #[must_use]
+    pub fn client_stats(&self) -> &Arc<apis::stats::ClientApiStats> {
+        &self.client_stats
     }
 
     /// The hosted partitions.

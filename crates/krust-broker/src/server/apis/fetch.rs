@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{LeaderIdAndEpoch, NodeEndpoint, PartitionData};
@@ -404,6 +405,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
         Err(error) => {
             let mut response = FetchResponse::default();
             response.error_code = error.code();
+            broker.client_stats().record_fetch(0, true);
             return ResponseKind::Fetch(response).into();
         }
     };
@@ -483,6 +485,15 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
             response.session_id = id;
         }
     }
+    let bytes_out: usize = response
+        .responses
+        .iter()
+        .flat_map(|t| &t.partitions)
+        .filter_map(|p| p.records.as_ref().map(Bytes::len))
+        .sum();
+    broker
+        .client_stats()
+        .record_fetch(bytes_out as u64, response.error_code != 0);
     ResponseKind::Fetch(response).into()
 }
 

@@ -17,6 +17,7 @@
 //! - `log_dirs.rs`: DescribeLogDirs.
 //! - `producer_id.rs`: InitProducerId (producer id blocks from the controller).
 //! - `producers.rs`: DescribeProducers.
+//! - `stats.rs`: `BrokerTopicMetrics` and per-request `TotalTimeMs` for `/metrics`.
 
 pub mod configs;
 pub mod fetch;
@@ -26,6 +27,7 @@ pub mod offsets;
 pub mod produce;
 pub mod producer_id;
 pub mod producers;
+pub mod stats;
 
 use std::sync::Arc;
 
@@ -150,6 +152,33 @@ impl Handler for ClientApiHandler {
     }
 
     async fn handle(&self, ctx: RequestContext, request: RequestKind) -> Reply {
+        let started = std::time::Instant::now();
+        // Kafka's RequestMetrics name: Fetch splits by who fetches.
+        let request_name = match &request {
+            RequestKind::Fetch(r) => {
+                let replica = if ctx.api_version >= 15 {
+                    r.replica_state.replica_id.0
+                } else {
+                    r.replica_id.0
+                };
+                if replica >= 0 {
+                    "FetchFollower".to_owned()
+                } else {
+                    "FetchConsumer".to_owned()
+                }
+            }
+            _ => format!("{:?}", ctx.api_key),
+        };
+        let reply = self.dispatch(ctx, request).await;
+        self.broker
+            .client_stats()
+            .record_time(&request_name, started.elapsed());
+        reply
+    }
+}
+
+impl ClientApiHandler {
+    async fn dispatch(&self, ctx: RequestContext, request: RequestKind) -> Reply {
         let broker = &self.broker;
         let version = ctx.api_version;
         match request {

@@ -76,6 +76,15 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: Produce
         .iter()
         .flat_map(|t| &t.partition_responses)
         .any(|p| p.error_code != 0);
+    // Appended bytes per successful partition (the response follows the request's order).
+    let appended = request
+        .topic_data
+        .iter()
+        .zip(&response.responses)
+        .flat_map(|(t, r)| t.partition_data.iter().zip(&r.partition_responses))
+        .filter(|(_, r)| r.error_code == 0)
+        .filter_map(|(p, _)| p.records.as_ref());
+    broker.client_stats().record_produce(appended, has_error);
     if request.acks == 0 {
         return if has_error {
             Reply::Close
