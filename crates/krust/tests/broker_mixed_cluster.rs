@@ -1,0 +1,457 @@
+//! A mixed cluster (issue 5, acceptance "Mixed cluster"): 3 krust controllers, 2 krust brokers
+//! and 1 Apache Kafka 3.9 broker (`process.roles=broker`, formatted by Kafka's `StorageTool`
+//! with the cluster's id) registered with the krust quorum. Two RF=3 topics with
+//! `min.insync.replicas=2` and explicit replica assignments (`kafka-topics
+//! --replica-assignment`): `on-kafka` prefers the Kafka broker as leader, `on-krust` a krust
+//! broker, so each kind leads a partition the other kind follows. Kafka's own idempotent
+//! `acks=all` producer writes numbered records to both while the test SIGKILLs the Kafka broker
+//! (the leader of `on-kafka`) and restarts it, then SIGKILLs a krust broker (the leader of
+//! `on-krust`) and restarts it, each time waiting for a new leader, more acknowledgements and a
+//! full ISR again. A preferred leader election (`kafka-leader-election`, forwarded to the krust
+//! controller) gives each topic back to its preferred leader. Then every acknowledged record
+//! must be present exactly once, at its offset and in order, as Kafka's console consumer reads
+//! it from each topic's leader (one Kafka, one krust) and in each of the three replicas' log
+//! files (Kafka's `DumpLogSegments` after a clean stop), and all replicas must be equal.
+//!
+//! Real processes only, 127.0.0.1, every wait bounded, everything killed on drop.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use krust_testkit::{
+    AckedProducer, AckedRecord, KafkaDist, KafkaNode, KafkaRole, KrustProcess, LogRecord,
+    check_acked_records, class, free_ports, random_kafka_uuid, run_binary,
+};
+
+const KRUST: &str = env!("CARGO_BIN_EXE_krust");
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// A JVM broker on a loaded 2-core machine: recovery after SIGKILL, registration, catch-up.
+const KAFKA_START_TIMEOUT: Duration = Duration::from_secs(120);
+const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+/// Leader changes, ISR changes and acknowledgements after a crash.
+const CLUSTER_TIMEOUT: Duration = Duration::from_secs(90);
+const STARTED_LINE: &str = "Kafka Server started";
+/// Kafka's broker.
+const KAFKA_ID: i32 = 6;
+/// Prefers the Kafka broker as leader.
+const ON_KAFKA: &str = "on-kafka";
+/// Prefers krust broker 4 as leader.
+const ON_KRUST: &str = "on-krust";
+/// Acknowledgements awaited before each kill and after each leader change.
+const PROGRESS: usize = 50;
+
+struct KrustNode {
+    id: i32,
+    dir: PathBuf,
+    process: Option<KrustProcess>,
+}
+
+impl KrustNode {
+    fn properties(&self) -> PathBuf {
+        self.dir.join("server.properties")
+    }
+
+    fn start(&mut self) {
+        match &mut self.process {
+            Some(p) => {
+                let mark = p.log_mark();
+                p.restart().expect("restart");
+                p.wait_for_line_since(mark, STARTED_LINE, START_TIMEOUT)
+                    .unwrap_or_else(|e| {
+                        panic!("node {} restart: {e}\n{}", self.id, p.log_tail(40))
+                    });
+            }
+            None => {
+                let mut p = KrustProcess::builder(KRUST)
+                    .args(["server".as_ref(), self.properties().as_os_str()])
+                    .env("RUST_LOG", "info,krust_net=warn")
+                    .dir(self.dir.clone())
+                    .name(format!("krust-{}", self.id))
+                    .start()
+                    .expect("start krust server");
+                p.wait_for_line(STARTED_LINE, START_TIMEOUT)
+                    .unwrap_or_else(|e| panic!("node {} start: {e}\n{}", self.id, p.log_tail(40)));
+                self.process = Some(p);
+            }
+        }
+    }
+
+    fn process(&mut self) -> &mut KrustProcess {
+        self.process.as_mut().expect("started")
+    }
+
+    fn partition_dir(&self, topic: &str) -> PathBuf {
+        self.dir.join("logs").join(format!("{topic}-0"))
+    }
+}
+
+fn write_krust_node(root: &Path, id: i32, text: &str, cluster_id: &str) -> KrustNode {
+    let dir = root.join(format!("node{id}"));
+    std::fs::create_dir_all(&dir).expect("node dir");
+    let node = KrustNode {
+        id,
+        dir,
+        process: None,
+    };
+    std::fs::write(node.properties(), text).expect("write properties");
+    let props = node.properties().display().to_string();
+    run_binary(
+        KRUST,
+        &["storage", "format", "-t", cluster_id, "-c", &props],
+        None,
+        Duration::from_secs(30),
+    )
+    .expect("run krust storage format")
+    .ok()
+    .expect("krust storage format");
+    node
+}
+
+fn run_tool(dist: &KafkaDist, class: &str, args: &[&str]) -> String {
+    let out = dist
+        .run_tool(class, args, TOOL_TIMEOUT)
+        .unwrap_or_else(|e| panic!("{class} {args:?}: {e}"));
+    assert!(
+        out.success(),
+        "{class} {args:?}:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
+    out.stdout
+}
+
+/// `kafka-get-offsets --time -1`: the log end offset of `topic`-0.
+fn end_offset(dist: &KafkaDist, bootstrap: &str, topic: &str) -> i64 {
+    let stdout = run_tool(
+        dist,
+        class::GET_OFFSET_SHELL,
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--topic",
+            topic,
+            "--time",
+            "-1",
+        ],
+    );
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{topic}:0:"))?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("kafka-get-offsets output:\n{stdout}"))
+}
+
+/// `topic`-0 as Kafka's console consumer reads it (`print.offset=true`: `Offset:N\tvalue`).
+fn consume(dist: &KafkaDist, bootstrap: &str, topic: &str, count: usize) -> Vec<LogRecord> {
+    let out = dist
+        .console_consume(
+            bootstrap,
+            topic,
+            count,
+            &[("print.offset", "true")],
+            Duration::from_secs(60),
+        )
+        .unwrap_or_else(|e| panic!("kafka-console-consumer {topic} via {bootstrap}: {e}"));
+    out.stdout
+        .lines()
+        .map(|line| {
+            let (offset, value) = line
+                .strip_prefix("Offset:")
+                .and_then(|rest| rest.split_once('\t'))
+                .unwrap_or_else(|| panic!("console consumer line {line:?}"));
+            LogRecord {
+                offset: offset.parse().expect("offset"),
+                value: Some(value.to_owned()),
+            }
+        })
+        .collect()
+}
+
+/// Waits until both topics have a leader and all three replicas in their ISR.
+fn wait_in_sync(producer: &mut AckedProducer, why: &str) {
+    for topic in [ON_KAFKA, ON_KRUST] {
+        producer
+            .wait_partition(producer.mark(), topic, 0, CLUSTER_TIMEOUT, |s| {
+                s.fully_in_sync()
+            })
+            .unwrap_or_else(|e| panic!("{why}: all 3 replicas of {topic} in sync: {e}"));
+    }
+}
+
+/// Waits for `PROGRESS` more acknowledgements of `topic`.
+fn wait_progress(producer: &mut AckedProducer, topic: &str, why: &str) {
+    let start = producer.report().acked_in(topic).len();
+    let deadline = std::time::Instant::now() + CLUSTER_TIMEOUT;
+    loop {
+        let report = producer.report();
+        if report.acked_in(topic).len() >= start + PROGRESS {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{why}: no {PROGRESS} more acknowledgements on {topic}; failed: {:?}\n{}",
+            report.failed.iter().rev().take(3).collect::<Vec<_>>(),
+            producer.log_tail(40)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_kafka_broker_and_krust_brokers_replicate_each_others_leaders_through_crashes() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let cluster_id = random_kafka_uuid();
+    let ports = free_ports(6).expect("ports");
+    let voters = (1..=3)
+        .zip(&ports)
+        .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut controllers: Vec<KrustNode> = (1..=3)
+        .zip(&ports)
+        .map(|(id, port)| {
+            let data = root.path().join(format!("node{id}")).join("data");
+            // A short broker session so a SIGKILLed leader is fenced (and replaced) quickly.
+            let text = format!(
+                "process.roles=controller\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
+                 listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.quorum.voters={voters}\n\
+                 log.dirs={}\ncontroller.quorum.election.timeout.ms=500\n\
+                 controller.quorum.fetch.timeout.ms=1000\nbroker.session.timeout.ms=3000\n",
+                data.display()
+            );
+            write_krust_node(root.path(), id, &text, &cluster_id)
+        })
+        .collect();
+    // The same on both kinds: a group's coordinator is the leader of `__consumer_offsets`
+    // partition hash(group) % `offsets.topic.num.partitions` (as each broker counted them when
+    // it started), so brokers that disagree on the count send consumers round in circles.
+    let broker_props = "log.segment.bytes=65536\nbroker.heartbeat.interval.ms=500\n\
+                        replica.lag.time.max.ms=10000\noffsets.topic.replication.factor=3\n\
+                        offsets.topic.num.partitions=1\n";
+    let mut brokers: Vec<KrustNode> = (4..=5)
+        .zip(&ports[3..])
+        .map(|(id, port)| {
+            let dir = root.path().join(format!("node{id}"));
+            let text = format!(
+                "process.roles=broker\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
+                 controller.quorum.voters={voters}\n\
+                 listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+                 inter.broker.listener.name=PLAINTEXT\n\
+                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+                 log.dirs={}\nmetadata.log.dir={}\n{broker_props}",
+                dir.join("logs").display(),
+                dir.join("metadata").display(),
+            );
+            write_krust_node(root.path(), id, &text, &cluster_id)
+        })
+        .collect();
+    let dist = KafkaDist::locate().expect("Kafka 3.9 jars (scripts/fetch-kafka.sh)");
+    // Kafka's broker, formatted by Kafka's StorageTool with the krust cluster's id.
+    let mut builder = KafkaNode::builder(&dist)
+        .node_id(KAFKA_ID)
+        .role(KafkaRole::Broker)
+        .cluster_id(cluster_id.clone())
+        .quorum_voters(voters.clone())
+        .broker_port(ports[5])
+        .dir(root.path().join(format!("node{KAFKA_ID}")))
+        .start_timeout(KAFKA_START_TIMEOUT);
+    for line in broker_props.lines() {
+        let (key, value) = line.split_once('=').expect("key=value");
+        builder = builder.prop(key, value);
+    }
+    let mut kafka = builder
+        .build()
+        .expect("Kafka broker configured and formatted");
+
+    for node in &mut controllers {
+        node.start();
+    }
+    // The JVM starts while the krust brokers come up.
+    kafka.spawn().expect("spawn the Kafka broker");
+    for node in &mut brokers {
+        node.start();
+    }
+    kafka
+        .wait_ready(KAFKA_START_TIMEOUT)
+        .expect("the Kafka broker registers with the krust controllers and starts");
+    let address = |id: i32| format!("127.0.0.1:{}", ports[usize::try_from(id).expect("id") - 1]);
+    let bootstrap = [4, 5, KAFKA_ID].map(address).join(",");
+
+    for (topic, assignment) in [(ON_KAFKA, "6:4:5"), (ON_KRUST, "4:6:5")] {
+        run_tool(
+            &dist,
+            class::TOPIC_COMMAND,
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--create",
+                "--topic",
+                topic,
+                "--replica-assignment",
+                assignment,
+                "--config",
+                "min.insync.replicas=2",
+            ],
+        );
+    }
+    let mut producer = dist
+        .start_acked_producer(
+            &bootstrap,
+            &[ON_KAFKA, ON_KRUST],
+            5,
+            u64::MAX,
+            Duration::from_millis(300),
+            &[("linger.ms", "5")],
+            TOOL_TIMEOUT,
+        )
+        .expect("start the acked producer");
+    wait_in_sync(&mut producer, "after create");
+    for (topic, leader) in [(ON_KAFKA, KAFKA_ID), (ON_KRUST, 4)] {
+        producer
+            .wait_partition(producer.mark(), topic, 0, CLUSTER_TIMEOUT, |s| {
+                s.leader == Some(leader) && s.replicas.first() == Some(&leader)
+            })
+            .unwrap_or_else(|e| panic!("{topic} is led by its preferred leader {leader}: {e}"));
+        wait_progress(&mut producer, topic, "before any crash");
+    }
+
+    // Round 1: SIGKILL the Kafka broker, the leader of on-kafka and a follower of on-krust.
+    let mark = producer.mark();
+    kafka.kill().expect("SIGKILL the Kafka broker");
+    let state = producer
+        .wait_partition(mark, ON_KAFKA, 0, CLUSTER_TIMEOUT, |s| {
+            s.leader.is_some_and(|l| l != KAFKA_ID)
+        })
+        .unwrap_or_else(|e| panic!("a krust broker takes over {ON_KAFKA}: {e}"));
+    eprintln!(
+        "Kafka broker killed; {ON_KAFKA} now led by {:?}",
+        state.leader
+    );
+    wait_progress(&mut producer, ON_KAFKA, "after the Kafka broker died");
+    wait_progress(&mut producer, ON_KRUST, "after the Kafka broker died");
+    kafka
+        .start()
+        .expect("the Kafka broker restarts after SIGKILL");
+    wait_in_sync(&mut producer, "after the Kafka broker restarted");
+
+    // Round 2: SIGKILL krust broker 4, the leader of on-krust (and maybe of on-kafka now).
+    let mark = producer.mark();
+    brokers[0].process().kill().expect("SIGKILL krust broker 4");
+    let state = producer
+        .wait_partition(mark, ON_KRUST, 0, CLUSTER_TIMEOUT, |s| {
+            s.leader.is_some_and(|l| l != 4)
+        })
+        .unwrap_or_else(|e| panic!("another broker takes over {ON_KRUST}: {e}"));
+    eprintln!(
+        "krust broker 4 killed; {ON_KRUST} now led by {:?}",
+        state.leader
+    );
+    wait_progress(&mut producer, ON_KRUST, "after krust broker 4 died");
+    wait_progress(&mut producer, ON_KAFKA, "after krust broker 4 died");
+    brokers[0].start();
+    wait_in_sync(&mut producer, "after krust broker 4 restarted");
+
+    let report = producer
+        .stop(Duration::from_secs(180))
+        .expect("the producer flushes and closes");
+    eprintln!(
+        "{} records acknowledged ({ON_KAFKA}: {}, {ON_KRUST}: {}), {} failed",
+        report.acked.len(),
+        report.acked_in(ON_KAFKA).len(),
+        report.acked_in(ON_KRUST).len(),
+        report.failed.len()
+    );
+
+    // Each topic back to its preferred leader: the Kafka broker and krust broker 4.
+    let election = dist
+        .run_tool(
+            "org.apache.kafka.tools.LeaderElectionCommand",
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--election-type",
+                "preferred",
+                "--all-topic-partitions",
+            ],
+            TOOL_TIMEOUT,
+        )
+        .expect("run kafka-leader-election");
+    let mut consumed = Vec::new();
+    for (topic, leader) in [(ON_KAFKA, KAFKA_ID), (ON_KRUST, 4)] {
+        producer
+            .wait_partition(producer.mark(), topic, 0, CLUSTER_TIMEOUT, |s| {
+                s.leader == Some(leader) && s.fully_in_sync()
+            })
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{topic} back on {leader} after kafka-leader-election:\n{}\n{}\n{e}",
+                    election.stdout, election.stderr
+                )
+            });
+        // Read through the leader alone: the Kafka broker serves on-kafka, krust on-krust.
+        let end = end_offset(&dist, &address(leader), topic);
+        let records = consume(
+            &dist,
+            &address(leader),
+            topic,
+            usize::try_from(end).expect("end offset"),
+        );
+        let acked: Vec<&AckedRecord> = report.acked_in(topic);
+        let problems = check_acked_records(&acked, &records);
+        assert!(
+            problems.is_empty(),
+            "{topic}-0 read from its leader {leader} (end offset {end}):\n{}",
+            problems.join("\n")
+        );
+        consumed.push(records);
+    }
+
+    // Every replica's own files after a clean stop: brokers first, then the controllers.
+    drop(producer);
+    kafka
+        .terminate(Duration::from_secs(120))
+        .expect("the Kafka broker stops cleanly");
+    for node in brokers.iter_mut().chain(controllers.iter_mut()) {
+        let status = node
+            .process()
+            .terminate(Duration::from_secs(60))
+            .expect("terminate");
+        assert!(status.success(), "node {} exit status {status}", node.id);
+    }
+    let mut dirs: Vec<(i32, &str, PathBuf)> = Vec::new();
+    for topic in [ON_KAFKA, ON_KRUST] {
+        for node in &brokers {
+            dirs.push((node.id, topic, node.partition_dir(topic)));
+        }
+        dirs.push((KAFKA_ID, topic, kafka.partition_dir(topic, 0)));
+    }
+    let dir_refs: Vec<&Path> = dirs.iter().map(|(_, _, d)| d.as_path()).collect();
+    let logs = dist
+        .read_replica_logs(&dir_refs, TOOL_TIMEOUT)
+        .expect("DumpLogSegments on every replica");
+    for ((id, topic, _), log) in dirs.iter().zip(&logs) {
+        assert!(
+            log.problems.is_empty(),
+            "broker {id}'s {topic}-0:\n{}",
+            log.problems.join("\n")
+        );
+        let acked = report.acked_in(topic);
+        let problems = check_acked_records(&acked, &log.records);
+        assert!(
+            problems.is_empty(),
+            "broker {id}'s replica of {topic}-0 ({} records):\n{}",
+            log.records.len(),
+            problems.join("\n")
+        );
+        let read = &consumed[usize::from(*topic == ON_KRUST)];
+        assert_eq!(
+            log.records.len(),
+            read.len(),
+            "broker {id}'s replica of {topic}-0 holds what the consumer read"
+        );
+        assert!(
+            log.records == *read,
+            "broker {id}'s replica of {topic}-0 differs from what the consumer read"
+        );
+    }
+}
