@@ -1133,3 +1133,57 @@ async fn client_metrics_in_kafka_names() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_sessions_rotate_partitions_that_returned_data() {
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        assert_eq!(
+            produce_one(&b.client, "orders", batch(1, now_ms()), 1).await,
+            (0, 0)
+        );
+        let r = produce(
+            &b.client,
+            produce_request("orders", 1, batch(1, now_ms()), 1),
+        )
+        .await;
+        assert_eq!(r.responses[0].partition_responses[0].error_code, 0);
+        // A one-byte response budget: only the first partition read returns its batch.
+        let mut full = fetch_request("orders", 0, 0)
+            .with_max_bytes(1)
+            .with_session_epoch(0);
+        let p1 = full.topics[0].partitions[0].clone().with_partition(1);
+        full.topics[0].partitions.push(p1);
+        let r = fetch(&b.client, full, 12).await;
+        let session = r.session_id;
+        assert_ne!(session, 0);
+        let incremental = |epoch: i32| {
+            FetchRequest::default()
+                .with_replica_id(BrokerId(-1))
+                .with_max_bytes(1)
+                .with_min_bytes(1)
+                .with_max_wait_ms(0)
+                .with_session_id(session)
+                .with_session_epoch(epoch)
+        };
+        let with_records = |r: &kafka_protocol::messages::FetchResponse| -> Vec<i32> {
+            r.responses
+                .iter()
+                .flat_map(|t| &t.partitions)
+                .filter(|p| p.records.as_ref().is_some_and(|x| !x.is_empty()))
+                .map(|p| p.partition_index)
+                .collect()
+        };
+        let first = with_records(&fetch(&b.client, incremental(1), 12).await);
+        let second = with_records(&fetch(&b.client, incremental(2), 12).await);
+        assert_eq!(first.len(), 1);
+        assert_eq!(second.len(), 1);
+        assert_ne!(
+            first, second,
+            "the partition that returned data moves to the end"
+        );
+        b.stop().await;
+    })
+    .await;
+}

@@ -68,6 +68,9 @@ struct Session {
     /// Opened with topic ids (v13+); later requests must use them too.
     uses_topic_ids: bool,
     partitions: BTreeMap<SessionKey, CachedPartition>,
+    /// Read order: partitions that returned records move to the end, so a response budget
+    /// (`max_bytes`) cannot starve the later ones (Kafka's session rotation).
+    order: Vec<SessionKey>,
     last_used: Instant,
 }
 
@@ -189,29 +192,41 @@ fn resolve(
             } else {
                 (Uuid::nil(), name.clone(), p)
             };
-            session.partitions.remove(&key);
+            if session.partitions.remove(&key).is_some() {
+                session.order.retain(|k| k != &key);
+            }
         }
     }
     for topic in &request.topics {
         let name = name_of(topic);
         for p in &topic.partitions {
             let key = key_of(version, topic, &name, p.partition);
-            session
-                .partitions
-                .entry(key)
-                .and_modify(|c| c.fetch = p.clone())
-                .or_insert_with(|| CachedPartition {
-                    fetch: p.clone(),
-                    high_watermark: -1,
-                    last_stable_offset: -1,
-                    log_start_offset: -1,
-                });
+            match session.partitions.get_mut(&key) {
+                Some(cached) => cached.fetch = p.clone(),
+                None => {
+                    session.order.push(key.clone());
+                    session.partitions.insert(
+                        key,
+                        CachedPartition {
+                            fetch: p.clone(),
+                            high_watermark: -1,
+                            last_stable_offset: -1,
+                            log_start_offset: -1,
+                        },
+                    );
+                }
+            }
         }
     }
     session.last_used = Instant::now();
-    // Rebuild the full request from the session, topics in key order.
+    // Rebuild the full request from the session, in its read order (a topic appears once per
+    // run of its partitions, as Kafka's responses group them).
     let mut topics: Vec<FetchTopic> = Vec::new();
-    for ((topic_id, name, _), cached) in &session.partitions {
+    for key in &session.order {
+        let Some(cached) = session.partitions.get(key) else {
+            continue;
+        };
+        let (topic_id, name, _) = key;
         let same = topics.last().is_some_and(|t: &FetchTopic| {
             if version >= 13 {
                 t.topic_id == *topic_id
@@ -273,6 +288,7 @@ fn open_session(
         }
     };
     let mut partitions = BTreeMap::new();
+    let mut order = Vec::new();
     for (topic, topic_response) in request.topics.iter().zip(&response.responses) {
         let name = topic_response.topic.0.to_string();
         let name = if version >= 13 {
@@ -287,8 +303,12 @@ fn open_session(
             name
         };
         for (p, data) in topic.partitions.iter().zip(&topic_response.partitions) {
+            let key = key_of(version, topic, &name, p.partition);
+            if !partitions.contains_key(&key) {
+                order.push(key.clone());
+            }
             partitions.insert(
-                key_of(version, topic, &name, p.partition),
+                key,
                 CachedPartition {
                     fetch: p.clone(),
                     high_watermark: data.high_watermark,
@@ -304,6 +324,7 @@ fn open_session(
             next_epoch: 1,
             uses_topic_ids: version >= 13,
             partitions,
+            order,
             last_used: Instant::now(),
         },
     );
@@ -327,6 +348,7 @@ fn filter_incremental(
         return;
     };
     session.next_epoch = next_epoch(session.next_epoch);
+    let mut returned_records = Vec::new();
     for (topic, topic_response) in full.topics.iter().zip(response.responses.iter_mut()) {
         let name = topic.topic.0.to_string();
         let partitions = std::mem::take(&mut topic_response.partitions);
@@ -341,6 +363,9 @@ fn filter_incremental(
                 || data.high_watermark != cached.high_watermark
                 || data.last_stable_offset != cached.last_stable_offset
                 || data.log_start_offset != cached.log_start_offset;
+            if data.records.as_ref().is_some_and(|r| !r.is_empty()) {
+                returned_records.push(key.clone());
+            }
             if must_respond {
                 cached.high_watermark = data.high_watermark;
                 cached.last_stable_offset = data.last_stable_offset;
@@ -350,6 +375,10 @@ fn filter_incremental(
         }
     }
     response.responses.retain(|t| !t.partitions.is_empty());
+    if !returned_records.is_empty() {
+        session.order.retain(|k| !returned_records.contains(k));
+        session.order.extend(returned_records);
+    }
 }
 
 /// (topic name, partition) of every partition a resolved request reads.
