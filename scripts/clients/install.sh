@@ -30,19 +30,16 @@ if ((${#apt_pkgs[@]})); then
   fi
 fi
 
-# Python clients in a venv (never the system site-packages). kafka-python 2.0.2 does not import on
-# Python >= 3.12 (its vendored six), so the maintained fork kafka-python-ng takes its place there.
+# Python clients in a venv (never the system site-packages).
 PY="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
   "$PY" -m venv "$VENV"
 fi
-want=(confluent-kafka)
-if "$VENV/bin/python" -c 'import sys; sys.exit(0 if sys.version_info < (3, 12) else 1)'; then
-  want+=(kafka-python)
-else
-  want+=(kafka-python-ng)
-fi
-if ! "$VENV/bin/python" -c 'import confluent_kafka, kafka' >/dev/null 2>&1; then
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${want[@]}"
+# Pinned: the versions the clients_* tests were written and validated against.
+want=(confluent-kafka==2.16.1 kafka-python==3.0.12)
+if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${want[@]}" 2>/dev/null; then
+  # kafka-python releases before 2.0.3 do not import on Python >= 3.12 (vendored six); the
+  # maintained fork kafka-python-ng is the fallback where the pinned release cannot install.
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check confluent-kafka==2.16.1 kafka-python-ng
 fi
 "$VENV/bin/python" -c 'import confluent_kafka, kafka; print("python clients: confluent-kafka", confluent_kafka.version(), "librdkafka", confluent_kafka.libversion()[0], "kafka-python", kafka.__version__)'
