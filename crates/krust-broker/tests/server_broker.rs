@@ -51,6 +51,18 @@ async fn api_versions_metadata_and_cluster() {
         assert!(!keys.contains(&(ApiKey::JoinGroup as i16)));
         assert!(!keys.contains(&(ApiKey::CreateTopics as i16)));
         assert!(
+            v.supported_features
+                .iter()
+                .any(|f| f.name.as_str() == "metadata.version"
+                    && f.min_version == 1
+                    && f.max_version == 21)
+        );
+        assert!(
+            v.supported_features
+                .iter()
+                .any(|f| f.name.as_str() == "kraft.version")
+        );
+        assert!(
             v.finalized_features
                 .iter()
                 .any(|f| f.name.as_str() == "metadata.version" && f.max_version_level == 21)

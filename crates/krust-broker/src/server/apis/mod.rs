@@ -34,6 +34,8 @@ use std::sync::Arc;
 use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
+use krust_metadata::MetadataVersion;
+use krust_metadata::features::Feature;
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
 use tracing::warn;
 
@@ -112,15 +114,25 @@ impl ClientApiHandler {
         if response.error_code == 0 && version >= 3 {
             let image = self.broker.replica_manager().image();
             let features = &image.features;
-            response.supported_features = vec![
+            // Kafka's BrokerFeatures: metadata.version from the oldest KRaft version to the
+            // latest production one, and the other features up to their production levels.
+            let supported = |name: &str, min: i16, max: i16| {
                 SupportedFeatureKey::default()
-                    .with_name(StrBytes::from_static_str("metadata.version"))
-                    .with_min_version(1)
-                    .with_max_version(
-                        krust_metadata::metadata_version::MetadataVersion::LATEST_PRODUCTION
-                            .feature_level(),
-                    ),
-            ];
+                    .with_name(StrBytes::from_string(name.to_owned()))
+                    .with_min_version(min)
+                    .with_max_version(max)
+            };
+            response.supported_features = std::iter::once(supported(
+                "metadata.version",
+                MetadataVersion::MINIMUM_KRAFT_VERSION.feature_level(),
+                MetadataVersion::LATEST_PRODUCTION.feature_level(),
+            ))
+            .chain(
+                Feature::ALL
+                    .into_iter()
+                    .map(|f| supported(f.name(), 0, f.latest_production())),
+            )
+            .collect();
             if !image.is_empty() {
                 let mut finalized = vec![
                     FinalizedFeatureKey::default()
