@@ -9,7 +9,8 @@
 //! a follower below the leader's log start restarts its log there (OFFSET_OUT_OF_RANGE →
 //! ListOffsets); a refused AlterPartition falls back to the committed ISR and is re-proposed;
 //! a follower of a leader without Fetch v12 truncates by OffsetForLeaderEpoch (KIP-101);
-//! leadership moving between live brokers re-targets every fetcher.
+//! leadership moving between live brokers re-targets every fetcher; a follower finds its
+//! leader again after it restarts on another port.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -970,6 +971,41 @@ async fn leadership_moves_between_live_brokers_and_fetchers_follow() {
                 .stats();
             assert_eq!(stats.followed_partitions, 1, "broker {id}: {stats:?}");
         }
+        cluster.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_finds_a_leader_restarted_on_another_port() {
+    bounded(async {
+        let mut cluster = Cluster::new(
+            &[1, 2],
+            vec![
+                ("replica.fetch.backoff.ms", "100"),
+                ("replica.fetch.wait.max.ms", "100"),
+            ],
+        );
+        cluster.start(1).await;
+        cluster.start(2).await;
+        cluster.create_topic(&[1, 2], 1);
+        assert_eq!(
+            produce(&cluster.client(1), -1, batch(2, "first")).await,
+            (0, 0)
+        );
+        // Broker 1 comes back on a new port (its registration says so); broker 2's fetcher,
+        // which kept running, must look the address up again.
+        // (An ephemeral port; the OS practically never hands the same one back at once.)
+        cluster.stop(1).await;
+        cluster.start(1).await;
+        assert_eq!(
+            produce(&cluster.client(1), -1, batch(2, "second")).await,
+            (0, 2)
+        );
+        assert!(
+            cluster.offsets(2).0 >= 4,
+            "acks=all answered before broker 2 had the batch"
+        );
         cluster.shutdown().await;
     })
     .await;

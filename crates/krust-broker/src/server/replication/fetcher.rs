@@ -66,6 +66,8 @@ const LIST_OFFSETS_VERSIONS: (i16, i16) = (4, 9);
 /// ListOffsets' latest-offset and earliest-offset timestamps.
 const LATEST_TIMESTAMP: i64 = -1;
 const EARLIEST_TIMESTAMP: i64 = -2;
+/// Shortest time given to connecting to a leader before its address is looked up again.
+const MIN_CONNECT_WAIT: Duration = Duration::from_millis(500);
 /// A fetcher with nothing to fetch re-checks this often (a new partition also wakes it).
 const IDLE_WAIT: Duration = Duration::from_secs(1);
 
@@ -405,8 +407,9 @@ impl Fetcher {
             return;
         };
         let client = self.client(addr);
-        let deadline =
-            Instant::now() + Duration::from_millis(self.ctx.config.replica_socket_timeout_ms);
+        // Connecting is bounded by the back-off, not the socket timeout: a leader that moved
+        // (restarted on another port) is looked up again in the image after each attempt.
+        let deadline = Instant::now() + self.backoff().max(MIN_CONNECT_WAIT);
         let connection = match client.connection(deadline).await {
             Ok(c) => c,
             Err(e) => {
