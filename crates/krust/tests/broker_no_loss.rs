@@ -3,7 +3,8 @@
 //! `min.insync.replicas=2`; Kafka 3.9's own Java producer, idempotent with `acks=all`, writes
 //! numbered records and reports each one acknowledged (testkit's `AckedProducer`). Meanwhile the
 //! test SIGKILLs the partition's leader, waits for another leader and more acknowledgements,
-//! restarts the killed broker and waits for it to be back in the ISR — five rounds. Then every
+//! restarts the killed broker and waits for it to be back in the ISR — five rounds, and a sixth
+//! that kills the new leader too, right after it took over. Then every
 //! acknowledged record must be present exactly once, at its acknowledged offset and in order,
 //! as Kafka's console consumer reads the partition and in every replica's own log files
 //! (Kafka's `DumpLogSegments` after a clean stop), and the three replicas' logs must be equal.
@@ -148,6 +149,17 @@ fn consume(dist: &KafkaDist, bootstrap: &str, count: usize) -> Vec<LogRecord> {
         .collect()
 }
 
+/// SIGKILLs broker `id`.
+fn kill(brokers: &mut [Node], id: i32) {
+    brokers
+        .iter_mut()
+        .find(|b| b.id == id)
+        .unwrap_or_else(|| panic!("leader {id} is not a broker"))
+        .process()
+        .kill()
+        .expect("SIGKILL");
+}
+
 #[test]
 fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -254,11 +266,58 @@ fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
             });
         node.start();
     }
+
+    // A last round with two leaders killed in a row: the new leader dies before anything else
+    // happens, so the ISR shrinks to the one replica left and, below min.insync.replicas, the
+    // producer gets NOT_ENOUGH_REPLICAS (and retries) until the others are back. Both restarted
+    // brokers then rejoin behind a leader whose log may end elsewhere (truncation by leader
+    // epoch, KIP-101).
+    let first = producer
+        .wait_partition(producer.mark(), TOPIC, 0, CLUSTER_TIMEOUT, |s| {
+            s.fully_in_sync()
+        })
+        .unwrap_or_else(|e| panic!("double crash: all 3 replicas in sync: {e}"))
+        .leader
+        .expect("a leader");
+    let acked = producer.report().acked.len();
+    producer
+        .wait_acked(acked + PROGRESS, CLUSTER_TIMEOUT)
+        .unwrap_or_else(|e| panic!("double crash: acknowledgements before the kills: {e}"));
+    let mark = producer.mark();
+    kill(&mut brokers, first);
+    let second = producer
+        .wait_partition(mark, TOPIC, 0, CLUSTER_TIMEOUT, |s| {
+            s.leader.is_some_and(|l| l != first)
+        })
+        .unwrap_or_else(|e| panic!("double crash: a new leader after {first} died: {e}"))
+        .leader
+        .expect("a leader");
+    let mark = producer.mark();
+    kill(&mut brokers, second);
+    let last = producer
+        .wait_partition(mark, TOPIC, 0, CLUSTER_TIMEOUT, |s| {
+            s.leader.is_some_and(|l| l != first && l != second)
+        })
+        .unwrap_or_else(|e| {
+            panic!("double crash: the last replica leads after {second} died: {e}")
+        });
+    eprintln!("double crash: SIGKILL {first}, then {second}; {last:?} is left");
+    for id in [first, second] {
+        brokers
+            .iter_mut()
+            .find(|b| b.id == id)
+            .expect("a broker")
+            .start();
+    }
     producer
         .wait_partition(producer.mark(), TOPIC, 0, CLUSTER_TIMEOUT, |s| {
             s.fully_in_sync()
         })
-        .unwrap_or_else(|e| panic!("all 3 replicas in sync after the last round: {e}"));
+        .unwrap_or_else(|e| panic!("all 3 replicas in sync after the double crash: {e}"));
+    let acked = producer.report().acked.len();
+    producer
+        .wait_acked(acked + PROGRESS, CLUSTER_TIMEOUT)
+        .unwrap_or_else(|e| panic!("acknowledgements after the double crash: {e}"));
     let report = producer
         .stop(Duration::from_secs(180))
         .expect("the producer flushes and closes");
