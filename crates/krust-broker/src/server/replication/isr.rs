@@ -6,7 +6,8 @@
 //!   partition led here proposes its ISR minus the followers that are not caught up.
 //! - **Expand**: after a follower's fetch, a follower outside the ISR that reached the HW and
 //!   this epoch's start is proposed — if the image shows its broker registered, unfenced and
-//!   not in controlled shutdown (Kafka's `isReplicaIsrEligible`).
+//!   not in controlled shutdown, and the fetch carried that registration's broker epoch
+//!   (Kafka's `isReplicaIsrEligible`, KIP-903).
 //! - One proposal per partition in flight: `Partition::begin_isr_change` records it and the
 //!   HW counts the maximal ISR meanwhile. Proposals are sent in batches, one AlterPartition
 //!   request at a time (v3: topic ids, `new_isr_with_epochs` with the image's broker epochs;
