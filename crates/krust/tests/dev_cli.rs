@@ -150,6 +150,10 @@ fn krust_dev_serves_kafka_tools_and_keeps_its_data_across_a_restart() {
         leaders >= 3.0,
         "the one broker leads the topic's 3 partitions: {leaders}"
     );
+    assert!(
+        metrics.contains("kafka_server_brokertopicmetrics_messagesinpersec"),
+        "the client listener's metrics are there too:\n{metrics}"
+    );
 
     // SIGTERM: controlled shutdown, clean exit.
     let status = dev.terminate(Duration::from_secs(60)).expect("terminate");

@@ -417,14 +417,19 @@ impl BrokerRole {
         let _ = states.wait_for(|s| *s == BrokerState::Running).await;
     }
 
-    /// The broker's metrics for `/metrics`.
+    /// The broker's metrics for `/metrics`: this module's gauges and the client listener's
+    /// request metrics (`BrokerTopicMetrics`, `RequestMetrics`, from the broker core).
     #[must_use]
-    pub fn metrics_collector(&self) -> Arc<dyn Collector> {
-        Arc::new(BrokerMetrics {
-            broker: self.broker.clone(),
-            lifecycle: self.lifecycle.clone(),
-            stats: self.stats.clone(),
-        })
+    pub fn metrics_collectors(&self) -> Vec<Arc<dyn Collector>> {
+        let client: Arc<dyn Collector> = self.broker.client_stats().clone();
+        vec![
+            Arc::new(BrokerMetrics {
+                broker: self.broker.clone(),
+                lifecycle: self.lifecycle.clone(),
+                stats: self.stats.clone(),
+            }),
+            client,
+        ]
     }
 
     /// Controlled shutdown, then the listeners, the broker's logs and the loader.

@@ -371,7 +371,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     };
     let extra_collectors = broker_role
         .iter()
-        .map(broker::BrokerRole::metrics_collector)
+        .flat_map(broker::BrokerRole::metrics_collectors)
         .collect();
     let metrics = metrics_http::start(&config, &metrics_bind, &raft, extra_collectors).await?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
