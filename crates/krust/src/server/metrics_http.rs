@@ -14,7 +14,8 @@
 //!   (and checked) only when `metrics.port` is set.
 //!
 //! Exposed today: Kafka's `raft-metrics` group of this node's replica and, on a broker,
-//! `KafkaServer` `BrokerState` and the `broker-metadata-metrics` gauges (`server/broker.rs`).
+//! `KafkaServer` `BrokerState`, the `ReplicaManager` and `broker-metadata-metrics` gauges
+//! (`server/broker.rs`) and the client listener's `BrokerTopicMetrics` / `RequestMetrics`.
 //! The address is the controller listener's host, or on a broker-only node the client
 //! listener's advertised host.
 
