@@ -91,7 +91,24 @@ async fn api_versions_metadata_and_cluster() {
         assert_eq!(orders.partitions[0].leader_id.0, 1);
         assert_eq!(orders.partitions[0].leader_epoch, 4);
 
-        // Unknown topic: auto-created through the controller, LEADER_NOT_AVAILABLE meanwhile.
+        // Unknown topic: auto-created through the controller, LEADER_NOT_AVAILABLE meanwhile;
+        // clients polling while it is created send the controller no more requests.
+        b.controller
+            .create_delay_ms
+            .store(300, std::sync::atomic::Ordering::SeqCst);
+        for _ in 0..2 {
+            b.client
+                .send(
+                    MetadataRequest::default()
+                        .with_allow_auto_topic_creation(true)
+                        .with_topics(Some(vec![
+                            MetadataRequestTopic::default().with_name(Some(tname("fresh"))),
+                        ])),
+                    12,
+                )
+                .await
+                .expect("metadata");
+        }
         let ResponseKind::Metadata(m) = b
             .client
             .send(
@@ -122,6 +139,8 @@ async fn api_versions_metadata_and_cluster() {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        // Any duplicate request would have been answered by now too.
+        tokio::time::sleep(Duration::from_millis(400)).await;
         assert_eq!(
             *b.controller.created.lock().expect("lock"),
             vec!["fresh".to_string()]

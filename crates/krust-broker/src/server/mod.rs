@@ -141,6 +141,9 @@ pub struct Broker {
     pub(crate) fetch_sessions: apis::fetch::FetchSessionCache,
     pub(crate) producer_ids: apis::producer_id::ProducerIdManager,
     client_stats: Arc<apis::stats::ClientApiStats>,
+    /// Topics with an auto-creation in flight (Kafka's `AutoTopicCreationManager`
+    /// `inflightTopics`): clients polling Metadata do not send the controller one each.
+    pub(crate) auto_create_inflight: Mutex<std::collections::BTreeSet<String>>,
     background: Mutex<Option<JoinHandle<()>>>,
     /// Serialises publications (the binary may call from several tasks); `true` once shut
     /// down, after which publications are ignored (no log is reopened behind `shutdown`).
@@ -243,6 +246,7 @@ impl Broker {
             groups: OnceLock::new(),
             forwarder: OnceLock::new(),
             client_stats: Arc::new(apis::stats::ClientApiStats::default()),
+            auto_create_inflight: Mutex::new(std::collections::BTreeSet::new()),
             background: Mutex::new(None),
             publish_lock: Mutex::new(false),
             _locks: locks,

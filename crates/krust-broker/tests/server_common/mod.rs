@@ -44,6 +44,8 @@ pub struct FakeController {
     pub created: Mutex<Vec<String>>,
     /// Answer AllocateProducerIds with an error (a controller that cannot hand out blocks).
     pub refuse_producer_ids: std::sync::atomic::AtomicBool,
+    /// Milliseconds CreateTopics takes (to see concurrent requests).
+    pub create_delay_ms: std::sync::atomic::AtomicU64,
 }
 
 impl ControllerChannel for FakeController {
@@ -68,6 +70,10 @@ impl ControllerChannel for FakeController {
                         .with_producer_id_len(1000),
                 )),
                 RequestKind::CreateTopics(r) => {
+                    let delay = self
+                        .create_delay_ms
+                        .load(std::sync::atomic::Ordering::SeqCst);
+                    tokio::time::sleep(Duration::from_millis(delay)).await;
                     let mut created = self.created.lock().expect("lock");
                     created.extend(r.topics.iter().map(|t| t.name.0.to_string()));
                     Ok(ResponseKind::CreateTopics(CreateTopicsResponse::default()))

@@ -193,8 +193,19 @@ fn error_topic(
         .with_topic_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED)
 }
 
-/// Asks the controller to create `names` with the broker defaults, without waiting.
+/// Asks the controller to create `names` with the broker defaults, without waiting; names
+/// already being created are skipped.
 fn auto_create(broker: &Arc<Broker>, names: Vec<String>) {
+    let names: Vec<String> = {
+        let mut inflight = broker
+            .auto_create_inflight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        names
+            .into_iter()
+            .filter(|n| inflight.insert(n.clone()))
+            .collect()
+    };
     if names.is_empty() {
         return;
     }
@@ -214,22 +225,35 @@ fn auto_create(broker: &Arc<Broker>, names: Vec<String>) {
                 })
                 .collect(),
         );
-    let channel = Arc::clone(broker.channel());
-    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-        runtime.spawn(async move {
-            match channel
-                .send(
-                    RequestKind::CreateTopics(request),
-                    None,
-                    AUTO_CREATE_TIMEOUT,
-                )
-                .await
-            {
-                Ok(response) => debug!(?names, ?response, "auto topic creation answered"),
-                Err(error) => warn!(%error, ?names, "auto topic creation failed"),
-            }
-        });
-    }
+    let done = |broker: &Broker, names: &[String]| {
+        let mut inflight = broker
+            .auto_create_inflight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for n in names {
+            inflight.remove(n);
+        }
+    };
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        done(broker, &names);
+        return;
+    };
+    let broker = Arc::clone(broker);
+    runtime.spawn(async move {
+        match broker
+            .channel()
+            .send(
+                RequestKind::CreateTopics(request),
+                None,
+                AUTO_CREATE_TIMEOUT,
+            )
+            .await
+        {
+            Ok(response) => debug!(?names, ?response, "auto topic creation answered"),
+            Err(error) => warn!(%error, ?names, "auto topic creation failed"),
+        }
+        done(&broker, &names);
+    });
 }
 
 /// Handles a Metadata request.
