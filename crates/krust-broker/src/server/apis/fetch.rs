@@ -434,7 +434,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
         Err(error) => {
             let mut response = FetchResponse::default();
             response.error_code = error.code();
-            broker.client_stats().record_fetch(0, true);
+            broker.client_stats().record_fetch(0, true, false);
             return ResponseKind::Fetch(response).into();
         }
     };
@@ -522,7 +522,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
         .sum();
     broker
         .client_stats()
-        .record_fetch(bytes_out as u64, response.error_code != 0);
+        .record_fetch(bytes_out as u64, response.error_code != 0, replica_id >= 0);
     ResponseKind::Fetch(response).into()
 }
 

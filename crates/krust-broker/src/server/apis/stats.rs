@@ -28,6 +28,7 @@ pub struct ClientApiStats {
     messages_in: AtomicU64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    replication_bytes_out: AtomicU64,
     total_produce: AtomicU64,
     total_fetch: AtomicU64,
     failed_produce: AtomicU64,
@@ -41,6 +42,7 @@ impl Default for ClientApiStats {
             messages_in: AtomicU64::new(0),
             bytes_in: AtomicU64::new(0),
             bytes_out: AtomicU64::new(0),
+            replication_bytes_out: AtomicU64::new(0),
             total_produce: AtomicU64::new(0),
             total_fetch: AtomicU64::new(0),
             failed_produce: AtomicU64::new(0),
@@ -91,13 +93,19 @@ impl ClientApiStats {
         }
     }
 
-    /// A fetch was answered with `bytes` of records.
-    pub fn record_fetch(&self, bytes: u64, failed: bool) {
+    /// A fetch was answered with `bytes` of records; a follower's counts as replication
+    /// (Kafka keeps `BytesOutPerSec` for clients).
+    pub fn record_fetch(&self, bytes: u64, failed: bool, follower: bool) {
         self.total_fetch.fetch_add(1, Ordering::Relaxed);
         if failed {
             self.failed_fetch.fetch_add(1, Ordering::Relaxed);
         }
-        self.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+        if follower {
+            self.replication_bytes_out
+                .fetch_add(bytes, Ordering::Relaxed);
+        } else {
+            self.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+        }
     }
 
     /// A request of `request` (Kafka's RequestMetrics name) took `elapsed`.
@@ -146,8 +154,13 @@ impl Collector for ClientApiStats {
             ),
             (
                 "BytesOutPerSec",
-                "Bytes of records sent by fetches.",
+                "Bytes of records sent to consumers.",
                 &self.bytes_out,
+            ),
+            (
+                "ReplicationBytesOutPerSec",
+                "Bytes of records sent to follower replicas.",
+                &self.replication_bytes_out,
             ),
             (
                 "TotalProduceRequestsPerSec",
