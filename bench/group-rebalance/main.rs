@@ -37,10 +37,11 @@ use kafka_protocol::messages::leave_group_request::MemberIdentity;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
+use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::{
     GroupId, HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
-    RequestKind, ResponseKind, SyncGroupRequest, TopicName,
+    OffsetFetchRequest, RequestKind, ResponseKind, SyncGroupRequest, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_bench::{cores, cpu_model, default_krust_binary, load_average};
@@ -410,6 +411,31 @@ async fn one_round(bootstrap: &str, group: &str, args: &Args, pid: Option<u32>) 
             Ok(Err(e)) => bail!("member task: {e}"),
             Err(_) => bail!("a member did not stop"),
         }
+    }
+    // The commits were stored: OffsetFetch returns a committed offset for every partition.
+    let fetch = OffsetFetchRequest::default()
+        .with_group_id(GroupId(sb(group)))
+        .with_topics(Some(vec![
+            OffsetFetchRequestTopic::default()
+                .with_name(TopicName(sb(TOPIC)))
+                .with_partition_indexes((0..args.partitions).collect()),
+        ]));
+    let ResponseKind::OffsetFetch(fetched) = probe.send(RequestKind::OffsetFetch(fetch), 7).await?
+    else {
+        bail!("OffsetFetch: unexpected response kind");
+    };
+    let stored = fetched
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter())
+        .filter(|p| p.error_code == NONE && p.committed_offset > 0)
+        .count();
+    if fetched.error_code != NONE || stored != args.partitions.unsigned_abs() as usize {
+        bail!(
+            "OffsetFetch after the commit phase: error {}, {stored} of {} partitions with a committed offset",
+            fetched.error_code,
+            args.partitions
+        );
     }
     Ok(Round {
         stable,
