@@ -299,11 +299,15 @@ impl Publisher {
             )
         };
         // A directory of an older incarnation of this topic name is not ours to reuse.
-        if let Ok(Some(meta)) = PartitionMetadata::read(&dir)
-            && meta.topic_id != *topic_id.as_bytes()
+        let stored_topic_id = PartitionMetadata::read(&dir)
+            .ok()
+            .flatten()
+            .map(|m| m.topic_id);
+        if let Some(stored) = stored_topic_id
+            && stored != *topic_id.as_bytes()
         {
             warn!(dir = %dir.display(), "partition directory of another topic id: deleting");
-            delete_partition_dir(&log_dir, tp, Uuid::from_bytes(meta.topic_id));
+            delete_partition_dir(&log_dir, tp, Uuid::from_bytes(stored));
         }
         let (log, report) = Log::open_with(
             &dir,
@@ -317,10 +321,14 @@ impl Publisher {
         if !report.recovered_segments.is_empty() || !report.deleted_segments.is_empty() {
             info!(dir = %dir.display(), truncated = report.truncated_bytes(), "recovered log");
         }
-        if let Err(error) = (PartitionMetadata {
-            topic_id: *topic_id.as_bytes(),
-        })
-        .write(&dir)
+        // Written once per directory (Kafka's PartitionMetadataFile writes only when the
+        // topic id is new): rewriting it on every open costs two fsyncs per partition, which
+        // made a restart with many partitions (e.g. 50 of __consumer_offsets) take seconds.
+        if stored_topic_id != Some(*topic_id.as_bytes())
+            && let Err(error) = (PartitionMetadata {
+                topic_id: *topic_id.as_bytes(),
+            })
+            .write(&dir)
         {
             warn!(%error, dir = %dir.display(), "cannot write partition.metadata");
         }
