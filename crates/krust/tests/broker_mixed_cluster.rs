@@ -7,7 +7,9 @@
 //! `acks=all` producer writes numbered records to both while the test SIGKILLs the Kafka broker
 //! (the leader of `on-kafka`) and restarts it, then SIGKILLs a krust broker (the leader of
 //! `on-krust`) and restarts it, each time waiting for a new leader, more acknowledgements and a
-//! full ISR again. A preferred leader election (`kafka-leader-election`, forwarded to the krust
+//! full ISR again; then kills two leaders of `on-krust` in a row (the second right after it took
+//! over), so restarted brokers of either kind truncate behind a leader of the other kind. A
+//! preferred leader election (`kafka-leader-election`, forwarded to the krust
 //! controller) gives each topic back to its preferred leader. Then every acknowledged record
 //! must be present exactly once, at its offset and in order, as Kafka's console consumer reads
 //! it from each topic's leader (one Kafka, one krust) and in each of the three replicas' log
@@ -196,6 +198,21 @@ fn wait_progress(producer: &mut AckedProducer, topic: &str, why: &str) {
     }
 }
 
+/// SIGKILLs broker `id`, the Kafka broker or a krust one.
+fn kill_node(kafka: &mut KafkaNode, brokers: &mut [KrustNode], id: i32) {
+    if id == KAFKA_ID {
+        kafka.kill().expect("SIGKILL the Kafka broker");
+    } else {
+        brokers
+            .iter_mut()
+            .find(|b| b.id == id)
+            .unwrap_or_else(|| panic!("{id} is not a broker"))
+            .process()
+            .kill()
+            .expect("SIGKILL a krust broker");
+    }
+}
+
 #[test]
 fn a_kafka_broker_and_krust_brokers_replicate_each_others_leaders_through_crashes() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -350,6 +367,51 @@ fn a_kafka_broker_and_krust_brokers_replicate_each_others_leaders_through_crashe
     wait_progress(&mut producer, ON_KAFKA, "after krust broker 4 died");
     brokers[0].start();
     wait_in_sync(&mut producer, "after krust broker 4 restarted");
+
+    // Round 3: two leaders of on-krust killed in a row, the second right after it took over:
+    // the last replica leads alone (below min.insync.replicas, so the producer retries), and
+    // the two restarted brokers, of either kind, rejoin behind a leader of the other kind and
+    // truncate to it by leader epoch (KIP-101 across implementations).
+    let state = producer
+        .wait_partition(producer.mark(), ON_KRUST, 0, CLUSTER_TIMEOUT, |s| {
+            s.fully_in_sync()
+        })
+        .unwrap_or_else(|e| panic!("before the double crash: {ON_KRUST} in sync: {e}"));
+    let first = state.leader.expect("a leader");
+    wait_progress(&mut producer, ON_KRUST, "before the double crash");
+    let mark = producer.mark();
+    kill_node(&mut kafka, &mut brokers, first);
+    let second = producer
+        .wait_partition(mark, ON_KRUST, 0, CLUSTER_TIMEOUT, |s| {
+            s.leader.is_some_and(|l| l != first)
+        })
+        .unwrap_or_else(|e| panic!("double crash: a new leader after {first} died: {e}"))
+        .leader
+        .expect("a leader");
+    let mark = producer.mark();
+    kill_node(&mut kafka, &mut brokers, second);
+    let last = producer
+        .wait_partition(mark, ON_KRUST, 0, CLUSTER_TIMEOUT, |s| {
+            s.leader.is_some_and(|l| l != first && l != second)
+        })
+        .unwrap_or_else(|e| panic!("double crash: the last replica leads after {second}: {e}"));
+    eprintln!("double crash: SIGKILL {first}, then {second}; {last:?} is left");
+    for id in [first, second] {
+        if id == KAFKA_ID {
+            kafka
+                .start()
+                .expect("the Kafka broker restarts after SIGKILL");
+        } else {
+            brokers
+                .iter_mut()
+                .find(|b| b.id == id)
+                .expect("a krust broker")
+                .start();
+        }
+    }
+    wait_in_sync(&mut producer, "after the double crash");
+    wait_progress(&mut producer, ON_KRUST, "after the double crash");
+    wait_progress(&mut producer, ON_KAFKA, "after the double crash");
 
     let report = producer
         .stop(Duration::from_secs(180))
