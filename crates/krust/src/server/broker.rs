@@ -10,7 +10,8 @@
 //! 3. the metadata loader ([`super::metadata_loader`]) publishes every committed image to the
 //!    broker and reports the applied offset to the [`BrokerLifecycle`], which registers
 //!    (listeners, features, `directory.id`s) and heartbeats until the controller unfences it;
-//! 4. the client listeners start serving.
+//! 4. once the loader has caught up with the high watermark, the client listeners start
+//!    serving (the binary calls [`BrokerRole::open_listeners`]).
 //!
 //! Shutdown (SIGTERM): controlled shutdown (heartbeats with `WantShutDown` until the controller
 //! has moved leaderships away, Kafka's `BrokerLifecycleManager.beginControlledShutdown`), then
@@ -23,6 +24,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use krust_broker::server::apis::ClientApiHandler;
 use krust_broker::server::forwarding::Forwarder;
 use krust_broker::server::groups::GroupCoordinator;
 use krust_broker::server::lifecycle::{
@@ -74,7 +76,10 @@ pub struct BrokerRole {
     broker: Arc<Broker>,
     lifecycle: Arc<BrokerLifecycle>,
     channel: Arc<QuorumChannel>,
-    servers: Vec<krust_net::Server>,
+    handler: Arc<ClientApiHandler>,
+    /// The client listeners to open once the metadata caught up.
+    listeners: Vec<(BrokerListener, krust_net::ServerConfig)>,
+    servers: tokio::sync::Mutex<Vec<krust_net::Server>>,
     loader: JoinHandle<()>,
     stats: Arc<LoaderStats>,
     /// The client-facing (first) listener's `host:port` as advertised.
@@ -376,20 +381,13 @@ impl BrokerRole {
             snapshots,
         );
         let handler = Arc::new(broker.client_handler());
-        let mut servers = Vec::new();
-        for listener in &binds {
-            let net_config = listener_config(config, &listener.name)?;
-            let server = krust_net::Server::bind(&listener.bind, handler.clone(), net_config)
-                .await
-                .with_context(|| {
-                    format!(
-                        "binding the broker listener {} ({})",
-                        listener.bind, listener.name
-                    )
-                })?;
-            info!(listener = %listener.name, address = %server.local_addr(), "broker listener started");
-            servers.push(server);
-        }
+        let listeners = binds
+            .into_iter()
+            .map(|listener| {
+                let net_config = listener_config(config, &listener.name)?;
+                Ok((listener, net_config))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let bootstrap = endpoints
             .first()
             .map(|e| format!("{}:{}", e.host, e.port))
@@ -398,7 +396,9 @@ impl BrokerRole {
             broker,
             lifecycle,
             channel,
-            servers,
+            handler,
+            listeners,
+            servers: tokio::sync::Mutex::new(Vec::new()),
             loader,
             stats,
             bootstrap,
@@ -409,6 +409,38 @@ impl BrokerRole {
     #[must_use]
     pub fn bootstrap(&self) -> &str {
         &self.bootstrap
+    }
+
+    /// Resolves once the metadata loader has caught up with the high watermark: then
+    /// [`Self::open_listeners`] (Kafka enables the client listeners at this point, so no
+    /// client sees the broker's metadata before it is current).
+    pub async fn wait_until_caught_up(&self) {
+        self.stats.wait_until_caught_up().await;
+    }
+
+    /// Binds the client listeners (see [`Self::wait_until_caught_up`]).
+    ///
+    /// # Errors
+    /// A listener's address cannot be bound.
+    pub async fn open_listeners(&self) -> anyhow::Result<()> {
+        let mut servers = self.servers.lock().await;
+        if !servers.is_empty() {
+            return Ok(());
+        }
+        for (listener, net_config) in &self.listeners {
+            let server =
+                krust_net::Server::bind(&listener.bind, self.handler.clone(), net_config.clone())
+                    .await
+                    .with_context(|| {
+                        format!(
+                            "binding the broker listener {} ({})",
+                            listener.bind, listener.name
+                        )
+                    })?;
+            info!(listener = %listener.name, address = %server.local_addr(), "broker listener started");
+            servers.push(server);
+        }
+        Ok(())
     }
 
     /// Resolves once the controller has unfenced the broker.
@@ -439,7 +471,7 @@ impl BrokerRole {
             .controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT)
             .await;
         info!(agreed, "controlled shutdown finished");
-        for server in self.servers {
+        for server in self.servers.into_inner() {
             server.shutdown().await;
         }
         self.broker.shutdown().await;

@@ -56,6 +56,34 @@ pub struct LoaderStats {
     pub load_errors: AtomicU64,
     /// Images published.
     pub publications: AtomicU64,
+    /// Set once the loader caught up with the high watermark.
+    caught_up: AtomicBool,
+    caught_up_notify: tokio::sync::Notify,
+}
+
+impl LoaderStats {
+    /// Whether the loader has caught up with the high watermark (and published).
+    #[must_use]
+    pub fn is_caught_up(&self) -> bool {
+        self.caught_up.load(Ordering::Acquire)
+    }
+
+    /// Resolves once the loader has caught up with the high watermark.
+    pub async fn wait_until_caught_up(&self) {
+        loop {
+            // Registered before the check, so a notification in between is not lost.
+            let notified = self.caught_up_notify.notified();
+            if self.is_caught_up() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    fn set_caught_up(&self) {
+        self.caught_up.store(true, Ordering::Release);
+        self.caught_up_notify.notify_waiters();
+    }
 }
 
 /// Writes snapshots of the published image through the Raft driver (see the module doc).
@@ -235,6 +263,7 @@ impl Loader {
         for publication in std::mem::take(&mut self.held) {
             self.publish(publication);
         }
+        self.stats.set_caught_up();
     }
 
     fn fault(&self, what: &str) {

@@ -393,16 +393,32 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     tokio::pin!(controller_failed);
     let driver_exit = driver.join();
     tokio::pin!(driver_exit);
-    // A broker is started (Kafka logs "Kafka Server started") once the controller unfenced it.
+    // A broker opens its client listeners once its metadata caught up, and is started (Kafka
+    // logs "Kafka Server started") once the controller unfenced it.
+    let mut listening = broker_role.is_none();
     let mut announced = broker_role.is_none();
     let exit = loop {
+        let caught_up = async {
+            match &broker_role {
+                Some(role) if !listening => role.wait_until_caught_up().await,
+                _ => std::future::pending().await,
+            }
+        };
         let running = async {
             match &broker_role {
-                Some(role) if !announced => role.wait_until_running().await,
+                Some(role) if listening && !announced => role.wait_until_running().await,
                 _ => std::future::pending().await,
             }
         };
         tokio::select! {
+            () = caught_up => {
+                listening = true;
+                if let Some(role) = &broker_role
+                    && let Err(e) = role.open_listeners().await
+                {
+                    break Some(DriverExit::Failed(format!("{e:#}")));
+                }
+            }
             () = running => {
                 announced = true;
                 info!(node_id = node.node_id, cluster_id = %node.cluster_id, "{prefix} Kafka Server started");
