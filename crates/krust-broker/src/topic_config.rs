@@ -11,6 +11,7 @@ use krust_log::config::{CleanupPolicy, LogConfig};
 
 use crate::partition::{DEFAULT_REPLICA_LAG_TIME_MAX_MS, PartitionConfig};
 use crate::producer_state::DEFAULT_PRODUCER_ID_EXPIRATION_MS;
+use crate::server::apis::config_defs::{BROKER_CONFIG_DEFS, ConfigDefEntry};
 
 /// DescribeConfigs `config_type` codes (Kafka's `ConfigType`).
 pub mod config_type {
@@ -325,6 +326,15 @@ pub fn topic_config_def(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
 
+/// Kafka's definition of broker config `name` (`KafkaConfig`), if it is one.
+#[must_use]
+pub fn broker_config_def(name: &str) -> Option<&'static ConfigDefEntry> {
+    BROKER_CONFIG_DEFS
+        .binary_search_by(|d| d.name.cmp(name))
+        .ok()
+        .and_then(|i| BROKER_CONFIG_DEFS.get(i))
+}
+
 /// Where a resolved value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigSynonymValue {
@@ -350,8 +360,63 @@ pub struct ConfigLayers<'a> {
 }
 
 impl ConfigLayers<'_> {
-    /// Every layer that sets `def`, highest priority first (Kafka's synonym list), ending in
-    /// the default.
+    /// This broker's effective value of broker config `name`: dynamic for this broker, else
+    /// the dynamic cluster default, else `server.properties` (Kafka's `KafkaConfig` rebuilt
+    /// with its dynamic overrides).
+    #[must_use]
+    pub fn broker_value(&self, name: &str) -> Option<&String> {
+        self.broker_dynamic
+            .get(name)
+            .or_else(|| self.broker_default.get(name))
+            .or_else(|| self.static_props.get(name))
+    }
+
+    /// Kafka's synonym list for a DescribeConfigs entry (`ConfigHelper.configSynonyms`):
+    /// every name of `names` set in this broker's dynamic configs, then in the dynamic
+    /// defaults, then in `server.properties`, then with a non-null Kafka default — layer by
+    /// layer, not name by name — and then everything ahead of the first entry called
+    /// `names[0]` is dropped. So a topic's `retention.ms` whose only broker synonym is the
+    /// default `log.retention.hours=168` has no broker synonym at all, as in Kafka 3.9.
+    #[must_use]
+    pub fn broker_synonyms(&self, names: &[&str]) -> Vec<ConfigSynonymValue> {
+        let mut out = Vec::new();
+        for (layer, source) in [
+            (self.broker_dynamic, config_source::DYNAMIC_BROKER_CONFIG),
+            (
+                self.broker_default,
+                config_source::DYNAMIC_DEFAULT_BROKER_CONFIG,
+            ),
+            (self.static_props, config_source::STATIC_BROKER_CONFIG),
+        ] {
+            for name in names {
+                if let Some(v) = layer.get(*name) {
+                    out.push(ConfigSynonymValue {
+                        name: (*name).to_string(),
+                        value: v.clone(),
+                        source,
+                    });
+                }
+            }
+        }
+        for name in names {
+            if let Some(v) = broker_config_def(name).and_then(|d| d.default) {
+                out.push(ConfigSynonymValue {
+                    name: (*name).to_string(),
+                    value: v.to_string(),
+                    source: config_source::DEFAULT_CONFIG,
+                });
+            }
+        }
+        let Some(first) = names.first() else {
+            return Vec::new();
+        };
+        let skip = out.iter().take_while(|s| s.name != *first).count();
+        out.split_off(skip)
+    }
+
+    /// The synonyms DescribeConfigs lists for topic config `def` (`ConfigHelper`'s
+    /// `createTopicConfigEntry`): the topic override, if any, then the broker synonyms; the
+    /// head is the config's `config_source` (`DEFAULT_CONFIG` when empty).
     #[must_use]
     pub fn synonyms(&self, def: &TopicConfigDef) -> Vec<ConfigSynonymValue> {
         let mut out = Vec::new();
@@ -362,56 +427,48 @@ impl ConfigLayers<'_> {
                 source: config_source::TOPIC_CONFIG,
             });
         }
-        for s in def.synonyms {
-            for (layer, source) in [
-                (self.broker_dynamic, config_source::DYNAMIC_BROKER_CONFIG),
-                (
-                    self.broker_default,
-                    config_source::DYNAMIC_DEFAULT_BROKER_CONFIG,
-                ),
-                (self.static_props, config_source::STATIC_BROKER_CONFIG),
-            ] {
-                if let Some(v) = layer.get(s.name) {
-                    out.push(ConfigSynonymValue {
-                        name: s.name.to_string(),
-                        value: v.clone(),
-                        source,
-                    });
-                }
-            }
-        }
-        out.push(ConfigSynonymValue {
-            name: def.default.0.to_string(),
-            value: def.default.1.to_string(),
-            source: config_source::DEFAULT_CONFIG,
-        });
+        let names: Vec<&str> = def.synonyms.iter().map(|s| s.name).collect();
+        out.extend(self.broker_synonyms(&names));
         out
     }
 
-    /// The effective value of `def` in the topic config's unit, with its source.
+    /// The effective value of `def` in the topic config's unit (the topic override, else
+    /// the first broker synonym set in any broker layer, scaled to the topic's unit, else
+    /// Kafka's default), with the `config_source` DescribeConfigs reports for it. The two
+    /// can disagree as in Kafka: `log.retention.hours=1` in `server.properties` makes
+    /// `retention.ms` 3600000 but its source stays `DEFAULT_CONFIG`.
     #[must_use]
     pub fn resolve(&self, def: &TopicConfigDef) -> (String, i8) {
-        let synonyms = self.synonyms(def);
-        let Some(first) = synonyms.first() else {
-            return (def.default.1.to_string(), config_source::DEFAULT_CONFIG);
-        };
-        let factor = if first.source == config_source::TOPIC_CONFIG {
-            1
-        } else {
-            def.synonyms
-                .iter()
-                .find(|s| s.name == first.name)
-                .map_or(1, |s| s.factor)
+        let source = self
+            .synonyms(def)
+            .first()
+            .map_or(config_source::DEFAULT_CONFIG, |s| s.source);
+        if let Some(v) = self.topic.get(def.name) {
+            return (v.clone(), source);
+        }
+        let set = def
+            .synonyms
+            .iter()
+            .find_map(|s| self.broker_value(s.name).map(|v| (v, s.factor)));
+        let (raw, factor) = match set {
+            Some((v, factor)) => (v.clone(), factor),
+            None => {
+                let factor = def
+                    .synonyms
+                    .iter()
+                    .find(|s| s.name == def.default.0)
+                    .map_or(1, |s| s.factor);
+                (def.default.1.to_string(), factor)
+            }
         };
         let value = if factor == 1 {
-            first.value.clone()
+            raw
         } else {
-            first.value.trim().parse::<i64>().map_or_else(
-                |_| first.value.clone(),
-                |v| v.saturating_mul(factor).to_string(),
-            )
+            raw.trim()
+                .parse::<i64>()
+                .map_or(raw.clone(), |v| v.saturating_mul(factor).to_string())
         };
-        (value, first.source)
+        (value, source)
     }
 
     /// The effective value of topic config `name`, if it is one.
@@ -525,9 +582,11 @@ mod tests {
             static_props: &props,
         };
         let def = topic_config_def("retention.ms").expect("def");
+        // Kafka's quirk: the value follows log.retention.hours, the source does not (the
+        // synonym list starts at log.retention.ms, which is unset).
         assert_eq!(
             layers.resolve(def),
-            ("3600000".to_string(), config_source::STATIC_BROKER_CONFIG)
+            ("3600000".to_string(), config_source::DEFAULT_CONFIG)
         );
         assert_eq!(layers.log_config().retention_ms, 3_600_000);
         let mut topic = BTreeMap::new();
@@ -538,9 +597,45 @@ mod tests {
         };
         assert_eq!(layers.log_config().retention_ms, 5);
         let synonyms = layers.synonyms(def);
-        assert_eq!(synonyms.len(), 3);
-        assert_eq!(synonyms[2].name, "log.retention.hours");
-        assert_eq!(synonyms[2].source, config_source::DEFAULT_CONFIG);
+        assert_eq!(synonyms.len(), 1);
+        assert_eq!(synonyms[0].source, config_source::TOPIC_CONFIG);
+        // Layer by layer: a dynamic default log.retention.ms comes before the static hours.
+        let mut defaults = BTreeMap::new();
+        defaults.insert("log.retention.ms".to_string(), "7".to_string());
+        let with_default = ConfigLayers {
+            topic: &empty,
+            broker_default: &defaults,
+            ..layers
+        };
+        let names: Vec<(String, i8)> = with_default
+            .synonyms(def)
+            .into_iter()
+            .map(|s| (s.name, s.source))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (
+                    "log.retention.ms".to_string(),
+                    config_source::DYNAMIC_DEFAULT_BROKER_CONFIG
+                ),
+                (
+                    "log.retention.hours".to_string(),
+                    config_source::STATIC_BROKER_CONFIG
+                ),
+                (
+                    "log.retention.hours".to_string(),
+                    config_source::DEFAULT_CONFIG
+                ),
+            ]
+        );
+        assert_eq!(
+            with_default.resolve(def),
+            (
+                "7".to_string(),
+                config_source::DYNAMIC_DEFAULT_BROKER_CONFIG
+            )
+        );
         let segment = topic_config_def("segment.bytes").expect("def");
         assert_eq!(
             layers.resolve(segment),

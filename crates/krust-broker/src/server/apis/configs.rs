@@ -1,8 +1,10 @@
-//! DescribeConfigs (32) for topics and this broker (Kafka's `ConfigHelper`): every topic
-//! config with its effective value, source and — when asked — synonyms (topic override,
-//! dynamic broker, dynamic default, `server.properties`, default); broker configs from the
-//! image's dynamic configs and `server.properties`, plus the defaults of the topic configs'
-//! broker synonyms.
+//! DescribeConfigs (32) for topics and this broker, as Kafka 3.9's `ConfigHelper` answers:
+//! every topic config (`LogConfig`) with its effective value, source, type and — when asked —
+//! synonyms and documentation; for broker `<id>` every `KafkaConfig` key plus every other key
+//! set in `server.properties` or dynamically, each with its type, `read_only` (not
+//! dynamically changeable), sensitivity (passwords and unknown keys: value null) and Kafka's
+//! synonym list; for broker `""` the cluster-wide dynamic defaults only. The key table is
+//! generated from Kafka's jars (`config_defs.rs`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,48 +17,127 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, 
 use kafka_protocol::protocol::StrBytes;
 
 use crate::server::Broker;
+use crate::server::apis::config_defs::{BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS};
 use crate::server::publisher::topic_layers_maps;
-use crate::topic_config::{ConfigLayers, TOPIC_CONFIGS, config_source, config_type};
+use crate::topic_config::{
+    ConfigLayers, ConfigSynonymValue, TOPIC_CONFIGS, broker_config_def, config_source, config_type,
+};
 
 /// `ConfigResource.Type.TOPIC`.
 const TOPIC: i8 = 2;
 /// `ConfigResource.Type.BROKER`.
 const BROKER: i8 = 4;
+/// DescribeConfigs `config_type` `UNKNOWN`: a key no `ConfigDef` knows.
+const UNKNOWN_TYPE: i8 = 0;
+/// DescribeConfigs `config_type` `PASSWORD`.
+const PASSWORD_TYPE: i8 = 9;
 
-fn is_sensitive(name: &str) -> bool {
-    name.contains("password") || name.ends_with(".secret") || name.contains("sasl.jaas.config")
+/// What one request asks for besides the keys.
+#[derive(Debug, Clone, Copy)]
+struct Wants {
+    synonyms: bool,
+    documentation: bool,
 }
 
-fn entry(
-    name: &str,
-    value: Option<String>,
-    source: i8,
-    kind: i8,
-    synonyms: Vec<DescribeConfigsSynonym>,
-    version: i16,
-) -> DescribeConfigsResourceResult {
-    let sensitive = is_sensitive(name);
-    DescribeConfigsResourceResult::default()
-        .with_name(StrBytes::from_string(name.to_string()))
-        .with_value(if sensitive {
-            None
-        } else {
-            value.map(StrBytes::from_string)
+/// The broker configs a broker config stands for, itself included
+/// (`DynamicBrokerConfig.brokerConfigSynonyms` with listener overrides matched).
+fn broker_config_synonyms(name: &str) -> Vec<String> {
+    const ROLL: [&str; 2] = ["log.roll.ms", "log.roll.hours"];
+    const JITTER: [&str; 2] = ["log.roll.jitter.ms", "log.roll.jitter.hours"];
+    const RETENTION: [&str; 3] = [
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+    ];
+    let own = |names: &[&str]| names.iter().map(|s| (*s).to_string()).collect();
+    if ROLL.contains(&name) {
+        return own(&ROLL);
+    }
+    if JITTER.contains(&name) {
+        return own(&JITTER);
+    }
+    if RETENTION.contains(&name) {
+        return own(&RETENTION);
+    }
+    if name == "log.flush.interval.ms" {
+        // Kafka uses log.flush.scheduler.interval.ms as its default.
+        return own(&["log.flush.interval.ms", "log.flush.scheduler.interval.ms"]);
+    }
+    // `listener.name.<listener>.<config>` and `listener.name.<listener>.<mechanism>.<config>`
+    // override `<config>` (and `<mechanism>.<config>`).
+    if let Some(rest) = name.strip_prefix("listener.name.")
+        && let Some((_, base)) = rest.split_once('.')
+    {
+        let mechanism = base.split_once('.').map_or(base, |(_, c)| c);
+        return vec![name.to_string(), base.to_string(), mechanism.to_string()];
+    }
+    vec![name.to_string()]
+}
+
+/// The `config_type` of broker config `name`, falling back to its synonyms' (Kafka's
+/// `ConfigHelper.configType`); `UNKNOWN` for keys no `ConfigDef` knows.
+fn broker_config_type(name: &str, synonyms: &[String]) -> i8 {
+    broker_config_def(name)
+        .or_else(|| synonyms.iter().find_map(|s| broker_config_def(s)))
+        .map_or(UNKNOWN_TYPE, |d| d.config_type)
+}
+
+/// Sensitive as Kafka's `KafkaConfig.maybeSensitive`: passwords, and keys of unknown type
+/// ("treat it as a sensitive config to be safe").
+fn is_sensitive(kind: i8) -> bool {
+    kind == PASSWORD_TYPE || kind == UNKNOWN_TYPE
+}
+
+/// `value` as Kafka prints the parsed value (`ConfigDef.convertToString`): trimmed, lists
+/// without blanks around the commas.
+fn normalize(value: &str, kind: i8) -> String {
+    let v = value.trim();
+    match kind {
+        config_type::LIST => v
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(","),
+        config_type::BOOLEAN => v.to_ascii_lowercase(),
+        _ => v.to_string(),
+    }
+}
+
+fn synonym_entries(
+    synonyms: &[ConfigSynonymValue],
+    sensitive: bool,
+) -> Vec<DescribeConfigsSynonym> {
+    synonyms
+        .iter()
+        .map(|s| {
+            DescribeConfigsSynonym::default()
+                .with_name(StrBytes::from_string(s.name.clone()))
+                .with_value(if sensitive {
+                    None
+                } else {
+                    Some(StrBytes::from_string(s.value.clone()))
+                })
+                .with_source(s.source)
         })
-        .with_read_only(false)
-        .with_is_default(version == 0 && source == config_source::DEFAULT_CONFIG)
-        .with_config_source(source)
-        .with_is_sensitive(sensitive)
-        .with_synonyms(synonyms)
-        .with_config_type(kind)
+        .collect()
+}
+
+/// The keys a resource asks for: all when the list is null or empty (Kafka's
+/// `createResponseConfig`).
+fn wanted(keys: Option<&Vec<StrBytes>>, name: &str) -> bool {
+    match keys {
+        None => true,
+        Some(k) if k.is_empty() => true,
+        Some(k) => k.iter().any(|k| k.as_str() == name),
+    }
 }
 
 fn describe_topic(
     broker: &Broker,
     name: &str,
     keys: Option<&Vec<StrBytes>>,
-    include_synonyms: bool,
-    version: i16,
+    wants: Wants,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ResponseError> {
     let image = broker.replica_manager().image();
     if image.topics.topic_by_name(name).is_none() {
@@ -69,91 +150,132 @@ fn describe_topic(
         broker_default: &maps[2],
         static_props: &broker.config().properties,
     };
-    let wanted = |n: &str| keys.is_none_or(|k| k.iter().any(|k| k.as_str() == n));
     Ok(TOPIC_CONFIGS
         .iter()
-        .filter(|d| wanted(d.name))
+        .filter(|d| wanted(keys, d.name))
         .map(|def| {
             let (value, source) = layers.resolve(def);
-            let synonyms = if include_synonyms && version >= 1 {
-                layers
-                    .synonyms(def)
-                    .into_iter()
-                    .map(|s| {
-                        DescribeConfigsSynonym::default()
-                            .with_value(Some(StrBytes::from_string(s.value)))
-                            .with_name(StrBytes::from_string(s.name))
-                            .with_source(s.source)
-                    })
-                    .collect()
+            // Topic configs have no password type: never sensitive.
+            let synonyms = if wants.synonyms {
+                synonym_entries(&layers.synonyms(def), false)
             } else {
                 Vec::new()
             };
-            entry(
-                def.name,
-                Some(value),
-                source,
-                def.config_type,
-                synonyms,
-                version,
-            )
+            let documentation = if wants.documentation {
+                TOPIC_CONFIG_DEFS
+                    .iter()
+                    .find(|d| d.name == def.name)
+                    .and_then(|d| d.documentation)
+            } else {
+                None
+            };
+            DescribeConfigsResourceResult::default()
+                .with_name(StrBytes::from_static_str(def.name))
+                .with_value(Some(StrBytes::from_string(normalize(
+                    &value,
+                    def.config_type,
+                ))))
+                .with_read_only(false)
+                .with_config_source(source)
+                .with_is_sensitive(false)
+                .with_synonyms(synonyms)
+                .with_config_type(def.config_type)
+                .with_documentation(documentation.map(StrBytes::from_static_str))
         })
         .collect())
+}
+
+/// One broker config entry (Kafka's `createBrokerConfigEntry`). `per_broker` is false for
+/// the cluster default resource `""`, which lists only dynamic-default synonyms.
+fn broker_entry(
+    layers: &ConfigLayers<'_>,
+    name: &str,
+    value: Option<&str>,
+    per_broker: bool,
+    wants: Wants,
+) -> DescribeConfigsResourceResult {
+    let names = broker_config_synonyms(name);
+    let kind = broker_config_type(name, &names);
+    let sensitive = is_sensitive(kind);
+    let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let all: Vec<ConfigSynonymValue> = layers
+        .broker_synonyms(&name_refs)
+        .into_iter()
+        .filter(|s| per_broker || s.source == config_source::DYNAMIC_DEFAULT_BROKER_CONFIG)
+        .collect();
+    let source = all
+        .first()
+        .map_or(config_source::DEFAULT_CONFIG, |s| s.source);
+    let def = broker_config_def(name);
+    DescribeConfigsResourceResult::default()
+        .with_name(StrBytes::from_string(name.to_string()))
+        .with_value(if sensitive {
+            None
+        } else {
+            value.map(|v| StrBytes::from_string(normalize(v, kind)))
+        })
+        .with_read_only(!def.is_some_and(|d| d.dynamic))
+        .with_config_source(source)
+        .with_is_sensitive(sensitive)
+        .with_synonyms(if wants.synonyms {
+            synonym_entries(&all, sensitive)
+        } else {
+            Vec::new()
+        })
+        .with_config_type(kind)
+        .with_documentation(if wants.documentation {
+            def.and_then(|d| d.documentation)
+                .map(StrBytes::from_static_str)
+        } else {
+            None
+        })
 }
 
 fn describe_broker(
     broker: &Broker,
     resource_name: &str,
     keys: Option<&Vec<StrBytes>>,
-    version: i16,
+    wants: Wants,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ResponseError> {
     let node_id = broker.config().node_id;
     let image = broker.replica_manager().image();
     let maps = topic_layers_maps(&image, "", node_id);
-    let wanted = |n: &str| keys.is_none_or(|k| k.iter().any(|k| k.as_str() == n));
-    let mut out: BTreeMap<String, (String, i8)> = BTreeMap::new();
+    let layers = ConfigLayers {
+        topic: &maps[0],
+        broker_dynamic: &maps[1],
+        broker_default: &maps[2],
+        static_props: &broker.config().properties,
+    };
     if resource_name.is_empty() {
-        // The cluster-wide dynamic defaults only.
-        for (k, v) in &maps[2] {
-            out.insert(
-                k.clone(),
-                (v.clone(), config_source::DYNAMIC_DEFAULT_BROKER_CONFIG),
-            );
-        }
-    } else if resource_name == node_id.to_string() {
-        for def in TOPIC_CONFIGS {
-            out.insert(
-                def.default.0.to_string(),
-                (def.default.1.to_string(), config_source::DEFAULT_CONFIG),
-            );
-        }
-        for (k, v) in &broker.config().properties {
-            out.insert(k.clone(), (v.clone(), config_source::STATIC_BROKER_CONFIG));
-        }
-        for (k, v) in &maps[2] {
-            out.insert(
-                k.clone(),
-                (v.clone(), config_source::DYNAMIC_DEFAULT_BROKER_CONFIG),
-            );
-        }
-        for (k, v) in &maps[1] {
-            out.insert(k.clone(), (v.clone(), config_source::DYNAMIC_BROKER_CONFIG));
-        }
-    } else {
+        return Ok(maps[2]
+            .iter()
+            .filter(|(k, _)| wanted(keys, k))
+            .map(|(k, v)| broker_entry(&layers, k, Some(v), false, wants))
+            .collect());
+    }
+    if resource_name.trim().parse::<i32>().ok() != Some(node_id) {
         return Err(ResponseError::InvalidRequest);
     }
-    Ok(out
+    // Kafka lists `config.originals` (everything set, known or not) plus every
+    // non-internal `KafkaConfig` value, each with its effective value.
+    let mut names: BTreeMap<&str, Option<&str>> = BTreeMap::new();
+    for def in BROKER_CONFIG_DEFS {
+        names.insert(def.name, def.default);
+    }
+    for k in layers
+        .static_props
+        .keys()
+        .chain(layers.broker_default.keys())
+        .chain(layers.broker_dynamic.keys())
+    {
+        names.entry(k.as_str()).or_insert(None);
+    }
+    Ok(names
         .into_iter()
-        .filter(|(k, _)| wanted(k))
-        .map(|(k, (v, source))| {
-            entry(
-                &k,
-                Some(v),
-                source,
-                config_type::STRING,
-                Vec::new(),
-                version,
-            )
+        .filter(|(k, _)| wanted(keys, k))
+        .map(|(k, default)| {
+            let value = layers.broker_value(k).map(String::as_str).or(default);
+            broker_entry(&layers, k, value, true, wants)
         })
         .collect())
 }
@@ -166,31 +288,45 @@ pub fn describe_configs(
     version: i16,
 ) -> ResponseKind {
     let mut response = DescribeConfigsResponse::default();
+    let wants = Wants {
+        synonyms: request.include_synonyms && version >= 1,
+        documentation: request.include_documentation && version >= 3,
+    };
     for resource in &request.resources {
         let name = resource.resource_name.as_str();
         let keys = resource.configuration_keys.as_ref();
         let result = match resource.resource_type {
-            TOPIC => describe_topic(broker, name, keys, request.include_synonyms, version),
-            BROKER => describe_broker(broker, name, keys, version),
+            TOPIC => describe_topic(broker, name, keys, wants),
+            BROKER => describe_broker(broker, name, keys, wants),
             _ => Err(ResponseError::InvalidRequest),
         };
         let mut out = DescribeConfigsResult::default()
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
         match result {
-            Ok(configs) => out.configs = configs,
+            Ok(mut configs) => {
+                if version == 0 {
+                    // v0 has `is_default` instead of `config_source`.
+                    for c in &mut configs {
+                        c.is_default = c.config_source == config_source::DEFAULT_CONFIG;
+                    }
+                }
+                out.configs = configs;
+            }
             Err(e) => {
                 out.error_code = e.code();
-                out.error_message = Some(StrBytes::from_string(match e {
-                    ResponseError::UnknownTopicOrPartition => {
-                        format!("Topic '{name}' does not exist.")
-                    }
-                    _ => format!(
-                        "Unexpected resource {name} of type {} (expected a topic, broker {} or the empty name)",
-                        resource.resource_type,
+                out.error_message = match e {
+                    // Kafka sets only the code for an unknown topic.
+                    ResponseError::UnknownTopicOrPartition => None,
+                    _ if resource.resource_type == BROKER => Some(StrBytes::from_string(format!(
+                        "Unexpected broker id, expected {} or empty string, but received {name}",
                         broker.config().node_id
-                    ),
-                }));
+                    ))),
+                    _ => Some(StrBytes::from_string(format!(
+                        "Unsupported resource type: {}",
+                        resource.resource_type
+                    ))),
+                };
             }
         }
         response.results.push(out);
