@@ -335,6 +335,43 @@ pub fn broker_config_def(name: &str) -> Option<&'static ConfigDefEntry> {
         .and_then(|i| BROKER_CONFIG_DEFS.get(i))
 }
 
+/// The broker configs a broker config stands for, itself included, highest priority first
+/// (Kafka's `DynamicBrokerConfig.brokerConfigSynonyms`). With `match_listener_override`,
+/// `listener.name.<l>.<config>` also stands for `<config>` (and `listener.name.<l>.<mechanism>.<config>`
+/// for `<mechanism>.<config>` and `<config>`).
+#[must_use]
+pub fn broker_config_synonyms(name: &str, match_listener_override: bool) -> Vec<String> {
+    const ROLL: [&str; 2] = ["log.roll.ms", "log.roll.hours"];
+    const JITTER: [&str; 2] = ["log.roll.jitter.ms", "log.roll.jitter.hours"];
+    const RETENTION: [&str; 3] = [
+        "log.retention.ms",
+        "log.retention.minutes",
+        "log.retention.hours",
+    ];
+    let own = |names: &[&str]| names.iter().map(|s| (*s).to_string()).collect();
+    if ROLL.contains(&name) {
+        return own(&ROLL);
+    }
+    if JITTER.contains(&name) {
+        return own(&JITTER);
+    }
+    if RETENTION.contains(&name) {
+        return own(&RETENTION);
+    }
+    if name == "log.flush.interval.ms" {
+        // Kafka uses log.flush.scheduler.interval.ms as its default.
+        return own(&["log.flush.interval.ms", "log.flush.scheduler.interval.ms"]);
+    }
+    if match_listener_override
+        && let Some(rest) = name.strip_prefix("listener.name.")
+        && let Some((_, base)) = rest.split_once('.')
+    {
+        let mechanism = base.split_once('.').map_or(base, |(_, c)| c);
+        return vec![name.to_string(), base.to_string(), mechanism.to_string()];
+    }
+    vec![name.to_string()]
+}
+
 /// Where a resolved value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigSynonymValue {
@@ -360,25 +397,41 @@ pub struct ConfigLayers<'a> {
 }
 
 impl ConfigLayers<'_> {
-    /// This broker's effective value of broker config `name`: dynamic for this broker, else
-    /// the dynamic cluster default, else `server.properties` (Kafka's `KafkaConfig` rebuilt
-    /// with its dynamic overrides).
+    /// This broker's effective broker configs as Kafka's `DynamicBrokerConfig` builds them:
+    /// `server.properties`, overridden by the dynamic cluster defaults, overridden by this
+    /// broker's dynamic configs, where each dynamic key first removes its synonyms from the
+    /// layers below (a dynamic default `log.retention.ms` hides a static
+    /// `log.retention.hours`, which then reads as its default).
     #[must_use]
-    pub fn broker_value(&self, name: &str) -> Option<&String> {
-        self.broker_dynamic
-            .get(name)
-            .or_else(|| self.broker_default.get(name))
-            .or_else(|| self.static_props.get(name))
+    pub fn effective_broker_props(&self) -> BTreeMap<String, String> {
+        let mut props = self.static_props.clone();
+        for layer in [self.broker_default, self.broker_dynamic] {
+            for (k, v) in layer {
+                for synonym in broker_config_synonyms(k, false) {
+                    props.remove(&synonym);
+                }
+                props.insert(k.clone(), v.clone());
+            }
+        }
+        props
+    }
+
+    /// This broker's effective value of broker config `name` (see
+    /// [`Self::effective_broker_props`]); `None` when unset (Kafka's default applies).
+    #[must_use]
+    pub fn broker_value(&self, name: &str) -> Option<String> {
+        self.effective_broker_props().remove(name)
     }
 
     /// Kafka's synonym list for a DescribeConfigs entry (`ConfigHelper.configSynonyms`):
     /// every name of `names` set in this broker's dynamic configs, then in the dynamic
     /// defaults, then in `server.properties`, then with a non-null Kafka default — layer by
     /// layer, not name by name — and then everything ahead of the first entry called
-    /// `names[0]` is dropped. So a topic's `retention.ms` whose only broker synonym is the
-    /// default `log.retention.hours=168` has no broker synonym at all, as in Kafka 3.9.
+    /// `target` is dropped. So a topic's `retention.ms` (target `log.retention.ms`) whose
+    /// only broker synonym is the default `log.retention.hours=168` has no broker synonym
+    /// at all, as in Kafka 3.9.
     #[must_use]
-    pub fn broker_synonyms(&self, names: &[&str]) -> Vec<ConfigSynonymValue> {
+    pub fn broker_synonyms(&self, names: &[&str], target: &str) -> Vec<ConfigSynonymValue> {
         let mut out = Vec::new();
         for (layer, source) in [
             (self.broker_dynamic, config_source::DYNAMIC_BROKER_CONFIG),
@@ -407,10 +460,7 @@ impl ConfigLayers<'_> {
                 });
             }
         }
-        let Some(first) = names.first() else {
-            return Vec::new();
-        };
-        let skip = out.iter().take_while(|s| s.name != *first).count();
+        let skip = out.iter().take_while(|s| s.name != target).count();
         out.split_off(skip)
     }
 
@@ -428,7 +478,9 @@ impl ConfigLayers<'_> {
             });
         }
         let names: Vec<&str> = def.synonyms.iter().map(|s| s.name).collect();
-        out.extend(self.broker_synonyms(&names));
+        if let Some(target) = names.first() {
+            out.extend(self.broker_synonyms(&names, target));
+        }
         out
     }
 
@@ -446,10 +498,11 @@ impl ConfigLayers<'_> {
         if let Some(v) = self.topic.get(def.name) {
             return (v.clone(), source);
         }
+        let effective = self.effective_broker_props();
         let set = def
             .synonyms
             .iter()
-            .find_map(|s| self.broker_value(s.name).map(|v| (v, s.factor)));
+            .find_map(|s| effective.get(s.name).map(|v| (v, s.factor)));
         let (raw, factor) = match set {
             Some((v, factor)) => (v.clone(), factor),
             None => {
@@ -636,6 +689,20 @@ mod tests {
                 config_source::DYNAMIC_DEFAULT_BROKER_CONFIG
             )
         );
+        // A dynamic key hides its static synonyms (Kafka's `overrideProps`): a dynamic
+        // default log.retention.hours beats a static log.retention.ms.
+        let mut statics = BTreeMap::new();
+        statics.insert("log.retention.ms".to_string(), "5".to_string());
+        let mut hours = BTreeMap::new();
+        hours.insert("log.retention.hours".to_string(), "2".to_string());
+        let hidden = ConfigLayers {
+            topic: &empty,
+            broker_dynamic: &empty,
+            broker_default: &hours,
+            static_props: &statics,
+        };
+        assert_eq!(hidden.resolve(def).0, "7200000");
+        assert_eq!(hidden.broker_value("log.retention.ms"), None);
         let segment = topic_config_def("segment.bytes").expect("def");
         assert_eq!(
             layers.resolve(segment),

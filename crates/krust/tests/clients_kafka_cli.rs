@@ -375,7 +375,6 @@ fn kafka_cli_tools_against_kafka() {
 }
 
 #[test]
-#[ignore = "krust bug: DescribeConfigs of topic retention.ms lists the synonym DEFAULT_CONFIG:log.retention.hours=168, Kafka 3.9 lists only DYNAMIC_TOPIC_CONFIG:retention.ms (it drops broker synonyms ahead of the first one named log.retention.ms); all other CLI checks pass"]
 fn kafka_cli_tools_against_krust_dev() {
     let _serial = broker_lock();
     let dist = KafkaDist::locate().expect("Kafka 3.9");
@@ -392,7 +391,6 @@ fn kafka_cli_tools_against_a_kafka_cluster() {
 }
 
 #[test]
-#[ignore = "krust bug: DescribeConfigs of topic retention.ms lists the synonym DEFAULT_CONFIG:log.retention.hours=168, Kafka 3.9 lists only DYNAMIC_TOPIC_CONFIG:retention.ms (it drops broker synonyms ahead of the first one named log.retention.ms); all other CLI checks pass"]
 fn kafka_cli_tools_against_a_krust_cluster() {
     let _serial = broker_lock();
     let dist = KafkaDist::locate().expect("Kafka 3.9");

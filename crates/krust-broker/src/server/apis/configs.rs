@@ -20,7 +20,8 @@ use crate::server::Broker;
 use crate::server::apis::config_defs::{BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS};
 use crate::server::publisher::topic_layers_maps;
 use crate::topic_config::{
-    ConfigLayers, ConfigSynonymValue, TOPIC_CONFIGS, broker_config_def, config_source, config_type,
+    ConfigLayers, ConfigSynonymValue, TOPIC_CONFIGS, broker_config_def, broker_config_synonyms,
+    config_source, config_type,
 };
 
 /// `ConfigResource.Type.TOPIC`.
@@ -37,41 +38,6 @@ const PASSWORD_TYPE: i8 = 9;
 struct Wants {
     synonyms: bool,
     documentation: bool,
-}
-
-/// The broker configs a broker config stands for, itself included
-/// (`DynamicBrokerConfig.brokerConfigSynonyms` with listener overrides matched).
-fn broker_config_synonyms(name: &str) -> Vec<String> {
-    const ROLL: [&str; 2] = ["log.roll.ms", "log.roll.hours"];
-    const JITTER: [&str; 2] = ["log.roll.jitter.ms", "log.roll.jitter.hours"];
-    const RETENTION: [&str; 3] = [
-        "log.retention.ms",
-        "log.retention.minutes",
-        "log.retention.hours",
-    ];
-    let own = |names: &[&str]| names.iter().map(|s| (*s).to_string()).collect();
-    if ROLL.contains(&name) {
-        return own(&ROLL);
-    }
-    if JITTER.contains(&name) {
-        return own(&JITTER);
-    }
-    if RETENTION.contains(&name) {
-        return own(&RETENTION);
-    }
-    if name == "log.flush.interval.ms" {
-        // Kafka uses log.flush.scheduler.interval.ms as its default.
-        return own(&["log.flush.interval.ms", "log.flush.scheduler.interval.ms"]);
-    }
-    // `listener.name.<listener>.<config>` and `listener.name.<listener>.<mechanism>.<config>`
-    // override `<config>` (and `<mechanism>.<config>`).
-    if let Some(rest) = name.strip_prefix("listener.name.")
-        && let Some((_, base)) = rest.split_once('.')
-    {
-        let mechanism = base.split_once('.').map_or(base, |(_, c)| c);
-        return vec![name.to_string(), base.to_string(), mechanism.to_string()];
-    }
-    vec![name.to_string()]
 }
 
 /// The `config_type` of broker config `name`, falling back to its synonyms' (Kafka's
@@ -194,12 +160,12 @@ fn broker_entry(
     per_broker: bool,
     wants: Wants,
 ) -> DescribeConfigsResourceResult {
-    let names = broker_config_synonyms(name);
+    let names = broker_config_synonyms(name, true);
     let kind = broker_config_type(name, &names);
     let sensitive = is_sensitive(kind);
     let name_refs: Vec<&str> = names.iter().map(String::as_str).collect();
     let all: Vec<ConfigSynonymValue> = layers
-        .broker_synonyms(&name_refs)
+        .broker_synonyms(&name_refs, name)
         .into_iter()
         .filter(|s| per_broker || s.source == config_source::DYNAMIC_DEFAULT_BROKER_CONFIG)
         .collect();
@@ -240,11 +206,17 @@ fn describe_broker(
     let node_id = broker.config().node_id;
     let image = broker.replica_manager().image();
     let maps = topic_layers_maps(&image, "", node_id);
+    // In KRaft mode Kafka's static config carries `broker.id` = `node.id` (KafkaConfig
+    // copies it), so DescribeConfigs reports it as STATIC_BROKER_CONFIG.
+    let mut static_props = broker.config().properties.clone();
+    static_props
+        .entry("broker.id".to_string())
+        .or_insert_with(|| node_id.to_string());
     let layers = ConfigLayers {
         topic: &maps[0],
         broker_dynamic: &maps[1],
         broker_default: &maps[2],
-        static_props: &broker.config().properties,
+        static_props: &static_props,
     };
     if resource_name.is_empty() {
         return Ok(maps[2]
@@ -258,6 +230,7 @@ fn describe_broker(
     }
     // Kafka lists `config.originals` (everything set, known or not) plus every
     // non-internal `KafkaConfig` value, each with its effective value.
+    let effective = layers.effective_broker_props();
     let mut names: BTreeMap<&str, Option<&str>> = BTreeMap::new();
     for def in BROKER_CONFIG_DEFS {
         names.insert(def.name, def.default);
@@ -274,7 +247,7 @@ fn describe_broker(
         .into_iter()
         .filter(|(k, _)| wanted(keys, k))
         .map(|(k, default)| {
-            let value = layers.broker_value(k).map(String::as_str).or(default);
+            let value = effective.get(k).map(String::as_str).or(default);
             broker_entry(&layers, k, value, true, wants)
         })
         .collect())
@@ -304,20 +277,13 @@ pub fn describe_configs(
             .with_resource_type(resource.resource_type)
             .with_resource_name(resource.resource_name.clone());
         match result {
-            Ok(mut configs) => {
-                if version == 0 {
-                    // v0 has `is_default` instead of `config_source`.
-                    for c in &mut configs {
-                        c.is_default = c.config_source == config_source::DEFAULT_CONFIG;
-                    }
-                }
-                out.configs = configs;
-            }
+            // Kafka 3.9 leaves v0's `is_default` false, even for defaults.
+            Ok(configs) => out.configs = configs,
             Err(e) => {
                 out.error_code = e.code();
                 out.error_message = match e {
-                    // Kafka sets only the code for an unknown topic.
-                    ResponseError::UnknownTopicOrPartition => None,
+                    // Kafka sets only the code for an unknown topic: the message is "".
+                    ResponseError::UnknownTopicOrPartition => Some(StrBytes::from_static_str("")),
                     _ if resource.resource_type == BROKER => Some(StrBytes::from_string(format!(
                         "Unexpected broker id, expected {} or empty string, but received {name}",
                         broker.config().node_id
