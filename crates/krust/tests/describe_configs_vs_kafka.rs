@@ -33,10 +33,13 @@ use krust_testkit::{
 const STATIC_PROPS: &[(&str, &str)] = &[
     ("log.retention.hours", "100"),
     ("log.roll.ms", "3600000"),
-    ("log.cleanup.policy", "delete"),
     ("compression.type", "lz4"),
     ("message.max.bytes", "2000000"),
-    ("log.cleaner.min.cleanable.ratio", "0.6"),
+    // Spelled loosely: Kafka prints the parsed value ("0.6", "delete,compact", "true").
+    ("log.cleaner.min.cleanable.ratio", "0.60"),
+    ("log.cleanup.policy", "delete , compact"),
+    ("log.preallocate", "TRUE"),
+    ("log.flush.interval.messages", " 9000 "),
     // A password (sensitive: value null) and a key no ConfigDef knows (type UNKNOWN, so
     // also sensitive).
     ("ssl.truststore.password", "secret"),
@@ -169,6 +172,19 @@ fn requests() -> Vec<(&'static str, i16, DescribeConfigsRequest)> {
                 true,
                 false,
                 vec![resource(4, "", None), resource(4, "2", None)],
+            ),
+        ),
+        (
+            "bad names and types",
+            4,
+            all(
+                true,
+                false,
+                vec![
+                    resource(2, "bad/name", None),
+                    resource(2, "", None),
+                    resource(99, "x", None),
+                ],
             ),
         ),
         (

@@ -66,9 +66,53 @@ fn normalize(value: &str, kind: i8) -> String {
             .collect::<Vec<_>>()
             .join(","),
         config_type::BOOLEAN => v.to_ascii_lowercase(),
+        config_type::DOUBLE => v
+            .parse::<f64>()
+            .map_or_else(|_| v.to_string(), java_double_string),
         _ => v.to_string(),
     }
 }
+
+/// `v` as Java's `Double.toString` prints it (how Kafka prints a parsed DOUBLE config):
+/// shortest digits, at least one decimal, scientific (`1.0E7`) outside `[1e-3, 1e7)`.
+fn java_double_string(v: f64) -> String {
+    if !v.is_finite() {
+        return if v.is_nan() {
+            "NaN".to_string()
+        } else if v > 0.0 {
+            "Infinity".to_string()
+        } else {
+            "-Infinity".to_string()
+        };
+    }
+    let a = v.abs();
+    if a == 0.0 || (1e-3..1e7).contains(&a) {
+        let s = format!("{v}");
+        if s.contains('.') { s } else { format!("{s}.0") }
+    } else {
+        let s = format!("{v:E}");
+        match s.split_once('E') {
+            Some((mantissa, exp)) if !mantissa.contains('.') => format!("{mantissa}.0E{exp}"),
+            _ => s,
+        }
+    }
+}
+
+/// Whether `name` is a legal topic name (Kafka's `Topic.validate`): 1–249 characters of
+/// `[a-zA-Z0-9._-]`, not `.` or `..`.
+fn legal_topic_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 249
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+}
+
+/// The message Kafka 3.9 puts on INVALID_REQUEST for an illegal topic name or an unsupported
+/// resource type (the error's default message).
+const INVALID_REQUEST_MESSAGE: &str = "This most likely occurs because of a request being malformed by the client library or the message was sent to an incompatible broker. See the broker logs for more details.";
 
 fn synonym_entries(
     synonyms: &[ConfigSynonymValue],
@@ -105,6 +149,9 @@ fn describe_topic(
     keys: Option<&Vec<StrBytes>>,
     wants: Wants,
 ) -> Result<Vec<DescribeConfigsResourceResult>, ResponseError> {
+    if !legal_topic_name(name) {
+        return Err(ResponseError::InvalidRequest);
+    }
     let image = broker.replica_manager().image();
     if image.topics.topic_by_name(name).is_none() {
         return Err(ResponseError::UnknownTopicOrPartition);
@@ -288,14 +335,55 @@ pub fn describe_configs(
                         "Unexpected broker id, expected {} or empty string, but received {name}",
                         broker.config().node_id
                     ))),
-                    _ => Some(StrBytes::from_string(format!(
-                        "Unsupported resource type: {}",
-                        resource.resource_type
-                    ))),
+                    _ => Some(StrBytes::from_static_str(INVALID_REQUEST_MESSAGE)),
                 };
             }
         }
         response.results.push(out);
     }
     ResponseKind::DescribeConfigs(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doubles_print_as_java() {
+        assert_eq!(java_double_string(0.6), "0.6");
+        assert_eq!(java_double_string(0.5), "0.5");
+        assert_eq!(java_double_string(2.0), "2.0");
+        assert_eq!(java_double_string(1e7), "1.0E7");
+        assert_eq!(java_double_string(f64::MAX), "1.7976931348623157E308");
+        assert_eq!(java_double_string(1e-4), "1.0E-4");
+        assert_eq!(normalize(" 0.60 ", config_type::DOUBLE), "0.6");
+        assert_eq!(
+            normalize("delete , compact", config_type::LIST),
+            "delete,compact"
+        );
+    }
+
+    #[test]
+    fn topic_names_validate_as_kafka() {
+        assert!(legal_topic_name("orders-1.x_y"));
+        for bad in ["", ".", "..", "bad/name", "a b", &"x".repeat(250)] {
+            assert!(!legal_topic_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn listener_overrides_stand_for_their_base_config() {
+        assert_eq!(
+            broker_config_synonyms("listener.name.broker.plain.sasl.jaas.config", true),
+            vec![
+                "listener.name.broker.plain.sasl.jaas.config",
+                "plain.sasl.jaas.config",
+                "sasl.jaas.config"
+            ]
+        );
+        assert_eq!(
+            broker_config_synonyms("log.retention.hours", false)[0],
+            "log.retention.ms"
+        );
+    }
 }
