@@ -34,6 +34,32 @@ def retry(call, what):
             time.sleep(0.2)
 
 
+def create_topics_once(admin, new_topics, what):
+    """CreateTopics, retried (at most 3 times) only on librdkafka's client-local _DESTROY_BROKER
+    / _TRANSPORT errors: librdkafka >= 2.10 drops its bootstrap-broker handles once it has
+    learned the brokers from Metadata, failing a request in flight on one of them (seen once on
+    a fresh 3-node cluster: the request never reached the controller). A retry that finds the
+    topic already there counts as created."""
+    for attempt in range(3):
+        futures = admin.create_topics(new_topics, operation_timeout=30)
+        transient = False
+        for key, future in futures.items():
+            try:
+                future.result(timeout=DEADLINE_S)
+            except Exception as e:  # noqa: BLE001
+                text = repr(e)
+                if attempt > 0 and "TOPIC_ALREADY_EXISTS" in text:
+                    continue
+                if ("_DESTROY_BROKER" in text or "_TRANSPORT" in text) and attempt < 2:
+                    print(f"{what} {key}: {text}, retrying", file=sys.stderr)
+                    transient = True
+                    continue
+                fail(f"{what} {key}: {e!r}")
+        if not transient:
+            return
+        time.sleep(1)
+
+
 def wait_futures(futures, what):
     for key, future in futures.items():
         try:
@@ -55,12 +81,10 @@ def confluent_admin(bootstrap, prefix):
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topic = f"{prefix}-admin"
-    wait_futures(
-        admin.create_topics(
-            [NewTopic(topic, num_partitions=3, replication_factor=RF,
-                      config={"retention.ms": "3600000"})],
-            operation_timeout=30,
-        ),
+    create_topics_once(
+        admin,
+        [NewTopic(topic, num_partitions=3, replication_factor=RF,
+                  config={"retention.ms": "3600000"})],
         "create_topics",
     )
     # Creating it again: TOPIC_ALREADY_EXISTS (36), Kafka's error, not a crash.
@@ -192,8 +216,7 @@ def create_topic(bootstrap, topic, partitions):
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    wait_futures(admin.create_topics([NewTopic(topic, partitions, RF)], operation_timeout=30),
-                 "create_topics")
+    create_topics_once(admin, [NewTopic(topic, partitions, RF)], "create_topics")
     deadline = time.time() + DEADLINE_S
     while True:
         t = admin.list_topics(topic, timeout=DEADLINE_S).topics.get(topic)
