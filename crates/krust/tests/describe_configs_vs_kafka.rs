@@ -264,6 +264,7 @@ async fn alter_broker_configs(client: &Client) {
             .with_configs(vec![
                 set("log.retention.ms", "7200000"),
                 set("log.cleaner.delete.retention.ms", "1000"),
+                set("log.cleaner.io.max.bytes.per.second", "1e6"),
             ]),
         AlterConfigsResource::default()
             .with_resource_type(4)
@@ -271,6 +272,8 @@ async fn alter_broker_configs(client: &Client) {
             .with_configs(vec![
                 set("message.max.bytes", "3000000"),
                 set("log.cleaner.delete.retention.ms", "2000"),
+                set("log.roll.jitter.ms", "1000"),
+                set("log.cleaner.threads", "2"),
             ]),
     ]);
     let ResponseKind::IncrementalAlterConfigs(r) = client

@@ -225,7 +225,15 @@ fn broker_entry(
         .with_value(if sensitive {
             None
         } else {
-            value.map(|v| StrBytes::from_string(normalize(v, kind)))
+            // Broker `<id>` prints parsed values; the default resource prints the strings
+            // as stored (Kafka's `case v: String => v`).
+            value.map(|v| {
+                StrBytes::from_string(if per_broker {
+                    normalize(v, kind)
+                } else {
+                    v.to_string()
+                })
+            })
         })
         .with_read_only(!def.is_some_and(|d| d.dynamic))
         .with_config_source(source)
