@@ -131,7 +131,6 @@ impl Publisher {
     pub fn apply(&self, replicas: &ReplicaManager, publication: &Publication) -> Applied {
         let node_id = self.config.node_id;
         let image = &publication.image;
-        replicas.set_image(image.clone());
         let changes = publication.delta.local_changes(node_id);
         let mut applied = Applied::default();
         let now = now_ms();
@@ -219,6 +218,12 @@ impl Publisher {
                 }
             }
         }
+
+        // The image becomes visible to Metadata requests only now, after the local replicas
+        // follow it (Kafka sets its metadata cache first): a client told "this broker leads"
+        // must not then get NOT_LEADER_OR_FOLLOWER from it while the log is being opened —
+        // a non-idempotent producer retrying that batch behind later ones reorders records.
+        replicas.set_image(image.clone());
 
         // Stray logs are judged against an image that knows this broker: an empty or
         // half-loaded image would make every directory look stray.
