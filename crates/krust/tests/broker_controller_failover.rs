@@ -7,48 +7,19 @@
 //!
 //! Real processes only, 127.0.0.1, every wait bounded, everything killed on drop.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use krust::metadata_quorum::{Bootstrap, describe};
-use krust_testkit::{KafkaDist, KrustProcess, free_ports, random_kafka_uuid, run_binary};
+use krust_testkit::{KafkaDist, KrustProcess, free_ports, random_kafka_uuid};
+use support::{CONSUME_TIMEOUT, start_server, voters, write_controllers, write_node};
 
-const KRUST: &str = env!("CARGO_BIN_EXE_krust");
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
-const STARTED_LINE: &str = "Kafka Server started";
+mod support;
 
+/// Writes, formats and starts node `id`.
 fn start_node(root: &Path, id: i32, text: &str, cluster_id: &str) -> KrustProcess {
-    let dir: PathBuf = root.join(format!("node{id}"));
-    std::fs::create_dir_all(&dir).expect("node dir");
-    let props = dir.join("server.properties");
-    std::fs::write(&props, text).expect("write properties");
-    run_binary(
-        KRUST,
-        &[
-            "storage",
-            "format",
-            "-t",
-            cluster_id,
-            "-c",
-            &props.display().to_string(),
-        ],
-        None,
-        Duration::from_secs(30),
-    )
-    .expect("run krust storage format")
-    .ok()
-    .expect("krust storage format");
-    let mut p = KrustProcess::builder(KRUST)
-        .args(["server".as_ref(), props.as_os_str()])
-        .env("RUST_LOG", "info,krust_net=warn")
-        .dir(dir)
-        .name(format!("krust-{id}"))
-        .start()
-        .expect("start krust server");
-    p.wait_for_line(STARTED_LINE, START_TIMEOUT)
-        .unwrap_or_else(|e| panic!("node {id} start: {e}\n{}", p.log_tail(40)));
-    p
+    let node = write_node(root, id, text, cluster_id);
+    start_server(&node.dir, id)
 }
 
 #[test]
@@ -56,25 +27,12 @@ fn the_broker_follows_a_controller_failover() {
     let root = tempfile::tempdir().expect("tempdir");
     let cluster_id = random_kafka_uuid();
     let ports = free_ports(4).expect("ports");
-    let voters = (1..=3)
-        .zip(&ports)
-        .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut controllers: Vec<KrustProcess> = (1..=3)
-        .zip(&ports)
-        .map(|(id, port)| {
-            let data = root.path().join(format!("node{id}")).join("data");
-            let text = format!(
-                "process.roles=controller\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
-                 listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.quorum.voters={voters}\n\
-                 log.dirs={}\ncontroller.quorum.election.timeout.ms=500\n\
-                 controller.quorum.fetch.timeout.ms=1000\n",
-                data.display()
-            );
-            start_node(root.path(), id, &text, &cluster_id)
-        })
-        .collect();
+    let voters = voters(&ports);
+    let mut controllers: Vec<KrustProcess> =
+        write_controllers(root.path(), &ports, &cluster_id, "")
+            .iter()
+            .map(|node| start_server(&node.dir, node.id))
+            .collect();
     let broker_port = ports[3];
     let broker_dir = root.path().join("node4");
     let text = format!(

@@ -15,89 +15,21 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use krust_testkit::{
-    AckedRecord, KafkaDist, KrustProcess, LogRecord, check_acked_records, class, free_ports,
-    random_kafka_uuid, run_binary,
+    AckedRecord, KafkaDist, LogRecord, check_acked_records, class, free_ports, random_kafka_uuid,
 };
+use support::{Node, kill, voters, write_controllers, write_node};
 
-const KRUST: &str = env!("CARGO_BIN_EXE_krust");
-const START_TIMEOUT: Duration = Duration::from_secs(60);
+mod support;
+
 const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 /// Leader changes, ISR changes and acknowledgements after a crash: the controller fences the
 /// killed broker after `broker.session.timeout.ms`, then elects a leader from the ISR.
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
-const STARTED_LINE: &str = "Kafka Server started";
 const TOPIC: &str = "noloss";
 const ROUNDS: usize = 5;
 /// Acknowledgements awaited before each kill and after each leader change, so every round
 /// crashes a leader that is taking writes and proves the new one takes them.
 const PROGRESS: usize = 50;
-
-struct Node {
-    id: i32,
-    dir: PathBuf,
-    process: Option<KrustProcess>,
-}
-
-impl Node {
-    fn properties(&self) -> PathBuf {
-        self.dir.join("server.properties")
-    }
-
-    fn start(&mut self) {
-        match &mut self.process {
-            Some(p) => {
-                let mark = p.log_mark();
-                p.restart().expect("restart");
-                p.wait_for_line_since(mark, STARTED_LINE, START_TIMEOUT)
-                    .unwrap_or_else(|e| {
-                        panic!("node {} restart: {e}\n{}", self.id, p.log_tail(40))
-                    });
-            }
-            None => {
-                let mut p = KrustProcess::builder(KRUST)
-                    .args(["server".as_ref(), self.properties().as_os_str()])
-                    .env("RUST_LOG", "info,krust_net=warn")
-                    .dir(self.dir.clone())
-                    .name(format!("krust-{}", self.id))
-                    .start()
-                    .expect("start krust server");
-                p.wait_for_line(STARTED_LINE, START_TIMEOUT)
-                    .unwrap_or_else(|e| panic!("node {} start: {e}\n{}", self.id, p.log_tail(40)));
-                self.process = Some(p);
-            }
-        }
-    }
-
-    fn process(&mut self) -> &mut KrustProcess {
-        self.process.as_mut().expect("started")
-    }
-
-    fn partition_dir(&self) -> PathBuf {
-        self.dir.join("logs").join(format!("{TOPIC}-0"))
-    }
-}
-
-fn write_node(root: &Path, id: i32, text: &str, cluster_id: &str) -> Node {
-    let dir = root.join(format!("node{id}"));
-    std::fs::create_dir_all(&dir).expect("node dir");
-    let node = Node {
-        id,
-        dir,
-        process: None,
-    };
-    std::fs::write(node.properties(), text).expect("write properties");
-    let props = node.properties().display().to_string();
-    run_binary(
-        KRUST,
-        &["storage", "format", "-t", cluster_id, "-c", &props],
-        None,
-        Duration::from_secs(30),
-    )
-    .expect("run krust storage format")
-    .ok()
-    .expect("krust storage format");
-    node
-}
 
 /// `kafka-get-offsets --time -1`: the partition's log end offset.
 fn end_offset(dist: &KafkaDist, bootstrap: &str) -> i64 {
@@ -149,42 +81,19 @@ fn consume(dist: &KafkaDist, bootstrap: &str, count: usize) -> Vec<LogRecord> {
         .collect()
 }
 
-/// SIGKILLs broker `id`.
-fn kill(brokers: &mut [Node], id: i32) {
-    brokers
-        .iter_mut()
-        .find(|b| b.id == id)
-        .unwrap_or_else(|| panic!("leader {id} is not a broker"))
-        .process()
-        .kill()
-        .expect("SIGKILL");
-}
-
 #[test]
 fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
     let root = tempfile::tempdir().expect("tempdir");
     let cluster_id = random_kafka_uuid();
     let ports = free_ports(6).expect("ports");
-    let voters = (1..=3)
-        .zip(&ports)
-        .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut controllers: Vec<Node> = (1..=3)
-        .zip(&ports)
-        .map(|(id, port)| {
-            let data = root.path().join(format!("node{id}")).join("data");
-            // A short broker session so a SIGKILLed leader is fenced (and replaced) quickly.
-            let text = format!(
-                "process.roles=controller\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
-                 listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.quorum.voters={voters}\n\
-                 log.dirs={}\ncontroller.quorum.election.timeout.ms=500\n\
-                 controller.quorum.fetch.timeout.ms=1000\nbroker.session.timeout.ms=3000\n",
-                data.display()
-            );
-            write_node(root.path(), id, &text, &cluster_id)
-        })
-        .collect();
+    let voters = voters(&ports);
+    // A short broker session so a SIGKILLed leader is fenced (and replaced) quickly.
+    let mut controllers = write_controllers(
+        root.path(),
+        &ports,
+        &cluster_id,
+        "broker.session.timeout.ms=3000\n",
+    );
     let mut brokers: Vec<Node> = (4..=6)
         .zip(&ports[3..])
         .map(|(id, port)| {
@@ -357,7 +266,7 @@ fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
             .expect("terminate");
         assert!(status.success(), "node {} exit status {status}", node.id);
     }
-    let dirs: Vec<PathBuf> = brokers.iter().map(Node::partition_dir).collect();
+    let dirs: Vec<PathBuf> = brokers.iter().map(|b| b.partition_dir(TOPIC)).collect();
     let dir_refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
     let logs = dist
         .read_replica_logs(&dir_refs, TOOL_TIMEOUT)

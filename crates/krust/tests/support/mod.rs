@@ -1,0 +1,175 @@
+//! Shared scaffolding of the `broker_*`, `groups_failover` and `controller_*` cluster tests
+//! (the latter include it as `cluster` next to `quorum_support`): `krust server` nodes (controllers, brokers or combined) on loopback, formatted with `krust storage format`,
+//! started, restarted and SIGKILLed as real processes (killed on drop by `KrustProcess`).
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use krust_testkit::{KafkaDist, KrustProcess, run_binary};
+
+pub const KRUST: &str = env!("CARGO_BIN_EXE_krust");
+/// A `krust server` up to "Kafka Server started": for a broker that is after it registered and
+/// was unfenced, which on a loaded 2-core machine may take a while.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+pub const STARTED_LINE: &str = "Kafka Server started";
+pub const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
+const FORMAT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One `krust server` node: its directory (holding `server.properties`) and, once started, its
+/// process.
+pub struct Node {
+    pub id: i32,
+    pub dir: PathBuf,
+    pub process: Option<KrustProcess>,
+}
+
+impl Node {
+    pub fn properties(&self) -> PathBuf {
+        self.dir.join("server.properties")
+    }
+
+    /// Starts the node (or restarts its process, keeping its log) and waits for
+    /// [`STARTED_LINE`] written by this run.
+    pub fn start(&mut self) {
+        match &mut self.process {
+            Some(p) => {
+                let mark = p.log_mark();
+                p.restart().expect("restart");
+                p.wait_for_line_since(mark, STARTED_LINE, START_TIMEOUT)
+                    .unwrap_or_else(|e| {
+                        panic!("node {} restart: {e}\n{}", self.id, p.log_tail(40))
+                    });
+            }
+            None => {
+                self.process = Some(start_server(&self.dir, self.id));
+            }
+        }
+    }
+
+    pub fn process(&mut self) -> &mut KrustProcess {
+        self.process.as_mut().expect("started")
+    }
+
+    /// The directory of `topic`-0 under the node's `logs` log dir.
+    pub fn partition_dir(&self, topic: &str) -> PathBuf {
+        self.dir.join("logs").join(format!("{topic}-0"))
+    }
+
+    /// The last `lines` of the node's output, empty if it never started.
+    pub fn log_tail(&self, lines: usize) -> String {
+        self.process
+            .as_ref()
+            .map(|p| p.log_tail(lines))
+            .unwrap_or_default()
+    }
+}
+
+/// Spawns `krust server <dir>/server.properties` as node `id`, without waiting for it.
+pub fn spawn_server(dir: &Path, id: impl std::fmt::Display) -> KrustProcess {
+    KrustProcess::builder(KRUST)
+        .args(["server".as_ref(), dir.join("server.properties").as_os_str()])
+        .env("RUST_LOG", "info,krust_net=warn")
+        .dir(dir.to_path_buf())
+        .name(format!("krust-{id}"))
+        .start()
+        .expect("start krust server")
+}
+
+/// Starts `krust server <dir>/server.properties` as node `id` and waits for [`STARTED_LINE`].
+pub fn start_server(dir: &Path, id: i32) -> KrustProcess {
+    start_server_within(dir, id, START_TIMEOUT)
+}
+
+/// [`start_server`], waiting up to `timeout` for [`STARTED_LINE`].
+pub fn start_server_within(dir: &Path, id: i32, timeout: Duration) -> KrustProcess {
+    let mut p = spawn_server(dir, id);
+    p.wait_for_line(STARTED_LINE, timeout)
+        .unwrap_or_else(|e| panic!("node {id} start: {e}\n{}", p.log_tail(40)));
+    p
+}
+
+/// `krust storage format -t <cluster_id> -c <props>`.
+pub fn format(props: &Path, cluster_id: &str) {
+    let props = props.display().to_string();
+    run_binary(
+        KRUST,
+        &["storage", "format", "-t", cluster_id, "-c", &props],
+        None,
+        FORMAT_TIMEOUT,
+    )
+    .expect("run krust storage format")
+    .ok()
+    .expect("krust storage format");
+}
+
+/// Writes `<root>/node<id>/server.properties` and formats the node's storage; not started yet.
+pub fn write_node(root: &Path, id: i32, text: &str, cluster_id: &str) -> Node {
+    let dir = root.join(format!("node{id}"));
+    std::fs::create_dir_all(&dir).expect("node dir");
+    let node = Node {
+        id,
+        dir,
+        process: None,
+    };
+    std::fs::write(node.properties(), text).expect("write properties");
+    format(&node.properties(), cluster_id);
+    node
+}
+
+/// `controller.quorum.voters` for controllers 1, 2, 3 on the first three `ports`.
+pub fn voters(ports: &[u16]) -> String {
+    (1..=3)
+        .zip(ports)
+        .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `server.properties` of controller `id` (a fast election timeout), its data under
+/// `<root>/node<id>/data`; `extra` lines are appended.
+pub fn controller_properties(root: &Path, id: i32, port: u16, voters: &str, extra: &str) -> String {
+    let data = root.join(format!("node{id}")).join("data");
+    format!(
+        "process.roles=controller\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
+         listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.quorum.voters={voters}\n\
+         log.dirs={}\ncontroller.quorum.election.timeout.ms=500\n\
+         controller.quorum.fetch.timeout.ms=1000\n{extra}",
+        data.display()
+    )
+}
+
+/// Writes and formats controllers 1, 2, 3 on the first three `ports` (not started yet).
+pub fn write_controllers(root: &Path, ports: &[u16], cluster_id: &str, extra: &str) -> Vec<Node> {
+    let voters = voters(ports);
+    (1..=3)
+        .zip(ports)
+        .map(|(id, &port)| {
+            let text = controller_properties(root, id, port, &voters, extra);
+            write_node(root, id, &text, cluster_id)
+        })
+        .collect()
+}
+
+/// SIGKILLs node `id` of `nodes`.
+pub fn kill(nodes: &mut [Node], id: i32) {
+    nodes
+        .iter_mut()
+        .find(|b| b.id == id)
+        .unwrap_or_else(|| panic!("{id} is not a broker"))
+        .process()
+        .kill()
+        .expect("SIGKILL");
+}
+
+/// Kafka's console consumer reads `n` records of `topic` through `bootstrap`; the values,
+/// sorted (partitions interleave in any order).
+pub fn consume_sorted(dist: &KafkaDist, bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
+    let out = dist
+        .console_consume(bootstrap, topic, n, &[], CONSUME_TIMEOUT)
+        .unwrap_or_else(|e| panic!("kafka-console-consumer via {bootstrap}: {e}"));
+    let mut lines: Vec<String> = out.stdout.lines().map(str::to_owned).collect();
+    lines.sort();
+    lines
+}
