@@ -67,6 +67,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
+use super::snapshot_trigger::SnapshotTrigger;
 use crate::config::ServerConfig;
 
 /// Requests waiting to reach the controller task (Kafka's `queued.max.requests` default).
@@ -356,15 +357,8 @@ pub fn spawn(
         appends: appends_tx,
         features: features_tx,
         published_features: None,
-        snapshots: SnapshotTrigger {
-            max_bytes: snapshots.max_record_bytes_between_snapshots,
-            max_interval: Duration::from_millis(snapshots.max_snapshot_interval_ms),
-            bytes_since: 0,
-            last: Instant::now(),
-            last_end_offset: 0,
-            last_log_time_ms: -1,
-            in_flight: Arc::new(AtomicBool::new(false)),
-        },
+        snapshots: SnapshotTrigger::new(snapshots, "wrote a metadata snapshot"),
+        snapshot_log_time_ms: -1,
     };
     let handle = tokio::spawn(task.run(events, requests_rx));
     (
@@ -423,6 +417,9 @@ struct ControllerTask {
     /// The features sub-image last published (shared by images that did not change it).
     published_features: Option<Arc<FeaturesImage>>,
     snapshots: SnapshotTrigger,
+    /// Max timestamp of the last replayed data batch (the snapshot header's
+    /// LastContainedLogTimestamp).
+    snapshot_log_time_ms: i64,
     registration: Registration,
     /// The snapshot loaded from disk at start, if any.
     loaded_snapshot: Option<OffsetAndEpoch>,
@@ -439,24 +436,6 @@ struct Registration {
     /// Set while a registration sent to another controller awaits its answer.
     remote_in_flight: Arc<AtomicBool>,
     next_attempt: Instant,
-}
-
-/// When to write the next snapshot (Kafka's `SnapshotGenerator`).
-struct SnapshotTrigger {
-    /// `metadata.log.max.record.bytes.between.snapshots`.
-    max_bytes: u64,
-    /// `metadata.log.max.snapshot.interval.ms`.
-    max_interval: Duration,
-    /// Data batch bytes replayed since the last snapshot.
-    bytes_since: u64,
-    /// When the last snapshot was started (or the task started).
-    last: Instant,
-    /// End offset of the last snapshot started or loaded.
-    last_end_offset: i64,
-    /// Max timestamp of the last replayed data batch (the header's LastContainedLogTimestamp).
-    last_log_time_ms: i64,
-    /// Set while a snapshot is being written.
-    in_flight: Arc<AtomicBool>,
 }
 
 impl ControllerTask {
@@ -605,8 +584,8 @@ impl ControllerTask {
         if decoded.is_empty() {
             return Ok(());
         }
-        self.snapshots.bytes_since += u64::try_from(batch.size_in_bytes()).unwrap_or(u64::MAX);
-        self.snapshots.last_log_time_ms = batch.max_timestamp();
+        self.snapshots.batch_applied(batch.size_in_bytes());
+        self.snapshot_log_time_ms = batch.max_timestamp();
         debug!(
             base_offset,
             records = decoded.len(),
@@ -689,9 +668,7 @@ impl ControllerTask {
             .handle_snapshot(Instant::now(), &records, provenance)
             .map_err(|e| failed(e.to_string()))?;
         self.delivered_end = id.offset.0;
-        self.snapshots.last_end_offset = id.offset.0;
-        self.snapshots.bytes_since = 0;
-        self.snapshots.last = Instant::now();
+        self.snapshots.snapshot_loaded(id.offset.0);
         info!(snapshot = %id, "controller loaded a snapshot");
         Ok(())
     }
@@ -782,51 +759,11 @@ impl ControllerTask {
     /// Starts writing a snapshot of the committed image when one is due and none is being
     /// written.
     fn maybe_snapshot(&mut self) {
-        let trigger = &mut self.snapshots;
-        let due = trigger.bytes_since > 0
-            && (trigger.bytes_since >= trigger.max_bytes
-                || trigger.last.elapsed() >= trigger.max_interval);
-        if !due || trigger.in_flight.load(Ordering::Acquire) {
-            return;
-        }
-        let image = self.controller.committed_image();
-        let provenance = image.provenance;
-        let end_offset = provenance.last_contained_offset + 1;
-        if image.is_empty() || end_offset <= trigger.last_end_offset {
-            return;
-        }
-        trigger.bytes_since = 0;
-        trigger.last = Instant::now();
-        let values = image
-            .to_records(image.features.metadata_version)
-            .map_err(|e| e.to_string())
-            .and_then(|records| {
-                records
-                    .iter()
-                    .map(ApiMessageAndVersion::encode)
-                    .collect::<Result<Vec<Bytes>, _>>()
-                    .map_err(|e| e.to_string())
-            });
-        let values = match values {
-            Ok(v) => v,
-            Err(reason) => {
-                warn!(%reason, "cannot write the image as a snapshot");
-                return;
-            }
-        };
-        trigger.last_end_offset = end_offset;
-        let id = OffsetAndEpoch::new(end_offset, provenance.last_contained_epoch);
-        let log_time_ms = trigger.last_log_time_ms;
-        let in_flight = trigger.in_flight.clone();
-        in_flight.store(true, Ordering::Release);
-        let raft = self.raft.clone();
-        tokio::spawn(async move {
-            match raft.create_snapshot(id, log_time_ms, values).await {
-                Ok(()) => info!(snapshot = %id, "wrote a metadata snapshot"),
-                Err(e) => warn!(snapshot = %id, error = %e, "metadata snapshot not written"),
-            }
-            in_flight.store(false, Ordering::Release);
-        });
+        self.snapshots.maybe_snapshot(
+            &self.raft,
+            self.controller.committed_image(),
+            self.snapshot_log_time_ms,
+        );
     }
 
     fn drain_actions(&mut self) {

@@ -25,7 +25,6 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use krust_log::batch::RecordBatch;
@@ -37,7 +36,9 @@ use krust_raft::driver::{MetadataLogConfig, RaftEvent, RaftHandle, RaftStatus};
 use krust_raft::snapshot::{SnapshotId, read_snapshot};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, error, info};
+
+use super::snapshot_trigger::SnapshotTrigger;
 
 /// Where publications and the applied offset go.
 pub trait MetadataSink: Send + Sync + 'static {
@@ -89,18 +90,7 @@ impl LoaderStats {
 /// Writes snapshots of the published image through the Raft driver (see the module doc).
 pub struct SnapshotWriter {
     raft: RaftHandle,
-    /// `metadata.log.max.record.bytes.between.snapshots`.
-    max_bytes: u64,
-    /// `metadata.log.max.snapshot.interval.ms`.
-    max_interval: Duration,
-    /// Data batch bytes loaded since the last snapshot.
-    bytes_since: u64,
-    /// When the last snapshot was started (or the loader started).
-    last: Instant,
-    /// End offset of the last snapshot started or loaded.
-    last_end_offset: i64,
-    /// Set while a snapshot is being written.
-    in_flight: Arc<AtomicBool>,
+    trigger: SnapshotTrigger,
 }
 
 impl SnapshotWriter {
@@ -109,59 +99,17 @@ impl SnapshotWriter {
     pub fn new(raft: RaftHandle, triggers: &MetadataLogConfig) -> Self {
         SnapshotWriter {
             raft,
-            max_bytes: triggers.max_record_bytes_between_snapshots,
-            max_interval: Duration::from_millis(triggers.max_snapshot_interval_ms),
-            bytes_since: 0,
-            last: Instant::now(),
-            last_end_offset: 0,
-            in_flight: Arc::new(AtomicBool::new(false)),
+            trigger: SnapshotTrigger::new(triggers, "the broker wrote a metadata snapshot"),
         }
     }
 
     /// Starts writing a snapshot of `image` when one is due and none is being written.
     fn maybe_snapshot(&mut self, image: &MetadataImage) {
-        let due = self.bytes_since > 0
-            && (self.bytes_since >= self.max_bytes || self.last.elapsed() >= self.max_interval);
-        if !due || self.in_flight.load(Ordering::Acquire) || image.is_empty() {
-            return;
-        }
-        let provenance = image.provenance;
-        let end_offset = provenance.last_contained_offset + 1;
-        if end_offset <= self.last_end_offset {
-            return;
-        }
-        self.bytes_since = 0;
-        self.last = Instant::now();
-        let values = image
-            .to_records(image.features.metadata_version)
-            .map_err(|e| e.to_string())
-            .and_then(|records| {
-                records
-                    .iter()
-                    .map(ApiMessageAndVersion::encode)
-                    .collect::<Result<Vec<Bytes>, _>>()
-                    .map_err(|e| e.to_string())
-            });
-        let values = match values {
-            Ok(values) => values,
-            Err(reason) => {
-                warn!(%reason, "cannot write the image as a snapshot");
-                return;
-            }
-        };
-        self.last_end_offset = end_offset;
-        let id = OffsetAndEpoch::new(end_offset, provenance.last_contained_epoch);
-        let log_time_ms = provenance.last_contained_log_time_ms;
-        let in_flight = self.in_flight.clone();
-        in_flight.store(true, Ordering::Release);
-        let raft = self.raft.clone();
-        tokio::spawn(async move {
-            match raft.create_snapshot(id, log_time_ms, values).await {
-                Ok(()) => info!(snapshot = %id, "the broker wrote a metadata snapshot"),
-                Err(e) => warn!(snapshot = %id, error = %e, "metadata snapshot not written"),
-            }
-            in_flight.store(false, Ordering::Release);
-        });
+        self.trigger.maybe_snapshot(
+            &self.raft,
+            image,
+            image.provenance.last_contained_log_time_ms,
+        );
     }
 }
 
@@ -303,7 +251,7 @@ impl Loader {
             return;
         }
         if let Some(snapshots) = &mut self.snapshots {
-            snapshots.bytes_since += u64::try_from(batch.size_in_bytes()).unwrap_or(u64::MAX);
+            snapshots.trigger.batch_applied(batch.size_in_bytes());
         }
         let base_offset = batch.base_offset();
         let records = match batch.records() {
@@ -374,9 +322,7 @@ impl Loader {
         }
         self.delivered_end = id.offset.0;
         if let Some(snapshots) = &mut self.snapshots {
-            snapshots.last_end_offset = id.offset.0;
-            snapshots.bytes_since = 0;
-            snapshots.last = Instant::now();
+            snapshots.trigger.snapshot_loaded(id.offset.0);
         }
         self.publish(publication);
         info!(snapshot = %id, records = records.len(), "the broker loaded a metadata snapshot");

@@ -25,6 +25,7 @@ pub mod listener;
 pub mod metadata_loader;
 pub mod metrics_http;
 pub mod quorum_channel;
+pub mod snapshot_trigger;
 pub mod test_writer;
 
 use std::collections::{BTreeMap, BTreeSet};
