@@ -11,21 +11,10 @@
 use std::time::Duration;
 
 use krust::metadata_quorum::{Bootstrap, describe};
-use krust_testkit::{KafkaDist, KrustProcess, free_ports, random_kafka_uuid, run_binary};
+use krust_testkit::{KafkaDist, KrustProcess, free_ports, random_kafka_uuid};
+use support::{START_TIMEOUT, STARTED_LINE, consume_sorted, spawn_server};
 
-const KRUST: &str = env!("CARGO_BIN_EXE_krust");
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
-const STARTED_LINE: &str = "Kafka Server started";
-
-fn consume_sorted(dist: &KafkaDist, bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
-    let out = dist
-        .console_consume(bootstrap, topic, n, &[], CONSUME_TIMEOUT)
-        .unwrap_or_else(|e| panic!("kafka-console-consumer via {bootstrap}: {e}"));
-    let mut lines: Vec<String> = out.stdout.lines().map(str::to_owned).collect();
-    lines.sort();
-    lines
-}
+mod support;
 
 #[test]
 fn three_combined_nodes_serve_an_rf3_topic_through_a_controller_handover() {
@@ -55,37 +44,14 @@ fn three_combined_nodes_serve_an_rf3_topic_through_a_controller_handover() {
         );
         let props = dir.join("server.properties");
         std::fs::write(&props, text).expect("write properties");
-        run_binary(
-            KRUST,
-            &[
-                "storage",
-                "format",
-                "-t",
-                &cluster_id,
-                "-c",
-                &props.display().to_string(),
-            ],
-            None,
-            Duration::from_secs(30),
-        )
-        .expect("run krust storage format")
-        .ok()
-        .expect("krust storage format");
+        support::format(&props, &cluster_id);
         dirs.push(dir);
     }
     // Start them together: a node's broker is unfenced only once a quorum has formed.
     let mut processes: Vec<KrustProcess> = dirs
         .iter()
         .enumerate()
-        .map(|(i, dir)| {
-            KrustProcess::builder(KRUST)
-                .args(["server".as_ref(), dir.join("server.properties").as_os_str()])
-                .env("RUST_LOG", "info,krust_net=warn")
-                .dir(dir.clone())
-                .name(format!("krust-{}", i + 1))
-                .start()
-                .expect("start krust server")
-        })
+        .map(|(i, dir)| spawn_server(dir, i + 1))
         .collect();
     for (i, p) in processes.iter_mut().enumerate() {
         p.wait_for_line(STARTED_LINE, START_TIMEOUT)

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use krust_testkit::{KafkaDist, KrustProcess, run_binary};
+use krust_testkit::{KafkaDist, KrustProcess, class, run_binary};
 
 pub const KRUST: &str = env!("CARGO_BIN_EXE_krust");
 /// A `krust server` up to "Kafka Server started": for a broker that is after it registered and
@@ -16,6 +16,8 @@ pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 pub const STARTED_LINE: &str = "Kafka Server started";
 pub const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
 const FORMAT_TIMEOUT: Duration = Duration::from_secs(30);
+/// A Kafka CLI tool (a JVM) on a loaded 2-core machine.
+pub const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// One `krust server` node: its directory (holding `server.properties`) and, once started, its
 /// process.
@@ -172,4 +174,23 @@ pub fn consume_sorted(dist: &KafkaDist, bootstrap: &str, topic: &str, n: usize) 
     let mut lines: Vec<String> = out.stdout.lines().map(str::to_owned).collect();
     lines.sort();
     lines
+}
+
+/// `kafka-topics --describe --topic <topic>` through `bootstrap`: its stdout.
+pub fn describe_topic(dist: &KafkaDist, bootstrap: &str, topic: &str) -> String {
+    dist.run_tool(
+        class::TOPIC_COMMAND,
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--topic",
+            topic,
+        ],
+        TOOL_TIMEOUT,
+    )
+    .expect("run kafka-topics --describe")
+    .ok()
+    .expect("kafka-topics --describe")
+    .stdout
 }
