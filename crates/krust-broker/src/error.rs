@@ -60,6 +60,18 @@ pub enum PartitionError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// Records without a key sent to a compacted topic (Kafka's `LogValidator.validateKey`).
+    /// Kafka code `INVALID_RECORD`, with one record error per keyless record.
+    #[error(
+        "One or more records have been rejected due to {} record errors in total: Compacted topic cannot accept message without key in topic partition {topic_partition}.",
+        record_indices.len()
+    )]
+    RecordsWithoutKey {
+        /// `<topic>-<partition>`.
+        topic_partition: String,
+        /// Indexes of the keyless records in the batch (the produce response's `batch_index`).
+        record_indices: Vec<usize>,
+    },
     /// A record timestamp is outside `message.timestamp.before.max.ms`/`after.max.ms`.
     #[error(
         "timestamp {timestamp} of record {record_index} in batch {index} is out of range at {now_ms}"
@@ -123,7 +135,9 @@ impl PartitionError {
             PartitionError::NotEnoughReplicasAfterAppend { .. } => {
                 ResponseError::NotEnoughReplicasAfterAppend
             }
-            PartitionError::InvalidRecord { .. } => ResponseError::InvalidRecord,
+            PartitionError::InvalidRecord { .. } | PartitionError::RecordsWithoutKey { .. } => {
+                ResponseError::InvalidRecord
+            }
             PartitionError::RequestTimedOut => ResponseError::RequestTimedOut,
             PartitionError::NotAvailable(_) => ResponseError::NotLeaderOrFollower,
             PartitionError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,

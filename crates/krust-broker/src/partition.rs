@@ -579,6 +579,7 @@ impl Partition {
                 });
             }
         }
+        self.validate_keys(&batches)?;
         self.validate_timestamps(&batches, now_ms)?;
         let headers: Vec<ProducerBatch> = batches.iter().map(ProducerBatch::of).collect();
         if let AppendCheck::Duplicate { original, .. } =
@@ -607,6 +608,41 @@ impl Partition {
             duplicate: false,
             wait_for_high_watermark: wait(info.last_offset),
         })
+    }
+
+    /// A compacted topic keeps the latest record per key, so a record without one cannot be
+    /// written (Kafka's `LogValidator.validateKey`). Compressed batches are opaque to krust
+    /// and pass unchecked.
+    fn validate_keys(&self, batches: &[RecordBatch]) -> Result<(), PartitionError> {
+        if !self.log.config().cleanup_policy.compacts() {
+            return Ok(());
+        }
+        for (index, batch) in batches.iter().enumerate() {
+            if batch.compression() != Compression::None {
+                continue;
+            }
+            let records = batch
+                .records()
+                .map_err(|source| LogError::InvalidBatch { index, source })?;
+            let record_indices: Vec<usize> = records
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.key.is_none())
+                .map(|(i, _)| i)
+                .collect();
+            if !record_indices.is_empty() {
+                let topic_partition = self
+                    .log
+                    .dir()
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+                return Err(PartitionError::RecordsWithoutKey {
+                    topic_partition,
+                    record_indices,
+                });
+            }
+        }
+        Ok(())
     }
 
     fn validate_timestamps(

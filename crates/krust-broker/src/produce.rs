@@ -149,6 +149,22 @@ pub fn handle_produce<R: PartitionAccess>(
                                 ];
                                 part.error_message = Some(e.to_string().into());
                             }
+                            if let PartitionError::RecordsWithoutKey { record_indices, .. } = &e {
+                                let message = format!(
+                                    "Compacted topic cannot accept message without key in topic partition {name}-{index}."
+                                );
+                                part.record_errors = record_indices
+                                    .iter()
+                                    .map(|&i| {
+                                        BatchIndexAndErrorMessage::default()
+                                            .with_batch_index(i32::try_from(i).unwrap_or(i32::MAX))
+                                            .with_batch_index_error_message(Some(
+                                                message.clone().into(),
+                                            ))
+                                    })
+                                    .collect();
+                                part.error_message = Some(e.to_string().into());
+                            }
                             part
                         }
                         Ok(append) => {

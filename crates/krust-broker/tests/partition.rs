@@ -774,3 +774,53 @@ fn same_epoch_leader_update_keeps_follower_fetch_state() {
     assert_eq!(p.follower_state(2).map(|f| f.log_end_offset), Some(-1));
     assert_eq!(p.log().end_offset_for_epoch(5).end_offset, 3);
 }
+
+/// Kafka's `LogValidator.validateKey`: a compacted topic refuses the whole batch when any
+/// record has no key, naming each keyless record; keyed records are accepted.
+#[test]
+fn compacted_topic_refuses_records_without_a_key() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("compacted-0");
+    let config = LogConfig {
+        cleanup_policy: krust_log::CleanupPolicy::Compact,
+        ..LogConfig::default()
+    };
+    let log = Log::open(&path, config, 0).expect("log");
+    let mut p = Partition::open(LEADER, log, PartitionConfig::default(), 0, T0).expect("partition");
+    p.make_leader(5, &[LEADER], &[LEADER], T0).expect("leader");
+
+    let mut b = RecordBatchBuilder::new(0);
+    for i in 0..10i64 {
+        let key = (i % 4 != 0).then(|| Bytes::from(format!("k{i}")));
+        b.append_kv(T0 + i, key, Some(Bytes::from_static(b"v")));
+    }
+    let e = p
+        .append_as_leader(b.build().into_bytes(), 1, T0)
+        .expect_err("keyless records refused");
+    assert_eq!(code(&e), ResponseError::InvalidRecord);
+    match &e {
+        PartitionError::RecordsWithoutKey {
+            topic_partition,
+            record_indices,
+        } => {
+            assert_eq!(topic_partition, "compacted-0");
+            assert_eq!(record_indices, &vec![0, 4, 8]);
+        }
+        other => panic!("unexpected error {other:?}"),
+    }
+    assert_eq!(
+        p.log_end_offset(),
+        0,
+        "nothing of the refused batch is written"
+    );
+
+    let mut keyed = RecordBatchBuilder::new(0);
+    keyed.append_kv(
+        T0,
+        Some(Bytes::from_static(b"k")),
+        Some(Bytes::from_static(b"v")),
+    );
+    p.append_as_leader(keyed.build().into_bytes(), 1, T0)
+        .expect("keyed record accepted");
+    assert_eq!(p.log_end_offset(), 1);
+}
