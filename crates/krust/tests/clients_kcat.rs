@@ -46,13 +46,23 @@ fn kcat(kcat: &Kcat, broker: &BrokerUnderTest, args: &[&str], stdin: Option<&str
 
 fn check_kcat(broker: &BrokerUnderTest, tool: &Kcat) {
     // -L: every broker, the first one by its advertised address ("  broker 1 at 127.0.0.1:N").
-    let listing = kcat(tool, broker, &["-L"], None);
     let bootstrap = broker.bootstrap();
     let first = bootstrap.split(',').next().unwrap_or(&bootstrap);
     let brokers = broker.broker_count();
-    assert!(
+    let lists_all = |listing: &str| {
         listing.contains(&format!(" {brokers} brokers:"))
-            && listing.contains(&format!("at {first}")),
+            && listing.contains(&format!("at {first}"))
+    };
+    // Right after a cluster starts, the broker answering may not have seen every other
+    // broker's registration yet (Kafka's brokers too): ask again until it has, within a bound.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut listing = kcat(tool, broker, &["-L"], None);
+    while !lists_all(&listing) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(500));
+        listing = kcat(tool, broker, &["-L"], None);
+    }
+    assert!(
+        lists_all(&listing),
         "kcat -L against {} does not list {brokers} brokers, one at {first}:\n{listing}",
         broker.kind()
     );

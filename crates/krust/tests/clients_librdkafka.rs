@@ -190,6 +190,7 @@ fn list_files_name_existing_tests() {
 }
 
 #[test]
+#[ignore = "oracle run against Apache Kafka 3.9 (validates the list itself); on demand with `-- --ignored`, kept out of CI for its 40-minute budget"]
 fn librdkafka_broker_tests_pass_against_kafka() {
     let Some(runner) = LibrdkafkaTests::locate().expect("librdkafka tests") else {
         return;
@@ -208,6 +209,7 @@ fn librdkafka_broker_tests_pass_against_krust_dev() {
 }
 
 #[test]
+#[ignore = "oracle run against Apache Kafka 3.9 (validates the list itself); on demand with `-- --ignored`, kept out of CI for its 40-minute budget"]
 fn librdkafka_group_tests_pass_against_kafka() {
     let Some(runner) = LibrdkafkaTests::locate().expect("librdkafka tests") else {
         return;
@@ -229,6 +231,7 @@ fn librdkafka_group_tests_pass_against_krust_dev() {
 const SCENARIO_DEFAULT: &[(&str, &str)] = &[("num.partitions", "4")];
 
 #[test]
+#[ignore = "oracle run against Apache Kafka 3.9 (validates the list itself); on demand with `-- --ignored`, kept out of CI for its 40-minute budget"]
 fn librdkafka_cluster_tests_pass_against_a_kafka_cluster() {
     let Some(runner) = LibrdkafkaTests::locate().expect("librdkafka tests") else {
         return;
