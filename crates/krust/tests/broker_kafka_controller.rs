@@ -10,13 +10,12 @@
 
 use std::time::Duration;
 
-use krust_testkit::{
-    KafkaDist, KafkaNode, KafkaRole, KrustProcess, class, free_ports, random_kafka_uuid, run_binary,
-};
+use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, free_ports, random_kafka_uuid};
+use support::{describe_topic, spawn_server};
 
-const KRUST: &str = env!("CARGO_BIN_EXE_krust");
+mod support;
+
 const START_TIMEOUT: Duration = Duration::from_secs(90);
-const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 
 #[test]
 fn a_krust_broker_registers_with_and_forwards_to_a_kafka_controller() {
@@ -49,29 +48,8 @@ fn a_krust_broker_registers_with_and_forwards_to_a_kafka_controller() {
         ),
     )
     .expect("write properties");
-    run_binary(
-        KRUST,
-        &[
-            "storage",
-            "format",
-            "-t",
-            &cluster_id,
-            "-c",
-            &props.display().to_string(),
-        ],
-        None,
-        Duration::from_secs(30),
-    )
-    .expect("run krust storage format")
-    .ok()
-    .expect("krust storage format");
-    let mut broker = KrustProcess::builder(KRUST)
-        .args(["server".as_ref(), props.as_os_str()])
-        .env("RUST_LOG", "info,krust_net=warn")
-        .dir(root.path().to_path_buf())
-        .name("krust-broker-2")
-        .start()
-        .expect("start krust broker");
+    support::format(&props, &cluster_id);
+    let mut broker = spawn_server(root.path(), "broker-2");
     broker
         .wait_for_line("Kafka Server started", START_TIMEOUT)
         .unwrap_or_else(|e| {
@@ -84,22 +62,7 @@ fn a_krust_broker_registers_with_and_forwards_to_a_kafka_controller() {
     let bootstrap = format!("127.0.0.1:{broker_port}");
     dist.create_topic(&bootstrap, "via-envelope", 2, 1, &[])
         .unwrap_or_else(|e| panic!("kafka-topics --create: {e}\n{}", broker.log_tail(40)));
-    let described = dist
-        .run_tool(
-            class::TOPIC_COMMAND,
-            &[
-                "--bootstrap-server",
-                &bootstrap,
-                "--describe",
-                "--topic",
-                "via-envelope",
-            ],
-            TOOL_TIMEOUT,
-        )
-        .expect("run kafka-topics --describe")
-        .ok()
-        .expect("kafka-topics --describe")
-        .stdout;
+    let described = describe_topic(&dist, &bootstrap, "via-envelope");
     assert!(
         described.contains("PartitionCount: 2") && described.contains("Leader: 2"),
         "the krust broker leads the new topic:\n{described}"

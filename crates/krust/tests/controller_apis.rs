@@ -8,6 +8,8 @@
 //! works directly and inside an Envelope, and an Envelope with
 //! garbage or a non-forwardable API is refused with INVALID_REQUEST.
 
+#[path = "support/mod.rs"]
+mod cluster;
 #[path = "quorum_support/mod.rs"]
 mod support;
 
@@ -26,8 +28,7 @@ use kafka_protocol::protocol::StrBytes;
 use krust_metadata::MetadataVersion;
 use krust_net::codec::{decode_response_body, decode_response_header, encode_request};
 use krust_net::{Client, ClientConfig};
-use krust_testkit::KrustProcess;
-use support::{FAST_TIMEOUTS, KRUST, Quorum, STARTED_LINE, wait_for_quorum};
+use support::{FAST_TIMEOUTS, Quorum, wait_for_quorum};
 
 const WAIT: Duration = Duration::from_secs(60);
 const NOT_CONTROLLER: i16 = 41;
@@ -40,15 +41,7 @@ fn start_controllers() -> Quorum {
     let mut quorum = Quorum::new(3, FAST_TIMEOUTS);
     for id in 1..=3 {
         let node = quorum.node(id);
-        let mut p = KrustProcess::builder(KRUST)
-            .args(["server".as_ref(), node.properties().as_os_str()])
-            .env("RUST_LOG", "info,krust_net=warn")
-            .dir(node.dir.clone())
-            .name(format!("krust-{id}"))
-            .start()
-            .expect("start krust server");
-        p.wait_for_line(STARTED_LINE, WAIT).expect("started");
-        node.process = Some(p);
+        node.process = Some(cluster::start_server_within(&node.dir, id, WAIT));
     }
     quorum
 }

@@ -10,6 +10,8 @@
 //! snapshot ("controller loaded a snapshot"), and it registers again under a new incarnation
 //! id.
 
+#[path = "support/mod.rs"]
+mod cluster;
 #[path = "quorum_support/mod.rs"]
 mod support;
 
@@ -20,22 +22,13 @@ use bytes::Bytes;
 use krust_metadata::MetadataImage;
 use krust_metadata::image::read_image_snapshot;
 use krust_raft::snapshot::{SnapshotFileKind, SnapshotFileName, SnapshotId};
-use krust_testkit::KrustProcess;
-use support::{FAST_TIMEOUTS, KRUST, Quorum, STARTED_LINE, wait_for_quorum};
+use support::{FAST_TIMEOUTS, Quorum, wait_for_quorum};
 
 const WAIT: Duration = Duration::from_secs(60);
 
 fn start_controller(quorum: &mut Quorum, id: i32) {
     let node = quorum.node(id);
-    let mut p = KrustProcess::builder(KRUST)
-        .args(["server".as_ref(), node.properties().as_os_str()])
-        .env("RUST_LOG", "info,krust_net=warn")
-        .dir(node.dir.clone())
-        .name(format!("krust-{id}"))
-        .start()
-        .expect("start krust server");
-    p.wait_for_line(STARTED_LINE, WAIT).expect("started");
-    node.process = Some(p);
+    node.process = Some(cluster::start_server_within(&node.dir, id, WAIT));
 }
 
 /// The image in the newest frozen snapshot of a node (skipping the (0, 0) bootstrap one), if

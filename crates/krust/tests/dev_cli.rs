@@ -13,12 +13,12 @@ use std::io::{Read as _, Write as _};
 use std::path::Path;
 use std::time::Duration;
 
-use krust_testkit::{KafkaDist, Kcat, KrustProcess, class, free_port};
+use krust_testkit::{KafkaDist, Kcat, KrustProcess, free_port};
+use support::{KRUST, TOOL_TIMEOUT, consume_sorted, describe_topic};
 
-const KRUST: &str = env!("CARGO_BIN_EXE_krust");
+mod support;
+
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
-const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
-const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn start_dev(data_dir: &Path, port: u16) -> KrustProcess {
     let mut process = KrustProcess::builder(KRUST)
@@ -65,33 +65,6 @@ fn scrape_metrics(data_dir: &Path) -> String {
     body
 }
 
-fn describe(dist: &KafkaDist, bootstrap: &str, topic: &str) -> String {
-    dist.run_tool(
-        class::TOPIC_COMMAND,
-        &[
-            "--bootstrap-server",
-            bootstrap,
-            "--describe",
-            "--topic",
-            topic,
-        ],
-        TOOL_TIMEOUT,
-    )
-    .expect("run kafka-topics --describe")
-    .ok()
-    .expect("kafka-topics --describe")
-    .stdout
-}
-
-fn consume_sorted(dist: &KafkaDist, bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
-    let out = dist
-        .console_consume(bootstrap, topic, n, &[], CONSUME_TIMEOUT)
-        .expect("kafka-console-consumer");
-    let mut lines: Vec<String> = out.stdout.lines().map(str::to_owned).collect();
-    lines.sort();
-    lines
-}
-
 #[test]
 fn krust_dev_serves_kafka_tools_and_keeps_its_data_across_a_restart() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -119,7 +92,7 @@ fn krust_dev_serves_kafka_tools_and_keeps_its_data_across_a_restart() {
     let topic = "dev-topic";
     dist.create_topic(&bootstrap, topic, 3, 1, &[])
         .unwrap_or_else(|e| panic!("kafka-topics --create: {e}\n{}", dev.log_tail(40)));
-    let described = describe(&dist, &bootstrap, topic);
+    let described = describe_topic(&dist, &bootstrap, topic);
     assert!(
         described.contains("PartitionCount: 3") && described.contains("ReplicationFactor: 1"),
         "kafka-topics --describe:\n{described}"
@@ -165,7 +138,7 @@ fn krust_dev_serves_kafka_tools_and_keeps_its_data_across_a_restart() {
 
     // Restart on the same data dir: no re-format, same topic, same records.
     let mut dev = start_dev(&data_dir, port);
-    let described = describe(&dist, &bootstrap, topic);
+    let described = describe_topic(&dist, &bootstrap, topic);
     assert!(
         described.contains("PartitionCount: 3"),
         "the topic survives a restart:\n{described}"

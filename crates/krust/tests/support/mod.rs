@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use krust_testkit::{KafkaDist, KrustProcess, class, run_binary};
+use krust_testkit::{KafkaDist, KafkaNode, KrustProcess, LogRecord, class, run_binary};
 
 pub const KRUST: &str = env!("CARGO_BIN_EXE_krust");
 /// A `krust server` up to "Kafka Server started": for a broker that is after it registered and
@@ -193,4 +193,62 @@ pub fn describe_topic(dist: &KafkaDist, bootstrap: &str, topic: &str) -> String 
     .ok()
     .expect("kafka-topics --describe")
     .stdout
+}
+
+/// `server.properties` of broker `id` listening (and advertised) on PLAINTEXT 127.0.0.1:`port`,
+/// registering with the controllers `voters`; `rest` (its log dirs and tuning) is appended.
+pub fn broker_properties(id: i32, port: u16, voters: &str, rest: &str) -> String {
+    format!(
+        "process.roles=broker\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
+         controller.quorum.voters={voters}\n\
+         listeners=PLAINTEXT://127.0.0.1:{port}\n\
+         advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+         inter.broker.listener.name=PLAINTEXT\n\
+         listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n{rest}"
+    )
+}
+
+/// Partition 0 of `topic` as Kafka's console consumer reads `count` records of it through
+/// `bootstrap` (`print.offset=true`: `Offset:N\tvalue`).
+pub fn consume_offsets(
+    dist: &KafkaDist,
+    bootstrap: &str,
+    topic: &str,
+    count: usize,
+) -> Vec<LogRecord> {
+    let out = dist
+        .console_consume(
+            bootstrap,
+            topic,
+            count,
+            &[("print.offset", "true")],
+            Duration::from_secs(60),
+        )
+        .unwrap_or_else(|e| panic!("kafka-console-consumer {topic} via {bootstrap}: {e}"));
+    out.stdout
+        .lines()
+        .map(|line| {
+            let (offset, value) = line
+                .strip_prefix("Offset:")
+                .and_then(|rest| rest.split_once('\t'))
+                .unwrap_or_else(|| panic!("console consumer line {line:?}"));
+            LogRecord {
+                offset: offset.parse().expect("offset"),
+                value: Some(value.to_owned()),
+            }
+        })
+        .collect()
+}
+
+/// `krust_logs` followed by the last 40 lines of each Kafka broker's log, for a failure message.
+pub fn with_kafka_logs(krust_logs: String, brokers: &[KafkaNode]) -> String {
+    let mut text = vec![krust_logs];
+    for broker in brokers {
+        text.push(format!(
+            "--- Kafka broker {} ---\n{}",
+            broker.node_id(),
+            krust_testkit::log_tail(&broker.log_path(), 40)
+        ));
+    }
+    text.join("\n")
 }

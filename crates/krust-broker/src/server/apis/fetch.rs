@@ -121,6 +121,21 @@ enum Context {
     Incremental { id: i32 },
 }
 
+/// The name of a topic the request names: by id from v13 (`None` when the image has no
+/// topic with that id), by name before.
+fn request_topic_name(
+    image: &krust_metadata::image::MetadataImage,
+    version: i16,
+    topic_id: Uuid,
+    name: &TopicName,
+) -> Option<String> {
+    if version >= 13 {
+        image.topics.topic(topic_id).map(|t| t.name.clone())
+    } else {
+        Some(name.0.to_string())
+    }
+}
+
 fn key_of(version: i16, topic: &FetchTopic, name: &str, partition: i32) -> SessionKey {
     if version >= 13 {
         (topic.topic_id, name.to_string(), partition)
@@ -166,26 +181,11 @@ fn resolve(
     }
     let image = broker.replica_manager().image();
     let name_of = |topic: &FetchTopic| -> String {
-        if version >= 13 {
-            image
-                .topics
-                .topic(topic.topic_id)
-                .map(|t| t.name.clone())
-                .unwrap_or_default()
-        } else {
-            topic.topic.0.to_string()
-        }
+        request_topic_name(&image, version, topic.topic_id, &topic.topic).unwrap_or_default()
     };
     for forgotten in &request.forgotten_topics_data {
-        let name = if version >= 13 {
-            image
-                .topics
-                .topic(forgotten.topic_id)
-                .map(|t| t.name.clone())
-                .unwrap_or_default()
-        } else {
-            forgotten.topic.0.to_string()
-        };
+        let name = request_topic_name(&image, version, forgotten.topic_id, &forgotten.topic)
+            .unwrap_or_default();
         for &p in &forgotten.partitions {
             let key = if version >= 13 {
                 (forgotten.topic_id, name.clone(), p)
@@ -387,15 +387,8 @@ fn partition_keys(broker: &Broker, full: &FetchRequest, version: i16) -> Vec<(St
     full.topics
         .iter()
         .flat_map(|topic| {
-            let name = if version >= 13 {
-                image
-                    .topics
-                    .topic(topic.topic_id)
-                    .map(|t| t.name.clone())
-                    .unwrap_or_default()
-            } else {
-                topic.topic.0.to_string()
-            };
+            let name = request_topic_name(&image, version, topic.topic_id, &topic.topic)
+                .unwrap_or_default();
             topic
                 .partitions
                 .iter()
@@ -470,15 +463,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
         && let Some(replication) = broker.replication()
     {
         for (topic, topic_response) in full.topics.iter().zip(&response.responses) {
-            let name = if version >= 13 {
-                replicas
-                    .image()
-                    .topics
-                    .topic(topic.topic_id)
-                    .map(|t| t.name.clone())
-            } else {
-                Some(topic.topic.0.to_string())
-            };
+            let name = request_topic_name(&replicas.image(), version, topic.topic_id, &topic.topic);
             let Some(name) = name else { continue };
             for data in topic_response
                 .partitions
@@ -540,15 +525,8 @@ fn add_leader_hints(
     let image = broker.replica_manager().image();
     let mut leaders = std::collections::BTreeSet::new();
     for (topic, topic_response) in full.topics.iter().zip(response.responses.iter_mut()) {
-        let name = if version >= 13 {
-            image
-                .topics
-                .topic(topic.topic_id)
-                .map(|t| t.name.clone())
-                .unwrap_or_default()
-        } else {
-            topic.topic.0.to_string()
-        };
+        let name =
+            request_topic_name(&image, version, topic.topic_id, &topic.topic).unwrap_or_default();
         for data in &mut topic_response.partitions {
             if hinted.contains(&data.error_code) {
                 set_hint(data, &image, &name, &mut leaders);

@@ -393,37 +393,62 @@ impl GroupCoordinator {
         answer.await.unwrap_or(fallback)
     }
 
+    /// Splits `items` by the shard owning each one's group (`group_of`), sends each shard its
+    /// part (`request` builds the shard's request, `answers` takes the answers out of its
+    /// response) and returns the answers in the order of `items`, keyed by `answer_group`; an
+    /// item no shard answered is left out.
+    async fn scatter_by_group<I: Clone, A>(
+        &self,
+        ctx: &ShardContext,
+        items: &[I],
+        group_of: impl Fn(&I) -> &str,
+        request: impl Fn(Vec<I>) -> GroupRequest,
+        answers: impl Fn(GroupResponse) -> Option<Vec<A>>,
+        answer_group: impl Fn(&A) -> &str,
+    ) -> Vec<A> {
+        let mut by_partition: BTreeMap<i32, Vec<I>> = BTreeMap::new();
+        for item in items {
+            by_partition
+                .entry(self.partition_for(group_of(item)))
+                .or_default()
+                .push(item.clone());
+        }
+        let mut answered = Vec::new();
+        for (p, part) in by_partition {
+            if let Some(part_answers) = answers(self.route(p, ctx.clone(), request(part)).await) {
+                answered.extend(part_answers);
+            }
+        }
+        items
+            .iter()
+            .filter_map(|item| {
+                let i = answered
+                    .iter()
+                    .position(|a| answer_group(a) == group_of(item))?;
+                Some(answered.swap_remove(i))
+            })
+            .collect()
+    }
+
     /// OffsetFetch v8+: the groups split by shard, answered in request order.
     async fn offset_fetch_batched(
         &self,
         ctx: ShardContext,
         r: OffsetFetchRequest,
     ) -> OffsetFetchResponse {
-        let mut by_partition: BTreeMap<i32, Vec<_>> = BTreeMap::new();
-        for g in &r.groups {
-            by_partition
-                .entry(self.partition_for(&g.group_id))
-                .or_default()
-                .push(g.clone());
-        }
-        let mut answered = Vec::new();
-        for (p, groups) in by_partition {
-            let sub = r.clone().with_groups(groups);
-            if let GroupResponse::OffsetFetch(resp) = self
-                .route(p, ctx.clone(), GroupRequest::OffsetFetch(sub))
-                .await
-            {
-                answered.extend(resp.groups);
-            }
-        }
-        let groups = r
-            .groups
-            .iter()
-            .filter_map(|g| {
-                let i = answered.iter().position(|a| a.group_id == g.group_id)?;
-                Some(answered.swap_remove(i))
-            })
-            .collect();
+        let groups = self
+            .scatter_by_group(
+                &ctx,
+                &r.groups,
+                |g| &g.group_id,
+                |groups| GroupRequest::OffsetFetch(r.clone().with_groups(groups)),
+                |resp| match resp {
+                    GroupResponse::OffsetFetch(resp) => Some(resp.groups),
+                    _ => None,
+                },
+                |a| &a.group_id,
+            )
+            .await;
         OffsetFetchResponse::default().with_groups(groups)
     }
 
@@ -432,31 +457,19 @@ impl GroupCoordinator {
         ctx: ShardContext,
         r: DescribeGroupsRequest,
     ) -> DescribeGroupsResponse {
-        let mut by_partition: BTreeMap<i32, Vec<_>> = BTreeMap::new();
-        for g in &r.groups {
-            by_partition
-                .entry(self.partition_for(g))
-                .or_default()
-                .push(g.clone());
-        }
-        let mut answered = Vec::new();
-        for (p, groups) in by_partition {
-            let sub = r.clone().with_groups(groups);
-            if let GroupResponse::DescribeGroups(resp) = self
-                .route(p, ctx.clone(), GroupRequest::DescribeGroups(sub))
-                .await
-            {
-                answered.extend(resp.groups);
-            }
-        }
-        let groups = r
-            .groups
-            .iter()
-            .filter_map(|g| {
-                let i = answered.iter().position(|a| &a.group_id == g)?;
-                Some(answered.swap_remove(i))
-            })
-            .collect();
+        let groups = self
+            .scatter_by_group(
+                &ctx,
+                &r.groups,
+                |g| g,
+                |groups| GroupRequest::DescribeGroups(r.clone().with_groups(groups)),
+                |resp| match resp {
+                    GroupResponse::DescribeGroups(resp) => Some(resp.groups),
+                    _ => None,
+                },
+                |a| &a.group_id,
+            )
+            .await;
         DescribeGroupsResponse::default().with_groups(groups)
     }
 
@@ -465,31 +478,19 @@ impl GroupCoordinator {
         ctx: ShardContext,
         r: DeleteGroupsRequest,
     ) -> DeleteGroupsResponse {
-        let mut by_partition: BTreeMap<i32, Vec<_>> = BTreeMap::new();
-        for g in &r.groups_names {
-            by_partition
-                .entry(self.partition_for(g))
-                .or_default()
-                .push(g.clone());
-        }
-        let mut answered = Vec::new();
-        for (p, groups) in by_partition {
-            let sub = r.clone().with_groups_names(groups);
-            if let GroupResponse::DeleteGroups(resp) = self
-                .route(p, ctx.clone(), GroupRequest::DeleteGroups(sub))
-                .await
-            {
-                answered.extend(resp.results);
-            }
-        }
-        let results = r
-            .groups_names
-            .iter()
-            .filter_map(|g| {
-                let i = answered.iter().position(|a| &a.group_id == g)?;
-                Some(answered.swap_remove(i))
-            })
-            .collect();
+        let results = self
+            .scatter_by_group(
+                &ctx,
+                &r.groups_names,
+                |g| g,
+                |groups| GroupRequest::DeleteGroups(r.clone().with_groups_names(groups)),
+                |resp| match resp {
+                    GroupResponse::DeleteGroups(resp) => Some(resp.results),
+                    _ => None,
+                },
+                |a| &a.group_id,
+            )
+            .await;
         DeleteGroupsResponse::default().with_results(results)
     }
 
