@@ -54,6 +54,31 @@ struct AlterItem {
     old_isr_len: usize,
 }
 
+impl AlterItem {
+    /// Marks `new_isr` in flight on `p` (the maximal ISR) and returns the proposal; `None` if
+    /// a change is already in flight or `p` no longer leads.
+    fn begin(
+        p: &mut Partition,
+        tp: &TopicPartition,
+        topic_id: Uuid,
+        leader_epoch: i32,
+        partition_epoch: i32,
+        new_isr: Vec<i32>,
+    ) -> Option<Self> {
+        if !p.begin_isr_change(&new_isr) {
+            return None;
+        }
+        Some(AlterItem {
+            tp: tp.clone(),
+            topic_id,
+            leader_epoch,
+            partition_epoch,
+            new_isr,
+            old_isr_len: p.isr().len(),
+        })
+    }
+}
+
 /// ISR proposals of this broker.
 pub(super) struct IsrManager {
     ctx: Arc<Context>,
@@ -174,17 +199,17 @@ impl IsrManager {
                     partition_epoch,
                     "shrinking ISR"
                 );
-                if !p.begin_isr_change(&new_isr) {
-                    continue;
-                }
-                AlterItem {
-                    tp: tp.clone(),
+                let Some(item) = AlterItem::begin(
+                    &mut p,
+                    &tp,
                     topic_id,
                     leader_epoch,
                     partition_epoch,
                     new_isr,
-                    old_isr_len: p.isr().len(),
-                }
+                ) else {
+                    continue;
+                };
+                item
             };
             self.submit(item);
         }
@@ -242,17 +267,12 @@ impl IsrManager {
             new_isr.insert(replica_id);
             let new_isr: Vec<i32> = new_isr.into_iter().collect();
             info!(?tp, replica_id, isr = ?p.isr(), ?new_isr, leader_epoch, partition_epoch, "expanding ISR");
-            if !p.begin_isr_change(&new_isr) {
+            let Some(item) =
+                AlterItem::begin(&mut p, tp, topic_id, leader_epoch, partition_epoch, new_isr)
+            else {
                 return;
-            }
-            AlterItem {
-                tp: tp.clone(),
-                topic_id,
-                leader_epoch,
-                partition_epoch,
-                new_isr,
-                old_isr_len: p.isr().len(),
-            }
+            };
+            item
         };
         // The maximal ISR may let the HW move.
         self.ctx.replicas.partition_changed(tp);
