@@ -8,8 +8,7 @@
 //! backoff and waits for its checkpoint. Bounded by timeouts.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::messages::offset_commit_request::{
@@ -19,38 +18,18 @@ use kafka_protocol::messages::offset_fetch_request::{
     OffsetFetchRequestGroup, OffsetFetchRequestTopics,
 };
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use krust_broker::group::{CoordinatorRecord, GroupConfig};
-use krust_broker::partition::{Partition, PartitionConfig};
 use krust_broker::server::cleaner::{
     LogCleaner, LogCleanerSettings, LogCleanerState, clean_filthiest,
 };
-use krust_broker::server::controller_channel::{
-    BoxFuture, ControllerChannel, ControllerChannelError,
-};
 use krust_broker::server::groups::{CoordinatorLog, GroupCoordinator, GroupCoordinatorSettings};
-use krust_broker::server::replica_manager::{HostedPartition, ReplicaManager};
-use krust_log::{CleanupPolicy, Log, LogConfig};
+use krust_broker::server::replica_manager::ReplicaManager;
 use krust_metadata::image::topics::TopicPartition;
-use krust_net::{Reply, RequestContext};
 use uuid::Uuid;
 
-struct NoController;
+mod groups_common;
 
-impl ControllerChannel for NoController {
-    fn send(
-        &self,
-        _request: RequestKind,
-        _api_version: Option<i16>,
-        timeout: Duration,
-    ) -> BoxFuture<'_, Result<ResponseKind, ControllerChannelError>> {
-        Box::pin(async move { Err(ControllerChannelError::Timeout(timeout)) })
-    }
-}
-
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
+use groups_common::{call_as, elected_coordinator, host_compacted_leader, sb, wait_elected};
 
 async fn call(
     gc: &GroupCoordinator,
@@ -58,19 +37,7 @@ async fn call(
     version: i16,
     r: RequestKind,
 ) -> ResponseKind {
-    let ctx = RequestContext {
-        api_key,
-        api_version: version,
-        correlation_id: 1,
-        client_id: "cleaner-test".to_owned(),
-        peer_addr: SocketAddr::from(([127, 0, 0, 1], 50_001)),
-        listener_name: Arc::from("PLAINTEXT"),
-        connection_id: 1,
-    };
-    match gc.handle(&ctx, r).await {
-        Reply::Send(r) => *r,
-        other => panic!("{other:?}"),
-    }
+    call_as(gc, ("cleaner-test", 50_001), api_key, version, r).await
 }
 
 /// A simple-consumer commit (no generation, no member): 3 partitions of `orders`.
@@ -162,28 +129,12 @@ async fn cleaner_compacts_consumer_offsets_and_the_reloaded_shard_sees_the_lates
             topic: "__consumer_offsets".to_owned(),
             partition: 0,
         };
-        let log_config = LogConfig {
-            cleanup_policy: CleanupPolicy::Compact,
-            segment_bytes: 4096,
-            ..LogConfig::default()
-        };
-        let log = Log::open(
-            &ReplicaManager::partition_dir(dir.path(), &tp),
-            log_config,
-            0,
-        )
-        .expect("log");
-        let mut partition =
-            Partition::open(1, log, PartitionConfig::default(), 0, 0).expect("partition");
-        partition.make_leader(1, &[1], &[1], 0).expect("leader");
-        let partition = Arc::new(Mutex::new(partition));
-        replicas.insert(
-            tp.clone(),
-            HostedPartition {
-                partition: Arc::clone(&partition),
-                topic_id: Uuid::from_u128(0xc0),
-                log_dir: dir.path().to_path_buf(),
-            },
+        let partition = host_compacted_leader(
+            &replicas,
+            dir.path(),
+            &tp,
+            Some(4096),
+            Uuid::from_u128(0xc0),
         );
         let settings = GroupCoordinatorSettings {
             group: GroupConfig {
@@ -192,15 +143,7 @@ async fn cleaner_compacts_consumer_offsets_and_the_reloaded_shard_sees_the_lates
             },
             ..GroupCoordinatorSettings::default()
         };
-        let gc = GroupCoordinator::with_log(
-            settings.clone(),
-            Arc::clone(&replicas) as Arc<dyn CoordinatorLog>,
-            Arc::new(NoController),
-        );
-        gc.on_elected(0, 1);
-        while gc.active_partitions().is_empty() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let gc = elected_coordinator(settings.clone(), &replicas, 1).await;
         for round in 0..150 {
             commit(&gc, round).await;
         }
@@ -254,10 +197,7 @@ async fn cleaner_compacts_consumer_offsets_and_the_reloaded_shard_sees_the_lates
             .expect("lock")
             .make_leader(2, &[1], &[1], 0)
             .expect("leader");
-        gc.on_elected(0, 2);
-        while gc.active_partitions().is_empty() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_elected(&gc, 2).await;
         assert_eq!(fetch(&gc).await, vec![1490, 1491, 1492]);
         commit(&gc, 150).await;
         assert_eq!(fetch(&gc).await, vec![1500, 1501, 1502]);
@@ -278,28 +218,12 @@ async fn the_cleaner_thread_cleans_dirty_compacted_logs_on_its_own() {
             topic: "compacted".to_owned(),
             partition: 0,
         };
-        let log_config = LogConfig {
-            cleanup_policy: CleanupPolicy::Compact,
-            segment_bytes: 2048,
-            ..LogConfig::default()
-        };
-        let log = Log::open(
-            &ReplicaManager::partition_dir(dir.path(), &tp),
-            log_config,
-            0,
-        )
-        .expect("log");
-        let mut partition =
-            Partition::open(1, log, PartitionConfig::default(), 0, 0).expect("partition");
-        partition.make_leader(1, &[1], &[1], 0).expect("leader");
-        let partition = Arc::new(Mutex::new(partition));
-        replicas.insert(
-            tp.clone(),
-            HostedPartition {
-                partition: Arc::clone(&partition),
-                topic_id: Uuid::from_u128(0xc1),
-                log_dir: dir.path().to_path_buf(),
-            },
+        let partition = host_compacted_leader(
+            &replicas,
+            dir.path(),
+            &tp,
+            Some(2048),
+            Uuid::from_u128(0xc1),
         );
         for round in 0..100 {
             let mut b = krust_log::RecordBatchBuilder::new(0);

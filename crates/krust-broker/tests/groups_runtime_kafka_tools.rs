@@ -9,8 +9,7 @@
 //! timeout.
 
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,36 +19,16 @@ use kafka_protocol::messages::offset_commit_request::{
 };
 use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
-use kafka_protocol::protocol::StrBytes;
 use krust_broker::group::GroupConfig;
-use krust_broker::partition::{Partition, PartitionConfig};
-use krust_broker::server::controller_channel::{
-    BoxFuture, ControllerChannel, ControllerChannelError,
-};
-use krust_broker::server::groups::{CoordinatorLog, GroupCoordinator, GroupCoordinatorSettings};
-use krust_broker::server::replica_manager::{HostedPartition, ReplicaManager};
-use krust_log::{CleanupPolicy, Log, LogConfig};
+use krust_broker::server::groups::{GroupCoordinator, GroupCoordinatorSettings};
+use krust_broker::server::replica_manager::ReplicaManager;
 use krust_metadata::image::topics::TopicPartition;
-use krust_net::{Reply, RequestContext};
 use krust_testkit::KafkaDist;
 use uuid::Uuid;
 
-struct NoController;
+mod groups_common;
 
-impl ControllerChannel for NoController {
-    fn send(
-        &self,
-        _request: RequestKind,
-        _api_version: Option<i16>,
-        timeout: Duration,
-    ) -> BoxFuture<'_, Result<ResponseKind, ControllerChannelError>> {
-        Box::pin(async move { Err(ControllerChannelError::Timeout(timeout)) })
-    }
-}
-
-fn sb(s: &str) -> StrBytes {
-    StrBytes::from_string(s.to_owned())
-}
+use groups_common::{call_as, elected_coordinator, host_compacted_leader, sb};
 
 async fn call(
     gc: &GroupCoordinator,
@@ -57,19 +36,7 @@ async fn call(
     version: i16,
     r: RequestKind,
 ) -> ResponseKind {
-    let ctx = RequestContext {
-        api_key,
-        api_version: version,
-        correlation_id: 1,
-        client_id: "tools-client".to_owned(),
-        peer_addr: SocketAddr::from(([127, 0, 0, 1], 50_002)),
-        listener_name: Arc::from("PLAINTEXT"),
-        connection_id: 1,
-    };
-    match gc.handle(&ctx, r).await {
-        Reply::Send(r) => *r,
-        other => panic!("{other:?}"),
-    }
+    call_as(gc, ("tools-client", 50_002), api_key, version, r).await
 }
 
 #[tokio::test]
@@ -83,22 +50,7 @@ async fn kafka_dump_log_segments_decodes_the_consumer_offsets_records_krust_wrot
             partition: 0,
         };
         let partition_dir = ReplicaManager::partition_dir(dir.path(), &tp);
-        let log_config = LogConfig {
-            cleanup_policy: CleanupPolicy::Compact,
-            ..LogConfig::default()
-        };
-        let log = Log::open(&partition_dir, log_config, 0).expect("log");
-        let mut partition =
-            Partition::open(1, log, PartitionConfig::default(), 0, 0).expect("partition");
-        partition.make_leader(1, &[1], &[1], 0).expect("leader");
-        replicas.insert(
-            tp,
-            HostedPartition {
-                partition: Arc::new(Mutex::new(partition)),
-                topic_id: Uuid::from_u128(0xc0),
-                log_dir: dir.path().to_path_buf(),
-            },
-        );
+        host_compacted_leader(&replicas, dir.path(), &tp, None, Uuid::from_u128(0xc0));
         let settings = GroupCoordinatorSettings {
             group: GroupConfig {
                 offsets_topic_num_partitions: 1,
@@ -107,15 +59,7 @@ async fn kafka_dump_log_segments_decodes_the_consumer_offsets_records_krust_wrot
             },
             ..GroupCoordinatorSettings::default()
         };
-        let gc = GroupCoordinator::with_log(
-            settings,
-            Arc::clone(&replicas) as Arc<dyn CoordinatorLog>,
-            Arc::new(NoController),
-        );
-        gc.on_elected(0, 1);
-        while gc.active_partitions().is_empty() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let gc = elected_coordinator(settings, &replicas, 1).await;
 
         // One member (JoinGroup v3: no KIP-394 round trip) → leader of generation 1.
         let join = JoinGroupRequest::default()
