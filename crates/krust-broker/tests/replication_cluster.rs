@@ -294,6 +294,17 @@ impl Cluster {
         }
     }
 
+    /// A cluster of `ids`, every broker started (in order), with the topic on replicas `ids`
+    /// led by the first.
+    async fn started(ids: &[i32], properties: Vec<(&'static str, &'static str)>) -> Cluster {
+        let mut cluster = Cluster::new(ids, properties);
+        for &id in ids {
+            cluster.start(id).await;
+        }
+        cluster.create_topic(ids, ids[0]);
+        cluster
+    }
+
     fn log_dir(&self, id: i32) -> PathBuf {
         self.dirs[&id].path().to_path_buf()
     }
@@ -497,11 +508,7 @@ async fn produce(client: &Client, acks: i16, records: Bytes) -> (i16, i64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn followers_catch_up_and_acks_all_waits_for_the_isr() {
     bounded(async {
-        let mut cluster = Cluster::new(&[1, 2, 3], vec![("replica.fetch.backoff.ms", "100")]);
-        for id in [1, 2, 3] {
-            cluster.start(id).await;
-        }
-        cluster.create_topic(&[1, 2, 3], 1);
+        let cluster = Cluster::started(&[1, 2, 3], vec![("replica.fetch.backoff.ms", "100")]).await;
         let client = cluster.client(1);
         let mut end = 0;
         for round in 0..5 {
@@ -534,18 +541,15 @@ async fn followers_catch_up_and_acks_all_waits_for_the_isr() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn isr_shrinks_when_a_follower_stops_and_expands_when_it_returns() {
     bounded(async {
-        let mut cluster = Cluster::new(
+        let mut cluster = Cluster::started(
             &[1, 2, 3],
             vec![
                 ("replica.lag.time.max.ms", "1000"),
                 ("replica.fetch.backoff.ms", "100"),
                 ("replica.fetch.wait.max.ms", "100"),
             ],
-        );
-        for id in [1, 2, 3] {
-            cluster.start(id).await;
-        }
-        cluster.create_topic(&[1, 2, 3], 1);
+        )
+        .await;
         let client = cluster.client(1);
         assert_eq!(produce(&client, -1, batch(5, "before")).await, (0, 0));
 
@@ -605,16 +609,14 @@ async fn isr_shrinks_when_a_follower_stops_and_expands_when_it_returns() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn divergent_follower_truncates_after_a_leader_change() {
     bounded(async {
-        let mut cluster = Cluster::new(
+        let mut cluster = Cluster::started(
             &[1, 2],
             vec![
                 ("replica.fetch.backoff.ms", "100"),
                 ("replica.fetch.wait.max.ms", "100"),
             ],
-        );
-        cluster.start(1).await;
-        cluster.start(2).await;
-        cluster.create_topic(&[1, 2], 1);
+        )
+        .await;
         let client = cluster.client(1);
         assert_eq!(produce(&client, -1, batch(4, "committed")).await, (0, 0));
 
@@ -658,17 +660,15 @@ async fn divergent_follower_truncates_after_a_leader_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follower_behind_the_leaders_log_start_restarts_its_log_there() {
     bounded(async {
-        let mut cluster = Cluster::new(
+        let mut cluster = Cluster::started(
             &[1, 2],
             vec![
                 ("replica.lag.time.max.ms", "1000"),
                 ("replica.fetch.backoff.ms", "100"),
                 ("replica.fetch.wait.max.ms", "100"),
             ],
-        );
-        cluster.start(1).await;
-        cluster.start(2).await;
-        cluster.create_topic(&[1, 2], 1);
+        )
+        .await;
         let client = cluster.client(1);
         assert_eq!(produce(&client, -1, batch(5, "both")).await, (0, 0));
         cluster.stop(2).await;
@@ -723,17 +723,15 @@ async fn follower_behind_the_leaders_log_start_restarts_its_log_there() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refused_isr_change_reverts_and_is_proposed_again() {
     bounded(async {
-        let mut cluster = Cluster::new(
+        let mut cluster = Cluster::started(
             &[1, 2],
             vec![
                 ("replica.lag.time.max.ms", "600"),
                 ("replica.fetch.backoff.ms", "100"),
                 ("replica.fetch.wait.max.ms", "100"),
             ],
-        );
-        cluster.start(1).await;
-        cluster.start(2).await;
-        cluster.create_topic(&[1, 2], 1);
+        )
+        .await;
         let client = cluster.client(1);
         assert_eq!(produce(&client, -1, batch(3, "x")).await, (0, 0));
         // INELIGIBLE_REPLICA: the proposal is dropped and the committed ISR stands.
@@ -921,17 +919,14 @@ async fn follower_of_a_pre_v12_leader_truncates_by_offset_for_leader_epoch() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leadership_moves_between_live_brokers_and_fetchers_follow() {
     bounded(async {
-        let mut cluster = Cluster::new(
+        let cluster = Cluster::started(
             &[1, 2, 3],
             vec![
                 ("replica.fetch.backoff.ms", "100"),
                 ("replica.fetch.wait.max.ms", "100"),
             ],
-        );
-        for id in [1, 2, 3] {
-            cluster.start(id).await;
-        }
-        cluster.create_topic(&[1, 2, 3], 1);
+        )
+        .await;
         assert_eq!(
             produce(&cluster.client(1), -1, batch(4, "one")).await,
             (0, 0)
@@ -979,16 +974,14 @@ async fn leadership_moves_between_live_brokers_and_fetchers_follow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn follower_finds_a_leader_restarted_on_another_port() {
     bounded(async {
-        let mut cluster = Cluster::new(
+        let mut cluster = Cluster::started(
             &[1, 2],
             vec![
                 ("replica.fetch.backoff.ms", "100"),
                 ("replica.fetch.wait.max.ms", "100"),
             ],
-        );
-        cluster.start(1).await;
-        cluster.start(2).await;
-        cluster.create_topic(&[1, 2], 1);
+        )
+        .await;
         assert_eq!(
             produce(&cluster.client(1), -1, batch(2, "first")).await,
             (0, 0)
