@@ -21,6 +21,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_response::{
     PartitionData as AlterPartitionResult, TopicData as AlterTopicResult,
 };
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
 use kafka_protocol::messages::offset_commit_request::{
@@ -541,13 +542,24 @@ async fn heartbeat(client: &Client, group: &str, member: &str, generation: i32) 
 }
 
 async fn commit(client: &Client, group: &str, member: &str, generation: i32, offset: i64) -> i16 {
+    commit_to(client, group, member, generation, "orders", offset).await
+}
+
+async fn commit_to(
+    client: &Client,
+    group: &str,
+    member: &str,
+    generation: i32,
+    topic: &str,
+    offset: i64,
+) -> i16 {
     let request = OffsetCommitRequest::default()
         .with_group_id(GroupId(sb(group)))
         .with_member_id(sb(member))
         .with_generation_id_or_member_epoch(generation)
         .with_topics(vec![
             OffsetCommitRequestTopic::default()
-                .with_name(TopicName(sb("orders")))
+                .with_name(TopicName(sb(topic)))
                 .with_partitions(vec![
                     OffsetCommitRequestPartition::default()
                         .with_partition_index(0)
@@ -592,6 +604,16 @@ async fn form_group(
     coordinator: i32,
     group: &str,
 ) -> ([Client; 2], [String; 2], i32) {
+    // The members commit offsets of `orders-0`: the topic must exist (a commit for an
+    // unknown topic is UNKNOWN_TOPIC_OR_PARTITION, as in Kafka).
+    cluster
+        .controller
+        .create_topics(&CreateTopicsRequest::default().with_topics(vec![
+            CreatableTopic::default()
+                .with_name(TopicName(sb("orders")))
+                .with_num_partitions(1)
+                .with_replication_factor(1),
+        ]));
     let (a, b) = (cluster.client(coordinator), cluster.client(coordinator));
     let ra = join_loaded(&a, group, "").await;
     assert_eq!(ra.error_code, 79, "MEMBER_ID_REQUIRED");
@@ -683,6 +705,20 @@ async fn find_coordinator_creates_the_offsets_topic_and_a_group_forms_over_the_w
             0
         );
         assert_eq!(fetch(&clients[1], "wire-group").await, (0, 17));
+        // Kafka's handleOffsetCommitRequest: a topic the metadata does not know.
+        assert_eq!(
+            commit_to(
+                &clients[0],
+                "wire-group",
+                &members[0],
+                generation,
+                "no-such-topic",
+                1
+            )
+            .await,
+            3,
+            "UNKNOWN_TOPIC_OR_PARTITION"
+        );
         cluster.shutdown().await;
     })
     .await;

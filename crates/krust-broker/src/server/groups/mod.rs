@@ -44,10 +44,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::{
     ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
     DescribeGroupsResponse, HeartbeatResponse, ListGroupsRequest, ListGroupsResponse,
-    OffsetFetchRequest, OffsetFetchResponse, RequestKind, ResponseKind,
+    OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, RequestKind, ResponseKind,
+    offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic},
 };
 use krust_metadata::image::MetadataImage;
 use krust_net::{Reply, RequestContext};
@@ -316,10 +318,50 @@ impl GroupCoordinator {
                 let p = self.partition_for(&r.group_id);
                 self.route(p, shard_ctx, GroupRequest::LeaveGroup(r)).await
             }
-            RequestKind::OffsetCommit(r) => {
-                let p = self.partition_for(&r.group_id);
-                self.route(p, shard_ctx, GroupRequest::OffsetCommit(r))
-                    .await
+            RequestKind::OffsetCommit(mut r) => {
+                // Kafka's `handleOffsetCommitRequest`: topics the metadata does not know get
+                // UNKNOWN_TOPIC_OR_PARTITION here and never reach the coordinator.
+                let image = self.log.image();
+                let (known, unknown): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+                    .into_iter()
+                    .partition(|t| image.topics.topic_by_name(&t.name.0).is_some());
+                r.topics = known;
+                let unknown_topics: Vec<OffsetCommitResponseTopic> = unknown
+                    .iter()
+                    .map(|t| {
+                        OffsetCommitResponseTopic::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        OffsetCommitResponsePartition::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_error_code(
+                                                ResponseError::UnknownTopicOrPartition.code(),
+                                            )
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+                if r.topics.is_empty() && !unknown_topics.is_empty() {
+                    GroupResponse::OffsetCommit(
+                        OffsetCommitResponse::default().with_topics(unknown_topics),
+                    )
+                } else {
+                    let p = self.partition_for(&r.group_id);
+                    match self
+                        .route(p, shard_ctx, GroupRequest::OffsetCommit(r))
+                        .await
+                    {
+                        GroupResponse::OffsetCommit(mut response) => {
+                            response.topics.extend(unknown_topics);
+                            GroupResponse::OffsetCommit(response)
+                        }
+                        other => other,
+                    }
+                }
             }
             RequestKind::OffsetDelete(r) => {
                 let p = self.partition_for(&r.group_id);
