@@ -9,83 +9,14 @@
 //!
 //! Real processes only, 127.0.0.1, every wait bounded, everything killed on drop.
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use krust_testkit::{KafkaDist, KrustProcess, class, free_ports, random_kafka_uuid, run_binary};
+use krust_testkit::{KafkaDist, free_ports, random_kafka_uuid};
+use support::{
+    Node, broker_properties, consume_sorted, describe_topic, voters, write_controllers, write_node,
+};
 
-const KRUST: &str = env!("CARGO_BIN_EXE_krust");
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
-const CONSUME_TIMEOUT: Duration = Duration::from_secs(30);
-const STARTED_LINE: &str = "Kafka Server started";
-
-struct Node {
-    id: i32,
-    dir: PathBuf,
-    process: Option<KrustProcess>,
-}
-
-impl Node {
-    fn properties(&self) -> PathBuf {
-        self.dir.join("server.properties")
-    }
-
-    fn start(&mut self) {
-        match &mut self.process {
-            Some(p) => {
-                let mark = p.log_mark();
-                p.restart().expect("restart");
-                p.wait_for_line_since(mark, STARTED_LINE, START_TIMEOUT)
-                    .unwrap_or_else(|e| {
-                        panic!("node {} restart: {e}\n{}", self.id, p.log_tail(40))
-                    });
-            }
-            None => {
-                let mut p = KrustProcess::builder(KRUST)
-                    .args(["server".as_ref(), self.properties().as_os_str()])
-                    .env("RUST_LOG", "info,krust_net=warn")
-                    .dir(self.dir.clone())
-                    .name(format!("krust-{}", self.id))
-                    .start()
-                    .expect("start krust server");
-                p.wait_for_line(STARTED_LINE, START_TIMEOUT)
-                    .unwrap_or_else(|e| panic!("node {} start: {e}\n{}", self.id, p.log_tail(40)));
-                self.process = Some(p);
-            }
-        }
-    }
-
-    fn process(&mut self) -> &mut KrustProcess {
-        self.process.as_mut().expect("started")
-    }
-}
-
-fn format(props: &Path, cluster_id: &str) {
-    let props = props.display().to_string();
-    run_binary(
-        KRUST,
-        &["storage", "format", "-t", cluster_id, "-c", &props],
-        None,
-        Duration::from_secs(30),
-    )
-    .expect("run krust storage format")
-    .ok()
-    .expect("krust storage format");
-}
-
-fn write_node(root: &Path, id: i32, text: &str, cluster_id: &str) -> Node {
-    let dir = root.join(format!("node{id}"));
-    std::fs::create_dir_all(&dir).expect("node dir");
-    let node = Node {
-        id,
-        dir,
-        process: None,
-    };
-    std::fs::write(node.properties(), text).expect("write properties");
-    format(&node.properties(), cluster_id);
-    node
-}
+mod support;
 
 /// `GET /metrics` on 127.0.0.1:`port`.
 fn scrape_metrics(port: u16) -> String {
@@ -109,40 +40,14 @@ fn gauge(metrics: &str, name: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-fn consume_sorted(dist: &KafkaDist, bootstrap: &str, topic: &str, n: usize) -> Vec<String> {
-    let out = dist
-        .console_consume(bootstrap, topic, n, &[], CONSUME_TIMEOUT)
-        .unwrap_or_else(|e| panic!("kafka-console-consumer via {bootstrap}: {e}"));
-    let mut lines: Vec<String> = out.stdout.lines().map(str::to_owned).collect();
-    lines.sort();
-    lines
-}
-
 #[test]
 fn brokers_register_unfence_serve_an_rf2_topic_and_shut_down_in_a_controlled_way() {
     let root = tempfile::tempdir().expect("tempdir");
     let cluster_id = random_kafka_uuid();
     let ports = free_ports(6).expect("ports");
     let metrics_port = ports[5];
-    let voters = (1..=3)
-        .zip(&ports)
-        .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut controllers: Vec<Node> = (1..=3)
-        .zip(&ports)
-        .map(|(id, port)| {
-            let data = root.path().join(format!("node{id}")).join("data");
-            let text = format!(
-                "process.roles=controller\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
-                 listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.quorum.voters={voters}\n\
-                 log.dirs={}\ncontroller.quorum.election.timeout.ms=500\n\
-                 controller.quorum.fetch.timeout.ms=1000\n",
-                data.display()
-            );
-            write_node(root.path(), id, &text, &cluster_id)
-        })
-        .collect();
+    let voters = voters(&ports);
+    let mut controllers = write_controllers(root.path(), &ports, &cluster_id, "");
     let mut brokers: Vec<Node> = (4..=5)
         .zip(&ports[3..])
         .map(|(id, port)| {
@@ -158,16 +63,15 @@ fn brokers_register_unfence_serve_an_rf2_topic_and_shut_down_in_a_controlled_way
             } else {
                 "metadata.log.max.record.bytes.between.snapshots=1000\n".to_owned()
             };
-            let text = format!(
-                "process.roles=broker\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
-                 controller.quorum.voters={voters}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-                 inter.broker.listener.name=PLAINTEXT\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-                 log.dirs={}\n{metadata_dir}\
+            let text = broker_properties(
+                id,
+                *port,
+                &voters,
+                &format!(
+                    "log.dirs={}\n{metadata_dir}\
                  offsets.topic.replication.factor=2\nreplica.lag.time.max.ms=10000\n",
-                dir.join("logs").display(),
+                    dir.join("logs").display(),
+                ),
             );
             write_node(root.path(), id, &text, &cluster_id)
         })
@@ -191,22 +95,7 @@ fn brokers_register_unfence_serve_an_rf2_topic_and_shut_down_in_a_controlled_way
                 brokers[0].process().log_tail(40)
             )
         });
-    let described = dist
-        .run_tool(
-            class::TOPIC_COMMAND,
-            &[
-                "--bootstrap-server",
-                &bootstrap5,
-                "--describe",
-                "--topic",
-                topic,
-            ],
-            TOOL_TIMEOUT,
-        )
-        .expect("run kafka-topics --describe")
-        .ok()
-        .expect("kafka-topics --describe")
-        .stdout;
+    let described = describe_topic(&dist, &bootstrap5, topic);
     assert!(
         described.contains("PartitionCount: 2") && described.contains("ReplicationFactor: 2"),
         "kafka-topics --describe:\n{described}"

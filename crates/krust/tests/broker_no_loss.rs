@@ -15,9 +15,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use krust_testkit::{
-    AckedRecord, KafkaDist, LogRecord, check_acked_records, class, free_ports, random_kafka_uuid,
+    AckedRecord, KafkaDist, check_acked_records, class, free_ports, random_kafka_uuid,
 };
-use support::{Node, kill, voters, write_controllers, write_node};
+use support::{
+    Node, broker_properties, consume_offsets, kill, voters, write_controllers, write_node,
+};
 
 mod support;
 
@@ -55,32 +57,6 @@ fn end_offset(dist: &KafkaDist, bootstrap: &str) -> i64 {
         .unwrap_or_else(|| panic!("kafka-get-offsets output:\n{}", out.stdout))
 }
 
-/// The partition as Kafka's console consumer reads it (`print.offset=true`: `Offset:N\tvalue`).
-fn consume(dist: &KafkaDist, bootstrap: &str, count: usize) -> Vec<LogRecord> {
-    let out = dist
-        .console_consume(
-            bootstrap,
-            TOPIC,
-            count,
-            &[("print.offset", "true")],
-            Duration::from_secs(60),
-        )
-        .unwrap_or_else(|e| panic!("kafka-console-consumer via {bootstrap}: {e}"));
-    out.stdout
-        .lines()
-        .map(|line| {
-            let (offset, value) = line
-                .strip_prefix("Offset:")
-                .and_then(|rest| rest.split_once('\t'))
-                .unwrap_or_else(|| panic!("console consumer line {line:?}"));
-            LogRecord {
-                offset: offset.parse().expect("offset"),
-                value: Some(value.to_owned()),
-            }
-        })
-        .collect()
-}
-
 #[test]
 fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
     let root = tempfile::tempdir().expect("tempdir");
@@ -99,18 +75,17 @@ fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
         .map(|(id, port)| {
             let dir = root.path().join(format!("node{id}"));
             // Small segments, so the crashes land in logs of several segments.
-            let text = format!(
-                "process.roles=broker\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
-                 controller.quorum.voters={voters}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-                 inter.broker.listener.name=PLAINTEXT\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-                 log.dirs={}\nmetadata.log.dir={}\nlog.segment.bytes=65536\n\
+            let text = broker_properties(
+                id,
+                *port,
+                &voters,
+                &format!(
+                    "log.dirs={}\nmetadata.log.dir={}\nlog.segment.bytes=65536\n\
                  broker.heartbeat.interval.ms=500\nreplica.lag.time.max.ms=10000\n\
                  offsets.topic.replication.factor=3\n",
-                dir.join("logs").display(),
-                dir.join("metadata").display(),
+                    dir.join("logs").display(),
+                    dir.join("metadata").display(),
+                ),
             );
             write_node(root.path(), id, &text, &cluster_id)
         })
@@ -250,7 +225,12 @@ fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
 
     // What a consumer reads: the whole partition up to its end offset.
     let end = end_offset(&dist, &bootstrap);
-    let consumed = consume(&dist, &bootstrap, usize::try_from(end).expect("end offset"));
+    let consumed = consume_offsets(
+        &dist,
+        &bootstrap,
+        TOPIC,
+        usize::try_from(end).expect("end offset"),
+    );
     let problems = check_acked_records(&acked, &consumed);
     assert!(
         problems.is_empty(),

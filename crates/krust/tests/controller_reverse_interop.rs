@@ -13,6 +13,8 @@
 //!    (topics, configs, features, cluster, producer ids) for the krust node's log and for a
 //!    Kafka controller's log; no controller logged a replay fault.
 
+#[path = "support/mod.rs"]
+mod cluster;
 #[path = "quorum_support/mod.rs"]
 mod support;
 
@@ -20,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use krust::metadata_quorum::Bootstrap;
-use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, KrustProcess, class, free_ports, run_binary};
+use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, class, free_ports, run_binary};
 use support::{
     FAST_TIMEOUTS, KRUST, Node, STARTED_LINE, format, server_properties, wait_for_quorum,
 };
@@ -87,15 +89,7 @@ impl Mixed {
                     .expect("krust restarted");
             }
             None => {
-                let mut p = KrustProcess::builder(KRUST)
-                    .args(["server".as_ref(), node.properties().as_os_str()])
-                    .env("RUST_LOG", "info,krust_net=warn")
-                    .dir(node.dir.clone())
-                    .name(format!("krust-{KRUST_ID}"))
-                    .start()
-                    .expect("start krust");
-                p.wait_for_line(STARTED_LINE, WAIT).expect("krust started");
-                node.process = Some(p);
+                node.process = Some(cluster::start_server_within(&node.dir, KRUST_ID, WAIT));
             }
         }
     }
@@ -160,17 +154,7 @@ fn tool_until(
     args: &[&str],
     accept: impl Fn(&str) -> bool,
 ) -> Result<String, String> {
-    let deadline = Instant::now() + WAIT;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match dist.run_tool(class_name, args, Duration::from_secs(120)) {
-            Ok(out) if out.success() && accept(&out.stdout) => return Ok(out.stdout),
-            Ok(out) => last = format!("{}{}", out.stdout, out.stderr),
-            Err(e) => last = e.to_string(),
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    Err(last)
+    cluster::tool_until(dist, class_name, args, WAIT, accept)
 }
 
 /// Creates `topic` through the broker and sets a topic config, a cluster-default broker config,

@@ -21,14 +21,13 @@
 //! `coordinator`, waits for `killed`). Real processes only, 127.0.0.1, every wait bounded,
 //! everything killed on drop.
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use krust_testkit::{KafkaDist, KrustProcess, PythonClients, free_ports, random_kafka_uuid};
+use krust_testkit::{KafkaDist, PythonClients, free_ports, random_kafka_uuid};
+use support::{Node, broker_properties, voters, write_controllers, write_node};
 
-const KRUST: &str = env!("CARGO_BIN_EXE_krust");
-const START_TIMEOUT: Duration = Duration::from_secs(60);
-const STARTED_LINE: &str = "Kafka Server started";
+mod support;
+
 /// The whole client scenario, including the broker fencing after the kill
 /// (`broker.session.timeout.ms`, 9 s by default) and the leader elections.
 const SCRIPT_TIMEOUT: Duration = Duration::from_secs(150);
@@ -210,59 +209,6 @@ a.close()
 print("RESULT " + json.dumps({"before": before, "final": final, "old": old}))
 "#;
 
-struct Node {
-    id: i32,
-    dir: PathBuf,
-    process: Option<KrustProcess>,
-}
-
-impl Node {
-    fn start(&mut self) {
-        let mut p = KrustProcess::builder(KRUST)
-            .args([
-                "server".as_ref(),
-                self.dir.join("server.properties").as_os_str(),
-            ])
-            .env("RUST_LOG", "info,krust_net=warn")
-            .dir(self.dir.clone())
-            .name(format!("krust-{}", self.id))
-            .start()
-            .expect("start krust server");
-        p.wait_for_line(STARTED_LINE, START_TIMEOUT)
-            .unwrap_or_else(|e| panic!("node {} start: {e}\n{}", self.id, p.log_tail(40)));
-        self.process = Some(p);
-    }
-
-    fn log_tail(&self, lines: usize) -> String {
-        self.process
-            .as_ref()
-            .map(|p| p.log_tail(lines))
-            .unwrap_or_default()
-    }
-}
-
-fn write_node(root: &Path, id: i32, text: &str, cluster_id: &str) -> Node {
-    let dir = root.join(format!("node{id}"));
-    std::fs::create_dir_all(&dir).expect("node dir");
-    let props = dir.join("server.properties");
-    std::fs::write(&props, text).expect("write properties");
-    let props = props.display().to_string();
-    krust_testkit::run_binary(
-        KRUST,
-        &["storage", "format", "-t", cluster_id, "-c", &props],
-        None,
-        Duration::from_secs(30),
-    )
-    .expect("run krust storage format")
-    .ok()
-    .expect("krust storage format");
-    Node {
-        id,
-        dir,
-        process: None,
-    }
-}
-
 /// The CURRENT-OFFSET column of `--describe` rows for `topic`, by partition.
 fn described_offsets(describe: &str, topic: &str) -> Vec<(usize, String)> {
     let mut rows: Vec<(usize, String)> = describe
@@ -298,38 +244,20 @@ fn killing_the_group_coordinator_moves_the_group_and_keeps_committed_offsets() {
     let root = tempfile::tempdir().expect("tempdir");
     let cluster_id = random_kafka_uuid();
     let ports = free_ports(6).expect("ports");
-    let voters = (1..=3)
-        .zip(&ports)
-        .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut nodes: Vec<Node> = (1..=3)
-        .zip(&ports)
-        .map(|(id, port)| {
-            let data = root.path().join(format!("node{id}")).join("data");
-            let text = format!(
-                "process.roles=controller\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
-                 listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.quorum.voters={voters}\n\
-                 log.dirs={}\ncontroller.quorum.election.timeout.ms=500\n\
-                 controller.quorum.fetch.timeout.ms=1000\n",
-                data.display()
-            );
-            write_node(root.path(), id, &text, &cluster_id)
-        })
-        .collect();
+    let voters = voters(&ports);
+    let mut nodes = write_controllers(root.path(), &ports, &cluster_id, "");
     for (id, port) in (4..=6).zip(&ports[3..]) {
         let dir = root.path().join(format!("node{id}"));
-        let text = format!(
-            "process.roles=broker\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
-             controller.quorum.voters={voters}\n\
-             listeners=PLAINTEXT://127.0.0.1:{port}\n\
-             advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-             inter.broker.listener.name=PLAINTEXT\n\
-             listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-             log.dirs={}\n\
+        let text = broker_properties(
+            id,
+            *port,
+            &voters,
+            &format!(
+                "log.dirs={}\n\
              offsets.topic.replication.factor=3\noffsets.topic.num.partitions=6\n\
              group.initial.rebalance.delay.ms=0\nreplica.lag.time.max.ms=10000\n",
-            dir.join("logs").display(),
+                dir.join("logs").display(),
+            ),
         );
         nodes.push(write_node(root.path(), id, &text, &cluster_id));
     }

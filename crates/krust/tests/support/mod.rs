@@ -5,7 +5,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use krust_testkit::{KafkaDist, KafkaNode, KrustProcess, LogRecord, class, run_binary};
 
@@ -251,4 +251,27 @@ pub fn with_kafka_logs(krust_logs: String, brokers: &[KafkaNode]) -> String {
         ));
     }
     text.join("\n")
+}
+
+/// Runs the Kafka tool `class_name` with `args` (each run bounded by [`TOOL_TIMEOUT`]) until it
+/// succeeds and `accept` holds for its stdout, for up to `wait`: metadata reaches brokers and
+/// controllers asynchronously. The last output or error otherwise.
+pub fn tool_until(
+    dist: &KafkaDist,
+    class_name: &str,
+    args: &[&str],
+    wait: Duration,
+    accept: impl Fn(&str) -> bool,
+) -> Result<String, String> {
+    let deadline = Instant::now() + wait;
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        match dist.run_tool(class_name, args, TOOL_TIMEOUT) {
+            Ok(out) if out.success() && accept(&out.stdout) => return Ok(out.stdout),
+            Ok(out) => last = format!("{}{}", out.stdout, out.stderr),
+            Err(e) => last = e.to_string(),
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    Err(last)
 }
