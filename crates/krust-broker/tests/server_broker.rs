@@ -285,17 +285,7 @@ async fn produce_acks_and_errors() {
         let waiting = tokio::spawn(async move {
             produce_one(&client, "replicated", batch(2, now_ms()), -1).await
         });
-        let tp = krust_metadata::image::topics::TopicPartition {
-            topic: "replicated".to_string(),
-            partition: 0,
-        };
-        let partition = b.broker.replica_manager().partition(&tp).expect("hosted");
-        for _ in 0..500 {
-            if partition.lock().expect("lock").log_end_offset() == 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        wait_for_replicated(&b, |p| p.log_end_offset() == 2).await;
         assert!(!waiting.is_finished());
         let follower = fetch_request("replicated", 2, 0).with_replica_id(BrokerId(2));
         let r = fetch(&b.client, follower, 12).await;
@@ -961,6 +951,25 @@ async fn delete_records_retention_task_and_checkpoints() {
     .await;
 }
 
+/// Polls `replicated-0` on `b` until `done` holds (at most 500 × 10 ms; the caller asserts
+/// what follows from it).
+async fn wait_for_replicated(
+    b: &Running,
+    done: impl Fn(&krust_broker::partition::Partition) -> bool,
+) {
+    let tp = krust_metadata::image::topics::TopicPartition {
+        topic: "replicated".to_string(),
+        partition: 0,
+    };
+    let partition = b.broker.replica_manager().partition(&tp).expect("hosted");
+    for _ in 0..500 {
+        if done(&partition.lock().expect("lock")) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 fn describe_producers_request(topic: &str) -> kafka_protocol::messages::DescribeProducersRequest {
     use kafka_protocol::messages::describe_producers_request::TopicRequest;
     kafka_protocol::messages::DescribeProducersRequest::default().with_topics(vec![
@@ -1018,17 +1027,7 @@ async fn delete_records_waits_for_the_followers_log_start() {
         );
         // It does now: the waiting request completes with the low watermark.
         let waiting = tokio::spawn(send(b.client.clone_for_test(), delete(2, 60_000)));
-        let tp = krust_metadata::image::topics::TopicPartition {
-            topic: "replicated".to_string(),
-            partition: 0,
-        };
-        let partition = b.broker.replica_manager().partition(&tp).expect("hosted");
-        for _ in 0..500 {
-            if partition.lock().expect("lock").log_start_offset() == 2 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        wait_for_replicated(&b, |p| p.log_start_offset() == 2).await;
         assert!(!waiting.is_finished());
         fetch(&b.client, follower(3, 2), 12).await;
         let r = waiting.await.expect("join");
