@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -40,7 +40,6 @@ use krust_broker::server::controller_channel::{
 use krust_broker::server::groups::GroupCoordinator;
 use krust_broker::server::replication::ReplicationManager;
 use krust_broker::server::{Broker, BrokerConfig, Endpoint};
-use krust_metadata::image::{MetadataDelta, MetadataImage, MetadataProvenance, Publication};
 use krust_metadata::records::{
     BrokerRegistrationChangeRecord, FeatureLevelRecord, MetadataRecord, PartitionChangeRecord,
     PartitionRecord, RegisterBrokerRecord, RegistrationEndpoint, TopicRecord,
@@ -48,6 +47,10 @@ use krust_metadata::records::{
 use krust_net::{Client, ClientConfig, Server, ServerConfig};
 use tempfile::TempDir;
 use uuid::Uuid;
+
+mod metadata_log;
+
+use metadata_log::MetadataLog;
 
 const TEST_TIMEOUT: Duration = Duration::from_secs(90);
 /// `metadata.version` 3.9-IV0.
@@ -73,11 +76,22 @@ struct FakeController {
 
 #[derive(Default)]
 struct ControllerState {
-    image: MetadataImage,
-    log: Vec<MetadataRecord>,
-    offset: i64,
-    brokers: BTreeMap<i32, Weak<Broker>>,
+    meta: MetadataLog,
     create_topics: Vec<CreateTopicsRequest>,
+}
+
+// The committed metadata is read and written as `state.image`, `state.offset`, ….
+impl std::ops::Deref for ControllerState {
+    type Target = MetadataLog;
+    fn deref(&self) -> &MetadataLog {
+        &self.meta
+    }
+}
+
+impl std::ops::DerefMut for ControllerState {
+    fn deref_mut(&mut self) -> &mut MetadataLog {
+        &mut self.meta
+    }
 }
 
 impl FakeController {
@@ -91,29 +105,11 @@ impl FakeController {
     }
 
     fn commit_locked(state: &mut ControllerState, records: &[MetadataRecord]) {
-        let mut delta = MetadataDelta::new(&state.image);
-        for record in records {
-            delta.replay(record).expect("record fits the image");
-        }
-        state.log.extend(records.iter().cloned());
-        state.offset += 1;
-        let image = delta.apply(MetadataProvenance::new(state.offset, 1, 0));
-        state.image = image.clone();
-        let publication = Publication { delta, image };
-        for broker in state.brokers.values().filter_map(Weak::upgrade) {
-            broker.publish(&publication);
-        }
+        state.meta.commit(records);
     }
 
     fn attach(&self, node_id: i32, broker: &Arc<Broker>) {
-        let mut state = self.lock();
-        state.brokers.insert(node_id, Arc::downgrade(broker));
-        let mut delta = MetadataDelta::new(&MetadataImage::default());
-        for record in &state.log {
-            delta.replay(record).expect("logged record");
-        }
-        let image = delta.apply(MetadataProvenance::new(state.offset, 1, 0));
-        broker.publish(&Publication { delta, image });
+        self.lock().meta.attach(node_id, broker);
     }
 
     /// Kafka's controller for CreateTopics (replicas striped over the registered brokers).

@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -41,7 +41,6 @@ use krust_broker::{Partition, ReplicaSet, TopicMetadata};
 use krust_log::RecordBatchBuilder;
 use krust_log::{Log, LogConfig};
 use krust_metadata::image::topics::TopicPartition;
-use krust_metadata::image::{MetadataDelta, MetadataImage, MetadataProvenance, Publication};
 use krust_metadata::records::{
     FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
     RegisterBrokerRecord, RegistrationEndpoint, TopicRecord,
@@ -51,6 +50,10 @@ use krust_net::{
 };
 use tempfile::TempDir;
 use uuid::Uuid;
+
+mod metadata_log;
+
+use metadata_log::MetadataLog;
 
 const TOPIC: &str = "replicated";
 const TEST_TIMEOUT: Duration = Duration::from_secs(60);
@@ -95,14 +98,24 @@ struct FakeController {
 
 #[derive(Default)]
 struct ControllerState {
-    image: MetadataImage,
-    /// Every committed record, to replay into a (re)started broker.
-    log: Vec<MetadataRecord>,
-    offset: i64,
-    brokers: BTreeMap<i32, Weak<Broker>>,
+    meta: MetadataLog,
     alter_partitions: usize,
     /// Answer every AlterPartition partition with this error code.
     refuse_with: Option<i16>,
+}
+
+// The committed metadata is read and written as `state.image`, `state.offset`, ….
+impl std::ops::Deref for ControllerState {
+    type Target = MetadataLog;
+    fn deref(&self) -> &MetadataLog {
+        &self.meta
+    }
+}
+
+impl std::ops::DerefMut for ControllerState {
+    fn deref_mut(&mut self) -> &mut MetadataLog {
+        &mut self.meta
+    }
 }
 
 impl FakeController {
@@ -117,30 +130,12 @@ impl FakeController {
     }
 
     fn commit_locked(state: &mut ControllerState, records: &[MetadataRecord]) {
-        let mut delta = MetadataDelta::new(&state.image);
-        for record in records {
-            delta.replay(record).expect("record fits the image");
-        }
-        state.log.extend(records.iter().cloned());
-        state.offset += 1;
-        let image = delta.apply(MetadataProvenance::new(state.offset, 1, 0));
-        state.image = image.clone();
-        let publication = Publication { delta, image };
-        for broker in state.brokers.values().filter_map(Weak::upgrade) {
-            broker.publish(&publication);
-        }
+        state.meta.commit(records);
     }
 
     /// Publishes everything so far to a (re)started broker, as a snapshot load would.
     fn attach(&self, node_id: i32, broker: &Arc<Broker>) {
-        let mut state = self.lock();
-        state.brokers.insert(node_id, Arc::downgrade(broker));
-        let mut delta = MetadataDelta::new(&MetadataImage::default());
-        for record in &state.log {
-            delta.replay(record).expect("logged record");
-        }
-        let image = delta.apply(MetadataProvenance::new(state.offset, 1, 0));
-        broker.publish(&Publication { delta, image });
+        self.lock().meta.attach(node_id, broker);
     }
 
     fn detach(&self, node_id: i32) {
