@@ -21,18 +21,20 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use krust_testkit::{
-    AckedProducer, AckedRecord, KafkaDist, KafkaNode, KafkaRole, KrustProcess, LogRecord,
-    check_acked_records, class, free_ports, random_kafka_uuid, run_binary,
+    AckedProducer, AckedRecord, KafkaDist, KafkaNode, KafkaRole, check_acked_records, class,
+    free_ports, random_kafka_uuid,
+};
+use support::{
+    Node, broker_properties, consume_offsets, kill, voters, write_controllers, write_node,
 };
 
-const KRUST: &str = env!("CARGO_BIN_EXE_krust");
-const START_TIMEOUT: Duration = Duration::from_secs(60);
+mod support;
+
 /// A JVM broker on a loaded 2-core machine: recovery after SIGKILL, registration, catch-up.
 const KAFKA_START_TIMEOUT: Duration = Duration::from_secs(120);
 const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 /// Leader changes, ISR changes and acknowledgements after a crash.
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(90);
-const STARTED_LINE: &str = "Kafka Server started";
 /// Kafka's broker.
 const KAFKA_ID: i32 = 6;
 /// Prefers the Kafka broker as leader.
@@ -41,73 +43,6 @@ const ON_KAFKA: &str = "on-kafka";
 const ON_KRUST: &str = "on-krust";
 /// Acknowledgements awaited before each kill and after each leader change.
 const PROGRESS: usize = 50;
-
-struct KrustNode {
-    id: i32,
-    dir: PathBuf,
-    process: Option<KrustProcess>,
-}
-
-impl KrustNode {
-    fn properties(&self) -> PathBuf {
-        self.dir.join("server.properties")
-    }
-
-    fn start(&mut self) {
-        match &mut self.process {
-            Some(p) => {
-                let mark = p.log_mark();
-                p.restart().expect("restart");
-                p.wait_for_line_since(mark, STARTED_LINE, START_TIMEOUT)
-                    .unwrap_or_else(|e| {
-                        panic!("node {} restart: {e}\n{}", self.id, p.log_tail(40))
-                    });
-            }
-            None => {
-                let mut p = KrustProcess::builder(KRUST)
-                    .args(["server".as_ref(), self.properties().as_os_str()])
-                    .env("RUST_LOG", "info,krust_net=warn")
-                    .dir(self.dir.clone())
-                    .name(format!("krust-{}", self.id))
-                    .start()
-                    .expect("start krust server");
-                p.wait_for_line(STARTED_LINE, START_TIMEOUT)
-                    .unwrap_or_else(|e| panic!("node {} start: {e}\n{}", self.id, p.log_tail(40)));
-                self.process = Some(p);
-            }
-        }
-    }
-
-    fn process(&mut self) -> &mut KrustProcess {
-        self.process.as_mut().expect("started")
-    }
-
-    fn partition_dir(&self, topic: &str) -> PathBuf {
-        self.dir.join("logs").join(format!("{topic}-0"))
-    }
-}
-
-fn write_krust_node(root: &Path, id: i32, text: &str, cluster_id: &str) -> KrustNode {
-    let dir = root.join(format!("node{id}"));
-    std::fs::create_dir_all(&dir).expect("node dir");
-    let node = KrustNode {
-        id,
-        dir,
-        process: None,
-    };
-    std::fs::write(node.properties(), text).expect("write properties");
-    let props = node.properties().display().to_string();
-    run_binary(
-        KRUST,
-        &["storage", "format", "-t", cluster_id, "-c", &props],
-        None,
-        Duration::from_secs(30),
-    )
-    .expect("run krust storage format")
-    .ok()
-    .expect("krust storage format");
-    node
-}
 
 fn run_tool(dist: &KafkaDist, class: &str, args: &[&str]) -> String {
     let out = dist
@@ -142,32 +77,6 @@ fn end_offset(dist: &KafkaDist, bootstrap: &str, topic: &str) -> i64 {
         .unwrap_or_else(|| panic!("kafka-get-offsets output:\n{stdout}"))
 }
 
-/// `topic`-0 as Kafka's console consumer reads it (`print.offset=true`: `Offset:N\tvalue`).
-fn consume(dist: &KafkaDist, bootstrap: &str, topic: &str, count: usize) -> Vec<LogRecord> {
-    let out = dist
-        .console_consume(
-            bootstrap,
-            topic,
-            count,
-            &[("print.offset", "true")],
-            Duration::from_secs(60),
-        )
-        .unwrap_or_else(|e| panic!("kafka-console-consumer {topic} via {bootstrap}: {e}"));
-    out.stdout
-        .lines()
-        .map(|line| {
-            let (offset, value) = line
-                .strip_prefix("Offset:")
-                .and_then(|rest| rest.split_once('\t'))
-                .unwrap_or_else(|| panic!("console consumer line {line:?}"));
-            LogRecord {
-                offset: offset.parse().expect("offset"),
-                value: Some(value.to_owned()),
-            }
-        })
-        .collect()
-}
-
 /// Waits until both topics have a leader and all three replicas in their ISR.
 fn wait_in_sync(producer: &mut AckedProducer, why: &str) {
     for topic in [ON_KAFKA, ON_KRUST] {
@@ -199,17 +108,11 @@ fn wait_progress(producer: &mut AckedProducer, topic: &str, why: &str) {
 }
 
 /// SIGKILLs broker `id`, the Kafka broker or a krust one.
-fn kill_node(kafka: &mut KafkaNode, brokers: &mut [KrustNode], id: i32) {
+fn kill_node(kafka: &mut KafkaNode, brokers: &mut [Node], id: i32) {
     if id == KAFKA_ID {
         kafka.kill().expect("SIGKILL the Kafka broker");
     } else {
-        brokers
-            .iter_mut()
-            .find(|b| b.id == id)
-            .unwrap_or_else(|| panic!("{id} is not a broker"))
-            .process()
-            .kill()
-            .expect("SIGKILL a krust broker");
+        kill(brokers, id);
     }
 }
 
@@ -218,48 +121,35 @@ fn a_kafka_broker_and_krust_brokers_replicate_each_others_leaders_through_crashe
     let root = tempfile::tempdir().expect("tempdir");
     let cluster_id = random_kafka_uuid();
     let ports = free_ports(6).expect("ports");
-    let voters = (1..=3)
-        .zip(&ports)
-        .map(|(id, p)| format!("{id}@127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let mut controllers: Vec<KrustNode> = (1..=3)
-        .zip(&ports)
-        .map(|(id, port)| {
-            let data = root.path().join(format!("node{id}")).join("data");
-            // A short broker session so a SIGKILLed leader is fenced (and replaced) quickly.
-            let text = format!(
-                "process.roles=controller\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
-                 listeners=CONTROLLER://127.0.0.1:{port}\ncontroller.quorum.voters={voters}\n\
-                 log.dirs={}\ncontroller.quorum.election.timeout.ms=500\n\
-                 controller.quorum.fetch.timeout.ms=1000\nbroker.session.timeout.ms=3000\n",
-                data.display()
-            );
-            write_krust_node(root.path(), id, &text, &cluster_id)
-        })
-        .collect();
+    let voters = voters(&ports);
+    // A short broker session so a SIGKILLed leader is fenced (and replaced) quickly.
+    let mut controllers = write_controllers(
+        root.path(),
+        &ports,
+        &cluster_id,
+        "broker.session.timeout.ms=3000\n",
+    );
     // The same on both kinds: a group's coordinator is the leader of `__consumer_offsets`
     // partition hash(group) % `offsets.topic.num.partitions` (as each broker counted them when
     // it started), so brokers that disagree on the count send consumers round in circles.
     let broker_props = "log.segment.bytes=65536\nbroker.heartbeat.interval.ms=500\n\
                         replica.lag.time.max.ms=10000\noffsets.topic.replication.factor=3\n\
                         offsets.topic.num.partitions=1\n";
-    let mut brokers: Vec<KrustNode> = (4..=5)
+    let mut brokers: Vec<Node> = (4..=5)
         .zip(&ports[3..])
         .map(|(id, port)| {
             let dir = root.path().join(format!("node{id}"));
-            let text = format!(
-                "process.roles=broker\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
-                 controller.quorum.voters={voters}\n\
-                 listeners=PLAINTEXT://127.0.0.1:{port}\n\
-                 advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
-                 inter.broker.listener.name=PLAINTEXT\n\
-                 listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
-                 log.dirs={}\nmetadata.log.dir={}\n{broker_props}",
-                dir.join("logs").display(),
-                dir.join("metadata").display(),
+            let text = broker_properties(
+                id,
+                *port,
+                &voters,
+                &format!(
+                    "log.dirs={}\nmetadata.log.dir={}\n{broker_props}",
+                    dir.join("logs").display(),
+                    dir.join("metadata").display(),
+                ),
             );
-            write_krust_node(root.path(), id, &text, &cluster_id)
+            write_node(root.path(), id, &text, &cluster_id)
         })
         .collect();
     let dist = KafkaDist::locate().expect("Kafka 3.9 jars (scripts/fetch-kafka.sh)");
@@ -466,7 +356,7 @@ fn a_kafka_broker_and_krust_brokers_replicate_each_others_leaders_through_crashe
     for (topic, leader) in [(ON_KAFKA, KAFKA_ID), (ON_KRUST, 4)] {
         // Read through the leader alone: the Kafka broker serves on-kafka, krust on-krust.
         let end = end_offset(&dist, &address(leader), topic);
-        let records = consume(
+        let records = consume_offsets(
             &dist,
             &address(leader),
             topic,

@@ -13,13 +13,15 @@
 //! controller elects a standby, which takes over and still creates a topic; `kafka-topics
 //! --alter --partitions` and `kafka-configs --alter` go through; `--delete` removes a topic.
 
+#[path = "support/mod.rs"]
+mod cluster;
 #[path = "quorum_support/mod.rs"]
 mod support;
 
 use std::time::{Duration, Instant};
 
-use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, KrustProcess, class};
-use support::{FAST_TIMEOUTS, KRUST, Quorum, STARTED_LINE, wait_for_quorum};
+use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, class};
+use support::{FAST_TIMEOUTS, Quorum, wait_for_quorum};
 
 const WAIT: Duration = Duration::from_secs(120);
 const BROKER_IDS: [i32; 3] = [101, 102, 103];
@@ -28,27 +30,11 @@ const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
 
 fn start_controller(quorum: &mut Quorum, id: i32) {
     let node = quorum.node(id);
-    let mut p = KrustProcess::builder(KRUST)
-        .args(["server".as_ref(), node.properties().as_os_str()])
-        .env("RUST_LOG", "info,krust_net=warn")
-        .dir(node.dir.clone())
-        .name(format!("krust-{id}"))
-        .start()
-        .expect("start krust server");
-    p.wait_for_line(STARTED_LINE, WAIT).expect("started");
-    node.process = Some(p);
+    node.process = Some(cluster::start_server_within(&node.dir, id, WAIT));
 }
 
 fn logs(quorum: &Quorum, brokers: &[KafkaNode]) -> String {
-    let mut text = vec![quorum.log_tails()];
-    for broker in brokers {
-        text.push(format!(
-            "--- Kafka broker {} ---\n{}",
-            broker.node_id(),
-            krust_testkit::log_tail(&broker.log_path(), 40)
-        ));
-    }
-    text.join("\n")
+    cluster::with_kafka_logs(quorum.log_tails(), brokers)
 }
 
 /// Runs `kafka-topics` with `args` until it succeeds and `accept` holds for its stdout.
@@ -57,17 +43,7 @@ fn topics_until(
     args: &[&str],
     accept: impl Fn(&str) -> bool,
 ) -> Result<String, String> {
-    let deadline = Instant::now() + WAIT;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match dist.run_tool(class::TOPIC_COMMAND, args, Duration::from_secs(120)) {
-            Ok(out) if out.success() && accept(&out.stdout) => return Ok(out.stdout),
-            Ok(out) => last = format!("{}{}", out.stdout, out.stderr),
-            Err(e) => last = e.to_string(),
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    Err(last)
+    cluster::tool_until(dist, class::TOPIC_COMMAND, args, WAIT, accept)
 }
 
 /// Lines of `kafka-topics --describe` output for the partitions of `topic` whose ISR has

@@ -11,18 +11,20 @@
 //! record; Kafka's `MetadataShell --snapshot` reads a snapshot the krust controller wrote
 //! (`ls`, `cat` of a partition), printing what `krust metadata-shell` prints.
 
+#[path = "support/mod.rs"]
+mod cluster;
 #[path = "quorum_support/mod.rs"]
 mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use krust_metadata::ApiMessageAndVersion;
 use krust_metadata::records::MetadataRecord;
 use krust_raft::snapshot::{SnapshotFileKind, SnapshotFileName};
-use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, KrustProcess, class, run_binary};
-use support::{FAST_TIMEOUTS, KRUST, Quorum, STARTED_LINE, read_metadata_log, wait_for_quorum};
+use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, class, run_binary};
+use support::{FAST_TIMEOUTS, KRUST, Quorum, read_metadata_log, wait_for_quorum};
 use uuid::Uuid;
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -35,27 +37,11 @@ const SHUTDOWN_APPROVED: &str = "The controller has asked us to exit controlled 
 
 fn start_controller(quorum: &mut Quorum, id: i32) {
     let node = quorum.node(id);
-    let mut p = KrustProcess::builder(KRUST)
-        .args(["server".as_ref(), node.properties().as_os_str()])
-        .env("RUST_LOG", "info,krust_net=warn")
-        .dir(node.dir.clone())
-        .name(format!("krust-{id}"))
-        .start()
-        .expect("start krust server");
-    p.wait_for_line(STARTED_LINE, WAIT).expect("started");
-    node.process = Some(p);
+    node.process = Some(cluster::start_server_within(&node.dir, id, WAIT));
 }
 
 fn logs(quorum: &Quorum, brokers: &[KafkaNode]) -> String {
-    let mut text = vec![quorum.log_tails()];
-    for broker in brokers {
-        text.push(format!(
-            "--- Kafka broker {} ---\n{}",
-            broker.node_id(),
-            krust_testkit::log_tail(&broker.log_path(), 40)
-        ));
-    }
-    text.join("\n")
+    cluster::with_kafka_logs(quorum.log_tails(), brokers)
 }
 
 /// Runs `kafka-topics --describe --topic perf` until `accept` holds for its stdout.
@@ -64,27 +50,19 @@ fn describe_until(
     bootstrap: &str,
     accept: impl Fn(&str) -> bool,
 ) -> Result<String, String> {
-    let deadline = Instant::now() + WAIT;
-    let mut last = String::new();
-    while Instant::now() < deadline {
-        match dist.run_tool(
-            class::TOPIC_COMMAND,
-            &[
-                "--bootstrap-server",
-                bootstrap,
-                "--describe",
-                "--topic",
-                TOPIC,
-            ],
-            Duration::from_secs(120),
-        ) {
-            Ok(out) if out.success() && accept(&out.stdout) => return Ok(out.stdout),
-            Ok(out) => last = format!("{}{}", out.stdout, out.stderr),
-            Err(e) => last = e.to_string(),
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    Err(last)
+    cluster::tool_until(
+        dist,
+        class::TOPIC_COMMAND,
+        &[
+            "--bootstrap-server",
+            bootstrap,
+            "--describe",
+            "--topic",
+            TOPIC,
+        ],
+        WAIT,
+        accept,
+    )
 }
 
 /// `(leader, isr)` of each partition line of `kafka-topics --describe`.
