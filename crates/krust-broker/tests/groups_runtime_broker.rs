@@ -18,9 +18,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::alter_partition_response::{
-    PartitionData as AlterPartitionResult, TopicData as AlterTopicResult,
-};
 use kafka_protocol::messages::create_topics_request::CreatableTopic;
 use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
 use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
@@ -80,19 +77,7 @@ struct ControllerState {
     create_topics: Vec<CreateTopicsRequest>,
 }
 
-// The committed metadata is read and written as `state.image`, `state.offset`, ….
-impl std::ops::Deref for ControllerState {
-    type Target = MetadataLog;
-    fn deref(&self) -> &MetadataLog {
-        &self.meta
-    }
-}
-
-impl std::ops::DerefMut for ControllerState {
-    fn deref_mut(&mut self) -> &mut MetadataLog {
-        &mut self.meta
-    }
-}
+metadata_log::deref_metadata_log!(ControllerState);
 
 impl FakeController {
     fn lock(&self) -> std::sync::MutexGuard<'_, ControllerState> {
@@ -165,72 +150,7 @@ impl FakeController {
 
     /// AlterPartition as Kafka's controller checks it, then a PartitionChangeRecord.
     fn alter_partition(&self, request: &AlterPartitionRequest) -> AlterPartitionResponse {
-        let mut state = self.lock();
-        let mut response = AlterPartitionResponse::default();
-        for topic in &request.topics {
-            let mut results = Vec::new();
-            for p in &topic.partitions {
-                let result =
-                    AlterPartitionResult::default().with_partition_index(p.partition_index);
-                let Some(current) = state
-                    .image
-                    .topics
-                    .partition(topic.topic_id, p.partition_index)
-                    .cloned()
-                else {
-                    results.push(
-                        result.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
-                    );
-                    continue;
-                };
-                let error = if p.leader_epoch < current.leader_epoch {
-                    Some(ResponseError::FencedLeaderEpoch)
-                } else if request.broker_id.0 != current.leader {
-                    Some(ResponseError::InvalidRequest)
-                } else if p.partition_epoch != current.partition_epoch {
-                    Some(ResponseError::InvalidUpdateVersion)
-                } else {
-                    None
-                };
-                if let Some(error) = error {
-                    results.push(result.with_error_code(error.code()));
-                    continue;
-                }
-                let new_isr: Vec<i32> = p
-                    .new_isr_with_epochs
-                    .iter()
-                    .map(|b| b.broker_id.0)
-                    .collect();
-                Self::commit_locked(
-                    &mut state,
-                    &[MetadataRecord::PartitionChange(PartitionChangeRecord {
-                        partition_id: p.partition_index,
-                        topic_id: topic.topic_id,
-                        isr: Some(new_isr),
-                        ..Default::default()
-                    })],
-                );
-                let now = state
-                    .image
-                    .topics
-                    .partition(topic.topic_id, p.partition_index)
-                    .cloned()
-                    .expect("still there");
-                results.push(
-                    result
-                        .with_leader_id(BrokerId(now.leader))
-                        .with_leader_epoch(now.leader_epoch)
-                        .with_isr(now.isr.iter().map(|&b| BrokerId(b)).collect())
-                        .with_partition_epoch(now.partition_epoch),
-                );
-            }
-            response.topics.push(
-                AlterTopicResult::default()
-                    .with_topic_id(topic.topic_id)
-                    .with_partitions(results),
-            );
-        }
-        response
+        self.lock().meta.alter_partition(request, None)
     }
 
     /// Moves the leadership of `__consumer_offsets-partition` to `leader` (epoch bumped).

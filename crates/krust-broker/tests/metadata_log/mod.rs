@@ -6,9 +6,14 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
 
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::alter_partition_response::{
+    PartitionData as AlterPartitionResult, TopicData as AlterTopicResult,
+};
+use kafka_protocol::messages::{AlterPartitionRequest, AlterPartitionResponse, BrokerId};
 use krust_broker::server::Broker;
 use krust_metadata::image::{MetadataDelta, MetadataImage, MetadataProvenance, Publication};
-use krust_metadata::records::MetadataRecord;
+use krust_metadata::records::{MetadataRecord, PartitionChangeRecord};
 
 /// What the in-test controller has committed, and who hears of it.
 #[derive(Default)]
@@ -49,4 +54,100 @@ impl MetadataLog {
         let image = delta.apply(MetadataProvenance::new(self.offset, 1, 0));
         broker.publish(&Publication { delta, image });
     }
+
+    /// AlterPartition as Kafka's controller checks it, then a PartitionChangeRecord;
+    /// `refuse_with` answers every partition that exists with that error code instead.
+    pub fn alter_partition(
+        &mut self,
+        request: &AlterPartitionRequest,
+        refuse_with: Option<i16>,
+    ) -> AlterPartitionResponse {
+        let mut response = AlterPartitionResponse::default();
+        for topic in &request.topics {
+            let mut results = Vec::new();
+            for p in &topic.partitions {
+                let result =
+                    AlterPartitionResult::default().with_partition_index(p.partition_index);
+                let Some(current) = self
+                    .image
+                    .topics
+                    .partition(topic.topic_id, p.partition_index)
+                    .cloned()
+                else {
+                    results.push(
+                        result.with_error_code(ResponseError::UnknownTopicOrPartition.code()),
+                    );
+                    continue;
+                };
+                if let Some(code) = refuse_with {
+                    results.push(result.with_error_code(code));
+                    continue;
+                }
+                let error = if p.leader_epoch < current.leader_epoch {
+                    Some(ResponseError::FencedLeaderEpoch)
+                } else if request.broker_id.0 != current.leader {
+                    Some(ResponseError::InvalidRequest)
+                } else if p.partition_epoch != current.partition_epoch {
+                    Some(ResponseError::InvalidUpdateVersion)
+                } else {
+                    None
+                };
+                if let Some(error) = error {
+                    results.push(result.with_error_code(error.code()));
+                    continue;
+                }
+                let new_isr: Vec<i32> = p
+                    .new_isr_with_epochs
+                    .iter()
+                    .map(|b| b.broker_id.0)
+                    .collect();
+                self.commit(&[MetadataRecord::PartitionChange(PartitionChangeRecord {
+                    partition_id: p.partition_index,
+                    topic_id: topic.topic_id,
+                    isr: Some(new_isr),
+                    ..Default::default()
+                })]);
+                let now = self
+                    .image
+                    .topics
+                    .partition(topic.topic_id, p.partition_index)
+                    .cloned()
+                    .expect("still there");
+                results.push(
+                    result
+                        .with_leader_id(BrokerId(now.leader))
+                        .with_leader_epoch(now.leader_epoch)
+                        .with_isr(now.isr.iter().map(|&b| BrokerId(b)).collect())
+                        .with_partition_epoch(now.partition_epoch),
+                );
+            }
+            response.topics.push(
+                AlterTopicResult::default()
+                    .with_topic_id(topic.topic_id)
+                    .with_partitions(results),
+            );
+        }
+        response
+    }
 }
+
+/// Lets a controller state struct with a `meta: MetadataLog` field be read and written as its
+/// `MetadataLog` (`state.image`, `state.offset`, …) next to its own fields.
+macro_rules! deref_metadata_log {
+    ($state:ty) => {
+        impl std::ops::Deref for $state {
+            type Target = metadata_log::MetadataLog;
+            fn deref(&self) -> &metadata_log::MetadataLog {
+                &self.meta
+            }
+        }
+
+        impl std::ops::DerefMut for $state {
+            fn deref_mut(&mut self) -> &mut metadata_log::MetadataLog {
+                &mut self.meta
+            }
+        }
+    };
+}
+
+pub(crate) use deref_metadata_log;
