@@ -31,17 +31,17 @@ use kafka_protocol::messages::sync_group_request::SyncGroupRequestAssignment;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 use krust_broker::group::partition_for_group;
+use krust_broker::server::Broker;
 use krust_broker::server::controller_channel::{
     BoxFuture, ControllerChannel, ControllerChannelError,
 };
 use krust_broker::server::groups::GroupCoordinator;
 use krust_broker::server::replication::ReplicationManager;
-use krust_broker::server::{Broker, BrokerConfig, Endpoint};
 use krust_metadata::records::{
-    BrokerRegistrationChangeRecord, FeatureLevelRecord, MetadataRecord, PartitionChangeRecord,
-    PartitionRecord, RegisterBrokerRecord, RegistrationEndpoint, TopicRecord,
+    BrokerRegistrationChangeRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
+    TopicRecord,
 };
-use krust_net::{Client, ClientConfig, Server, ServerConfig};
+use krust_net::{Client, Server};
 use tempfile::TempDir;
 use uuid::Uuid;
 
@@ -250,11 +250,7 @@ struct Cluster {
 impl Cluster {
     async fn start(ids: &[i32]) -> Cluster {
         let controller = Arc::new(FakeController::default());
-        controller.commit(&[MetadataRecord::FeatureLevel(FeatureLevelRecord {
-            name: "metadata.version".into(),
-            feature_level: METADATA_VERSION,
-            unknown_tagged_fields: Vec::new(),
-        })]);
+        controller.commit(&[metadata_log::metadata_version_record(METADATA_VERSION)]);
         let mut cluster = Cluster {
             controller,
             dirs: ids
@@ -282,20 +278,12 @@ impl Cluster {
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
-        let config = BrokerConfig {
-            node_id: id,
-            cluster_id: "groups-test".into(),
-            log_dirs: vec![self.dirs[&id].path().to_path_buf()],
+        let config = metadata_log::broker_config(
+            id,
+            "groups-test",
+            self.dirs[&id].path().to_path_buf(),
             properties,
-            advertised_listeners: vec![Endpoint {
-                name: "PLAINTEXT".into(),
-                host: "127.0.0.1".into(),
-                port: 0,
-                security_protocol: 0,
-            }],
-            inter_broker_listener_name: "PLAINTEXT".into(),
-            rack: None,
-        };
+        );
         let channel: Arc<dyn ControllerChannel> = Arc::new(Channel(self.controller.clone()));
         let broker = Broker::open(config.clone(), channel.clone()).expect("broker opens");
         broker.set_replication(ReplicationManager::new(
@@ -308,35 +296,15 @@ impl Cluster {
             broker.replica_manager().clone(),
             channel,
         ));
-        let server = Server::bind(
-            "127.0.0.1:0",
-            Arc::new(broker.client_handler()),
-            ServerConfig::default(),
-        )
-        .await
-        .expect("bind");
-        let port = server.local_addr().port();
+        let (server, port) = metadata_log::serve(&broker).await;
         self.controller.attach(id, &broker);
         self.controller
-            .commit(&[MetadataRecord::RegisterBroker(RegisterBrokerRecord {
-                broker_id: id,
-                is_migrating_zk_broker: false,
-                incarnation_id: Uuid::from_u64_pair(7, u64::from(id.unsigned_abs())),
-                broker_epoch: 100,
-                end_points: vec![RegistrationEndpoint {
-                    name: "PLAINTEXT".into(),
-                    host: "127.0.0.1".into(),
-                    port,
-                    security_protocol: 0,
-                    unknown_tagged_fields: Vec::new(),
-                }],
-                features: Vec::new(),
-                rack: None,
-                fenced: false,
-                in_controlled_shutdown: false,
-                log_dirs: Vec::new(),
-                unknown_tagged_fields: Vec::new(),
-            })]);
+            .commit(&[metadata_log::register_broker_record(
+                id,
+                port,
+                100,
+                Uuid::from_u64_pair(7, u64::from(id.unsigned_abs())),
+            )]);
         self.nodes.insert(
             id,
             Node {
@@ -348,13 +316,7 @@ impl Cluster {
     }
 
     fn client(&self, id: i32) -> Client {
-        Client::new(
-            format!("127.0.0.1:{}", self.nodes[&id].port),
-            ClientConfig {
-                request_timeout: Duration::from_secs(30),
-                ..ClientConfig::default()
-            },
-        )
+        metadata_log::loopback_client(self.nodes[&id].port, Duration::from_secs(30))
     }
 
     fn node_of_port(&self, port: i32) -> i32 {

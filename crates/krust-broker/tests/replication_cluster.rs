@@ -28,22 +28,19 @@ use kafka_protocol::protocol::StrBytes;
 use krust_broker::fetch::handle_fetch;
 use krust_broker::offset_for_leader_epoch::handle_offset_for_leader_epoch;
 use krust_broker::partition::PartitionConfig;
+use krust_broker::server::Broker;
 use krust_broker::server::controller_channel::{
     BoxFuture, ControllerChannel, ControllerChannelError,
 };
 use krust_broker::server::replication::ReplicationManager;
-use krust_broker::server::{Broker, BrokerConfig, Endpoint};
 use krust_broker::{Partition, ReplicaSet, TopicMetadata};
 use krust_log::RecordBatchBuilder;
 use krust_log::{Log, LogConfig};
 use krust_metadata::image::topics::TopicPartition;
 use krust_metadata::records::{
-    FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
-    RegisterBrokerRecord, RegistrationEndpoint, TopicRecord,
+    MetadataRecord, PartitionChangeRecord, PartitionRecord, TopicRecord,
 };
-use krust_net::{
-    Client, ClientConfig, Handler, Reply, RequestContext, Server, ServerConfig, SupportedApis,
-};
+use krust_net::{Client, Handler, Reply, RequestContext, Server, ServerConfig, SupportedApis};
 use tempfile::TempDir;
 use uuid::Uuid;
 
@@ -190,11 +187,7 @@ struct Cluster {
 impl Cluster {
     fn new(ids: &[i32], properties: Vec<(&'static str, &'static str)>) -> Cluster {
         let controller = Arc::new(FakeController::default());
-        controller.commit(&[MetadataRecord::FeatureLevel(FeatureLevelRecord {
-            name: "metadata.version".into(),
-            feature_level: METADATA_VERSION,
-            unknown_tagged_fields: Vec::new(),
-        })]);
+        controller.commit(&[metadata_log::metadata_version_record(METADATA_VERSION)]);
         Cluster {
             controller,
             dirs: ids
@@ -225,24 +218,15 @@ impl Cluster {
     /// Opens broker `id` over its log dir, serves it on an ephemeral loopback port and
     /// registers it (a new broker epoch each start).
     async fn start(&mut self, id: i32) {
-        let config = BrokerConfig {
-            node_id: id,
-            cluster_id: "replication-test".into(),
-            log_dirs: vec![self.log_dir(id)],
-            properties: self
-                .properties
+        let config = metadata_log::broker_config(
+            id,
+            "replication-test",
+            self.log_dir(id),
+            self.properties
                 .iter()
                 .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
                 .collect(),
-            advertised_listeners: vec![Endpoint {
-                name: "PLAINTEXT".into(),
-                host: "127.0.0.1".into(),
-                port: 0,
-                security_protocol: 0,
-            }],
-            inter_broker_listener_name: "PLAINTEXT".into(),
-            rack: None,
-        };
+        );
         let channel: Arc<dyn ControllerChannel> = Arc::new(Channel(self.controller.clone()));
         let broker = Broker::open(config.clone(), channel.clone()).expect("broker opens");
         broker.set_replication(ReplicationManager::new(
@@ -250,14 +234,7 @@ impl Cluster {
             broker.replica_manager().clone(),
             channel,
         ));
-        let server = Server::bind(
-            "127.0.0.1:0",
-            Arc::new(broker.client_handler()),
-            ServerConfig::default(),
-        )
-        .await
-        .expect("bind");
-        let port = server.local_addr().port();
+        let (server, port) = metadata_log::serve(&broker).await;
         self.controller.attach(id, &broker);
         self.register(id, port);
         self.nodes.insert(
@@ -275,25 +252,12 @@ impl Cluster {
         let epoch = self.epochs.get(&id).map_or(100, |e| e + 1);
         self.epochs.insert(id, epoch);
         self.controller
-            .commit(&[MetadataRecord::RegisterBroker(RegisterBrokerRecord {
-                broker_id: id,
-                is_migrating_zk_broker: false,
-                incarnation_id: Uuid::from_u64_pair(u64::from(id.unsigned_abs()), epoch as u64),
-                broker_epoch: epoch,
-                end_points: vec![RegistrationEndpoint {
-                    name: "PLAINTEXT".into(),
-                    host: "127.0.0.1".into(),
-                    port,
-                    security_protocol: 0,
-                    unknown_tagged_fields: Vec::new(),
-                }],
-                features: Vec::new(),
-                rack: None,
-                fenced: false,
-                in_controlled_shutdown: false,
-                log_dirs: Vec::new(),
-                unknown_tagged_fields: Vec::new(),
-            })]);
+            .commit(&[metadata_log::register_broker_record(
+                id,
+                port,
+                epoch,
+                Uuid::from_u64_pair(u64::from(id.unsigned_abs()), epoch as u64),
+            )]);
     }
 
     /// Stops broker `id` (its listener first, then fetchers and logs) and forgets it.
@@ -367,13 +331,7 @@ impl Cluster {
     }
 
     fn client(&self, id: i32) -> Client {
-        Client::new(
-            format!("127.0.0.1:{}", self.nodes[&id].port),
-            ClientConfig {
-                request_timeout: Duration::from_secs(20),
-                ..ClientConfig::default()
-            },
-        )
+        metadata_log::loopback_client(self.nodes[&id].port, Duration::from_secs(20))
     }
 
     async fn shutdown(mut self) {

@@ -1,19 +1,27 @@
 //! The committed metadata of the in-test controllers (`groups_runtime_broker`,
 //! `replication_cluster`): the image, every committed record, and the brokers each commit is
-//! published to, as the controller's log and the brokers' metadata loaders would.
+//! published to, as the controller's log and the brokers' metadata loaders would; and the
+//! pieces of their in-process brokers (config, loopback listener, registration record).
 #![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::alter_partition_response::{
     PartitionData as AlterPartitionResult, TopicData as AlterTopicResult,
 };
 use kafka_protocol::messages::{AlterPartitionRequest, AlterPartitionResponse, BrokerId};
-use krust_broker::server::Broker;
+use krust_broker::server::{Broker, BrokerConfig, Endpoint};
 use krust_metadata::image::{MetadataDelta, MetadataImage, MetadataProvenance, Publication};
-use krust_metadata::records::{MetadataRecord, PartitionChangeRecord};
+use krust_metadata::records::{
+    FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, RegisterBrokerRecord,
+    RegistrationEndpoint,
+};
+use krust_net::{Client, ClientConfig, Server, ServerConfig};
+use uuid::Uuid;
 
 /// What the in-test controller has committed, and who hears of it.
 #[derive(Default)]
@@ -151,3 +159,87 @@ macro_rules! deref_metadata_log {
 }
 
 pub(crate) use deref_metadata_log;
+
+/// The `metadata.version` FeatureLevelRecord a controller commits first.
+pub fn metadata_version_record(feature_level: i16) -> MetadataRecord {
+    MetadataRecord::FeatureLevel(FeatureLevelRecord {
+        name: "metadata.version".into(),
+        feature_level,
+        unknown_tagged_fields: Vec::new(),
+    })
+}
+
+/// Broker `node_id` of `cluster_id` over `log_dir`, advertising PLAINTEXT on loopback.
+pub fn broker_config(
+    node_id: i32,
+    cluster_id: &str,
+    log_dir: PathBuf,
+    properties: BTreeMap<String, String>,
+) -> BrokerConfig {
+    BrokerConfig {
+        node_id,
+        cluster_id: cluster_id.into(),
+        log_dirs: vec![log_dir],
+        properties,
+        advertised_listeners: vec![Endpoint {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port: 0,
+            security_protocol: 0,
+        }],
+        inter_broker_listener_name: "PLAINTEXT".into(),
+        rack: None,
+    }
+}
+
+/// Serves `broker`'s client handler on an ephemeral loopback port.
+pub async fn serve(broker: &Arc<Broker>) -> (Server, u16) {
+    let server = Server::bind(
+        "127.0.0.1:0",
+        Arc::new(broker.client_handler()),
+        ServerConfig::default(),
+    )
+    .await
+    .expect("bind");
+    let port = server.local_addr().port();
+    (server, port)
+}
+
+/// The RegisterBrokerRecord of broker `broker_id` listening on loopback `port`.
+pub fn register_broker_record(
+    broker_id: i32,
+    port: u16,
+    broker_epoch: i64,
+    incarnation_id: Uuid,
+) -> MetadataRecord {
+    MetadataRecord::RegisterBroker(RegisterBrokerRecord {
+        broker_id,
+        is_migrating_zk_broker: false,
+        incarnation_id,
+        broker_epoch,
+        end_points: vec![RegistrationEndpoint {
+            name: "PLAINTEXT".into(),
+            host: "127.0.0.1".into(),
+            port,
+            security_protocol: 0,
+            unknown_tagged_fields: Vec::new(),
+        }],
+        features: Vec::new(),
+        rack: None,
+        fenced: false,
+        in_controlled_shutdown: false,
+        log_dirs: Vec::new(),
+        unknown_tagged_fields: Vec::new(),
+    })
+}
+
+/// A client of the broker on loopback `port`.
+pub fn loopback_client(port: u16, request_timeout: Duration) -> Client {
+    Client::new(
+        format!("127.0.0.1:{port}"),
+        ClientConfig {
+            request_timeout,
+            ..ClientConfig::default()
+        },
+    )
+}
