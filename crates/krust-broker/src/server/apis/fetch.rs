@@ -33,7 +33,7 @@ use krust_net::{Reply, RequestContext};
 use rand::Rng;
 use uuid::Uuid;
 
-use super::metadata::{alive_brokers, leader_hint};
+use super::metadata::{leader_hint, leader_node_endpoints};
 use crate::fetch::handle_fetch;
 use crate::replicas::PartitionAccess;
 use crate::server::Broker;
@@ -534,17 +534,8 @@ fn add_leader_hints(
         }
     }
     if version >= 16 {
-        response.node_endpoints = alive_brokers(broker, &image, &ctx.listener_name)
-            .into_iter()
-            .filter(|b| leaders.contains(&b.id))
-            .map(|b| {
-                NodeEndpoint::default()
-                    .with_node_id(BrokerId(b.id))
-                    .with_host(StrBytes::from_string(b.host))
-                    .with_port(i32::from(b.port))
-                    .with_rack(b.rack.map(StrBytes::from_string))
-            })
-            .collect();
+        response.node_endpoints =
+            leader_node_endpoints!(NodeEndpoint, broker, &image, &ctx.listener_name, leaders);
     }
 }
 

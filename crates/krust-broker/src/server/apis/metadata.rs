@@ -48,6 +48,26 @@ pub struct BrokerEndpoint {
     pub rack: Option<String>,
 }
 
+/// KIP-951 `NodeEndpoints` (Fetch v16+, Produce v10+): the alive brokers among `$leaders`
+/// (a set of the broker ids named in the response's leader hints), as `$node_endpoint`s. A
+/// macro because Fetch and Produce each have their own generated `NodeEndpoint` type.
+macro_rules! leader_node_endpoints {
+    ($node_endpoint:ty, $broker:expr, $image:expr, $listener:expr, $leaders:expr) => {
+        $crate::server::apis::metadata::alive_brokers($broker, $image, $listener)
+            .into_iter()
+            .filter(|b| $leaders.contains(&b.id))
+            .map(|b| {
+                <$node_endpoint>::default()
+                    .with_node_id(kafka_protocol::messages::BrokerId(b.id))
+                    .with_host(kafka_protocol::protocol::StrBytes::from_string(b.host))
+                    .with_port(i32::from(b.port))
+                    .with_rack(b.rack.map(kafka_protocol::protocol::StrBytes::from_string))
+            })
+            .collect()
+    };
+}
+pub(super) use leader_node_endpoints;
+
 /// Unfenced brokers with an endpoint on `listener` (Kafka's `getAliveBrokerNodes`). Before
 /// this broker's registration reaches the image, it lists itself from its config so
 /// clients can bootstrap.

@@ -12,10 +12,9 @@ use kafka_protocol::messages::produce_response::{
     LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
-use kafka_protocol::protocol::StrBytes;
 use krust_net::{Reply, RequestContext};
 
-use super::metadata::{INTERNAL_TOPICS, alive_brokers, leader_hint};
+use super::metadata::{INTERNAL_TOPICS, leader_hint, leader_node_endpoints};
 use crate::produce::{ProduceOutcome, handle_produce};
 use crate::server::Broker;
 use crate::server::replica_manager::now_ms;
@@ -115,15 +114,6 @@ fn add_leader_hints(broker: &Broker, ctx: &RequestContext, response: &mut Produc
             }
         }
     }
-    response.node_endpoints = alive_brokers(broker, &image, &ctx.listener_name)
-        .into_iter()
-        .filter(|b| leaders.contains(&b.id))
-        .map(|b| {
-            NodeEndpoint::default()
-                .with_node_id(BrokerId(b.id))
-                .with_host(StrBytes::from_string(b.host))
-                .with_port(i32::from(b.port))
-                .with_rack(b.rack.map(StrBytes::from_string))
-        })
-        .collect();
+    response.node_endpoints =
+        leader_node_endpoints!(NodeEndpoint, broker, &image, &ctx.listener_name, leaders);
 }
