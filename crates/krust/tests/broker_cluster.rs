@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use krust_testkit::{KafkaDist, free_ports, random_kafka_uuid};
 use support::{
-    Node, broker_properties, consume_sorted, describe_topic, voters, write_controllers, write_node,
+    Node, broker_properties, consume_sorted, describe_topic, terminate_cleanly, voters,
+    write_controllers, write_node,
 };
 
 mod support;
@@ -195,11 +196,5 @@ fn brokers_register_unfence_serve_an_rf2_topic_and_shut_down_in_a_controlled_way
         "the restarted broker serves the topic"
     );
 
-    for node in brokers.iter_mut().chain(controllers.iter_mut()) {
-        let status = node
-            .process()
-            .terminate(Duration::from_secs(60))
-            .expect("terminate");
-        assert!(status.success(), "node {} exit status {status}", node.id);
-    }
+    terminate_cleanly(brokers.iter_mut().chain(controllers.iter_mut()));
 }

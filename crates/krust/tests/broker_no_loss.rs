@@ -14,11 +14,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use krust_testkit::{
-    AckedRecord, KafkaDist, check_acked_records, class, free_ports, random_kafka_uuid,
-};
+use krust_testkit::{AckedRecord, KafkaDist, check_acked_records, free_ports, random_kafka_uuid};
 use support::{
-    Node, broker_properties, consume_offsets, kill, voters, write_controllers, write_node,
+    Node, broker_properties, consume_offsets, end_offset, kill, terminate_cleanly, voters,
+    write_controllers, write_node,
 };
 
 mod support;
@@ -32,30 +31,6 @@ const ROUNDS: usize = 5;
 /// Acknowledgements awaited before each kill and after each leader change, so every round
 /// crashes a leader that is taking writes and proves the new one takes them.
 const PROGRESS: usize = 50;
-
-/// `kafka-get-offsets --time -1`: the partition's log end offset.
-fn end_offset(dist: &KafkaDist, bootstrap: &str) -> i64 {
-    let out = dist
-        .run_tool(
-            class::GET_OFFSET_SHELL,
-            &[
-                "--bootstrap-server",
-                bootstrap,
-                "--topic",
-                TOPIC,
-                "--time",
-                "-1",
-            ],
-            TOOL_TIMEOUT,
-        )
-        .expect("run kafka-get-offsets")
-        .ok()
-        .expect("kafka-get-offsets");
-    out.stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{TOPIC}:0:"))?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("kafka-get-offsets output:\n{}", out.stdout))
-}
 
 #[test]
 fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
@@ -224,7 +199,7 @@ fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
         .unwrap_or_else(|e| panic!("all 3 replicas in sync after the producer closed: {e}"));
 
     // What a consumer reads: the whole partition up to its end offset.
-    let end = end_offset(&dist, &bootstrap);
+    let end = end_offset(&dist, &bootstrap, TOPIC);
     let consumed = consume_offsets(
         &dist,
         &bootstrap,
@@ -239,13 +214,7 @@ fn every_acknowledged_record_survives_five_leader_crashes_on_every_replica() {
     );
 
     // Each replica's own files, after a clean stop (brokers first, then the controllers).
-    for node in brokers.iter_mut().chain(controllers.iter_mut()) {
-        let status = node
-            .process()
-            .terminate(Duration::from_secs(60))
-            .expect("terminate");
-        assert!(status.success(), "node {} exit status {status}", node.id);
-    }
+    terminate_cleanly(brokers.iter_mut().chain(controllers.iter_mut()));
     let dirs: Vec<PathBuf> = brokers.iter().map(|b| b.partition_dir(TOPIC)).collect();
     let dir_refs: Vec<&Path> = dirs.iter().map(PathBuf::as_path).collect();
     let logs = dist

@@ -232,13 +232,7 @@ fn kafka_brokers_move_data_fail_and_shut_down_on_a_krust_controller_quorum() {
                 .expect("broker built and formatted")
         })
         .collect();
-    for broker in &mut brokers {
-        broker.spawn().expect("spawn broker");
-    }
-    let failed: Vec<String> = brokers
-        .iter_mut()
-        .filter_map(|b| b.wait_ready(WAIT).err().map(|e| e.to_string()))
-        .collect();
+    let failed = cluster::start_kafka_brokers(&mut brokers, WAIT);
     assert!(
         failed.is_empty(),
         "brokers did not start: {failed:?}\n{}",

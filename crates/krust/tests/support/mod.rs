@@ -275,3 +275,50 @@ pub fn tool_until(
     }
     Err(last)
 }
+
+/// SIGTERMs each node in turn (a controlled shutdown) and asserts it exits 0.
+pub fn terminate_cleanly<'a>(nodes: impl Iterator<Item = &'a mut Node>) {
+    for node in nodes {
+        let status = node
+            .process()
+            .terminate(Duration::from_secs(60))
+            .expect("terminate");
+        assert!(status.success(), "node {} exit status {status}", node.id);
+    }
+}
+
+/// `kafka-get-offsets --time -1`: the log end offset of `topic`-0.
+pub fn end_offset(dist: &KafkaDist, bootstrap: &str, topic: &str) -> i64 {
+    let out = dist
+        .run_tool(
+            class::GET_OFFSET_SHELL,
+            &[
+                "--bootstrap-server",
+                bootstrap,
+                "--topic",
+                topic,
+                "--time",
+                "-1",
+            ],
+            TOOL_TIMEOUT,
+        )
+        .expect("run kafka-get-offsets")
+        .ok()
+        .expect("kafka-get-offsets");
+    out.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{topic}:0:"))?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("kafka-get-offsets output:\n{}", out.stdout))
+}
+
+/// Spawns every Kafka broker first (they register concurrently), then waits up to `wait` for
+/// each to be ready: the errors of those that were not.
+pub fn start_kafka_brokers(brokers: &mut [KafkaNode], wait: Duration) -> Vec<String> {
+    for broker in brokers.iter_mut() {
+        broker.spawn().expect("spawn broker");
+    }
+    brokers
+        .iter_mut()
+        .filter_map(|b| b.wait_ready(wait).err().map(|e| e.to_string()))
+        .collect()
+}
