@@ -216,6 +216,22 @@ fn unwrap_response(ctx: &RequestContext, mut data: Bytes) -> Result<ResponseKind
     Ok(response)
 }
 
+/// One `$result` per config resource of the request, each with `$error_code` (the two
+/// AlterConfigs APIs have each their own generated result type).
+macro_rules! per_resource_errors {
+    ($result:ty, $resources:expr, $error_code:expr) => {
+        $resources
+            .iter()
+            .map(|res| {
+                <$result>::default()
+                    .with_resource_type(res.resource_type)
+                    .with_resource_name(res.resource_name.clone())
+                    .with_error_code($error_code)
+            })
+            .collect()
+    };
+}
+
 /// The response of a forwarded API that fails as a whole with `error_code`: every item of the
 /// request gets the code (Kafka's `AbstractRequest.getErrorResponse`), with only the fields
 /// that exist at `api_version` set. `None` for an API that is not forwarded.
@@ -270,31 +286,17 @@ pub fn error_response(
             ),
         ),
         RequestKind::IncrementalAlterConfigs(r) => ResponseKind::IncrementalAlterConfigs(
-            IncrementalAlterConfigsResponse::default().with_responses(
-                r.resources
-                    .iter()
-                    .map(|res| {
-                        AlterConfigsResourceResponse::default()
-                            .with_resource_type(res.resource_type)
-                            .with_resource_name(res.resource_name.clone())
-                            .with_error_code(error_code)
-                    })
-                    .collect(),
-            ),
+            IncrementalAlterConfigsResponse::default().with_responses(per_resource_errors!(
+                AlterConfigsResourceResponse,
+                r.resources,
+                error_code
+            )),
         ),
-        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(
-            AlterConfigsResponse::default().with_responses(
-                r.resources
-                    .iter()
-                    .map(|res| {
-                        AlterConfigsResult::default()
-                            .with_resource_type(res.resource_type)
-                            .with_resource_name(res.resource_name.clone())
-                            .with_error_code(error_code)
-                    })
-                    .collect(),
-            ),
-        ),
+        RequestKind::AlterConfigs(r) => {
+            ResponseKind::AlterConfigs(AlterConfigsResponse::default().with_responses(
+                per_resource_errors!(AlterConfigsResult, r.resources, error_code),
+            ))
+        }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(
             ElectLeadersResponse::default()
                 // v0 has no top-level error code: the partitions carry it.
