@@ -25,7 +25,8 @@ use krust_testkit::{
     free_ports, random_kafka_uuid,
 };
 use support::{
-    Node, broker_properties, consume_offsets, kill, voters, write_controllers, write_node,
+    Node, broker_properties, consume_offsets, end_offset, kill, terminate_cleanly, voters,
+    write_controllers, write_node,
 };
 
 mod support;
@@ -55,26 +56,6 @@ fn run_tool(dist: &KafkaDist, class: &str, args: &[&str]) -> String {
         out.stderr
     );
     out.stdout
-}
-
-/// `kafka-get-offsets --time -1`: the log end offset of `topic`-0.
-fn end_offset(dist: &KafkaDist, bootstrap: &str, topic: &str) -> i64 {
-    let stdout = run_tool(
-        dist,
-        class::GET_OFFSET_SHELL,
-        &[
-            "--bootstrap-server",
-            bootstrap,
-            "--topic",
-            topic,
-            "--time",
-            "-1",
-        ],
-    );
-    stdout
-        .lines()
-        .find_map(|l| l.strip_prefix(&format!("{topic}:0:"))?.trim().parse().ok())
-        .unwrap_or_else(|| panic!("kafka-get-offsets output:\n{stdout}"))
 }
 
 /// Waits until both topics have a leader and all three replicas in their ISR.
@@ -377,13 +358,7 @@ fn a_kafka_broker_and_krust_brokers_replicate_each_others_leaders_through_crashe
     kafka
         .terminate(Duration::from_secs(120))
         .expect("the Kafka broker stops cleanly");
-    for node in brokers.iter_mut().chain(controllers.iter_mut()) {
-        let status = node
-            .process()
-            .terminate(Duration::from_secs(60))
-            .expect("terminate");
-        assert!(status.success(), "node {} exit status {status}", node.id);
-    }
+    terminate_cleanly(brokers.iter_mut().chain(controllers.iter_mut()));
     let mut dirs: Vec<(i32, &str, PathBuf)> = Vec::new();
     for topic in [ON_KAFKA, ON_KRUST] {
         for node in &brokers {
