@@ -205,6 +205,8 @@ fn harness() -> Harness {
             },
         );
     }
+    // The members commit offsets of `orders`: the metadata must know it.
+    replicas.set_image(image_with_orders_topic());
     let log = TestLog::new(Arc::clone(&replicas));
     let channel = Arc::new(FakeChannel::default());
     let coordinator = GroupCoordinator::with_log(

@@ -19,6 +19,8 @@ use krust_broker::server::groups::{CoordinatorLog, GroupCoordinator, GroupCoordi
 use krust_broker::server::replica_manager::{HostedPartition, ReplicaManager};
 use krust_log::{CleanupPolicy, Log, LogConfig};
 use krust_metadata::image::topics::TopicPartition;
+use krust_metadata::image::{MetadataImage, MetadataProvenance};
+use krust_metadata::records::{MetadataRecord, PartitionRecord, TopicRecord};
 use krust_net::{Reply, RequestContext};
 use uuid::Uuid;
 
@@ -95,13 +97,44 @@ pub fn host_compacted_leader(
     partition
 }
 
-/// A coordinator over `replicas`' log, elected for `__consumer_offsets-0` in `epoch`, once its
-/// shard is active.
+/// An image with the topic `orders` (3 partitions led by broker 1): the tests commit offsets
+/// of it, and a commit for a topic the metadata does not know is UNKNOWN_TOPIC_OR_PARTITION.
+pub fn image_with_orders() -> MetadataImage {
+    let topic_id = Uuid::from_u128(0x0de5);
+    let mut records = vec![MetadataRecord::Topic(TopicRecord {
+        name: "orders".into(),
+        topic_id,
+        ..Default::default()
+    })];
+    records.extend((0..3).map(|partition_id| {
+        MetadataRecord::Partition(PartitionRecord {
+            partition_id,
+            topic_id,
+            replicas: vec![1],
+            isr: vec![1],
+            removing_replicas: Vec::new(),
+            adding_replicas: Vec::new(),
+            leader: 1,
+            leader_recovery_state: 0,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            directories: Vec::new(),
+            eligible_leader_replicas: None,
+            last_known_elr: None,
+            unknown_tagged_fields: Vec::new(),
+        })
+    }));
+    MetadataImage::from_records(&records, MetadataProvenance::new(10, 1, 1000)).expect("image")
+}
+
+/// A coordinator over `replicas`' log (whose image gets the `orders` topic), elected for
+/// `__consumer_offsets-0` in `epoch`, once its shard is active.
 pub async fn elected_coordinator(
     settings: GroupCoordinatorSettings,
     replicas: &Arc<ReplicaManager>,
     epoch: i32,
 ) -> GroupCoordinator {
+    replicas.set_image(image_with_orders());
     let gc = GroupCoordinator::with_log(
         settings,
         Arc::clone(replicas) as Arc<dyn CoordinatorLog>,
