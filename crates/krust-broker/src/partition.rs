@@ -187,6 +187,10 @@ pub struct Partition {
     /// An ISR change sent to the controller and not answered yet (Kafka's
     /// `PendingExpandIsr`/`PendingShrinkIsr`): the HW counts the *maximal* ISR meanwhile.
     pending_isr: Option<BTreeSet<i32>>,
+    /// Brokers the metadata says are fenced or in controlled shutdown (Kafka's
+    /// `isReplicaIsrEligible`): a caught-up follower outside the ISR holds the HW back only
+    /// when it could join the ISR, so a broker that just shut down does not stall acks=all.
+    ineligible_replicas: BTreeSet<i32>,
     role: Role,
     high_watermark: i64,
 }
@@ -218,6 +222,7 @@ impl Partition {
             replicas: Vec::new(),
             isr: BTreeSet::new(),
             pending_isr: None,
+            ineligible_replicas: BTreeSet::new(),
             role: Role::Follower { leader_id: None },
             high_watermark,
         };
@@ -732,7 +737,8 @@ impl Partition {
             let holds_back = self.isr.contains(id)
                 || pending.is_some_and(|p| p.contains(id))
                 || f.is_caught_up(leader_end, now_ms, self.config.replica_lag_time_max_ms)
-                    && f.log_end_offset >= 0;
+                    && f.log_end_offset >= 0
+                    && !self.ineligible_replicas.contains(id);
             if holds_back && f.log_end_offset < new_hw {
                 new_hw = f.log_end_offset;
             }
@@ -744,6 +750,16 @@ impl Partition {
         } else {
             false
         }
+    }
+
+    /// Sets the brokers that cannot join the ISR (fenced or in controlled shutdown, from the
+    /// metadata image); returns whether the high watermark moved as a result.
+    pub fn set_ineligible_replicas(&mut self, ids: &BTreeSet<i32>, now_ms: i64) -> bool {
+        if self.ineligible_replicas == *ids {
+            return false;
+        }
+        self.ineligible_replicas = ids.clone();
+        self.maybe_increment_high_watermark(now_ms)
     }
 
     /// ISR members that are no longer caught up (to shrink away through AlterPartition).

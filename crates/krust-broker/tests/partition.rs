@@ -3,6 +3,7 @@
 //! for consumers and followers, leader-epoch fencing, ListOffsets, OffsetForLeaderEpoch and
 //! follower divergence truncation. Time is explicit (`now` in ms).
 
+use std::collections::BTreeSet;
 use std::path::Path;
 
 use bytes::Bytes;
@@ -823,4 +824,28 @@ fn compacted_topic_refuses_records_without_a_key() {
     p.append_as_leader(keyed.build().into_bytes(), 1, T0)
         .expect("keyed record accepted");
     assert_eq!(p.log_end_offset(), 1);
+}
+
+/// Kafka's `isReplicaIsrEligible`: a caught-up follower outside the ISR holds the HW back so
+/// it can join, unless its broker is fenced or in controlled shutdown.
+#[test]
+fn a_caught_up_follower_on_an_ineligible_broker_does_not_hold_the_high_watermark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = leader(
+        &dir.path().join("t-0"),
+        &[1, 2, 3],
+        &[1, 2],
+        PartitionConfig::default(),
+    );
+    p.append_as_leader(records(5, T0), 1, T0).expect("append");
+    follower_fetch(&mut p, 3, 5, T0 + 1);
+    follower_fetch(&mut p, 2, 5, T0 + 1);
+    assert_eq!(p.high_watermark(), 5);
+    p.append_as_leader(records(5, T0), 1, T0 + 2)
+        .expect("append");
+    follower_fetch(&mut p, 2, 10, T0 + 3);
+    assert_eq!(p.high_watermark(), 5, "caught-up replica 3 holds it back");
+    assert!(p.set_ineligible_replicas(&BTreeSet::from([3]), T0 + 4));
+    assert_eq!(p.high_watermark(), 10, "not once broker 3 is shutting down");
+    assert!(!p.set_ineligible_replicas(&BTreeSet::from([3]), T0 + 5));
 }

@@ -13,6 +13,7 @@
 //! while it was down) are removed: Kafka's stray-log clean-up.
 
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -95,6 +96,8 @@ pub struct Publisher {
     config: Arc<BrokerConfig>,
     checkpoints: Mutex<StartupCheckpoints>,
     first: Mutex<bool>,
+    /// Fenced or shutting-down brokers of the last image pushed to the partitions.
+    ineligible: Mutex<BTreeSet<i32>>,
 }
 
 impl Publisher {
@@ -115,6 +118,7 @@ impl Publisher {
             config,
             checkpoints: Mutex::new(checkpoints),
             first: Mutex::new(true),
+            ineligible: Mutex::new(BTreeSet::new()),
         }
     }
 
@@ -216,6 +220,41 @@ impl Publisher {
                     drop(p);
                     replicas.partition_changed(&tp);
                 }
+            }
+        }
+
+        // Brokers that cannot join an ISR: a caught-up follower on one of them must not hold
+        // a leader's high watermark back (Kafka's `isReplicaIsrEligible`).
+        let ineligible: BTreeSet<i32> = image
+            .cluster
+            .brokers
+            .iter()
+            .filter(|(_, b)| b.fenced || b.in_controlled_shutdown)
+            .map(|(id, _)| *id)
+            .collect();
+        let ineligible_changed = {
+            let mut last = self
+                .ineligible
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            std::mem::replace(&mut *last, ineligible.clone()) != ineligible
+        };
+        let newly_led: Vec<TopicPartition> = changes.leaders.keys().cloned().collect();
+        let targets: Vec<(TopicPartition, Arc<Mutex<Partition>>)> = if ineligible_changed {
+            replicas
+                .all_hosted()
+                .into_iter()
+                .map(|(tp, hosted)| (tp, hosted.partition))
+                .collect()
+        } else {
+            newly_led
+                .iter()
+                .filter_map(|tp| replicas.partition(tp).map(|p| (tp.clone(), p)))
+                .collect()
+        };
+        for (tp, partition) in targets {
+            if lock(&partition).set_ineligible_replicas(&ineligible, now) {
+                replicas.partition_changed(&tp);
             }
         }
 
