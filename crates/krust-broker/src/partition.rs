@@ -584,8 +584,7 @@ impl Partition {
                 });
             }
         }
-        self.validate_keys(&batches)?;
-        self.validate_timestamps(&batches, now_ms)?;
+        self.validate_records(&batches, now_ms)?;
         let headers: Vec<ProducerBatch> = batches.iter().map(ProducerBatch::of).collect();
         if let AppendCheck::Duplicate { original, .. } =
             self.producer_state.check_client_append(&headers)?
@@ -615,53 +614,26 @@ impl Partition {
         })
     }
 
-    /// A compacted topic keeps the latest record per key, so a record without one cannot be
-    /// written (Kafka's `LogValidator.validateKey`). Compressed batches are opaque to krust
-    /// and pass unchecked.
-    fn validate_keys(&self, batches: &[RecordBatch]) -> Result<(), PartitionError> {
-        if !self.log.config().cleanup_policy.compacts() {
-            return Ok(());
-        }
-        for (index, batch) in batches.iter().enumerate() {
-            if batch.compression() != Compression::None {
-                continue;
-            }
-            let records = batch
-                .records()
-                .map_err(|source| LogError::InvalidBatch { index, source })?;
-            let record_indices: Vec<usize> = records
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.key.is_none())
-                .map(|(i, _)| i)
-                .collect();
-            if !record_indices.is_empty() {
-                let topic_partition = self
-                    .log
-                    .dir()
-                    .file_name()
-                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-                return Err(PartitionError::RecordsWithoutKey {
-                    topic_partition,
-                    record_indices,
-                });
-            }
-        }
-        Ok(())
-    }
-
-    fn validate_timestamps(
-        &self,
-        batches: &[RecordBatch],
-        now_ms: i64,
-    ) -> Result<(), PartitionError> {
-        if self.log.config().message_timestamp_type != TimestampType::CreateTime {
+    /// Kafka's `LogValidator` record checks, decoding each uncompressed batch once:
+    /// - a compacted topic keeps the latest record per key, so a record without one cannot be
+    ///   written (`validateKey`; all keyless records of the batch are named);
+    /// - a CreateTime record must lie within `message.timestamp.before/after.max.ms`.
+    ///
+    /// A batch's keyless records are reported before its timestamps. Compressed payloads are
+    /// opaque to krust: their keys pass unchecked and the batch's timestamp bounds stand in.
+    fn validate_records(&self, batches: &[RecordBatch], now_ms: i64) -> Result<(), PartitionError> {
+        let compacted = self.log.config().cleanup_policy.compacts();
+        let create_time = self.log.config().message_timestamp_type == TimestampType::CreateTime;
+        if !compacted && !create_time {
             return Ok(());
         }
         let earliest = now_ms.saturating_sub(self.config.message_timestamp_before_max_ms);
         let latest = now_ms.saturating_add(self.config.message_timestamp_after_max_ms);
         let check = |index: usize, record_index: usize, timestamp: i64| {
-            if timestamp != NO_TIMESTAMP && (timestamp < earliest || timestamp > latest) {
+            if create_time
+                && timestamp != NO_TIMESTAMP
+                && (timestamp < earliest || timestamp > latest)
+            {
                 Err(PartitionError::InvalidTimestamp {
                     index,
                     record_index,
@@ -674,7 +646,6 @@ impl Partition {
         };
         for (index, batch) in batches.iter().enumerate() {
             if batch.compression() != Compression::None {
-                // Compressed payloads are opaque to krust: the batch's bounds stand in.
                 check(index, 0, batch.base_timestamp())?;
                 check(index, 0, batch.max_timestamp())?;
                 continue;
@@ -682,6 +653,25 @@ impl Partition {
             let records = batch
                 .records()
                 .map_err(|source| LogError::InvalidBatch { index, source })?;
+            if compacted {
+                let record_indices: Vec<usize> = records
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| r.key.is_none())
+                    .map(|(i, _)| i)
+                    .collect();
+                if !record_indices.is_empty() {
+                    let topic_partition = self
+                        .log
+                        .dir()
+                        .file_name()
+                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+                    return Err(PartitionError::RecordsWithoutKey {
+                        topic_partition,
+                        record_indices,
+                    });
+                }
+            }
             for (record_index, record) in records.iter().enumerate() {
                 check(
                     index,
