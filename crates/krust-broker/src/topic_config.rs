@@ -11,7 +11,7 @@ use krust_log::config::{CleanupPolicy, LogConfig};
 
 use crate::partition::{DEFAULT_REPLICA_LAG_TIME_MAX_MS, PartitionConfig};
 use crate::producer_state::DEFAULT_PRODUCER_ID_EXPIRATION_MS;
-use crate::server::apis::config_defs::{BROKER_CONFIG_DEFS, ConfigDefEntry};
+use krust_config::{BROKER_CONFIG_DEFS, ConfigDefEntry};
 
 /// DescribeConfigs `config_type` codes (Kafka's `ConfigType`).
 pub mod config_type {

@@ -4,7 +4,7 @@
 //! set in `server.properties` or dynamically, each with its type, `read_only` (not
 //! dynamically changeable), sensitivity (passwords and unknown keys: value null) and Kafka's
 //! synonym list; for broker `""` the cluster-wide dynamic defaults only. The key table is
-//! generated from Kafka's jars (`config_defs.rs`).
+//! generated from Kafka's jars (`krust-config`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, 
 use kafka_protocol::protocol::StrBytes;
 
 use crate::server::Broker;
-use crate::server::apis::config_defs::{BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS};
+use krust_config::{BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS};
 use crate::server::publisher::topic_layers_maps;
 use crate::topic_config::{
     ConfigLayers, ConfigSynonymValue, TOPIC_CONFIGS, broker_config_def, broker_config_synonyms,

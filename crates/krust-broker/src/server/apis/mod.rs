@@ -19,7 +19,6 @@
 //! - `producers.rs`: DescribeProducers.
 //! - `stats.rs`: `BrokerTopicMetrics` and per-request `TotalTimeMs` for `/metrics`.
 
-pub mod config_defs;
 pub mod configs;
 pub mod fetch;
 pub mod log_dirs;
