@@ -34,8 +34,8 @@ pub use defs::{
 };
 pub use error::ConfigException;
 pub use validate::{
-    BrokerConfigLayers, TopicValidationDefaults, validate_dynamic_broker_change,
-    validate_dynamic_broker_configs, validate_topic_configs,
+    BrokerConfigLayers, TopicValidationDefaults, usable_dynamic_broker_configs,
+    validate_dynamic_broker_change, validate_dynamic_broker_configs, validate_topic_configs,
 };
 pub use value::{ConfigValue, ensure_valid, java_double, parse_type};
 

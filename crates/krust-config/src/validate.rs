@@ -205,6 +205,26 @@ pub fn validate_dynamic_broker_configs(
     Ok(())
 }
 
+/// Kafka 3.9 `DynamicBrokerConfig.fromPersistentProps` (less password decoding): the stored
+/// dynamic configs of a broker resource with every entry Kafka would ignore removed — values
+/// that do not validate, read-only keys, unprefixed security keys, and per-broker keys at the
+/// cluster default. A change is validated over what remains, so a bad value stored by an older
+/// build never blocks a later change.
+#[must_use]
+pub fn usable_dynamic_broker_configs(
+    stored: &BTreeMap<String, String>,
+    per_broker: bool,
+) -> BTreeMap<String, String> {
+    stored
+        .iter()
+        .filter(|(k, v)| {
+            let one = BTreeMap::from([((*k).clone(), (*v).clone())]);
+            validate_dynamic_broker_configs(&one, per_broker).is_ok()
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 /// The dynamic broker configs whose change Kafka's reconfigurables check against the broker's
 /// current value (`DynamicThreadPool`, `LogCleaner`).
 const THREAD_POOL_CONFIGS: [&str; 4] = [

@@ -4,11 +4,14 @@
 //! AlterConfigs (`legacyAlterConfigs`) replaces a resource's whole config set: every given key
 //! is set, every other key it had is deleted; validation is the same.
 //!
-//! Kafka validates each value against the config's type; krust knows the types of only the
-//! configs the controller itself reads (today `unclean.leader.election.enable`), so other
-//! values are stored as given and APPEND/SUBTRACT treat the value as a comma-separated list.
+//! Each resource's resulting config set is validated as Kafka's `ControllerConfigurationValidator`
+//! does (`krust_config`): a topic's with `LogConfig.validate` (INVALID_CONFIG with Kafka's
+//! message), a broker's name. Beyond Kafka's controller, a broker resource's values are also
+//! checked as the receiving Kafka broker checks them before forwarding
+//! (`DynamicBrokerConfig.validateConfigs`, INVALID_REQUEST), so a request sent straight to the
+//! controller cannot store a value no broker would accept.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::incremental_alter_configs_request::AlterConfigsResource;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -17,11 +20,15 @@ use kafka_protocol::messages::{
     IncrementalAlterConfigsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use krust_config::{
+    ConfigKind, TopicValidationDefaults, validate_dynamic_broker_configs, validate_topic_configs,
+};
 use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
 use krust_metadata::records::{ConfigRecord, MetadataRecord};
 use krust_metadata::{ApiMessageAndVersion, MetadataImage};
 
 use crate::error::ControllerError;
+use crate::topic_names;
 
 /// `AlterConfigOp.OpType.SET`.
 const SET: i8 = 0;
@@ -32,15 +39,13 @@ const APPEND: i8 = 2;
 /// `AlterConfigOp.OpType.SUBTRACT`.
 const SUBTRACT: i8 = 3;
 
-/// Boolean configs the controller reads and so validates.
-const BOOLEAN_CONFIGS: [&str; 1] = ["unclean.leader.election.enable"];
-
 /// The records and the response of one IncrementalAlterConfigs. Resources are independent:
 /// a refused one writes nothing, the others still apply. `validate_only` writes nothing.
 #[must_use]
 pub fn incremental_alter_configs(
     image: &MetadataImage,
     request: &IncrementalAlterConfigsRequest,
+    defaults: &TopicValidationDefaults,
 ) -> (Vec<ApiMessageAndVersion>, IncrementalAlterConfigsResponse) {
     let mut records = Vec::new();
     let mut responses = Vec::new();
@@ -58,7 +63,7 @@ pub fn incremental_alter_configs(
                 reason: "Duplicate resource.".to_owned(),
             })
         } else {
-            alter_resource(image, resource)
+            alter_resource(image, resource, defaults)
         };
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
@@ -101,6 +106,7 @@ const KNOWN_RESOURCE_TYPES: [i8; 4] = [2, 4, 8, 16];
 pub fn legacy_alter_configs(
     image: &MetadataImage,
     request: &AlterConfigsRequest,
+    defaults: &TopicValidationDefaults,
 ) -> (Vec<ApiMessageAndVersion>, AlterConfigsResponse) {
     use kafka_protocol::messages::alter_configs_request::AlterConfigsResource as LegacyResource;
     use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse as LegacyResponse;
@@ -109,8 +115,7 @@ pub fn legacy_alter_configs(
     // In request order; a slot is emptied when its resource turns out to be duplicated.
     let mut changes: Vec<Option<&LegacyResource>> = Vec::new();
     // Resource → its slot in `changes` (a map, so a huge request stays O(n log n)).
-    let mut slots: std::collections::BTreeMap<(i8, String), usize> =
-        std::collections::BTreeMap::new();
+    let mut slots: BTreeMap<(i8, String), usize> = BTreeMap::new();
     let mut duplicates: BTreeSet<(i8, String)> = BTreeSet::new();
     let refusal = |resource: &LegacyResource, code: i16, message: String| {
         LegacyResponse::default()
@@ -166,6 +171,7 @@ pub fn legacy_alter_configs(
             resource.resource_type,
             &resource.resource_name,
             &configs,
+            defaults,
         ) {
             Ok(resource_records) => {
                 if !request.validate_only {
@@ -187,42 +193,49 @@ pub fn legacy_alter_configs(
 }
 
 /// The `ConfigRecord`s that make `configs` (last value of a repeated key wins, as Kafka's map)
-/// the whole config set of one resource.
+/// the whole config set of one resource (Kafka's `legacyAlterConfigResource`).
 fn replace_resource(
     image: &MetadataImage,
     resource_type: i8,
     name: &str,
     configs: &[(String, Option<String>)],
+    defaults: &TopicValidationDefaults,
 ) -> Result<Vec<ApiMessageAndVersion>, ControllerError> {
-    let resource_type = check_resource(image, resource_type, name)?;
-    let current = image.configs.configs(&ConfigResource {
-        resource_type,
+    let resource = ConfigResource {
+        resource_type: ConfigResourceType(resource_type),
         name: name.to_owned(),
-    });
-    let wanted: std::collections::BTreeMap<&str, Option<&str>> = configs
+    };
+    check_handled_type(resource.resource_type)?;
+    let current = image.configs.configs(&resource);
+    let wanted: BTreeMap<&str, Option<&str>> = configs
         .iter()
         .map(|(k, v)| (k.as_str(), v.as_deref()))
         .collect();
+    let always = resource.resource_type == ConfigResourceType::BROKER;
     let mut records = Vec::new();
     for (&key, &value) in &wanted {
-        if let Some(v) = value {
-            check_value(key, v)?;
+        // KAFKA-14136: a broker config is written even when unchanged, to make brokers reload.
+        if always || current.get(key).map(String::as_str) != value {
+            records.push(config_record(
+                resource_type,
+                name,
+                key,
+                value.map(str::to_owned),
+            ));
         }
-        if current.get(key).map(String::as_str) == value {
-            continue;
-        }
-        records.push(config_record(
-            resource_type.0,
-            name,
-            key,
-            value.map(str::to_owned),
-        ));
     }
     for key in current.keys() {
         if !wanted.contains_key(key.as_str()) {
-            records.push(config_record(resource_type.0, name, key, None));
+            records.push(config_record(resource_type, name, key, None));
         }
     }
+    let mut all = BTreeMap::new();
+    for (&key, &value) in &wanted {
+        if let Some(v) = value {
+            all.insert(key.to_owned(), v.to_owned());
+        }
+    }
+    validate_resource(image, &resource, &all, defaults)?;
     Ok(records)
 }
 
@@ -244,121 +257,181 @@ fn config_record(
     )
 }
 
-/// A value of a config the controller knows the type of must have that type.
-fn check_value(key: &str, value: &str) -> Result<(), ControllerError> {
-    if BOOLEAN_CONFIGS.contains(&key)
-        && !matches!(value.to_ascii_lowercase().as_str(), "true" | "false")
-    {
-        return Err(ControllerError::InvalidConfig {
-            reason: format!(
-                "Invalid value {value} for configuration {key}: Expected value to be either true or false"
-            ),
-        });
+/// The resource types whose configs live in the metadata log.
+fn check_handled_type(resource_type: ConfigResourceType) -> Result<(), ControllerError> {
+    if resource_type == ConfigResourceType::TOPIC || resource_type == ConfigResourceType::BROKER {
+        Ok(())
+    } else {
+        Err(ControllerError::InvalidRequest {
+            reason: format!("Unknown resource type {}", resource_type.0),
+        })
+    }
+}
+
+/// `ControllerConfigurationValidator.validate(resource)`: a topic resource needs a legal
+/// topic name, a broker resource `""` or a non-negative integer.
+fn check_resource_name(resource: &ConfigResource) -> Result<(), ControllerError> {
+    if resource.resource_type == ConfigResourceType::TOPIC {
+        if resource.name.is_empty() {
+            return Err(ControllerError::InvalidRequest {
+                reason: "Default topic resources are not allowed.".to_owned(),
+            });
+        }
+        topic_names::validate(&resource.name)?;
+    } else if resource.resource_type == ConfigResourceType::BROKER && !resource.name.is_empty() {
+        let id: i32 = resource
+            .name
+            .parse()
+            .map_err(|_| ControllerError::InvalidRequest {
+                reason: "Unable to parse broker name as a base 10 number.".to_owned(),
+            })?;
+        if id < 0 {
+            return Err(ControllerError::InvalidRequest {
+                reason: "Invalid negative broker ID.".to_owned(),
+            });
+        }
     }
     Ok(())
 }
 
-/// The resource exists and is one the controller stores configs for.
-fn check_resource(
+/// Kafka's `validateAlterConfig` on the resource's whole resulting config set `all`: the name,
+/// the values, then that the resource exists (`ConfigResourceExistenceChecker`).
+fn validate_resource(
     image: &MetadataImage,
-    resource_type: i8,
-    name: &str,
-) -> Result<ConfigResourceType, ControllerError> {
-    let resource_type = ConfigResourceType(resource_type);
-    if resource_type == ConfigResourceType::TOPIC {
-        if image.topics.topic_by_name(name).is_none() {
+    resource: &ConfigResource,
+    all: &BTreeMap<String, String>,
+    defaults: &TopicValidationDefaults,
+) -> Result<(), ControllerError> {
+    check_resource_name(resource)?;
+    if resource.resource_type == ConfigResourceType::TOPIC {
+        validate_topic_configs(all, defaults)
+            .map_err(|e| ControllerError::InvalidConfig { reason: e.message })?;
+        if image.topics.topic_by_name(&resource.name).is_none() {
             return Err(ControllerError::UnknownTopicOrPartition {
-                reason: format!("The topic '{name}' does not exist."),
+                reason: format!("The topic '{}' does not exist.", resource.name),
             });
         }
-    } else if resource_type == ConfigResourceType::BROKER {
-        if !name.is_empty() {
-            let id: i32 = name.parse().map_err(|_| ControllerError::InvalidRequest {
-                reason: format!("Illegal non-integral BROKER resource type name {name}"),
-            })?;
+    } else {
+        validate_dynamic_broker_configs(all, !resource.name.is_empty())
+            .map_err(|e| ControllerError::InvalidRequest { reason: e.message })?;
+        if !resource.name.is_empty() {
+            // `check_resource_name` proved it parses.
+            let id: i32 = resource.name.parse().unwrap_or(-1);
             if image.cluster.broker(id).is_none() && !image.cluster.controllers.contains_key(&id) {
                 return Err(ControllerError::BrokerIdNotRegistered {
-                    reason: format!("Broker ID {id} is not currently registered"),
+                    reason: format!("No node with id {id} found."),
                 });
             }
         }
-    } else {
-        return Err(ControllerError::InvalidRequest {
-            reason: format!(
-                "The controller does not handle {} config resources",
-                resource_type.0
-            ),
-        });
     }
-    Ok(resource_type)
+    Ok(())
 }
 
+/// Whether APPEND and SUBTRACT apply to `key` (`KafkaConfigSchema.isSplittable`: LIST-typed).
+fn is_splittable(resource_type: ConfigResourceType, key: &str) -> bool {
+    let def = if resource_type == ConfigResourceType::TOPIC {
+        krust_config::topic_def(key)
+    } else {
+        krust_config::broker_def(key)
+    };
+    def.is_some_and(|d| d.kind == ConfigKind::List)
+}
+
+/// `getParts`: the current value's items, Kafka's default when unset, empty items dropped.
+fn list_parts(resource_type: ConfigResourceType, key: &str, value: Option<&str>) -> Vec<String> {
+    let default = if resource_type == ConfigResourceType::TOPIC {
+        krust_config::topic_def(key)
+    } else {
+        krust_config::broker_def(key)
+    }
+    .and_then(|d| d.default);
+    value
+        .or(default)
+        .map(|v| {
+            v.split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Kafka's `incrementalAlterConfigResource`: each operation against the current value, then
+/// the whole resulting set validated.
 fn alter_resource(
     image: &MetadataImage,
     resource: &AlterConfigsResource,
+    defaults: &TopicValidationDefaults,
 ) -> Result<Vec<ApiMessageAndVersion>, ControllerError> {
-    let name = resource.resource_name.to_string();
-    let resource_type = check_resource(image, resource.resource_type, &name)?;
-    let current = image.configs.configs(&ConfigResource {
-        resource_type,
-        name: name.clone(),
-    });
-    let mut records = Vec::new();
+    let config_resource = ConfigResource {
+        resource_type: ConfigResourceType(resource.resource_type),
+        name: resource.resource_name.to_string(),
+    };
+    let resource_type = config_resource.resource_type;
+    check_handled_type(resource_type)?;
+    let current = image.configs.configs(&config_resource);
+    // Kafka keys the operations by name: the last one of a repeated key wins.
+    let mut ops: BTreeMap<String, (i8, Option<String>)> = BTreeMap::new();
     for config in &resource.configs {
-        let key = config.name.to_string();
-        let value = config.value.as_ref().map(ToString::to_string);
+        ops.insert(
+            config.name.to_string(),
+            (
+                config.config_operation,
+                config.value.as_ref().map(ToString::to_string),
+            ),
+        );
+    }
+    let mut all: BTreeMap<String, String> = current.clone().into_iter().collect();
+    let mut records = Vec::new();
+    for (key, (operation, value)) in ops {
         let existing = current.get(&key).cloned();
-        let new_value = match config.config_operation {
-            SET => Some(value.ok_or_else(|| ControllerError::InvalidRequest {
-                reason: format!("Null value not supported for : {key}"),
-            })?),
+        let new_value = match operation {
+            SET => value,
             DELETE => None,
             APPEND | SUBTRACT => {
-                let mut items: Vec<String> = existing
-                    .iter()
-                    .flat_map(|v| v.split(','))
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned)
-                    .collect();
-                let given: Vec<String> = value
-                    .iter()
-                    .flat_map(|v| v.split(','))
-                    .filter(|s| !s.is_empty())
-                    .map(str::to_owned)
-                    .collect();
-                if config.config_operation == APPEND {
-                    for item in given {
-                        if !items.contains(&item) {
-                            items.push(item);
-                        }
-                    }
+                let op = if operation == APPEND {
+                    "APPEND"
                 } else {
-                    items.retain(|i| !given.contains(i));
+                    "SUBTRACT"
+                };
+                if !is_splittable(resource_type, &key) {
+                    return Err(ControllerError::InvalidConfig {
+                        reason: format!("Can't {op} to key {key} because its type is not LIST."),
+                    });
+                }
+                let mut items = list_parts(resource_type, &key, existing.as_deref());
+                let given = value.unwrap_or_default();
+                for item in given.split(',') {
+                    if operation == APPEND {
+                        if !items.iter().any(|i| i == item) {
+                            items.push(item.to_owned());
+                        }
+                    } else if let Some(i) = items.iter().position(|i| i == item) {
+                        items.remove(i);
+                    }
                 }
                 Some(items.join(","))
             }
             other => {
                 return Err(ControllerError::InvalidRequest {
-                    reason: format!("Unknown config operation {other} for {key}"),
+                    reason: format!("Unknown operations type {other}"),
                 });
             }
         };
-        if let Some(v) = &new_value {
-            check_value(&key, v)?;
+        match &new_value {
+            Some(v) => all.insert(key.clone(), v.clone()),
+            None => all.remove(&key),
+        };
+        // KAFKA-14136: a broker config is written even when unchanged, to make brokers reload.
+        if new_value != existing || resource_type == ConfigResourceType::BROKER {
+            records.push(config_record(
+                resource.resource_type,
+                &config_resource.name,
+                &key,
+                new_value,
+            ));
         }
-        if new_value == existing {
-            continue;
-        }
-        records.push(ApiMessageAndVersion::new(
-            MetadataRecord::Config(ConfigRecord {
-                resource_type: resource.resource_type,
-                resource_name: name.clone(),
-                name: key,
-                value: new_value,
-                ..ConfigRecord::default()
-            }),
-            0,
-        ));
     }
+    validate_resource(image, &config_resource, &all, defaults)?;
     Ok(records)
 }

@@ -58,6 +58,7 @@ fn config(node_id: i32) -> QuorumControllerConfig {
         kraft_version: 0,
         unclean_leader_election_interval_ms: 300_000,
         leader_imbalance_check_interval_ms: Some(300_000),
+        topic_validation_defaults: krust_config::TopicValidationDefaults::default(),
     }
 }
 
@@ -1198,8 +1199,44 @@ fn incremental_alter_configs_sets_and_deletes_topic_and_broker_configs() {
     let cases = [
         (2, "nope", 0, unclean, Some("true"), 3, "unknown topic"),
         (2, "t", 0, unclean, Some("maybe"), 40, "not a boolean"),
-        (2, "t", 0, unclean, None, 42, "SET without a value"),
         (2, "t", 9, unclean, Some("true"), 42, "unknown operation"),
+        (2, "t", 0, "retention.ms", Some("-5"), 40, "out of range"),
+        (
+            2,
+            "t",
+            0,
+            "no.such.config",
+            Some("1"),
+            40,
+            "unknown topic config",
+        ),
+        (
+            2,
+            "t",
+            2,
+            unclean,
+            Some("x"),
+            40,
+            "APPEND to a key that is not a LIST",
+        ),
+        (
+            4,
+            "1",
+            0,
+            "broker.id",
+            Some("3"),
+            42,
+            "a read-only broker config",
+        ),
+        (
+            4,
+            "1",
+            0,
+            "message.max.bytes",
+            Some("x"),
+            42,
+            "a broker value of the wrong type",
+        ),
         (
             4,
             "x",
@@ -1235,6 +1272,14 @@ fn incremental_alter_configs_sets_and_deletes_topic_and_broker_configs() {
         0
     );
     assert_eq!(sim.log.len(), before, "validateOnly writes nothing");
+    // As in Kafka's controller, SET without a value deletes (a broker refuses it before
+    // forwarding): nothing was set, so nothing is written.
+    assert_eq!(alter_configs(&mut sim, 2, "t", 0, unclean, None, false), 0);
+    assert_eq!(
+        sim.log.len(),
+        before,
+        "deleting an unset key writes nothing"
+    );
 
     assert_eq!(
         alter_configs(&mut sim, 2, "t", 0, unclean, Some("true"), false),
@@ -1247,11 +1292,11 @@ fn incremental_alter_configs_sets_and_deletes_topic_and_broker_configs() {
         0
     );
     assert_eq!(
-        alter_configs(&mut sim, 4, "1", 2, "a.list", Some("x,y"), false),
+        alter_configs(&mut sim, 4, "1", 2, "metric.reporters", Some("x,y"), false),
         0
     );
     assert_eq!(
-        alter_configs(&mut sim, 4, "1", 3, "a.list", Some("x"), false),
+        alter_configs(&mut sim, 4, "1", 3, "metric.reporters", Some("x"), false),
         0
     );
     let broker = ConfigResource {
@@ -1262,9 +1307,27 @@ fn incremental_alter_configs_sets_and_deletes_topic_and_broker_configs() {
         sim.image()
             .configs
             .configs(&broker)
-            .get("a.list")
+            .get("metric.reporters")
             .map(String::as_str),
         Some("y")
+    );
+    // APPEND to an unset LIST starts from Kafka's default (`cleanup.policy` is `delete`).
+    assert_eq!(
+        alter_configs(
+            &mut sim,
+            2,
+            "t",
+            2,
+            "cleanup.policy",
+            Some("compact"),
+            false
+        ),
+        0
+    );
+    let topic_configs = sim.image().configs.configs(&ConfigResource::topic("t"));
+    assert_eq!(
+        topic_configs.get("cleanup.policy").map(String::as_str),
+        Some("delete,compact")
     );
     assert_eq!(alter_configs(&mut sim, 2, "t", 1, unclean, None, false), 0);
     let topic_configs = sim.image().configs.configs(&ConfigResource::topic("t"));

@@ -85,6 +85,7 @@ use crate::registration::{
     ImageClusterView, register_broker, register_controller, unregister_broker,
 };
 use crate::topic_names;
+pub use krust_config::TopicValidationDefaults;
 
 mod replication;
 mod responses;
@@ -139,6 +140,9 @@ pub struct QuorumControllerConfig {
     /// balances every partition whose leader is not its preferred replica; it does not use
     /// `leader.imbalance.per.broker.percentage` (a ZooKeeper-controller setting).
     pub leader_imbalance_check_interval_ms: Option<u64>,
+    /// The broker-level log settings topic configs are validated together with
+    /// (`KafkaConfig.extractLogConfigMap` in Kafka's `ControllerConfigurationValidator`).
+    pub topic_validation_defaults: TopicValidationDefaults,
 }
 
 /// One committed batch from the Raft listener.
@@ -963,7 +967,11 @@ impl QuorumController {
                 )
             }
             ControllerRequest::IncrementalAlterConfigs(r) => {
-                let (records, response) = incremental_alter_configs(&self.image, r);
+                let (records, response) = incremental_alter_configs(
+                    &self.image,
+                    r,
+                    &self.config.topic_validation_defaults,
+                );
                 (
                     records,
                     Reply::Ready(ControllerResponse::IncrementalAlterConfigs(response)),
@@ -971,7 +979,8 @@ impl QuorumController {
                 )
             }
             ControllerRequest::AlterConfigs(r) => {
-                let (records, response) = legacy_alter_configs(&self.image, r);
+                let (records, response) =
+                    legacy_alter_configs(&self.image, r, &self.config.topic_validation_defaults);
                 (
                     records,
                     Reply::Ready(ControllerResponse::AlterConfigs(response)),

@@ -104,27 +104,29 @@ impl QuorumController {
                 reason: format!("Topic '{name}' collides with existing topic: {existing}"),
             });
         }
-        let mut configs = Vec::new();
-        for config in &topic.configs {
-            let Some(value) = &config.value else {
-                return Err(ControllerError::InvalidRequest {
-                    reason: format!(
-                        "Null value not supported for topic configs: {}",
-                        config.name
-                    ),
-                });
-            };
-            if config.name.as_str() == UNCLEAN_LEADER_ELECTION_ENABLE
-                && !matches!(value.to_ascii_lowercase().as_str(), "true" | "false")
-            {
-                return Err(ControllerError::InvalidConfig {
-                    reason: format!(
-                        "Invalid value {value} for configuration {UNCLEAN_LEADER_ELECTION_ENABLE}: Expected value to be either true or false"
-                    ),
-                });
-            }
-            configs.push((config.name.to_string(), value.to_string()));
+        // Kafka's `computeConfigChanges`: null values are refused together; a repeated key
+        // keeps its last value. Then the set is validated as a new resource's configs.
+        let nulls: Vec<&str> = topic
+            .configs
+            .iter()
+            .filter(|c| c.value.is_none())
+            .map(|c| c.name.as_str())
+            .collect();
+        if !nulls.is_empty() {
+            return Err(ControllerError::InvalidConfig {
+                reason: format!(
+                    "Null value not supported for topic configs: {}",
+                    nulls.join(",")
+                ),
+            });
         }
+        let configs: BTreeMap<String, String> = topic
+            .configs
+            .iter()
+            .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+            .collect();
+        krust_config::validate_topic_configs(&configs, &self.config.topic_validation_defaults)
+            .map_err(|e| ControllerError::InvalidConfig { reason: e.message })?;
         let assignments = if topic.assignments.is_empty() {
             let num_partitions = if topic.num_partitions == -1 {
                 self.config.default_num_partitions

@@ -128,6 +128,38 @@ impl ServerConfig {
         &self.values
     }
 
+    /// Kafka's `ConfigDef.parse` over the file: every key `KafkaConfig` defines must parse as its
+    /// type and pass its validator; the first failure in Kafka's definition order is reported
+    /// with Kafka's message ("Invalid value abc for configuration log.retention.ms: Not a
+    /// number of type LONG").
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key.
+    pub fn validate_values(&self) -> Result<(), ConfigError> {
+        let mut values: BTreeMap<&str, &str> = self
+            .values
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.value.as_str()))
+            .collect();
+        // Kafka copies a lone `node.id` into `broker.id` and back before parsing (so a bad
+        // lone `node.id` is reported as `broker.id`, which is defined first).
+        for (from, to) in [("node.id", "broker.id"), ("broker.id", "node.id")] {
+            if let Some(&v) = values.get(from) {
+                values.entry(to).or_insert(v);
+            }
+        }
+        let mut defs: Vec<(&krust_config::ConfigDefEntry, &str)> = values
+            .into_iter()
+            .filter_map(|(k, v)| Some((krust_config::broker_def(k)?, v)))
+            .collect();
+        defs.sort_by_key(|(d, _)| d.order);
+        for (def, value) in defs {
+            def.parse(value)
+                .map_err(|e| ConfigError::Invalid(e.message))?;
+        }
+        Ok(())
+    }
+
     /// Keys neither Kafka 3.9 nor krust's own additions define (they are kept; Kafka logs
     /// "supplied but isn't a known config" for them), with their lines.
     #[must_use]
@@ -135,7 +167,7 @@ impl ServerConfig {
         self.values
             .iter()
             .filter(|(k, _)| {
-                known_keys::KNOWN_KEYS.binary_search(&k.as_str()).is_err()
+                krust_config::broker_def(k).is_none()
                     && !known_keys::KRUST_KEYS.contains(&k.as_str())
                     && !known_keys::KNOWN_PREFIXES.iter().any(|p| k.starts_with(p))
             })
@@ -412,6 +444,7 @@ impl ServerConfig {
     /// # Errors
     /// The first violated rule.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_values()?;
         let roles = self.process_roles()?;
         let node_id = self.node_id()?;
         let migration = self.boolean("zookeeper.metadata.migration.enable", false)?;

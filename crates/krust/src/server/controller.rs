@@ -46,7 +46,7 @@ use krust_controller::heartbeat::{
 };
 use krust_controller::quorum_controller::{
     LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT, METADATA_MAX_IDLE_INTERVAL_MS_DEFAULT,
-    UNCLEAN_LEADER_ELECTION_INTERVAL_MS_DEFAULT,
+    TopicValidationDefaults, UNCLEAN_LEADER_ELECTION_INTERVAL_MS_DEFAULT,
 };
 use krust_controller::{
     CommittedBatch, ControllerAction, ControllerRequest, ControllerResponse, QuorumController,
@@ -212,6 +212,10 @@ pub fn quorum_controller_config(
         )?,
         leader_imbalance_check_interval_ms: auto_rebalance
             .then(|| check_interval_seconds.saturating_mul(1000)),
+        topic_validation_defaults: TopicValidationDefaults {
+            min_compaction_lag_ms: parse(config, "log.cleaner.min.compaction.lag.ms", 0)?,
+            max_compaction_lag_ms: parse(config, "log.cleaner.max.compaction.lag.ms", i64::MAX)?,
+        },
     })
 }
 

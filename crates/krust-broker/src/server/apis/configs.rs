@@ -17,12 +17,12 @@ use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, 
 use kafka_protocol::protocol::StrBytes;
 
 use crate::server::Broker;
-use krust_config::{BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS};
 use crate::server::publisher::topic_layers_maps;
 use crate::topic_config::{
     ConfigLayers, ConfigSynonymValue, TOPIC_CONFIGS, broker_config_def, broker_config_synonyms,
     config_source, config_type,
 };
+use krust_config::{BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS};
 
 /// `ConfigResource.Type.TOPIC`.
 const TOPIC: i8 = 2;

@@ -19,6 +19,7 @@
 //! - `producers.rs`: DescribeProducers.
 //! - `stats.rs`: `BrokerTopicMetrics` and per-request `TotalTimeMs` for `/metrics`.
 
+mod alter_configs;
 pub mod configs;
 pub mod fetch;
 pub mod log_dirs;
@@ -214,6 +215,13 @@ impl ClientApiHandler {
             RequestKind::DescribeLogDirs(r) => log_dirs::describe_log_dirs(broker, &r).into(),
             RequestKind::InitProducerId(r) => producer_id::handle(broker, &r).await.into(),
             RequestKind::DescribeProducers(r) => producers::describe_producers(broker, &r).into(),
+            // Checked on the broker first (`ConfigAdminManager.preprocess`), then forwarded.
+            RequestKind::IncrementalAlterConfigs(r) if let Some(forwarder) = broker.forwarder() => {
+                alter_configs::incremental(broker, forwarder, &ctx, r).await
+            }
+            RequestKind::AlterConfigs(r) if let Some(forwarder) = broker.forwarder() => {
+                alter_configs::legacy(broker, forwarder, &ctx, r).await
+            }
             other => {
                 let key = ctx.api_key;
                 if let Some(groups) = broker.groups()
