@@ -71,6 +71,16 @@ struct MetadataShellCli {
     command: Vec<String>,
 }
 
+/// `key=value` of `--override` (Kafka's `parseKeyValueArgs`: split at the first `=`).
+fn parse_override(arg: &str) -> Result<(String, String), String> {
+    match arg.split_once('=') {
+        Some((key, value)) if !key.is_empty() => Ok((key.to_owned(), value.to_owned())),
+        _ => Err(format!(
+            "Invalid command line properties: {arg} (expected key=value)"
+        )),
+    }
+}
+
 #[derive(Debug, Args)]
 struct DevCli {
     /// Where data, logs and the generated server.properties live.
@@ -79,12 +89,20 @@ struct DevCli {
     /// The Kafka listener's port on 127.0.0.1.
     #[arg(long, default_value_t = 9092)]
     port: u16,
+    /// Optional property that overrides the one in the generated server.properties, for this
+    /// run only (`key=value`; repeatable).
+    #[arg(long = "override", value_name = "KEY=VALUE", value_parser = parse_override)]
+    overrides: Vec<(String, String)>,
 }
 
 #[derive(Debug, Args)]
 struct ServerCli {
     /// The `server.properties` file.
     config: PathBuf,
+    /// Optional property that overrides the one in the file (`key=value`; repeatable), as
+    /// `kafka-server-start.sh --override`.
+    #[arg(long = "override", value_name = "KEY=VALUE", value_parser = parse_override)]
+    overrides: Vec<(String, String)>,
     /// Test hook: serve appends to the metadata log on this Unix socket (one line = one
     /// record, answered `OK <offset>` once committed). Never use in production.
     #[arg(long = "test-append-socket", hide = true)]
@@ -215,6 +233,7 @@ fn main() -> ExitCode {
         Command::Server(args) => {
             let result = server::run_server(&server::ServerArgs {
                 config: args.config,
+                overrides: args.overrides,
                 test_append_socket: args.test_append_socket,
                 ready_banner: None,
             });
@@ -224,6 +243,7 @@ fn main() -> ExitCode {
             let result = dev::run_dev(&dev::DevArgs {
                 data_dir: args.data_dir,
                 port: args.port,
+                overrides: args.overrides,
             });
             return exit_code(result);
         }

@@ -110,6 +110,22 @@ impl ServerConfig {
         })
     }
 
+    /// `self` with `overrides` set over the file's values, as `kafka-server-start.sh
+    /// --override key=value` does (line 0: not from the file).
+    #[must_use]
+    pub fn with_overrides(mut self, overrides: &[(String, String)]) -> Self {
+        for (key, value) in overrides {
+            self.values.insert(
+                key.clone(),
+                ConfigValue {
+                    value: value.clone(),
+                    line: 0,
+                },
+            );
+        }
+        self
+    }
+
     /// The file this came from.
     #[must_use]
     pub fn path(&self) -> &Path {

@@ -57,6 +57,8 @@ const EVENT_QUEUE: usize = 1024;
 pub struct ServerArgs {
     /// `server.properties`.
     pub config: PathBuf,
+    /// `--override key=value` pairs, over the file's values (`kafka-server-start.sh`).
+    pub overrides: Vec<(String, String)>,
     /// Test hook: serve appends on this Unix socket (see [`test_writer`]).
     pub test_append_socket: Option<PathBuf>,
     /// Print `<banner> ready: bootstrap.servers=<host:port>` once the broker is unfenced
@@ -244,7 +246,7 @@ fn read_meta_properties(dir: &Path) -> anyhow::Result<MetaProperties> {
 }
 
 async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
-    let config = ServerConfig::load(&args.config)?;
+    let config = ServerConfig::load(&args.config)?.with_overrides(&args.overrides);
     let node = setup(&config)?;
     if args.test_append_socket.is_some() && node.is_broker() {
         bail!("--test-append-socket is for process.roles=controller only");
