@@ -172,8 +172,8 @@ pub fn validate_dynamic_broker_configs(
         .collect();
     if !unprefixed.is_empty() {
         return Err(ConfigException::new(format!(
-            "These security configs can be dynamically updated only per-listener using the listener prefix: {}",
-            scala_set(&unprefixed)
+            "These security configs can be dynamically updated only per-listener using the listener prefix: HashSet({})",
+            unprefixed.join(", ")
         )));
     }
     // `validateConfigTypes`: listener-prefixed keys are parsed as their base key.
@@ -269,8 +269,9 @@ fn int_value(name: &str, raw: Option<&str>) -> i64 {
 /// `props` is the resource's whole new dynamic config set.
 ///
 /// # Errors
-/// As [`validate_dynamic_broker_configs`], or "Invalid dynamic configuration" (Kafka wraps
-/// every reconfigurable's refusal in that message).
+/// As [`validate_dynamic_broker_configs`], or a reconfigurable's refusal wrapped as Kafka
+/// wraps it ("Invalid value org.apache.kafka.common.config.ConfigException: … for
+/// configuration Invalid dynamic configuration").
 pub fn validate_dynamic_broker_change(
     props: &BTreeMap<String, String>,
     per_broker: bool,
@@ -289,19 +290,56 @@ pub fn validate_dynamic_broker_change(
     } else {
         next.dynamic_default = given;
     }
-    let invalid = || ConfigException::new("Invalid dynamic configuration");
+    // Kafka wraps a reconfigurable's refusal as `new ConfigException("Invalid dynamic
+    // configuration", e)`: the (name, value) constructor, so the message reads oddly but is
+    // Kafka's, word for word.
+    let invalid = |inner: String| {
+        ConfigException::invalid(
+            "Invalid dynamic configuration",
+            &format!("org.apache.kafka.common.config.ConfigException: {inner}"),
+            None,
+        )
+    };
     for name in THREAD_POOL_CONFIGS {
         let old = int_value(name, current.effective(name));
         let new = int_value(name, next.effective(name));
-        if new != old && (new <= 0 || new < old / 2 || new > old * 2) {
-            return Err(invalid());
+        if new == old {
+            continue;
+        }
+        let what = format!("Dynamic thread count update validation failed for {name}={new}");
+        if new <= 0 {
+            return Err(invalid(format!("{what}, value should be at least 1")));
+        }
+        if new < old / 2 {
+            return Err(invalid(format!(
+                "{what}, value should be at least half the current value {old}"
+            )));
+        }
+        if new > old * 2 {
+            return Err(invalid(format!(
+                "{what}, value should not be greater than double the current value {old}"
+            )));
         }
     }
     let name = "log.cleaner.threads";
     let old = int_value(name, current.effective(name));
     let new = int_value(name, next.effective(name));
-    if new != old && (new < 1 || new < old / 2 || new > old * 2) {
-        return Err(invalid());
+    if new != old {
+        if new < 1 {
+            return Err(invalid(
+                "Log cleaner threads should be at least 1".to_owned(),
+            ));
+        }
+        if new < old / 2 {
+            return Err(invalid(format!(
+                "Log cleaner threads cannot be reduced to less than half the current value {old}"
+            )));
+        }
+        if new > old * 2 {
+            return Err(invalid(format!(
+                "Log cleaner threads cannot be increased to more than double the current value {old}"
+            )));
+        }
     }
     Ok(())
 }
@@ -415,7 +453,7 @@ mod tests {
         assert!(change("16").is_ok());
         assert_eq!(
             change("17").expect_err("more than double").message,
-            "Invalid dynamic configuration"
+            "Invalid value org.apache.kafka.common.config.ConfigException: Dynamic thread count update validation failed for num.io.threads=17, value should not be greater than double the current value 8 for configuration Invalid dynamic configuration"
         );
         assert!(change("3").is_err());
     }

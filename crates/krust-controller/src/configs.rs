@@ -65,9 +65,11 @@ pub fn incremental_alter_configs(
         } else {
             alter_resource(image, resource, defaults)
         };
+        // Kafka answers success with a null message.
         let response = AlterConfigsResourceResponse::default()
             .with_resource_type(resource.resource_type)
-            .with_resource_name(resource.resource_name.clone());
+            .with_resource_name(resource.resource_name.clone())
+            .with_error_message(None);
         match result {
             Ok(resource_records) => {
                 if !request.validate_only {
@@ -165,7 +167,8 @@ pub fn legacy_alter_configs(
             .collect();
         let response = LegacyResponse::default()
             .with_resource_type(resource.resource_type)
-            .with_resource_name(resource.resource_name.clone());
+            .with_resource_name(resource.resource_name.clone())
+            .with_error_message(None);
         match replace_resource(
             image,
             resource.resource_type,

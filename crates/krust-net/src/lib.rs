@@ -82,6 +82,7 @@ pub mod client;
 pub mod codec;
 pub mod config;
 pub mod error;
+pub mod error_codes;
 pub mod frame;
 pub mod pool;
 pub mod server;

@@ -52,6 +52,7 @@ impl QuorumController {
                     results.push(
                         CreatableTopicResult::default()
                             .with_name(topic.name.clone())
+                            .with_error_message(None)
                             .with_topic_id(topic_id)
                             .with_num_partitions(num_partitions)
                             .with_replication_factor(replication_factor),
