@@ -73,6 +73,13 @@ const DELETE: i8 = 1;
 const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
+/// An IncrementalAlterConfigs resource: type, name, `(operation, key, value)`s.
+type IncrementalResource = (i8, String, Vec<(i8, String, Option<String>)>);
+/// A legacy AlterConfigs resource: type, name, `(key, value)`s.
+type LegacyResourceSpec = (i8, String, Vec<(String, Option<String>)>);
+/// How a cluster under test is started.
+type Start = fn(&KafkaDist) -> Cluster;
+
 /// One config change, sent as the request it names.
 #[derive(Debug, Clone)]
 enum Change {
@@ -82,11 +89,11 @@ enum Change {
         validate_only: bool,
     },
     Incremental {
-        resources: Vec<(i8, String, Vec<(i8, String, Option<String>)>)>,
+        resources: Vec<IncrementalResource>,
         validate_only: bool,
     },
     Legacy {
-        resources: Vec<(i8, String, Vec<(String, Option<String>)>)>,
+        resources: Vec<LegacyResourceSpec>,
         validate_only: bool,
     },
 }
@@ -903,7 +910,7 @@ fn config_changes_are_validated_as_kafka_does() {
         oracle.wrote_when_it_should_not
     );
     let mut failures = Vec::new();
-    let targets: [(&str, fn(&KafkaDist) -> Cluster); 2] = [
+    let targets: [(&str, Start); 2] = [
         ("krust dev", |_| start_krust_dev()),
         (
             "krust controllers + Kafka broker",
