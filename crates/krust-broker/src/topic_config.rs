@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use krust_log::TimestampType;
 use krust_log::config::{CleanupPolicy, LogConfig};
+use tracing::warn;
 
 use crate::partition::{DEFAULT_REPLICA_LAG_TIME_MAX_MS, PartitionConfig};
 use crate::producer_state::DEFAULT_PRODUCER_ID_EXPIRATION_MS;
@@ -530,12 +531,26 @@ impl ConfigLayers<'_> {
         topic_config_def(name).map(|d| self.resolve(d).0)
     }
 
-    fn parse<T: std::str::FromStr>(&self, name: &str) -> Option<T> {
-        self.value(name).and_then(|v| v.trim().parse().ok())
+    /// The effective value of topic config `name` if Kafka's `LogConfig` accepts it; a value
+    /// it refuses (stored by an older build that did not validate) is logged and reads as unset,
+    /// so Kafka's default applies.
+    fn valid_value(&self, name: &str) -> Option<String> {
+        let value = self.value(name)?;
+        if let Some(def) = krust_config::topic_def(name)
+            && let Err(error) = def.parse(&value)
+        {
+            warn!(config = name, %error, "invalid topic config value in the metadata; using Kafka's default");
+            return None;
+        }
+        Some(value)
     }
 
-    /// The log's config; unparseable values fall back to Kafka's defaults (the controller
-    /// validated them when they were set).
+    fn parse<T: std::str::FromStr>(&self, name: &str) -> Option<T> {
+        self.valid_value(name).and_then(|v| v.trim().parse().ok())
+    }
+
+    /// The log's config; a value Kafka would refuse falls back to Kafka's default, with a
+    /// warning (the controller validates values when they are set).
     #[must_use]
     pub fn log_config(&self) -> LogConfig {
         let d = LogConfig::default();
@@ -556,7 +571,7 @@ impl ConfigLayers<'_> {
             max_message_bytes: self
                 .parse("max.message.bytes")
                 .unwrap_or(d.max_message_bytes),
-            message_timestamp_type: match self.value("message.timestamp.type").as_deref() {
+            message_timestamp_type: match self.valid_value("message.timestamp.type").as_deref() {
                 Some("LogAppendTime") => TimestampType::LogAppendTime,
                 _ => TimestampType::CreateTime,
             },
@@ -571,7 +586,7 @@ impl ConfigLayers<'_> {
                 .parse("file.delete.delay.ms")
                 .unwrap_or(d.file_delete_delay_ms),
             cleanup_policy: self
-                .value("cleanup.policy")
+                .valid_value("cleanup.policy")
                 .and_then(|v| CleanupPolicy::parse(&v))
                 .unwrap_or(d.cleanup_policy),
             min_cleanable_dirty_ratio: self
@@ -621,6 +636,35 @@ impl ConfigLayers<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_kafka_would_refuse_fall_back_to_the_default() {
+        // As stored by builds that did not validate: Kafka's `LogConfig` refuses each.
+        let topic: BTreeMap<String, String> = [
+            ("retention.ms", "not-a-number"),
+            ("segment.bytes", "10"),
+            ("cleanup.policy", "bogus"),
+            ("message.timestamp.type", "Bogus"),
+            ("min.insync.replicas", "0"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let empty = BTreeMap::new();
+        let layers = ConfigLayers {
+            topic: &topic,
+            broker_dynamic: &empty,
+            broker_default: &empty,
+            static_props: &empty,
+        };
+        let d = LogConfig::default();
+        let log = layers.log_config();
+        assert_eq!(log.retention_ms, d.retention_ms);
+        assert_eq!(log.segment_bytes, d.segment_bytes);
+        assert_eq!(log.cleanup_policy, d.cleanup_policy);
+        assert_eq!(log.message_timestamp_type, TimestampType::CreateTime);
+        assert_eq!(layers.partition_config().min_insync_replicas, 1);
+    }
 
     #[test]
     fn layers_resolve_in_kafka_order_with_units() {
