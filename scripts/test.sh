@@ -4,6 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Java 17 and Maven (to fetch and run Apache Kafka 3.9) from the distribution's packages when
+# missing, so that a fresh machine with only Rust needs nothing else.
+if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null
+  else
+    echo "scripts/test.sh: install Java 17 and Maven (no apt-get here to do it)" >&2
+    exit 1
+  fi
+fi
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # Apache Kafka 3.9 from Maven Central (cached; never committed) for the interop tests.
 ./scripts/fetch-kafka.sh
 # Real clients (kcat, confluent-kafka, kafka-python, librdkafka's test-runner) for the clients_*
