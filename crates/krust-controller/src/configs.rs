@@ -90,8 +90,7 @@ pub fn incremental_alter_configs(
     )
 }
 
-/// `UNSUPPORTED_VERSION`, Kafka's answer to a resource type id it does not know.
-const UNSUPPORTED_VERSION: i16 = 35;
+use krust_net::error_codes::UNSUPPORTED_VERSION;
 
 /// Resource type ids Kafka 3.9's `ConfigResource.Type.forId` knows (TOPIC, BROKER,
 /// BROKER_LOGGER, CLIENT_METRICS); anything else is `UNKNOWN`.

@@ -6,14 +6,8 @@ use kafka_protocol::error::ResponseError;
 use thiserror::Error;
 use uuid::Uuid;
 
-/// `INVALID_REGISTRATION` (Kafka 3.9 `Errors`, code 119). `kafka-protocol` 0.15.1 predates it.
-pub const INVALID_REGISTRATION_CODE: i16 = 119;
-
-/// `INELIGIBLE_REPLICA` (Kafka 3.9 `Errors`, code 107). `kafka-protocol` 0.15.1 predates it.
-pub const INELIGIBLE_REPLICA_CODE: i16 = 107;
-
-/// `NEW_LEADER_ELECTED` (Kafka 3.9 `Errors`, code 108). `kafka-protocol` 0.15.1 predates it.
-pub const NEW_LEADER_ELECTED_CODE: i16 = 108;
+// Codes `kafka-protocol` 0.15.1 predates, from the one table.
+use krust_net::error_codes::{INELIGIBLE_REPLICA, INVALID_REGISTRATION, NEW_LEADER_ELECTED};
 
 /// Why the controller refused a request. Each variant's doc gives cause and remedy; the code a
 /// client sees comes from [`ControllerError::response_error`] only.
@@ -242,7 +236,7 @@ impl ControllerError {
             Self::UnsupportedFinalizedFeature { .. } | Self::ControllerRegistrationNotSupported => {
                 ResponseError::UnsupportedVersion
             }
-            Self::InvalidRegistration { .. } => ResponseError::Unknown(INVALID_REGISTRATION_CODE),
+            Self::InvalidRegistration { .. } => ResponseError::Unknown(INVALID_REGISTRATION),
             Self::BrokerIdNotRegistered { .. } => ResponseError::BrokerIdNotRegistered,
             Self::StaleBrokerEpoch { .. } | Self::UnknownBrokerEpoch { .. } => {
                 ResponseError::StaleBrokerEpoch
@@ -265,8 +259,8 @@ impl ControllerError {
             Self::StalePartitionEpoch { .. } => ResponseError::InvalidUpdateVersion,
             Self::PreferredLeaderNotAvailable => ResponseError::PreferredLeaderNotAvailable,
             Self::EligibleLeadersNotAvailable => ResponseError::EligibleLeadersNotAvailable,
-            Self::NewLeaderElected { .. } => ResponseError::Unknown(NEW_LEADER_ELECTED_CODE),
-            Self::IneligibleReplica { .. } => ResponseError::Unknown(INELIGIBLE_REPLICA_CODE),
+            Self::NewLeaderElected { .. } => ResponseError::Unknown(NEW_LEADER_ELECTED),
+            Self::IneligibleReplica { .. } => ResponseError::Unknown(INELIGIBLE_REPLICA),
         }
     }
 

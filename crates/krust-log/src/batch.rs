@@ -64,26 +64,12 @@ const TRANSACTIONAL_FLAG_MASK: i16 = 0x10;
 const CONTROL_FLAG_MASK: i16 = 0x20;
 const DELETE_HORIZON_FLAG_MASK: i16 = 0x40;
 
-// Kafka error codes (`org.apache.kafka.common.protocol.Errors`). krust-log does not depend on
-// the protocol crate; callers turn these into their response type.
-/// `OFFSET_OUT_OF_RANGE`.
-pub const OFFSET_OUT_OF_RANGE: i16 = 1;
-/// `CORRUPT_MESSAGE`.
-pub const CORRUPT_MESSAGE: i16 = 2;
-/// `MESSAGE_TOO_LARGE`.
-pub const MESSAGE_TOO_LARGE: i16 = 10;
-/// `INVALID_TIMESTAMP`.
-pub const INVALID_TIMESTAMP: i16 = 32;
-/// `UNSUPPORTED_FOR_MESSAGE_FORMAT`.
-pub const UNSUPPORTED_FOR_MESSAGE_FORMAT: i16 = 43;
-/// `KAFKA_STORAGE_ERROR`.
-pub const KAFKA_STORAGE_ERROR: i16 = 56;
-/// `UNSUPPORTED_COMPRESSION_TYPE`.
-pub const UNSUPPORTED_COMPRESSION_TYPE: i16 = 76;
-/// `INVALID_RECORD`.
-pub const INVALID_RECORD: i16 = 87;
-/// `UNKNOWN_SERVER_ERROR`.
-pub const UNKNOWN_SERVER_ERROR: i16 = -1;
+// Kafka error codes of batch failures, from the one table (`krust_net::error_codes`).
+pub use krust_net::error_codes::{
+    CORRUPT_MESSAGE, INVALID_RECORD, INVALID_TIMESTAMP, KAFKA_STORAGE_ERROR, MESSAGE_TOO_LARGE,
+    OFFSET_OUT_OF_RANGE, UNKNOWN_SERVER_ERROR, UNSUPPORTED_COMPRESSION_TYPE,
+    UNSUPPORTED_FOR_MESSAGE_FORMAT,
+};
 
 /// Compression codec, attribute bits 0–2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

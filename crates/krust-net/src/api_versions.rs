@@ -9,8 +9,7 @@ use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 
 use crate::error::SupportedApisError;
 
-/// Kafka's error code `INVALID_REQUEST`.
-pub const INVALID_REQUEST: i16 = 42;
+pub use crate::error_codes::INVALID_REQUEST;
 
 /// An inclusive version range of one API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

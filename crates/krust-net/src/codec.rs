@@ -26,8 +26,7 @@ use crate::api_versions::SupportedApis;
 use crate::error::{CodecError, RequestError};
 use crate::frame::FrameBuilder;
 
-/// Kafka's error code `UNSUPPORTED_VERSION`.
-pub const UNSUPPORTED_VERSION: i16 = 35;
+pub use crate::error_codes::UNSUPPORTED_VERSION;
 
 macro_rules! all_apis {
     ($m:ident) => {

@@ -43,8 +43,8 @@ pub const BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT: u64 = 2000;
 pub const BROKER_SESSION_TIMEOUT_MS_DEFAULT: u64 = 9000;
 /// First retry delay after a failed registration or heartbeat (Kafka: 100 ms, doubling).
 const RETRY_BACKOFF_INITIAL: Duration = Duration::from_millis(100);
-/// Kafka's `NOT_CONTROLLER`: retried at once (the channel looks for the new leader).
-const NOT_CONTROLLER: i16 = 41;
+/// `NOT_CONTROLLER` is retried at once (the channel looks for the new leader).
+use krust_net::error_codes::NOT_CONTROLLER;
 
 /// Where the broker is in its life (Kafka's `BrokerState`, without `NOT_RUNNING`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,12 +21,7 @@ use krust_net::{Reply, RequestContext};
 use crate::server::Broker;
 use crate::server::forwarding::Forwarder;
 
-/// `INVALID_REQUEST`.
-const INVALID_REQUEST: i16 = 42;
-/// `INVALID_CONFIG`.
-const INVALID_CONFIG: i16 = 40;
-/// `UNKNOWN_SERVER_ERROR`.
-const UNKNOWN_SERVER_ERROR: i16 = -1;
+use krust_net::error_codes::{INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_SERVER_ERROR};
 
 /// `ConfigResource.Type` ids.
 const TOPIC: i8 = 2;

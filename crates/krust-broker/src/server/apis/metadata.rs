@@ -352,10 +352,7 @@ pub async fn handle(
     response
 }
 
-/// `MISMATCHED_ENDPOINT_TYPE` (Kafka 3.9 `Errors`; newer than the codec's error table).
-pub const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
-/// `UNSUPPORTED_ENDPOINT_TYPE`.
-pub const UNSUPPORTED_ENDPOINT_TYPE: i16 = 115;
+pub use krust_net::error_codes::{MISMATCHED_ENDPOINT_TYPE, UNSUPPORTED_ENDPOINT_TYPE};
 
 /// Handles a DescribeCluster request (`endpoint_type` 1 = brokers; asking a broker for
 /// controllers is `MISMATCHED_ENDPOINT_TYPE`, an unknown type `UNSUPPORTED_ENDPOINT_TYPE`).

@@ -33,10 +33,7 @@ pub const KEY_TYPE_GROUP: i8 = 0;
 /// `CoordinatorType.TRANSACTION`.
 pub const KEY_TYPE_TRANSACTION: i8 = 1;
 
-/// Error codes FindCoordinator answers with.
-const NONE: i16 = 0;
-const COORDINATOR_NOT_AVAILABLE: i16 = 15;
-const INVALID_REQUEST: i16 = 42;
+use krust_net::error_codes::{COORDINATOR_NOT_AVAILABLE, INVALID_REQUEST, NONE};
 
 /// How long the CreateTopics for `__consumer_offsets` may take (Kafka's
 /// `request.timeout.ms` default for the controller channel).

@@ -37,10 +37,8 @@ use super::super::controller_channel::ControllerChannelError;
 use super::{Context, now_ms};
 use crate::Partition;
 
-/// `INELIGIBLE_REPLICA` (KIP-903; not in the vendored codec's error list).
-const INELIGIBLE_REPLICA: i16 = 107;
-/// `NEW_LEADER_ELECTED` (KIP-903).
-const NEW_LEADER_ELECTED: i16 = 108;
+/// KIP-903's codes (newer than the vendored codec's error list).
+use krust_net::error_codes::{INELIGIBLE_REPLICA, NEW_LEADER_ELECTED};
 
 /// One ISR proposal (Kafka's `AlterPartitionItem`).
 #[derive(Debug, Clone, PartialEq, Eq)]
