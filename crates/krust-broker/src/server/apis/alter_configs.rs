@@ -273,140 +273,101 @@ fn reassemble(
         .collect()
 }
 
-/// Handles IncrementalAlterConfigs: refusals from the broker, the rest from the controller.
-pub(super) async fn incremental(
-    broker: &Broker,
-    forwarder: &Forwarder,
-    ctx: &RequestContext,
-    request: IncrementalAlterConfigsRequest,
-) -> Reply {
-    let resources: Vec<((i8, String), Vec<Op>)> = request
-        .resources
-        .iter()
-        .map(|r| {
-            let ops = r
-                .configs
+/// One AlterConfigs handler: each resource preprocessed on the broker, the rest forwarded,
+/// the answers reassembled in request order. The two APIs differ only in their generated types
+/// and in how an entry names its operation.
+macro_rules! alter_configs_handler {
+    ($(#[$doc:meta])* $name:ident, $request:ty, $kind:ident, $resource_response:ty,
+     $response:ty, $incremental:expr, $operation:expr) => {
+        $(#[$doc])*
+        pub(super) async fn $name(
+            broker: &Broker,
+            forwarder: &Forwarder,
+            ctx: &RequestContext,
+            request: $request,
+        ) -> Reply {
+            let resources: Vec<((i8, String), Vec<Op>)> = request
+                .resources
                 .iter()
-                .map(|c| Op {
-                    name: c.name.to_string(),
-                    operation: c.config_operation,
-                    value: c.value.as_ref().map(ToString::to_string),
+                .map(|r| {
+                    let ops = r
+                        .configs
+                        .iter()
+                        .map(|c| Op {
+                            name: c.name.to_string(),
+                            operation: $operation(c),
+                            value: c.value.as_ref().map(ToString::to_string),
+                        })
+                        .collect();
+                    ((r.resource_type, r.resource_name.to_string()), ops)
                 })
                 .collect();
-            ((r.resource_type, r.resource_name.to_string()), ops)
-        })
-        .collect();
-    let refusals = preprocess_all(broker, &resources, true);
-    let mut remaining = request.clone();
-    remaining.resources = request
-        .resources
-        .iter()
-        .zip(&refusals)
-        .filter(|(_, refused)| refused.is_none())
-        .map(|(r, _)| r.clone())
-        .collect();
-    let mut controller = Vec::new();
-    if !remaining.resources.is_empty() {
-        match forwarder
-            .forward(ctx, RequestKind::IncrementalAlterConfigs(remaining))
-            .await
-        {
-            Reply::Send(response) => {
-                if let ResponseKind::IncrementalAlterConfigs(r) = *response {
-                    controller.extend(r.responses.into_iter().map(|a| {
-                        (
-                            (a.resource_type, a.resource_name.to_string()),
-                            (a.error_code, a.error_message),
-                        )
-                    }));
+            let refusals = preprocess_all(broker, &resources, $incremental);
+            let mut remaining = request.clone();
+            remaining.resources = request
+                .resources
+                .iter()
+                .zip(&refusals)
+                .filter(|(_, refused)| refused.is_none())
+                .map(|(r, _)| r.clone())
+                .collect();
+            let mut controller = Vec::new();
+            if !remaining.resources.is_empty() {
+                match forwarder.forward(ctx, RequestKind::$kind(remaining)).await {
+                    Reply::Send(response) => {
+                        if let ResponseKind::$kind(r) = *response {
+                            controller.extend(r.responses.into_iter().map(|a| {
+                                (
+                                    (a.resource_type, a.resource_name.to_string()),
+                                    (a.error_code, a.error_message),
+                                )
+                            }));
+                        }
+                    }
+                    other => return other,
                 }
             }
-            other => return other,
+            let answers = reassemble(resources.into_iter().map(|(k, _)| k), refusals, controller);
+            let responses = request
+                .resources
+                .iter()
+                .zip(answers)
+                .map(|(r, (code, message))| {
+                    <$resource_response>::default()
+                        .with_resource_type(r.resource_type)
+                        .with_resource_name(r.resource_name.clone())
+                        .with_error_code(code)
+                        .with_error_message(message)
+                })
+                .collect();
+            Reply::Send(Box::new(ResponseKind::$kind(
+                <$response>::default().with_responses(responses),
+            )))
         }
-    }
-    let answers = reassemble(resources.into_iter().map(|(k, _)| k), refusals, controller);
-    let responses = request
-        .resources
-        .iter()
-        .zip(answers)
-        .map(|(r, (code, message))| {
-            AlterConfigsResourceResponse::default()
-                .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name.clone())
-                .with_error_code(code)
-                .with_error_message(message)
-        })
-        .collect();
-    Reply::Send(Box::new(ResponseKind::IncrementalAlterConfigs(
-        IncrementalAlterConfigsResponse::default().with_responses(responses),
-    )))
+    };
 }
 
-/// Handles legacy AlterConfigs: refusals from the broker, the rest from the controller.
-pub(super) async fn legacy(
-    broker: &Broker,
-    forwarder: &Forwarder,
-    ctx: &RequestContext,
-    request: AlterConfigsRequest,
-) -> Reply {
-    let resources: Vec<((i8, String), Vec<Op>)> = request
-        .resources
-        .iter()
-        .map(|r| {
-            let ops = r
-                .configs
-                .iter()
-                .map(|c| Op {
-                    name: c.name.to_string(),
-                    operation: SET,
-                    value: c.value.as_ref().map(ToString::to_string),
-                })
-                .collect();
-            ((r.resource_type, r.resource_name.to_string()), ops)
-        })
-        .collect();
-    let refusals = preprocess_all(broker, &resources, false);
-    let mut remaining = request.clone();
-    remaining.resources = request
-        .resources
-        .iter()
-        .zip(&refusals)
-        .filter(|(_, refused)| refused.is_none())
-        .map(|(r, _)| r.clone())
-        .collect();
-    let mut controller = Vec::new();
-    if !remaining.resources.is_empty() {
-        match forwarder
-            .forward(ctx, RequestKind::AlterConfigs(remaining))
-            .await
-        {
-            Reply::Send(response) => {
-                if let ResponseKind::AlterConfigs(r) = *response {
-                    controller.extend(r.responses.into_iter().map(|a| {
-                        (
-                            (a.resource_type, a.resource_name.to_string()),
-                            (a.error_code, a.error_message),
-                        )
-                    }));
-                }
-            }
-            other => return other,
-        }
+alter_configs_handler!(
+    /// Handles IncrementalAlterConfigs: refusals from the broker, the rest from the controller.
+    incremental,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigs,
+    AlterConfigsResourceResponse,
+    IncrementalAlterConfigsResponse,
+    true,
+    |c: &kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig| {
+        c.config_operation
     }
-    let answers = reassemble(resources.into_iter().map(|(k, _)| k), refusals, controller);
-    let responses = request
-        .resources
-        .iter()
-        .zip(answers)
-        .map(|(r, (code, message))| {
-            LegacyResourceResponse::default()
-                .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name.clone())
-                .with_error_code(code)
-                .with_error_message(message)
-        })
-        .collect();
-    Reply::Send(Box::new(ResponseKind::AlterConfigs(
-        AlterConfigsResponse::default().with_responses(responses),
-    )))
-}
+);
+
+alter_configs_handler!(
+    /// Handles legacy AlterConfigs (every entry a SET of the whole set): refusals from the
+    /// broker, the rest from the controller.
+    legacy,
+    AlterConfigsRequest,
+    AlterConfigs,
+    LegacyResourceResponse,
+    AlterConfigsResponse,
+    false,
+    |_: &kafka_protocol::messages::alter_configs_request::AlterableConfig| SET
+);
