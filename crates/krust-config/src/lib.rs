@@ -18,12 +18,15 @@
 //! - `defs.rs` — the generated tables.
 //! - `value.rs` — parsing and validators; `custom.rs` — Kafka's validator classes.
 //! - `validate.rs` — whole-set validation of topic and dynamic broker configs.
+//! - `kafka_config.rs` — [`KafkaConfig`]: a node's `server.properties`, validated once, read
+//!   through typed getters.
 //! - `error.rs` — [`ConfigException`].
 
 mod custom;
 mod def;
 mod defs;
 mod error;
+mod kafka_config;
 mod validate;
 mod value;
 
@@ -33,6 +36,7 @@ pub use defs::{
     INTERNAL_TOPIC_CONFIG_DEFS, TOPIC_CONFIG_DEFS,
 };
 pub use error::ConfigException;
+pub use kafka_config::KafkaConfig;
 pub use validate::{
     BrokerConfigLayers, TopicValidationDefaults, usable_dynamic_broker_configs,
     validate_dynamic_broker_change, validate_dynamic_broker_configs, validate_topic_configs,

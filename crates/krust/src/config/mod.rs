@@ -152,28 +152,20 @@ impl ServerConfig {
     /// # Errors
     /// [`ConfigError::Invalid`] naming the key.
     pub fn validate_values(&self) -> Result<(), ConfigError> {
-        let mut values: BTreeMap<&str, &str> = self
+        self.kafka_config().map(|_| ())
+    }
+
+    /// The file as a validated, typed [`krust_config::KafkaConfig`] (what libraries receive).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] with Kafka's message naming the first bad key.
+    pub fn kafka_config(&self) -> Result<krust_config::KafkaConfig, ConfigError> {
+        let props: BTreeMap<String, String> = self
             .values
             .iter()
-            .map(|(k, v)| (k.as_str(), v.value.as_str()))
+            .map(|(k, v)| (k.clone(), v.value.clone()))
             .collect();
-        // Kafka copies a lone `node.id` into `broker.id` and back before parsing (so a bad
-        // lone `node.id` is reported as `broker.id`, which is defined first).
-        for (from, to) in [("node.id", "broker.id"), ("broker.id", "node.id")] {
-            if let Some(&v) = values.get(from) {
-                values.entry(to).or_insert(v);
-            }
-        }
-        let mut defs: Vec<(&krust_config::ConfigDefEntry, &str)> = values
-            .into_iter()
-            .filter_map(|(k, v)| Some((krust_config::broker_def(k)?, v)))
-            .collect();
-        defs.sort_by_key(|(d, _)| d.order);
-        for (def, value) in defs {
-            def.parse(value)
-                .map_err(|e| ConfigError::Invalid(e.message))?;
-        }
-        Ok(())
+        krust_config::KafkaConfig::parse(&props).map_err(|e| ConfigError::Invalid(e.message))
     }
 
     /// Keys neither Kafka 3.9 nor krust's own additions define (they are kept; Kafka logs
