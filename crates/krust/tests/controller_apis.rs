@@ -345,7 +345,10 @@ fn controller_apis_register_a_broker_create_topics_and_unwrap_envelopes() {
         // inside an Envelope, as a broker forwards it.
         let ResponseKind::AlterConfigs(altered) = active
             .send(
-                legacy_alter_configs(&[("direct", "retention.ms", "1000"), ("nope", "a", "b")]),
+                legacy_alter_configs(&[
+                    ("direct", "retention.ms", "1000"),
+                    ("nope", "retention.ms", "1000"),
+                ]),
                 2,
             )
             .await
