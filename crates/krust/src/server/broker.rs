@@ -1,21 +1,25 @@
 //! The broker role of `krust server` (Kafka's `BrokerServer`): the broker runtime of
-//! `krust-broker` fed by this node's Raft replica.
+//! `krust-broker` built from `server.properties`, its metadata publishers registered with the
+//! node's metadata loader (`krust_node::loader`).
 //!
 //! Start-up, in Kafka's order where it matters:
 //! 1. broker listeners (`listeners` minus `controller.listener.names`) get their ports (a `0`
 //!    port is resolved to a free one first, so it can be advertised);
-//! 2. [`Broker::open`] locks the log dirs; replication, the group coordinator and Envelope
-//!    forwarding are plugged in, all talking to the active controller through one
+//! 2. [`Broker::builder`] locks the log dirs and builds the broker with replication, the group
+//!    coordinator and Envelope forwarding, all talking to the active controller through one
 //!    [`QuorumChannel`];
-//! 3. the metadata loader ([`super::metadata_loader`]) publishes every committed image to the
-//!    broker and reports the applied offset to the [`BrokerLifecycle`], which registers
-//!    (listeners, features, `directory.id`s) and heartbeats until the controller unfences it;
+//! 3. the node's metadata loader calls the broker's publishers
+//!    ([`BrokerRole::metadata_publishers`]) with every committed image and reports the applied
+//!    offset to the [`BrokerLifecycle`] ([`BrokerRole::applied_offset_listener`]), which
+//!    registers (listeners, features, `directory.id`s) and heartbeats until the controller
+//!    unfences it;
 //! 4. once the loader has caught up with the high watermark, the client listeners start
 //!    serving (the binary calls [`BrokerRole::open_listeners`]).
 //!
 //! Shutdown (SIGTERM): controlled shutdown (heartbeats with `WantShutDown` until the controller
 //! has moved leaderships away, Kafka's `BrokerLifecycleManager.beginControlledShutdown`), then
-//! the listeners close, the broker flushes and checkpoints its logs, and the loader stops.
+//! the listeners close and the broker flushes and checkpoints its logs; then the node stops
+//! its loader.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -26,23 +30,19 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use krust_broker::server::apis::ClientApiHandler;
 use krust_broker::server::forwarding::Forwarder;
-use krust_broker::server::groups::GroupCoordinator;
 use krust_broker::server::lifecycle::{
     BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, BrokerLifecycle, BrokerState, LifecycleConfig,
 };
 use krust_broker::server::replica_manager::lock;
-use krust_broker::server::replication::ReplicationManager;
 use krust_broker::server::{Broker, BrokerConfig, Endpoint};
-use krust_metadata::image::Publication;
+use krust_metadata::image::MetadataPublisher;
 use krust_metrics::{Collector, Family, prometheus_name};
+use krust_node::loader::{AppliedOffsetListener, LoaderStats};
+use krust_node::quorum_channel::QuorumChannel;
 use krust_raft::config::VoterAddress;
-use krust_raft::driver::{RaftEvent, RaftHandle};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use krust_raft::driver::RaftHandle;
 use tracing::info;
 
-use super::metadata_loader::{self, LoaderStats, MetadataSink, SnapshotWriter};
-use super::quorum_channel::QuorumChannel;
 use crate::config::ServerConfig;
 
 /// How long a controlled shutdown waits for the controller before the broker stops anyway.
@@ -59,18 +59,6 @@ struct BrokerListener {
     bind: String,
 }
 
-/// Where the broker's metadata comes from: this node's Raft replica.
-pub struct MetadataSource {
-    /// The replica (a voter in combined mode, else an observer).
-    pub raft: RaftHandle,
-    /// Its committed events.
-    pub events: mpsc::Receiver<RaftEvent>,
-    /// `<metadata.log.dir>/__cluster_metadata-0`, where installed snapshots are read.
-    pub partition_dir: PathBuf,
-    /// Writes metadata snapshots (broker-only nodes: on a combined node the controller does).
-    pub snapshots: Option<SnapshotWriter>,
-}
-
 /// The running broker role.
 pub struct BrokerRole {
     broker: Arc<Broker>,
@@ -80,7 +68,7 @@ pub struct BrokerRole {
     /// The client listeners to open once the metadata caught up.
     listeners: Vec<(BrokerListener, krust_net::ServerConfig)>,
     servers: tokio::sync::Mutex<Vec<krust_net::Server>>,
-    loader: JoinHandle<()>,
+    /// The node's metadata loader's stats.
     stats: Arc<LoaderStats>,
     /// The client-facing (first) listener's `host:port` as advertised.
     bootstrap: String,
@@ -91,21 +79,6 @@ impl std::fmt::Debug for BrokerRole {
         f.debug_struct("BrokerRole")
             .field("bootstrap", &self.bootstrap)
             .finish_non_exhaustive()
-    }
-}
-
-/// Sends publications to the broker and applied offsets to the lifecycle.
-struct BrokerSink {
-    broker: Arc<Broker>,
-    lifecycle: Arc<BrokerLifecycle>,
-}
-
-impl MetadataSink for BrokerSink {
-    fn publish(&self, publication: &Publication) {
-        self.broker.publish(publication);
-    }
-    fn applied(&self, offset: i64) {
-        self.lifecycle.set_metadata_offset(offset);
     }
 }
 
@@ -277,24 +250,20 @@ fn parse_ms(config: &ServerConfig, key: &str, default: u64) -> anyhow::Result<Du
 }
 
 impl BrokerRole {
-    /// Starts the broker role over this node's Raft replica (`metadata`).
+    /// Starts the broker role over this node's Raft replica `raft`; `stats` are those of the
+    /// node's metadata loader, with which [`Self::metadata_publishers`] and
+    /// [`Self::applied_offset_listener`] must be registered.
     ///
     /// # Errors
     /// Bad listener settings, unformatted log dirs, a locked log dir, a bind failure.
-    pub async fn start(
+    pub fn start(
         config: &ServerConfig,
         node_id: i32,
         cluster_id: &str,
         voters: &[VoterAddress],
-        metadata: MetadataSource,
+        raft: &RaftHandle,
+        stats: Arc<LoaderStats>,
     ) -> anyhow::Result<BrokerRole> {
-        let MetadataSource {
-            raft,
-            events,
-            partition_dir,
-            snapshots,
-        } = metadata;
-        let raft = &raft;
         let (binds, endpoints) = broker_listeners(config)?;
         let inter_broker = inter_broker_listener_name(config, &endpoints)?;
         let log_dirs: Vec<PathBuf> = config.log_dirs().into_iter().map(PathBuf::from).collect();
@@ -328,23 +297,17 @@ impl BrokerRole {
             raft,
             format!("broker-{node_id}-to-controller"),
         ));
-        let broker = Broker::open(broker_config.clone(), channel.clone())
-            .context("opening the broker's log directories")?;
-        broker.set_forwarder(Forwarder::new(channel.clone()).with_timeout(parse_ms(
+        let forwarder = Forwarder::new(channel.clone()).with_timeout(parse_ms(
             config,
             "request.timeout.ms",
             REQUEST_TIMEOUT_MS_DEFAULT,
-        )?));
-        broker.set_replication(ReplicationManager::new(
-            &broker_config,
-            broker.replica_manager().clone(),
-            channel.clone(),
-        ));
-        broker.set_groups(GroupCoordinator::new(
-            &broker_config,
-            broker.replica_manager().clone(),
-            channel.clone(),
-        ));
+        )?);
+        let broker = Broker::builder(broker_config.clone(), channel.clone())
+            .with_replication()
+            .with_groups()
+            .with_forwarder(forwarder)
+            .open()
+            .context("opening the broker's log directories")?;
         let lifecycle = BrokerLifecycle::start(
             LifecycleConfig {
                 node_id,
@@ -367,19 +330,6 @@ impl BrokerRole {
             },
             channel.clone(),
         );
-        let stats = Arc::new(LoaderStats::default());
-        stats.applied_offset.store(-1, Ordering::Release);
-        let loader = metadata_loader::spawn(
-            events,
-            raft.watch_status(),
-            partition_dir,
-            Arc::new(BrokerSink {
-                broker: broker.clone(),
-                lifecycle: lifecycle.clone(),
-            }),
-            stats.clone(),
-            snapshots,
-        );
         let handler = Arc::new(broker.client_handler());
         let listeners = binds
             .into_iter()
@@ -399,10 +349,23 @@ impl BrokerRole {
             handler,
             listeners,
             servers: tokio::sync::Mutex::new(Vec::new()),
-            loader,
             stats,
             bootstrap,
         })
+    }
+
+    /// The broker's metadata publishers, for the node's metadata loader (see
+    /// [`Broker::metadata_publishers`]).
+    #[must_use]
+    pub fn metadata_publishers(&self) -> Vec<Box<dyn MetadataPublisher>> {
+        self.broker.metadata_publishers()
+    }
+
+    /// Hands the loader's applied offset to the heartbeats (`CurrentMetadataOffset`).
+    #[must_use]
+    pub fn applied_offset_listener(&self) -> AppliedOffsetListener {
+        let lifecycle = self.lifecycle.clone();
+        Box::new(move |offset| lifecycle.set_metadata_offset(offset))
     }
 
     /// The client-facing listener's advertised `host:port`.
@@ -464,7 +427,8 @@ impl BrokerRole {
         ]
     }
 
-    /// Controlled shutdown, then the listeners, the broker's logs and the loader.
+    /// Controlled shutdown, then the listeners and the broker's logs (the node stops the
+    /// loader afterwards).
     pub async fn shutdown(self) {
         let agreed = self
             .lifecycle
@@ -476,8 +440,6 @@ impl BrokerRole {
         }
         self.broker.shutdown().await;
         self.channel.close();
-        self.loader.abort();
-        let _ = self.loader.await;
     }
 }
 
