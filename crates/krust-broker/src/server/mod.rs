@@ -153,7 +153,7 @@ pub struct Broker {
     /// `inflightTopics`): clients polling Metadata do not send the controller one each.
     pub(crate) auto_create_inflight: Mutex<std::collections::BTreeSet<String>>,
     background: Mutex<Option<JoinHandle<()>>>,
-    /// Serialises publications (the binary may call from several tasks); `true` once shut
+    /// Serialises the metadata publishers (tests may call from several tasks); `true` once shut
     /// down, after which publications are ignored (no log is reopened behind `shutdown`).
     publish_lock: Mutex<bool>,
     /// Held for the broker's lifetime: the OS lock on each log dir's `.lock`.
