@@ -1,5 +1,5 @@
 //! krust-node: the KRaft node runtime as a library (Kafka's `SharedServer`, `ControllerServer`
-//! and the controller side of `BrokerServer`). The `krust` binary parses the configuration
+//! and `BrokerServer`). The `krust` binary parses the configuration
 //! and wires these pieces per `process.roles`; everything that runs lives here or in the
 //! crates below.
 //!
@@ -11,6 +11,8 @@
 //! group coordinator).
 //!
 //! # Layout
+//! - [`broker`]: the broker server — the `krust-broker` runtime with every part, its
+//!   lifecycle, client listeners and metrics.
 //! - [`loader`]: the loader task (Raft events in, publishers called once caught up), its
 //!   stats, fault policy and broker-side snapshot writer.
 //! - [`controller`]: the controller server — the quorum controller task, the controller
@@ -20,6 +22,7 @@
 //! - [`snapshot_trigger`]: the `metadata.log.max.*` snapshot triggers, shared by the
 //!   controller task and the loader.
 
+pub mod broker;
 pub mod controller;
 pub mod loader;
 pub mod quorum_channel;

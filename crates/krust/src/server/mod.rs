@@ -11,8 +11,9 @@
 //!   Raft RPCs and the controller APIs. With the `--test-append-socket` hook the test owns
 //!   the log's contents: no controller server or loader runs and committed batches are only
 //!   counted.
-//! - Broker role ([`broker`]): the `krust-broker` runtime, registration/heartbeats and
-//!   forwarding through `krust_node::quorum_channel::QuorumChannel`, the client listeners.
+//! - Broker role: the broker server (`krust_node::broker::BrokerServer`, its settings from
+//!   [`broker`]): the `krust-broker` runtime, registration/heartbeats and forwarding through
+//!   `krust_node::quorum_channel::QuorumChannel`, the client listeners.
 //! - Every node runs one metadata loader (`krust_node::loader::MetadataLoaderTask`, Kafka's
 //!   `SharedServer` loader) with the publishers of its roles registered at start: the
 //!   controller server's first, then the broker's. A load fault stops a node with the
@@ -40,6 +41,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use anyhow::{Context as _, bail};
 use krust_log::LogConfig;
 use krust_metadata::meta_properties::MetaProperties;
+use krust_node::broker::BrokerServer;
 use krust_node::controller::{ControllerNode, ControllerServer, listener};
 use krust_node::loader::{LoaderFaultPolicy, LoaderStats, MetadataLoaderTask, SnapshotWriter};
 use krust_raft::NodeId;
@@ -345,10 +347,8 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     }
     let loader_stats = Arc::new(LoaderStats::default());
     let broker_role = if is_broker {
-        Some(broker::BrokerRole::start(
-            &config,
-            node.node_id,
-            &node.cluster_id,
+        Some(BrokerServer::start(
+            broker::broker_server_config(&config, node.node_id, &node.cluster_id)?,
             &voters,
             &raft,
             loader_stats.clone(),
@@ -392,7 +392,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     };
     let extra_collectors = broker_role
         .iter()
-        .flat_map(broker::BrokerRole::metrics_collectors)
+        .flat_map(BrokerServer::metrics_collectors)
         .collect();
     let metrics = metrics_http::start(&config, &metrics_bind, &raft, extra_collectors).await?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
@@ -448,7 +448,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
                 if let Some(role) = &broker_role
                     && let Err(e) = role.open_listeners().await
                 {
-                    break Some(DriverExit::Failed(format!("{e:#}")));
+                    break Some(DriverExit::Failed(format!("{:#}", anyhow::Error::from(e))));
                 }
             }
             () = running => {
