@@ -35,8 +35,6 @@ use krust_broker::server::Broker;
 use krust_broker::server::controller_channel::{
     BoxFuture, ControllerChannel, ControllerChannelError,
 };
-use krust_broker::server::groups::GroupCoordinator;
-use krust_broker::server::replication::ReplicationManager;
 use krust_metadata::records::{
     BrokerRegistrationChangeRecord, MetadataRecord, PartitionChangeRecord, PartitionRecord,
     TopicRecord,
@@ -285,17 +283,11 @@ impl Cluster {
             properties,
         );
         let channel: Arc<dyn ControllerChannel> = Arc::new(Channel(self.controller.clone()));
-        let broker = Broker::open(config.clone(), channel.clone()).expect("broker opens");
-        broker.set_replication(ReplicationManager::new(
-            &config,
-            broker.replica_manager().clone(),
-            channel.clone(),
-        ));
-        broker.set_groups(GroupCoordinator::new(
-            &config,
-            broker.replica_manager().clone(),
-            channel,
-        ));
+        let broker = Broker::builder(config.clone(), channel)
+            .with_replication()
+            .with_groups()
+            .open()
+            .expect("broker opens");
         let (server, port) = metadata_log::serve(&broker).await;
         self.controller.attach(id, &broker);
         self.controller

@@ -32,7 +32,6 @@ use krust_broker::server::Broker;
 use krust_broker::server::controller_channel::{
     BoxFuture, ControllerChannel, ControllerChannelError,
 };
-use krust_broker::server::replication::ReplicationManager;
 use krust_broker::{Partition, ReplicaSet, TopicMetadata};
 use krust_log::RecordBatchBuilder;
 use krust_log::{Log, LogConfig};
@@ -228,12 +227,10 @@ impl Cluster {
                 .collect(),
         );
         let channel: Arc<dyn ControllerChannel> = Arc::new(Channel(self.controller.clone()));
-        let broker = Broker::open(config.clone(), channel.clone()).expect("broker opens");
-        broker.set_replication(ReplicationManager::new(
-            &config,
-            broker.replica_manager().clone(),
-            channel,
-        ));
+        let broker = Broker::builder(config.clone(), channel)
+            .with_replication()
+            .open()
+            .expect("broker opens");
         let (server, port) = metadata_log::serve(&broker).await;
         self.controller.attach(id, &broker);
         self.register(id, port);

@@ -683,7 +683,7 @@ async fn config_changes_leadership_moves_and_deletes_apply() {
 
         // After shutdown, publications no longer open logs.
         b.broker.shutdown().await;
-        b.broker.publish(&publication(1));
+        publish(&b.broker, &publication(1));
         assert!(b.broker.replica_manager().all_hosted().is_empty());
         b.stop().await;
     })

@@ -15,8 +15,9 @@
 //! - [`dynamic_voters`]: `--initial-controllers` and the `VotersRecord` of the bootstrap snapshot.
 //! - [`image`]: [`MetadataImage`] (immutable, `Arc` sub-images over persistent maps) and
 //!   [`MetadataDelta`] (`replay` every record, `apply`, what changed, `local_changes`), snapshot
-//!   write/read of an image in Kafka's order, a snapshot loaded over an image, and the
-//!   `MetadataBatchLoader` that publishes committed batches (KIP-868 transactions).
+//!   write/read of an image in Kafka's order, a snapshot loaded over an image, the
+//!   `MetadataBatchLoader` that publishes committed batches (KIP-868 transactions), and a
+//!   node's `MetadataLoader` with the `MetadataPublisher` / `LoaderManifest` seam it calls.
 //! - [`scram`]: `--add-scram` arguments and the `UserScramCredentialRecord` they become.
 //! - [`meta_properties`]: `meta.properties` v0/v1 (facts §4.6).
 //! - [`properties`]: Java `.properties` text.

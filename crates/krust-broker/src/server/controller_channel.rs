@@ -1,8 +1,8 @@
 //! The broker's line to the active controller (Kafka's `NodeToControllerChannelManager`).
 //!
-//! The `krust` binary implements [`ControllerChannel`] (it knows the controller listener
-//! addresses from `controller.quorum.voters` / `controller.quorum.bootstrap.servers` and the
-//! current leader from the Raft observer). Everything in this crate that talks to the
+//! `krust-node` implements [`ControllerChannel`] (`krust_node::quorum_channel`: it knows the
+//! controller listener addresses from `controller.quorum.voters` and the current leader from
+//! the Raft observer). Everything in this crate that talks to the
 //! controller — lifecycle heartbeats, AlterPartition, AllocateProducerIds, Envelope forwarding —
 //! goes through it, so tests can put an in-process fake behind it.
 

@@ -53,7 +53,7 @@ const SIZE_PREFIX_BYTES: usize = 4;
 pub const FORWARDING_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
 /// The forwarded APIs with the versions the broker advertises: Kafka 3.9's broker ranges,
-/// which the krust controller listener serves in full (`crates/krust/src/server/listener.rs`).
+/// which the krust controller listener serves in full (`crates/krust-node/src/controller/listener.rs`).
 const FORWARDED_APIS: [(ApiKey, i16, i16); 7] = [
     (ApiKey::CreateTopics, 0, 7),
     (ApiKey::DeleteTopics, 0, 6),

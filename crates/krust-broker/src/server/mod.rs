@@ -1,17 +1,21 @@
-//! The broker runtime on tokio: the pieces below wired into one [`Broker`] that the `krust`
-//! binary starts for `process.roles` containing `broker`.
+//! The broker runtime on tokio: the pieces below wired into one [`Broker`] that the node
+//! runtime starts for `process.roles` containing `broker`.
 //!
-//! Flow: the binary runs the Raft observer and a `MetadataBatchLoader`; every
-//! [`Publication`] goes to [`Broker::publish`] (the metadata publisher: partition logs
-//! created/deleted, leader/follower transitions, replication and group coordinator notified).
+//! Flow: [`Broker::builder`] builds the broker with its parts (replication, group
+//! coordinator, forwarding) at once; [`Broker::metadata_publishers`] are registered with the
+//! node's metadata loader (Kafka's `MetadataLoader` → `MetadataPublisher`s), which calls them
+//! with every new image once it has caught up: topic/broker config changes, partition logs
+//! created/deleted, leader/follower transitions and replication, then the group coordinator.
 //! Clients talk to [`apis::ClientApiHandler`] (a `krust_net::Handler`). Everything that needs
 //! the active controller goes through [`controller_channel::ControllerChannel`].
 //!
 //! # Layout
-//! - [`controller_channel`]: the trait the binary implements to reach the active controller.
+//! - [`controller_channel`]: the trait the node runtime implements to reach the active
+//!   controller.
 //! - [`replica_manager`]: [`replica_manager::ReplicaManager`] — hosted partitions, shared by
 //!   the API handlers, replication and the group coordinator; appends and wake-ups.
-//! - [`publisher`]: applies metadata publications to the replica manager.
+//! - [`metadata_publishers`]: the broker's `MetadataPublisher`s.
+//! - [`publisher`]: what the replica manager and config publishers do with a new image.
 //! - [`purgatory`]: delayed produce (acks=all) and delayed fetch (long poll).
 //! - [`apis`]: the client listener's request handler, one module per API family.
 //! - [`lifecycle`]: broker registration, heartbeats, controlled shutdown.
@@ -25,6 +29,7 @@ pub mod controller_channel;
 pub mod forwarding;
 pub mod groups;
 pub mod lifecycle;
+pub mod metadata_publishers;
 pub mod publisher;
 pub mod purgatory;
 pub mod replica_manager;
@@ -33,7 +38,7 @@ pub mod replication;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use krust_log::checkpoint::{
@@ -41,7 +46,7 @@ use krust_log::checkpoint::{
     REPLICATION_OFFSET_CHECKPOINT_FILE, TopicPartition as LogTopicPartition,
     read_offset_checkpoint, write_offset_checkpoint,
 };
-use krust_metadata::image::Publication;
+use krust_metadata::image::MetadataPublisher;
 use thiserror::Error;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -49,9 +54,12 @@ use tracing::{info, warn};
 use self::controller_channel::ControllerChannel;
 use self::forwarding::Forwarder;
 use self::groups::GroupCoordinator;
+use self::metadata_publishers::{
+    DynamicConfigPublisher, GroupCoordinatorPublisher, ReplicaManagerPublisher,
+};
 use self::publisher::{Publisher, StartupCheckpoints};
 use self::replica_manager::{ReplicaManager, lock, now_ms};
-use self::replication::{FollowedPartition, ReplicationManager};
+use self::replication::ReplicationManager;
 
 /// A listener as advertised to clients and other brokers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,16 +136,16 @@ pub const LOCK_FILE: &str = ".lock";
 /// `replica.high.watermark.checkpoint.interval.ms` default.
 pub const DEFAULT_HW_CHECKPOINT_INTERVAL_MS: u64 = 5_000;
 
-/// One broker's runtime: hosted partitions, the publisher, the client API handler and the
-/// parts other modules plug in (replication, groups, forwarding).
+/// One broker's runtime: hosted partitions, its metadata publishers, the client API handler
+/// and the parts it was built with (replication, groups, forwarding; see [`BrokerBuilder`]).
 pub struct Broker {
     config: Arc<BrokerConfig>,
     channel: Arc<dyn ControllerChannel>,
     replicas: Arc<ReplicaManager>,
     publisher: Publisher,
-    replication: OnceLock<Arc<ReplicationManager>>,
-    groups: OnceLock<Arc<GroupCoordinator>>,
-    forwarder: OnceLock<Arc<Forwarder>>,
+    replication: Option<Arc<ReplicationManager>>,
+    groups: Option<Arc<GroupCoordinator>>,
+    forwarder: Option<Arc<Forwarder>>,
     pub(crate) fetch_sessions: apis::fetch::FetchSessionCache,
     pub(crate) producer_ids: apis::producer_id::ProducerIdManager,
     client_stats: Arc<apis::stats::ClientApiStats>,
@@ -145,7 +153,7 @@ pub struct Broker {
     /// `inflightTopics`): clients polling Metadata do not send the controller one each.
     pub(crate) auto_create_inflight: Mutex<std::collections::BTreeSet<String>>,
     background: Mutex<Option<JoinHandle<()>>>,
-    /// Serialises publications (the binary may call from several tasks); `true` once shut
+    /// Serialises the metadata publishers (tests may call from several tasks); `true` once shut
     /// down, after which publications are ignored (no log is reopened behind `shutdown`).
     publish_lock: Mutex<bool>,
     /// Held for the broker's lifetime: the OS lock on each log dir's `.lock`.
@@ -188,18 +196,65 @@ fn lock_log_dir(dir: &Path) -> Result<File, BrokerError> {
     }
 }
 
-impl Broker {
-    /// Locks the log dirs (all but `metadata.log.dir`, which the Raft driver locks) and reads
-    /// their checkpoints. Partition directories are opened
-    /// when a publication says they are hosted; strays are removed at the first one. In a
-    /// tokio runtime, starts the periodic retention/checkpoint task.
+/// Builds a [`Broker`] with the parts it runs (Kafka's `BrokerServer` construction): every
+/// part exists from the start, so no request or publication ever sees a half-built broker.
+pub struct BrokerBuilder {
+    config: BrokerConfig,
+    channel: Arc<dyn ControllerChannel>,
+    replication: bool,
+    groups: bool,
+    forwarder: Option<Forwarder>,
+}
+
+impl std::fmt::Debug for BrokerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BrokerBuilder")
+            .field("node_id", &self.config.node_id)
+            .field("replication", &self.replication)
+            .field("groups", &self.groups)
+            .field("forwarder", &self.forwarder.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl BrokerBuilder {
+    /// Follower replication and ISR changes ([`ReplicationManager`]) over the broker's channel.
+    #[must_use]
+    pub fn with_replication(mut self) -> Self {
+        self.replication = true;
+        self
+    }
+
+    /// The group coordinator ([`GroupCoordinator`], which also starts the log cleaner) over
+    /// the broker's channel.
+    #[must_use]
+    pub fn with_groups(mut self) -> Self {
+        self.groups = true;
+        self
+    }
+
+    /// Envelope forwarding of admin requests to the controller (KIP-590).
+    #[must_use]
+    pub fn with_forwarder(mut self, forwarder: Forwarder) -> Self {
+        self.forwarder = Some(forwarder);
+        self
+    }
+
+    /// Locks the log dirs (all but `metadata.log.dir`, which the Raft driver locks), reads
+    /// their checkpoints and builds the chosen parts. Partition directories are opened when a
+    /// publication says they are hosted; strays are removed at the first one. In a tokio
+    /// runtime, starts the periodic retention/checkpoint task.
     ///
     /// # Errors
     /// [`BrokerError`].
-    pub fn open(
-        config: BrokerConfig,
-        channel: Arc<dyn ControllerChannel>,
-    ) -> Result<Arc<Broker>, BrokerError> {
+    pub fn open(self) -> Result<Arc<Broker>, BrokerError> {
+        let BrokerBuilder {
+            config,
+            channel,
+            replication,
+            groups,
+            forwarder,
+        } = self;
         if config.log_dirs.is_empty() {
             return Err(BrokerError::NoLogDirs);
         }
@@ -232,19 +287,34 @@ impl Broker {
             )?);
         }
         let config = Arc::new(config);
+        let replicas = Arc::new(ReplicaManager::new(config.node_id));
+        let replication = replication.then(|| {
+            Arc::new(ReplicationManager::new(
+                &config,
+                Arc::clone(&replicas),
+                Arc::clone(&channel),
+            ))
+        });
+        let groups = groups.then(|| {
+            Arc::new(GroupCoordinator::new(
+                &config,
+                Arc::clone(&replicas),
+                Arc::clone(&channel),
+            ))
+        });
         let broker = Arc::new(Broker {
-            replicas: Arc::new(ReplicaManager::new(config.node_id)),
             publisher: Publisher::new(Arc::clone(&config), checkpoints),
             fetch_sessions: apis::fetch::FetchSessionCache::new(config.prop(
                 "max.incremental.fetch.session.cache.slots",
                 apis::fetch::DEFAULT_SESSION_CACHE_SLOTS,
             )),
             producer_ids: apis::producer_id::ProducerIdManager::default(),
+            replicas,
             config,
             channel,
-            replication: OnceLock::new(),
-            groups: OnceLock::new(),
-            forwarder: OnceLock::new(),
+            replication,
+            groups,
+            forwarder: forwarder.map(Arc::new),
             client_stats: Arc::new(apis::stats::ClientApiStats::default()),
             auto_create_inflight: Mutex::new(std::collections::BTreeSet::new()),
             background: Mutex::new(None),
@@ -260,6 +330,33 @@ impl Broker {
         }
         info!(node_id = broker.config.node_id, "broker opened");
         Ok(broker)
+    }
+}
+
+impl Broker {
+    /// A broker with no replication, group coordinator or forwarding (tests of the data
+    /// path): [`Broker::builder`] with nothing added.
+    ///
+    /// # Errors
+    /// [`BrokerError`].
+    pub fn open(
+        config: BrokerConfig,
+        channel: Arc<dyn ControllerChannel>,
+    ) -> Result<Arc<Broker>, BrokerError> {
+        Broker::builder(config, channel).open()
+    }
+
+    /// Starts building a broker for `config` that reaches the active controller through
+    /// `channel`; its parts are chosen on the builder, never plugged in later.
+    #[must_use]
+    pub fn builder(config: BrokerConfig, channel: Arc<dyn ControllerChannel>) -> BrokerBuilder {
+        BrokerBuilder {
+            config,
+            channel,
+            replication: false,
+            groups: false,
+            forwarder: None,
+        }
     }
 
     /// The config the broker was opened with.
@@ -287,127 +384,58 @@ impl Broker {
         &self.replicas
     }
 
-    /// Plugs in replication (once; later calls are ignored). Partitions already followed
-    /// (publications before this call) are handed to it at once.
-    pub fn set_replication(&self, replication: ReplicationManager) {
-        let _serial = self
-            .publish_lock
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if self.replication.set(Arc::new(replication)).is_err() {
-            warn!("replication manager already set");
-            return;
-        }
-        let followed: Vec<FollowedPartition> = self
-            .replicas
-            .all_hosted()
-            .into_iter()
-            .filter_map(|(tp, hosted)| {
-                let p = lock(&hosted.partition);
-                let leader_id = p.leader_id().filter(|&l| l != self.config.node_id)?;
-                Some(FollowedPartition {
-                    tp,
-                    topic_id: hosted.topic_id,
-                    leader_id,
-                    leader_epoch: p.leader_epoch(),
-                })
-            })
-            .collect();
-        if let (Some(replication), false) = (self.replication.get(), followed.is_empty()) {
-            replication.become_follower(followed);
-        }
-    }
-
-    /// Plugs in the group coordinator (once), before [`Broker::client_handler`].
-    /// `__consumer_offsets` partitions already led are reported as elected at once.
-    pub fn set_groups(&self, groups: GroupCoordinator) {
-        let _serial = self
-            .publish_lock
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if self.groups.set(Arc::new(groups)).is_err() {
-            warn!("group coordinator already set");
-            return;
-        }
-        let Some(groups) = self.groups.get() else {
-            return;
-        };
-        let image = self.replicas.image();
-        if !image.is_empty() {
-            groups.on_metadata(&image);
-        }
-        for (tp, hosted) in self.replicas.all_hosted() {
-            if tp.topic != publisher::GROUP_METADATA_TOPIC_NAME {
-                continue;
-            }
-            let (leader, epoch) = {
-                let p = lock(&hosted.partition);
-                (p.is_leader(), p.leader_epoch())
-            };
-            if leader {
-                groups.on_elected(tp.partition, epoch);
-            }
-        }
-    }
-
-    /// Plugs in Envelope forwarding (once), before [`Broker::client_handler`].
-    pub fn set_forwarder(&self, forwarder: Forwarder) {
-        if self.forwarder.set(Arc::new(forwarder)).is_err() {
-            warn!("forwarder already set");
-        }
-    }
-
-    /// Replication, if plugged in.
+    /// Replication, if the broker was built with it.
     #[must_use]
     pub fn replication(&self) -> Option<&Arc<ReplicationManager>> {
-        self.replication.get()
+        self.replication.as_ref()
     }
 
-    /// The group coordinator, if plugged in.
+    /// The group coordinator, if the broker was built with it.
     #[must_use]
     pub fn groups(&self) -> Option<&Arc<GroupCoordinator>> {
-        self.groups.get()
+        self.groups.as_ref()
     }
 
-    /// The forwarder, if plugged in.
+    /// The forwarder, if the broker was built with it.
     #[must_use]
     pub fn forwarder(&self) -> Option<&Arc<Forwarder>> {
-        self.forwarder.get()
+        self.forwarder.as_ref()
     }
 
-    /// The client listener's handler. It advertises the APIs of the parts plugged in at the
-    /// time of the call, so plug them in first.
+    /// The client listener's handler (it advertises the APIs of the parts the broker was built
+    /// with).
     #[must_use]
     pub fn client_handler(self: &Arc<Self>) -> apis::ClientApiHandler {
         apis::ClientApiHandler::new(Arc::clone(self))
     }
 
-    /// Applies a metadata publication (the metadata publisher; see [`publisher`]).
-    pub fn publish(&self, publication: &Publication) {
+    /// The broker's metadata publishers, in the order the node's metadata loader must call
+    /// them (Kafka's `BrokerServer` registers its `BrokerMetadataPublisher` the same way):
+    /// [`DynamicConfigPublisher`], [`ReplicaManagerPublisher`] (replication included), then,
+    /// when built with one, [`GroupCoordinatorPublisher`], which relies on the replica manager
+    /// having made this broker leader of its `__consumer_offsets` partitions. Register them
+    /// with the loader when the node is built; they are handles over this broker's state.
+    #[must_use]
+    pub fn metadata_publishers(self: &Arc<Self>) -> Vec<Box<dyn MetadataPublisher>> {
+        let mut publishers: Vec<Box<dyn MetadataPublisher>> = vec![
+            Box::new(DynamicConfigPublisher::new(Arc::clone(self))),
+            Box::new(ReplicaManagerPublisher::new(Arc::clone(self))),
+        ];
+        if self.groups.is_some() {
+            publishers.push(Box::new(GroupCoordinatorPublisher::new(Arc::clone(self))));
+        }
+        publishers
+    }
+
+    /// Runs `apply` unless the broker has shut down; publications are serialised (no log is
+    /// reopened behind [`Broker::shutdown`]).
+    pub(crate) fn while_open(&self, apply: impl FnOnce()) {
         let shut_down = self
             .publish_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if *shut_down {
-            return;
-        }
-        let applied = self.publisher.apply(&self.replicas, publication);
-        if let Some(replication) = self.replication.get() {
-            if !applied.stop_following.is_empty() {
-                replication.stop_following(&applied.stop_following);
-            }
-            if !applied.followers.is_empty() {
-                replication.become_follower(applied.followers);
-            }
-        }
-        if let Some(groups) = self.groups.get() {
-            for (partition, epoch) in applied.resigned {
-                groups.on_resigned(partition, epoch);
-            }
-            for (partition, epoch) in applied.elected {
-                groups.on_elected(partition, epoch);
-            }
-            groups.on_metadata(&publication.image);
+        if !*shut_down {
+            apply();
         }
     }
 
@@ -493,10 +521,10 @@ impl Broker {
             task.abort();
             let _ = task.await;
         }
-        if let Some(replication) = self.replication.get() {
+        if let Some(replication) = &self.replication {
             replication.shutdown().await;
         }
-        if let Some(groups) = self.groups.get() {
+        if let Some(groups) = &self.groups {
             groups.shutdown().await;
         }
         for (tp, hosted) in self.replicas.all_hosted() {

@@ -1,12 +1,12 @@
-//! The metadata publisher (Kafka's `BrokerMetadataPublisher` + `ReplicaManager.applyDelta`):
-//! applies each [`Publication`] to the [`ReplicaManager`].
+//! What the broker's replica manager and config publishers do with a new image (Kafka's
+//! `ReplicaManager.applyDelta` and the topic part of `DynamicConfigPublisher`); the
+//! [`super::metadata_publishers`] call [`Publisher::apply`] and [`Publisher::apply_configs`].
 //!
 //! For this broker's replicas (`delta.local_changes(node_id)`): deletes first (the partition
 //! stops, its directory is renamed `<topic>-<n>.<uuid>-delete` and then removed, as Kafka
 //! does), then leaders (log opened if needed with the topic's configs, `make_leader` with the
 //! leader epoch, replicas and ISR), then followers (`make_follower`, handed to replication).
-//! Topic config changes update the hosted partitions of that topic. The group coordinator
-//! hears about `__consumer_offsets` leadership and every image.
+//! Topic config changes update the hosted partitions of that topic.
 //!
 //! On the first publication whose image has this broker's registration, partition
 //! directories in the log dirs that the image does not place on this broker (topics deleted
@@ -20,10 +20,9 @@ use std::sync::{Arc, Mutex};
 use krust_log::Log;
 use krust_log::checkpoint::{PartitionMetadata, TopicPartition as LogTopicPartition};
 use krust_log::recovery::LogOpenOptions;
-use krust_metadata::image::MetadataImage;
 use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
-use krust_metadata::image::loader::Publication;
 use krust_metadata::image::topics::{LocalPartitionInfo, TopicPartition};
+use krust_metadata::image::{MetadataDelta, MetadataImage};
 use tracing::{info, warn};
 use uuid::Uuid;
 
@@ -49,17 +48,13 @@ pub struct StartupCheckpoints {
     pub log_start_offsets: BTreeMap<LogTopicPartition, i64>,
 }
 
-/// What the publisher did, for the broker to notify replication and groups.
+/// What [`Publisher::apply`] did, for replication.
 #[derive(Debug, Default)]
 pub struct Applied {
     /// Partitions to fetch from their leaders.
     pub followers: Vec<FollowedPartition>,
     /// Partitions no longer followed (now led, or gone).
     pub stop_following: Vec<TopicPartition>,
-    /// `__consumer_offsets` partitions led with a new epoch: (partition, leader epoch).
-    pub elected: Vec<(i32, i32)>,
-    /// `__consumer_offsets` partitions no longer led: (partition, new epoch if known).
-    pub resigned: Vec<(i32, Option<i32>)>,
 }
 
 /// The configs of a topic as the layers resolve them.
@@ -90,7 +85,7 @@ pub fn topic_layers_maps(
     ]
 }
 
-/// Applies publications for one broker.
+/// Applies new images to one broker's replicas.
 #[derive(Debug)]
 pub struct Publisher {
     config: Arc<BrokerConfig>,
@@ -131,76 +126,18 @@ impl Publisher {
         }
     }
 
-    /// Applies one publication to `replicas`.
-    pub fn apply(&self, replicas: &ReplicaManager, publication: &Publication) -> Applied {
+    /// Applies the config changes of `delta` (new image `image`) to the hosted partitions:
+    /// those of a changed topic, or all when this broker's or the default broker configs
+    /// changed.
+    pub fn apply_configs(
+        &self,
+        replicas: &ReplicaManager,
+        delta: &MetadataDelta,
+        image: &MetadataImage,
+    ) {
         let node_id = self.config.node_id;
-        let image = &publication.image;
-        let changes = publication.delta.local_changes(node_id);
-        let mut applied = Applied::default();
         let now = now_ms();
-
-        for tp in &changes.deletes {
-            if tp.topic == GROUP_METADATA_TOPIC_NAME {
-                applied.resigned.push((tp.partition, None));
-            }
-            applied.stop_following.push(tp.clone());
-            if let Some(hosted) = replicas.remove(tp) {
-                lock(&hosted.partition).stop();
-                delete_partition_dir(&hosted.log_dir, tp, hosted.topic_id);
-            }
-        }
-
-        for (tp, info) in &changes.leaders {
-            let Some(partition) = self.get_or_open(replicas, image, tp, info, now) else {
-                continue;
-            };
-            let reg = &info.partition;
-            let was_leader;
-            {
-                let mut p = lock(&partition);
-                was_leader = p.is_leader() && p.leader_epoch() == reg.leader_epoch;
-                if let Err(error) = p.make_leader(reg.leader_epoch, &reg.replicas, &reg.isr, now) {
-                    warn!(%error, topic = %tp.topic, partition = tp.partition, "make_leader failed");
-                }
-            }
-            replicas.partition_changed(tp);
-            applied.stop_following.push(tp.clone());
-            if tp.topic == GROUP_METADATA_TOPIC_NAME && !was_leader {
-                applied.elected.push((tp.partition, reg.leader_epoch));
-            }
-        }
-
-        for (tp, info) in &changes.followers {
-            let Some(partition) = self.get_or_open(replicas, image, tp, info, now) else {
-                continue;
-            };
-            let reg = &info.partition;
-            let was_leader;
-            {
-                let mut p = lock(&partition);
-                was_leader = p.is_leader();
-                let leader = (reg.leader >= 0).then_some(reg.leader);
-                p.make_follower(reg.leader_epoch, leader, &reg.replicas, &reg.isr);
-            }
-            replicas.partition_changed(tp);
-            if tp.topic == GROUP_METADATA_TOPIC_NAME && was_leader {
-                applied
-                    .resigned
-                    .push((tp.partition, Some(reg.leader_epoch)));
-            }
-            if reg.leader >= 0 {
-                applied.followers.push(FollowedPartition {
-                    tp: tp.clone(),
-                    topic_id: info.topic_id,
-                    leader_id: reg.leader,
-                    leader_epoch: reg.leader_epoch,
-                });
-            } else {
-                applied.stop_following.push(tp.clone());
-            }
-        }
-
-        if let Some(configs) = publication.delta.configs_delta() {
+        if let Some(configs) = delta.configs_delta() {
             let broker_wide = configs.changes().keys().any(|r| {
                 r.resource_type == ConfigResourceType::BROKER
                     && (r.name.is_empty() || r.name == node_id.to_string())
@@ -220,6 +157,62 @@ impl Publisher {
                     drop(p);
                     replicas.partition_changed(&tp);
                 }
+            }
+        }
+    }
+
+    /// Applies this broker's replica changes of `delta` (new image `image`) to `replicas`,
+    /// then makes the image visible to Metadata requests.
+    pub fn apply(
+        &self,
+        replicas: &ReplicaManager,
+        delta: &MetadataDelta,
+        image: &MetadataImage,
+    ) -> Applied {
+        let node_id = self.config.node_id;
+        let changes = delta.local_changes(node_id);
+        let mut applied = Applied::default();
+        let now = now_ms();
+
+        for tp in &changes.deletes {
+            applied.stop_following.push(tp.clone());
+            if let Some(hosted) = replicas.remove(tp) {
+                lock(&hosted.partition).stop();
+                delete_partition_dir(&hosted.log_dir, tp, hosted.topic_id);
+            }
+        }
+
+        for (tp, info) in &changes.leaders {
+            let Some(partition) = self.get_or_open(replicas, image, tp, info, now) else {
+                continue;
+            };
+            let reg = &info.partition;
+            if let Err(error) =
+                lock(&partition).make_leader(reg.leader_epoch, &reg.replicas, &reg.isr, now)
+            {
+                warn!(%error, topic = %tp.topic, partition = tp.partition, "make_leader failed");
+            }
+            replicas.partition_changed(tp);
+            applied.stop_following.push(tp.clone());
+        }
+
+        for (tp, info) in &changes.followers {
+            let Some(partition) = self.get_or_open(replicas, image, tp, info, now) else {
+                continue;
+            };
+            let reg = &info.partition;
+            let leader = (reg.leader >= 0).then_some(reg.leader);
+            lock(&partition).make_follower(reg.leader_epoch, leader, &reg.replicas, &reg.isr);
+            replicas.partition_changed(tp);
+            if reg.leader >= 0 {
+                applied.followers.push(FollowedPartition {
+                    tp: tp.clone(),
+                    topic_id: info.topic_id,
+                    leader_id: reg.leader,
+                    leader_epoch: reg.leader_epoch,
+                });
+            } else {
+                applied.stop_following.push(tp.clone());
             }
         }
 

@@ -15,7 +15,9 @@ use kafka_protocol::messages::alter_partition_response::{
 };
 use kafka_protocol::messages::{AlterPartitionRequest, AlterPartitionResponse, BrokerId};
 use krust_broker::server::{Broker, BrokerConfig, Endpoint};
-use krust_metadata::image::{MetadataDelta, MetadataImage, MetadataProvenance, Publication};
+use krust_metadata::image::{
+    LeaderAndEpoch, LoaderManifest, MetadataDelta, MetadataImage, MetadataProvenance, Publication,
+};
 use krust_metadata::records::{
     FeatureLevelRecord, MetadataRecord, PartitionChangeRecord, RegisterBrokerRecord,
     RegistrationEndpoint,
@@ -47,7 +49,7 @@ impl MetadataLog {
         self.image = image.clone();
         let publication = Publication { delta, image };
         for broker in self.brokers.values().filter_map(Weak::upgrade) {
-            broker.publish(&publication);
+            publish(&broker, &publication);
         }
     }
 
@@ -60,7 +62,7 @@ impl MetadataLog {
             delta.replay(record).expect("logged record");
         }
         let image = delta.apply(MetadataProvenance::new(self.offset, 1, 0));
-        broker.publish(&Publication { delta, image });
+        publish(broker, &Publication { delta, image });
     }
 
     /// AlterPartition as Kafka's controller checks it, then a PartitionChangeRecord;
@@ -242,4 +244,19 @@ pub fn loopback_client(port: u16, request_timeout: Duration) -> Client {
             ..ClientConfig::default()
         },
     )
+}
+
+/// Hands `publication` to the broker's metadata publishers, in order, as the node's metadata
+/// loader does with a log delta.
+pub fn publish(broker: &Arc<Broker>, publication: &Publication) {
+    let manifest = LoaderManifest::LogDelta {
+        provenance: publication.image.provenance,
+        leader_and_epoch: LeaderAndEpoch::default(),
+        num_batches: 1,
+        num_bytes: 0,
+        elapsed: std::time::Duration::ZERO,
+    };
+    for mut publisher in broker.metadata_publishers() {
+        publisher.on_metadata_update(&publication.delta, &publication.image, &manifest);
+    }
 }

@@ -27,7 +27,9 @@ use krust_broker::server::controller_channel::{
 };
 use krust_broker::server::{Broker, BrokerConfig, Endpoint};
 use krust_log::RecordBatchBuilder;
-use krust_metadata::image::{MetadataDelta, MetadataImage, MetadataProvenance, Publication};
+use krust_metadata::image::{
+    LeaderAndEpoch, LoaderManifest, MetadataDelta, MetadataImage, MetadataProvenance, Publication,
+};
 use krust_metadata::records::*;
 use krust_net::{Client, ClientConfig, Server, ServerConfig};
 use uuid::Uuid;
@@ -230,7 +232,7 @@ pub async fn start_with(dir: &Path, mut properties: BTreeMap<String, String>) ->
     let server = Server::bind("127.0.0.1:0", handler, server_config)
         .await
         .expect("bind");
-    broker.publish(&publication(server.local_addr().port()));
+    publish(&broker, &publication(server.local_addr().port()));
     let client = Client::new(server.local_addr().to_string(), ClientConfig::default());
     Running {
         broker,
@@ -362,7 +364,7 @@ impl CloneForTest for Client {
 }
 
 /// Publishes `records` on top of the broker's current image.
-pub fn publish_more(broker: &Broker, records: &[MetadataRecord]) {
+pub fn publish_more(broker: &Arc<Broker>, records: &[MetadataRecord]) {
     let image = broker.replica_manager().image();
     let mut delta = MetadataDelta::new(&image);
     for record in records {
@@ -373,5 +375,20 @@ pub fn publish_more(broker: &Broker, records: &[MetadataRecord]) {
         1,
         2000,
     ));
-    broker.publish(&Publication { delta, image: next });
+    publish(broker, &Publication { delta, image: next });
+}
+
+/// Hands `publication` to the broker's metadata publishers, in order, as the node's metadata
+/// loader does with a log delta.
+pub fn publish(broker: &Arc<Broker>, publication: &Publication) {
+    let manifest = LoaderManifest::LogDelta {
+        provenance: publication.image.provenance,
+        leader_and_epoch: LeaderAndEpoch::default(),
+        num_batches: 1,
+        num_bytes: 0,
+        elapsed: std::time::Duration::ZERO,
+    };
+    for mut publisher in broker.metadata_publishers() {
+        publisher.on_metadata_update(&publication.delta, &publication.image, &manifest);
+    }
 }

@@ -17,7 +17,9 @@
 //! - [`configs`], [`client_quotas`], [`producer_ids`], [`acls`], [`scram`],
 //!   [`delegation_tokens`]: one sub-image and sub-delta each.
 //! - [`loader`]: [`MetadataBatchLoader`], committed batches → published images, with KIP-868
-//!   metadata transactions.
+//!   metadata transactions; [`MetadataLoader`], the node's loader (catching up with the high
+//!   watermark, then every image to the registered publishers).
+//! - [`publisher`]: [`MetadataPublisher`] and [`LoaderManifest`], the loader/publisher seam.
 //! - [`writer`]: the record sink and the metadata-loss policy of [`MetadataImage::write`].
 //! - `snapshot.rs`: an image to and from KIP-630 snapshot bytes (no IO).
 
@@ -30,6 +32,7 @@ mod delta;
 pub mod features;
 pub mod loader;
 pub mod producer_ids;
+pub mod publisher;
 pub mod scram;
 mod snapshot;
 pub mod topics;
@@ -38,7 +41,8 @@ pub mod writer;
 use std::sync::Arc;
 
 pub use delta::{MetadataDelta, ReplayError};
-pub use loader::{MetadataBatchLoader, Publication};
+pub use loader::{LoadFault, LoadOutcome, MetadataBatchLoader, MetadataLoader, Publication};
+pub use publisher::{LeaderAndEpoch, LoaderManifest, MetadataPublisher};
 pub use snapshot::{ImageSnapshotError, read_image_snapshot, write_image_snapshot};
 pub use writer::{ImageWriteError, ImageWriterOptions, RecordSink};
 

@@ -1,112 +1,31 @@
-//! The broker role of `krust server` (Kafka's `BrokerServer`): the broker runtime of
-//! `krust-broker` fed by this node's Raft replica.
-//!
-//! Start-up, in Kafka's order where it matters:
-//! 1. broker listeners (`listeners` minus `controller.listener.names`) get their ports (a `0`
-//!    port is resolved to a free one first, so it can be advertised);
-//! 2. [`Broker::open`] locks the log dirs; replication, the group coordinator and Envelope
-//!    forwarding are plugged in, all talking to the active controller through one
-//!    [`QuorumChannel`];
-//! 3. the metadata loader ([`super::metadata_loader`]) publishes every committed image to the
-//!    broker and reports the applied offset to the [`BrokerLifecycle`], which registers
-//!    (listeners, features, `directory.id`s) and heartbeats until the controller unfences it;
-//! 4. once the loader has caught up with the high watermark, the client listeners start
-//!    serving (the binary calls [`BrokerRole::open_listeners`]).
-//!
-//! Shutdown (SIGTERM): controlled shutdown (heartbeats with `WantShutDown` until the controller
-//! has moved leaderships away, Kafka's `BrokerLifecycleManager.beginControlledShutdown`), then
-//! the listeners close, the broker flushes and checkpoints its logs, and the loader stops.
+//! The broker role's settings (Kafka's `BrokerServer` configuration): `server.properties` →
+//! [`BrokerServerConfig`] for the broker server of `krust-node`
+//! (`krust_node::broker::BrokerServer`): the broker listeners (`listeners` minus
+//! `controller.listener.names`; a `0` port is resolved to a free one first, so it can be
+//! advertised), `advertised.listeners`, `inter.broker.listener.name`, the formatted log dirs
+//! and their `directory.id`s, the lifecycle's timing and the listeners' limits.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
-use krust_broker::server::apis::ClientApiHandler;
-use krust_broker::server::forwarding::Forwarder;
-use krust_broker::server::groups::GroupCoordinator;
-use krust_broker::server::lifecycle::{
-    BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, BrokerLifecycle, BrokerState, LifecycleConfig,
-};
-use krust_broker::server::replica_manager::lock;
-use krust_broker::server::replication::ReplicationManager;
-use krust_broker::server::{Broker, BrokerConfig, Endpoint};
-use krust_metadata::image::Publication;
-use krust_metrics::{Collector, Family, prometheus_name};
-use krust_raft::config::VoterAddress;
-use krust_raft::driver::{RaftEvent, RaftHandle};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
-use tracing::info;
+use krust_broker::server::lifecycle::{BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, LifecycleConfig};
+use krust_broker::server::{BrokerConfig, Endpoint};
+use krust_node::broker::{BrokerListener, BrokerServerConfig};
 
-use super::metadata_loader::{self, LoaderStats, MetadataSink, SnapshotWriter};
-use super::quorum_channel::QuorumChannel;
 use crate::config::ServerConfig;
 
-/// How long a controlled shutdown waits for the controller before the broker stops anyway.
-const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// `request.timeout.ms` default: bound of one registration/heartbeat through the channel.
 const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
 /// Kafka's security protocol id of PLAINTEXT, the only one krust serves so far.
 const PLAINTEXT: i16 = 0;
 
-/// A bound broker listener.
+/// A broker listener's name and bind address.
 #[derive(Debug)]
-struct BrokerListener {
+struct ListenerBind {
     name: String,
     bind: String,
-}
-
-/// Where the broker's metadata comes from: this node's Raft replica.
-pub struct MetadataSource {
-    /// The replica (a voter in combined mode, else an observer).
-    pub raft: RaftHandle,
-    /// Its committed events.
-    pub events: mpsc::Receiver<RaftEvent>,
-    /// `<metadata.log.dir>/__cluster_metadata-0`, where installed snapshots are read.
-    pub partition_dir: PathBuf,
-    /// Writes metadata snapshots (broker-only nodes: on a combined node the controller does).
-    pub snapshots: Option<SnapshotWriter>,
-}
-
-/// The running broker role.
-pub struct BrokerRole {
-    broker: Arc<Broker>,
-    lifecycle: Arc<BrokerLifecycle>,
-    channel: Arc<QuorumChannel>,
-    handler: Arc<ClientApiHandler>,
-    /// The client listeners to open once the metadata caught up.
-    listeners: Vec<(BrokerListener, krust_net::ServerConfig)>,
-    servers: tokio::sync::Mutex<Vec<krust_net::Server>>,
-    loader: JoinHandle<()>,
-    stats: Arc<LoaderStats>,
-    /// The client-facing (first) listener's `host:port` as advertised.
-    bootstrap: String,
-}
-
-impl std::fmt::Debug for BrokerRole {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BrokerRole")
-            .field("bootstrap", &self.bootstrap)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Sends publications to the broker and applied offsets to the lifecycle.
-struct BrokerSink {
-    broker: Arc<Broker>,
-    lifecycle: Arc<BrokerLifecycle>,
-}
-
-impl MetadataSink for BrokerSink {
-    fn publish(&self, publication: &Publication) {
-        self.broker.publish(publication);
-    }
-    fn applied(&self, offset: i64) {
-        self.lifecycle.set_metadata_offset(offset);
-    }
 }
 
 /// A free loopback-or-given-host port: bind port 0, read it, release it. Racy in theory; the
@@ -129,7 +48,7 @@ fn security_protocol_id(name: &str) -> Option<i16> {
 }
 
 /// The broker's listeners (bind addresses) and advertised endpoints, client-facing first.
-fn broker_listeners(config: &ServerConfig) -> anyhow::Result<(Vec<BrokerListener>, Vec<Endpoint>)> {
+fn broker_listeners(config: &ServerConfig) -> anyhow::Result<(Vec<ListenerBind>, Vec<Endpoint>)> {
     let controller_names: Vec<String> = config
         .controller_listener_names()
         .iter()
@@ -178,7 +97,7 @@ fn broker_listeners(config: &ServerConfig) -> anyhow::Result<(Vec<BrokerListener
             None | Some("0.0.0.0" | "::" | "[::]") => "localhost".to_owned(),
             Some(h) => h.to_owned(),
         };
-        binds.push(BrokerListener {
+        binds.push(ListenerBind {
             name: listener.listener_name.clone(),
             bind: format!("{bind_host}:{port}"),
         });
@@ -276,325 +195,77 @@ fn parse_ms(config: &ServerConfig, key: &str, default: u64) -> anyhow::Result<Du
     }
 }
 
-impl BrokerRole {
-    /// Starts the broker role over this node's Raft replica (`metadata`).
-    ///
-    /// # Errors
-    /// Bad listener settings, unformatted log dirs, a locked log dir, a bind failure.
-    pub async fn start(
-        config: &ServerConfig,
-        node_id: i32,
-        cluster_id: &str,
-        voters: &[VoterAddress],
-        metadata: MetadataSource,
-    ) -> anyhow::Result<BrokerRole> {
-        let MetadataSource {
-            raft,
-            events,
-            partition_dir,
-            snapshots,
-        } = metadata;
-        let raft = &raft;
-        let (binds, endpoints) = broker_listeners(config)?;
-        let inter_broker = inter_broker_listener_name(config, &endpoints)?;
-        let log_dirs: Vec<PathBuf> = config.log_dirs().into_iter().map(PathBuf::from).collect();
-        for dir in &log_dirs {
-            // Each log dir must be formatted for this node and cluster, as the metadata dir.
-            let meta = super::read_meta_properties(dir)?;
-            if meta.cluster_id.as_deref() != Some(cluster_id) {
-                bail!(
-                    "Invalid cluster.id in: {}/meta.properties. Expected {cluster_id}, but read {}",
-                    dir.display(),
-                    meta.cluster_id.as_deref().unwrap_or("")
-                );
-            }
+/// The broker server's config from `server.properties`, for node `node_id` of `cluster_id`:
+/// every log dir must be formatted for this cluster.
+///
+/// # Errors
+/// Bad listener settings, an unformatted log dir or one of another cluster, an unparseable
+/// value.
+pub fn broker_server_config(
+    config: &ServerConfig,
+    node_id: i32,
+    cluster_id: &str,
+) -> anyhow::Result<BrokerServerConfig> {
+    let (binds, endpoints) = broker_listeners(config)?;
+    let inter_broker = inter_broker_listener_name(config, &endpoints)?;
+    let log_dirs: Vec<PathBuf> = config.log_dirs().into_iter().map(PathBuf::from).collect();
+    for dir in &log_dirs {
+        // Each log dir must be formatted for this node and cluster, as the metadata dir.
+        let meta = super::read_meta_properties(dir)?;
+        if meta.cluster_id.as_deref() != Some(cluster_id) {
+            bail!(
+                "Invalid cluster.id in: {}/meta.properties. Expected {cluster_id}, but read {}",
+                dir.display(),
+                meta.cluster_id.as_deref().unwrap_or("")
+            );
         }
-        let properties: BTreeMap<String, String> = config
-            .values()
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.clone()))
-            .collect();
-        let broker_config = BrokerConfig {
+    }
+    let properties: BTreeMap<String, String> = config
+        .values()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.value.clone()))
+        .collect();
+    let rack = config.get("broker.rack").map(str::to_owned);
+    let request_timeout = parse_ms(config, "request.timeout.ms", REQUEST_TIMEOUT_MS_DEFAULT)?;
+    let lifecycle = LifecycleConfig {
+        node_id,
+        cluster_id: cluster_id.to_owned(),
+        incarnation_id: uuid::Uuid::new_v4(),
+        listeners: endpoints.clone(),
+        rack: rack.clone(),
+        log_dir_ids: log_dir_ids(&log_dirs)?,
+        previous_broker_epoch: -1,
+        heartbeat_interval: parse_ms(
+            config,
+            "broker.heartbeat.interval.ms",
+            BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT,
+        )?,
+        request_timeout,
+    };
+    let listeners = binds
+        .into_iter()
+        .map(|listener| {
+            Ok(BrokerListener {
+                config: listener_config(config, &listener.name)?,
+                name: listener.name,
+                bind: listener.bind,
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(BrokerServerConfig {
+        broker: BrokerConfig {
             node_id,
             cluster_id: cluster_id.to_owned(),
-            log_dirs: log_dirs.clone(),
+            log_dirs,
             properties,
-            advertised_listeners: endpoints.clone(),
+            advertised_listeners: endpoints,
             inter_broker_listener_name: inter_broker,
-            rack: config.get("broker.rack").map(str::to_owned),
-        };
-        let channel = Arc::new(QuorumChannel::new(
-            voters,
-            raft,
-            format!("broker-{node_id}-to-controller"),
-        ));
-        let broker = Broker::open(broker_config.clone(), channel.clone())
-            .context("opening the broker's log directories")?;
-        broker.set_forwarder(Forwarder::new(channel.clone()).with_timeout(parse_ms(
-            config,
-            "request.timeout.ms",
-            REQUEST_TIMEOUT_MS_DEFAULT,
-        )?));
-        broker.set_replication(ReplicationManager::new(
-            &broker_config,
-            broker.replica_manager().clone(),
-            channel.clone(),
-        ));
-        broker.set_groups(GroupCoordinator::new(
-            &broker_config,
-            broker.replica_manager().clone(),
-            channel.clone(),
-        ));
-        let lifecycle = BrokerLifecycle::start(
-            LifecycleConfig {
-                node_id,
-                cluster_id: cluster_id.to_owned(),
-                incarnation_id: uuid::Uuid::new_v4(),
-                listeners: endpoints.clone(),
-                rack: broker_config.rack.clone(),
-                log_dir_ids: log_dir_ids(&log_dirs)?,
-                previous_broker_epoch: -1,
-                heartbeat_interval: parse_ms(
-                    config,
-                    "broker.heartbeat.interval.ms",
-                    BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT,
-                )?,
-                request_timeout: parse_ms(
-                    config,
-                    "request.timeout.ms",
-                    REQUEST_TIMEOUT_MS_DEFAULT,
-                )?,
-            },
-            channel.clone(),
-        );
-        let stats = Arc::new(LoaderStats::default());
-        stats.applied_offset.store(-1, Ordering::Release);
-        let loader = metadata_loader::spawn(
-            events,
-            raft.watch_status(),
-            partition_dir,
-            Arc::new(BrokerSink {
-                broker: broker.clone(),
-                lifecycle: lifecycle.clone(),
-            }),
-            stats.clone(),
-            snapshots,
-        );
-        let handler = Arc::new(broker.client_handler());
-        let listeners = binds
-            .into_iter()
-            .map(|listener| {
-                let net_config = listener_config(config, &listener.name)?;
-                Ok((listener, net_config))
-            })
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let bootstrap = endpoints
-            .first()
-            .map(|e| format!("{}:{}", e.host, e.port))
-            .unwrap_or_default();
-        Ok(BrokerRole {
-            broker,
-            lifecycle,
-            channel,
-            handler,
-            listeners,
-            servers: tokio::sync::Mutex::new(Vec::new()),
-            loader,
-            stats,
-            bootstrap,
-        })
-    }
-
-    /// The client-facing listener's advertised `host:port`.
-    #[must_use]
-    pub fn bootstrap(&self) -> &str {
-        &self.bootstrap
-    }
-
-    /// Resolves once the metadata loader has caught up with the high watermark: then
-    /// [`Self::open_listeners`] (Kafka enables the client listeners at this point, so no
-    /// client sees the broker's metadata before it is current).
-    pub async fn wait_until_caught_up(&self) {
-        self.stats.wait_until_caught_up().await;
-    }
-
-    /// Binds the client listeners (see [`Self::wait_until_caught_up`]).
-    ///
-    /// # Errors
-    /// A listener's address cannot be bound.
-    pub async fn open_listeners(&self) -> anyhow::Result<()> {
-        let mut servers = self.servers.lock().await;
-        if !servers.is_empty() {
-            return Ok(());
-        }
-        for (listener, net_config) in &self.listeners {
-            let server =
-                krust_net::Server::bind(&listener.bind, self.handler.clone(), net_config.clone())
-                    .await
-                    .with_context(|| {
-                        format!(
-                            "binding the broker listener {} ({})",
-                            listener.bind, listener.name
-                        )
-                    })?;
-            info!(listener = %listener.name, address = %server.local_addr(), "broker listener started");
-            servers.push(server);
-        }
-        Ok(())
-    }
-
-    /// Resolves once the controller has unfenced the broker.
-    pub async fn wait_until_running(&self) {
-        let mut states = self.lifecycle.watch_state();
-        let _ = states.wait_for(|s| *s == BrokerState::Running).await;
-    }
-
-    /// The broker's metrics for `/metrics`: this module's gauges and the client listener's
-    /// request metrics (`BrokerTopicMetrics`, `RequestMetrics`, from the broker core).
-    #[must_use]
-    pub fn metrics_collectors(&self) -> Vec<Arc<dyn Collector>> {
-        let client: Arc<dyn Collector> = self.broker.client_stats().clone();
-        vec![
-            Arc::new(BrokerMetrics {
-                broker: self.broker.clone(),
-                lifecycle: self.lifecycle.clone(),
-                stats: self.stats.clone(),
-            }),
-            client,
-        ]
-    }
-
-    /// Controlled shutdown, then the listeners, the broker's logs and the loader.
-    pub async fn shutdown(self) {
-        let agreed = self
-            .lifecycle
-            .controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT)
-            .await;
-        info!(agreed, "controlled shutdown finished");
-        for server in self.servers.into_inner() {
-            server.shutdown().await;
-        }
-        self.broker.shutdown().await;
-        self.channel.close();
-        self.loader.abort();
-        let _ = self.loader.await;
-    }
-}
-
-/// Broker gauges (Kafka's names): `kafka.server:type=KafkaServer,name=BrokerState`,
-/// `kafka.server:type=ReplicaManager` `PartitionCount`, `LeaderCount`,
-/// `UnderReplicatedPartitions`, `UnderMinIsrPartitionCount` and the `IsrShrinksPerSec` /
-/// `IsrExpandsPerSec` / `FailedIsrUpdatesPerSec` counts, and the
-/// `broker-metadata-metrics` group's `last-applied-record-offset` and
-/// `metadata-load-error-count`, plus krust's `fenced` gauge (1 while the controller keeps the
-/// broker fenced).
-struct BrokerMetrics {
-    broker: Arc<Broker>,
-    lifecycle: Arc<BrokerLifecycle>,
-    stats: Arc<LoaderStats>,
-}
-
-impl Collector for BrokerMetrics {
-    fn collect(&self, _now: std::time::Instant, out: &mut Vec<Family>) {
-        #[allow(clippy::cast_precision_loss)] // offsets and counts far below 2^53
-        let as_f64 = |v: i64| v as f64;
-        out.push(Family::gauge(
-            prometheus_name("kafka.server", "KafkaServer", "BrokerState"),
-            "The broker's state: 1 starting, 2 recovery, 3 running, 6 pending controlled shutdown, 7 shutting down.",
-            f64::from(self.lifecycle.state().value()),
-        ));
-        let hosted = self.broker.replica_manager().all_hosted();
-        let leaders = hosted
-            .iter()
-            .filter(|(_, h)| lock(&h.partition).is_leader())
-            .count();
-        out.push(Family::gauge(
-            prometheus_name("kafka.server", "ReplicaManager", "PartitionCount"),
-            "Number of partitions on this broker.",
-            as_f64(i64::try_from(hosted.len()).unwrap_or(i64::MAX)),
-        ));
-        out.push(Family::gauge(
-            prometheus_name("kafka.server", "ReplicaManager", "LeaderCount"),
-            "Number of partitions this broker leads.",
-            as_f64(i64::try_from(leaders).unwrap_or(i64::MAX)),
-        ));
-        if let Some(replication) = self.broker.replication() {
-            let stats = replication.stats();
-            let count = |v: u64| as_f64(i64::try_from(v).unwrap_or(i64::MAX));
-            for (name, help, value) in [
-                (
-                    "UnderReplicatedPartitions",
-                    "Partitions led here whose ISR is smaller than their replica set.",
-                    stats.under_replicated_partitions,
-                ),
-                (
-                    "UnderMinIsrPartitionCount",
-                    "Partitions led here whose ISR is below min.insync.replicas.",
-                    stats.under_min_isr_partitions,
-                ),
-            ] {
-                out.push(Family::gauge(
-                    prometheus_name("kafka.server", "ReplicaManager", name),
-                    help,
-                    count(value),
-                ));
-            }
-            // Kafka's meters; the JMX exporter exposes their `Count` attribute.
-            for (name, help, value) in [
-                (
-                    "IsrShrinksPerSec",
-                    "ISR shrinks committed by the controller.",
-                    stats.isr_shrinks,
-                ),
-                (
-                    "IsrExpandsPerSec",
-                    "ISR expansions committed by the controller.",
-                    stats.isr_expands,
-                ),
-                (
-                    "FailedIsrUpdatesPerSec",
-                    "AlterPartition proposals that failed.",
-                    stats.failed_isr_updates,
-                ),
-            ] {
-                let mut family = Family::gauge(
-                    format!(
-                        "{}_count",
-                        prometheus_name("kafka.server", "ReplicaManager", name)
-                    ),
-                    help,
-                    count(value),
-                );
-                family.kind = krust_metrics::MetricKind::Counter;
-                out.push(family);
-            }
-        }
-        out.push(Family::gauge(
-            prometheus_name("kafka.server", "broker-metadata-metrics", "fenced"),
-            "1 while the controller keeps this broker fenced.",
-            if self.lifecycle.is_fenced() { 1.0 } else { 0.0 },
-        ));
-        out.push(Family::gauge(
-            prometheus_name(
-                "kafka.server",
-                "broker-metadata-metrics",
-                "last-applied-record-offset",
-            ),
-            "The offset of the last record from the cluster metadata partition that was applied by the broker",
-            as_f64(self.stats.applied_offset.load(Ordering::Acquire)),
-        ));
-        out.push(Family::gauge(
-            prometheus_name(
-                "kafka.server",
-                "broker-metadata-metrics",
-                "metadata-load-error-count",
-            ),
-            "The number of errors encountered by the BrokerMetadataListener while loading the metadata log and generating a new MetadataDelta based on it.",
-            as_f64(
-                i64::try_from(self.stats.load_errors.load(Ordering::Relaxed)).unwrap_or(i64::MAX),
-            ),
-        ));
-    }
+            rack,
+        },
+        lifecycle,
+        listeners,
+        forward_timeout: request_timeout,
+    })
 }
 
 /// Whether `dir` holds `meta.properties` (used by `krust dev` to decide whether to format).

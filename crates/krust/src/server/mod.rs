@@ -3,14 +3,23 @@
 //! `<metadata.log.dir>/__cluster_metadata-0` (a voter when it is in
 //! `controller.quorum.voters`, else an observer).
 //!
-//! - Controller role: the quorum controller task ([`controller`]) replaying committed batches
-//!   and, while active, writing records, and the controller listener ([`listener`]) serving
-//!   the Raft RPCs and the controller APIs. With the `--test-append-socket` hook the test owns
-//!   the log's contents: no controller task runs and committed batches are only counted.
-//! - Broker role ([`broker`]): the `krust-broker` runtime fed by the metadata loader
-//!   ([`metadata_loader`]), registration/heartbeats and forwarding through
-//!   [`quorum_channel::QuorumChannel`], the client listeners.
-//! - Combined: the driver's events are copied to both.
+//! The node runtime is `krust-node`'s; this module reads the configuration and wires it:
+//!
+//! - Controller role: the controller server (`krust_node::controller::ControllerServer`, its
+//!   settings from [`controller`]) replaying committed batches and, while active, writing
+//!   records, and the controller listener (`krust_node::controller::listener`) serving the
+//!   Raft RPCs and the controller APIs. With the `--test-append-socket` hook the test owns
+//!   the log's contents: no controller server or loader runs and committed batches are only
+//!   counted.
+//! - Broker role: the broker server (`krust_node::broker::BrokerServer`, its settings from
+//!   [`broker`]): the `krust-broker` runtime, registration/heartbeats and forwarding through
+//!   `krust_node::quorum_channel::QuorumChannel`, the client listeners.
+//! - Every node runs one metadata loader (`krust_node::loader::MetadataLoaderTask`, Kafka's
+//!   `SharedServer` loader) with the publishers of its roles registered at start: the
+//!   controller server's first, then the broker's. A load fault stops a node with the
+//!   controller role and is counted on a broker-only node.
+//! - With the controller role, the driver's events are copied to the controller task and the
+//!   loader.
 //!
 //! Lifecycle, as Kafka's `KafkaRaftServer`: check `meta.properties`, start the replica and the
 //! listeners, log `[KafkaRaftServer nodeId=N] Kafka Server started` (a broker: once the
@@ -21,11 +30,7 @@
 
 pub mod broker;
 pub mod controller;
-pub mod listener;
-pub mod metadata_loader;
 pub mod metrics_http;
-pub mod quorum_channel;
-pub mod snapshot_trigger;
 pub mod test_writer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -36,6 +41,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use anyhow::{Context as _, bail};
 use krust_log::LogConfig;
 use krust_metadata::meta_properties::MetaProperties;
+use krust_node::broker::BrokerServer;
+use krust_node::controller::{ControllerNode, ControllerServer, listener};
+use krust_node::loader::{LoaderFaultPolicy, LoaderStats, MetadataLoaderTask, SnapshotWriter};
 use krust_raft::NodeId;
 use krust_raft::config::{RaftConfig, parse_quorum_voters};
 use krust_raft::driver::{DriverConfig, DriverExit, MetadataLogConfig, RaftDriver, RaftEvent};
@@ -270,47 +278,47 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     let driver =
         RaftDriver::start(node.driver, Some(events_tx)).context("starting the KRaft replica")?;
     let raft = driver.handle();
-    // The driver has one listener: in combined mode its events are copied to the controller
-    // task and to the broker's metadata loader.
-    let (controller_events, broker_events) = match (is_controller, is_broker) {
-        (true, true) => {
-            let (controller_tx, controller_rx) = mpsc::channel(EVENT_QUEUE);
-            let (broker_tx, broker_rx) = mpsc::channel(EVENT_QUEUE);
-            tokio::spawn(fan_out(events_rx, controller_tx, broker_tx));
-            (Some(controller_rx), Some(broker_rx))
-        }
-        (true, false) => (Some(events_rx), None),
-        (false, _) => (None, Some(events_rx)),
-    };
+    // The driver has one listener. With a controller server, its events are copied to the
+    // controller task and to the node's metadata loader; a broker-only node has the loader
+    // only; the test hook counts them.
     let committed = Arc::new(AtomicU64::new(0));
-    let (replay, controller_task, channel) = match (controller_config, controller_events) {
+    let (controller_events, loader_events, replay) = match (&controller_config, is_broker) {
+        (Some(_), _) => {
+            let (controller_tx, controller_rx) = mpsc::channel(EVENT_QUEUE);
+            let (loader_tx, loader_rx) = mpsc::channel(EVENT_QUEUE);
+            tokio::spawn(fan_out(events_rx, controller_tx, loader_tx));
+            (Some(controller_rx), Some(loader_rx), None)
+        }
+        (None, true) => (None, Some(events_rx), None),
+        (None, false) => (
+            None,
+            None,
+            Some(tokio::spawn(replay_committed(events_rx, committed.clone()))),
+        ),
+    };
+    let (controller, controller_publishers) = match (controller_config, controller_events) {
         (Some(qc_config), Some(events)) => {
             let qc = krust_controller::QuorumController::new(qc_config, rand::random());
             let (listener_name, _) = node.controller_listener.clone().unwrap_or_default();
-            let (channel, task) = controller::spawn(
+            let (server, publishers) = ControllerServer::builder(
                 qc,
-                controller::ControllerNode {
+                ControllerNode {
                     node_id: node.node_id,
                     listener_name,
                     voters: voters.clone(),
                     partition_dir: partition_dir.clone(),
                 },
                 raft.clone(),
-                events,
-                &snapshot_triggers,
-            );
-            (None, Some(task), Some(channel))
+            )
+            .with_snapshot_triggers(&snapshot_triggers)
+            .start(events);
+            (Some(server), publishers)
         }
-        (None, Some(events)) => (
-            Some(tokio::spawn(replay_committed(events, committed.clone()))),
-            None,
-            None,
-        ),
-        _ => (None, None, None),
+        _ => (None, Vec::new()),
     };
     let mut controller_server = None;
     if let Some((listener_name, bind)) = &node.controller_listener {
-        let apis = if channel.is_some() {
+        let apis = if controller.is_some() {
             listener::controller_apis_with_controller()
         } else {
             listener::controller_apis()
@@ -323,8 +331,8 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             listener_name.clone(),
             voters.clone(),
         );
-        if let Some(channel) = channel {
-            handler = handler.with_controller(channel);
+        if let Some(controller) = &controller {
+            handler = handler.with_controller(controller.channel().clone());
         }
         let handler = Arc::new(handler);
         let net_config = krust_net::ServerConfig {
@@ -339,27 +347,39 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         info!(node_id = node.node_id, listener = %server.local_addr(), cluster_id = %node.cluster_id, "controller listener started");
         controller_server = Some(server);
     }
-    let broker_role = match broker_events {
-        Some(events) => Some(
-            broker::BrokerRole::start(
-                &config,
-                node.node_id,
-                &node.cluster_id,
-                &voters,
-                broker::MetadataSource {
-                    raft: raft.clone(),
-                    events,
-                    partition_dir: partition_dir.clone(),
-                    // Broker-only: nobody else writes snapshots of this node's metadata log.
-                    snapshots: (!is_controller).then(|| {
-                        metadata_loader::SnapshotWriter::new(raft.clone(), &snapshot_triggers)
-                    }),
-                },
-            )
-            .await?,
-        ),
-        None => None,
+    let loader_stats = Arc::new(LoaderStats::default());
+    let broker_role = if is_broker {
+        Some(BrokerServer::start(
+            broker::broker_server_config(&config, node.node_id, &node.cluster_id)?,
+            &voters,
+            &raft,
+            loader_stats.clone(),
+        )?)
+    } else {
+        None
     };
+    // One loader per node, its publishers registered before it loads anything: the
+    // controller server's, then the broker's (Kafka's `SharedServer`).
+    let loader = loader_events.map(|events| {
+        let policy = if is_controller {
+            LoaderFaultPolicy::Fatal
+        } else {
+            LoaderFaultPolicy::Count
+        };
+        let mut loader =
+            MetadataLoaderTask::builder(&raft, partition_dir.clone(), loader_stats.clone(), policy)
+                .with_publishers(controller_publishers);
+        if let Some(role) = &broker_role {
+            loader = loader
+                .with_publishers(role.metadata_publishers())
+                .on_applied(role.applied_offset_listener());
+        }
+        if !is_controller {
+            // Broker-only: nobody else writes snapshots of this node's metadata log.
+            loader = loader.with_snapshots(SnapshotWriter::new(raft.clone(), &snapshot_triggers));
+        }
+        loader.spawn(events)
+    });
     let writer = match &args.test_append_socket {
         Some(path) => Some(
             test_writer::TestWriter::bind(path, raft.clone())
@@ -374,7 +394,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     };
     let extra_collectors = broker_role
         .iter()
-        .flat_map(broker::BrokerRole::metrics_collectors)
+        .flat_map(BrokerServer::metrics_collectors)
         .collect();
     let metrics = metrics_http::start(&config, &metrics_bind, &raft, extra_collectors).await?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
@@ -384,16 +404,27 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         println!("{prefix} Kafka Server started (kafka.server.KafkaRaftServer)");
     }
     let controller_failed = async {
-        match controller_task {
-            Some(task) => match task.await {
-                Ok(Ok(())) => std::future::pending().await,
-                Ok(Err(e)) => format!("{:#}", anyhow::Error::from(e)),
-                Err(e) => format!("the controller task panicked: {e}"),
+        match controller {
+            Some(server) => match server.join().await {
+                Ok(()) => std::future::pending().await,
+                Err(e) => format!("{:#}", anyhow::Error::from(e)),
             },
             None => std::future::pending().await,
         }
     };
     tokio::pin!(controller_failed);
+    let loader_abort = loader.as_ref().map(tokio::task::JoinHandle::abort_handle);
+    let loader_failed = async {
+        match loader {
+            Some(task) => match task.await {
+                Ok(Ok(())) => std::future::pending().await,
+                Ok(Err(e)) => format!("{:#}", anyhow::Error::from(e)),
+                Err(e) => format!("the metadata loader panicked: {e}"),
+            },
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(loader_failed);
     let driver_exit = driver.join();
     tokio::pin!(driver_exit);
     // A broker opens its client listeners once its metadata caught up, and is started (Kafka
@@ -419,7 +450,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
                 if let Some(role) = &broker_role
                     && let Err(e) = role.open_listeners().await
                 {
-                    break Some(DriverExit::Failed(format!("{e:#}")));
+                    break Some(DriverExit::Failed(format!("{:#}", anyhow::Error::from(e))));
                 }
             }
             () = running => {
@@ -434,6 +465,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             _ = sigint.recv() => break None,
             exit = &mut driver_exit => break Some(exit),
             reason = &mut controller_failed => break Some(DriverExit::Failed(format!("the controller failed: {reason}"))),
+            reason = &mut loader_failed => break Some(DriverExit::Failed(format!("the metadata loader failed: {reason}"))),
         }
     };
     println!("{prefix} shutting down");
@@ -442,6 +474,10 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     // The broker first: its controlled shutdown needs the controller and the replica.
     if let Some(role) = broker_role {
         role.shutdown().await;
+        // Nothing more to publish to the broker.
+        if let Some(loader) = &loader_abort {
+            loader.abort();
+        }
     }
     let code = match exit {
         None => {
@@ -472,17 +508,17 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     Ok(code)
 }
 
-/// Copies every driver event to the controller task and the broker's loader (combined mode).
-/// Stops when the driver or both consumers are gone.
+/// Copies every driver event to the controller task and the node's metadata loader. Stops
+/// when the driver or both consumers are gone.
 async fn fan_out(
     mut events: mpsc::Receiver<RaftEvent>,
     controller: mpsc::Sender<RaftEvent>,
-    broker: mpsc::Sender<RaftEvent>,
+    loader: mpsc::Sender<RaftEvent>,
 ) {
     while let Some(event) = events.recv().await {
         let to_controller = controller.send(event.clone()).await.is_ok();
-        let to_broker = broker.send(event).await.is_ok();
-        if !to_controller && !to_broker {
+        let to_loader = loader.send(event).await.is_ok();
+        if !to_controller && !to_loader {
             return;
         }
     }

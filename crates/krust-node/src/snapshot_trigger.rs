@@ -3,7 +3,7 @@
 //! the last snapshot, or `metadata.log.max.snapshot.interval.ms` passed with any applied, the
 //! image is encoded and handed to the Raft driver, one snapshot at a time.
 //!
-//! Shared by the controller task (combined and controller-only nodes) and the broker's
+//! Shared by the controller task (combined and controller-only nodes) and the node's
 //! metadata loader (broker-only nodes), which differ only in which image they snapshot and
 //! which timestamp goes into the snapshot header.
 
@@ -52,7 +52,12 @@ impl SnapshotTrigger {
 
     /// Counts a data batch of `size_in_bytes` applied to the image.
     pub fn batch_applied(&mut self, size_in_bytes: usize) {
-        self.bytes_since += u64::try_from(size_in_bytes).unwrap_or(u64::MAX);
+        self.bytes_applied(u64::try_from(size_in_bytes).unwrap_or(u64::MAX));
+    }
+
+    /// Counts `bytes` of data batches applied to the image.
+    pub fn bytes_applied(&mut self, bytes: u64) {
+        self.bytes_since = self.bytes_since.saturating_add(bytes);
     }
 
     /// A snapshot ending at `end_offset` was loaded: the image is as good as snapshotted there.

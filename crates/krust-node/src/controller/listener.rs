@@ -29,7 +29,7 @@ use krust_raft::driver::wire_versions::{
     raft_request, response_kind, sender_of,
 };
 
-use super::controller::ControllerChannel;
+use super::ControllerChannel;
 
 /// Kafka's `MISMATCHED_ENDPOINT_TYPE` (114); `kafka-protocol` 0.15 has no name for it.
 const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
