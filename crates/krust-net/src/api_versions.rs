@@ -11,6 +11,38 @@ use crate::error::SupportedApisError;
 
 pub use crate::error_codes::INVALID_REQUEST;
 
+/// Kafka 3.9's version ranges of the admin and controller APIs a controller listener serves
+/// (and a broker forwards to it), the one place krust writes them down.
+pub const KAFKA_CONTROLLER_API_VERSIONS: [(ApiKey, i16, i16); 15] = [
+    (ApiKey::CreateTopics, 0, 7),
+    (ApiKey::DeleteTopics, 0, 6),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::AlterPartition, 0, 3),
+    (ApiKey::UpdateFeatures, 0, 1),
+    (ApiKey::Envelope, 0, 0),
+    (ApiKey::BrokerRegistration, 0, 4),
+    (ApiKey::BrokerHeartbeat, 0, 1),
+    (ApiKey::UnregisterBroker, 0, 0),
+    (ApiKey::AllocateProducerIds, 0, 0),
+    (ApiKey::ControllerRegistration, 0, 0),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+/// Kafka 3.9's version range of `api_key` among [`KAFKA_CONTROLLER_API_VERSIONS`].
+///
+/// # Panics
+/// If `api_key` is not one of them (a bug in the caller's fixed table).
+#[must_use]
+pub fn kafka_controller_api_versions(api_key: ApiKey) -> (ApiKey, i16, i16) {
+    KAFKA_CONTROLLER_API_VERSIONS
+        .into_iter()
+        .find(|(k, _, _)| *k == api_key)
+        .unwrap_or_else(|| panic!("{api_key:?} is not a controller API"))
+}
+
 /// An inclusive version range of one API.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ApiVersionRange {

@@ -27,8 +27,7 @@ use tracing::debug;
 /// Pause before retrying after a failure or a `NOT_CONTROLLER` answer (unless the leader
 /// changes first).
 const RETRY_BACKOFF: Duration = Duration::from_millis(100);
-/// Kafka's `NOT_CONTROLLER`.
-const NOT_CONTROLLER: i16 = 41;
+use krust_net::error_codes::NOT_CONTROLLER;
 
 /// Requests to whichever controller is active (see the module doc).
 pub struct QuorumChannel {

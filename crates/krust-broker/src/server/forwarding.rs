@@ -39,29 +39,24 @@ use tracing::{debug, warn};
 
 use super::controller_channel::{ControllerChannel, ControllerChannelError};
 
-/// Kafka's `REQUEST_TIMED_OUT`.
-const REQUEST_TIMED_OUT: i16 = 7;
-/// Kafka's `UNKNOWN_SERVER_ERROR`.
-const UNKNOWN_SERVER_ERROR: i16 = -1;
-/// Kafka's `UNSUPPORTED_VERSION`.
-const UNSUPPORTED_VERSION: i16 = 35;
-/// Kafka's `NOT_CONTROLLER`.
-const NOT_CONTROLLER: i16 = 41;
+use krust_net::error_codes::{
+    NOT_CONTROLLER, REQUEST_TIMED_OUT, UNKNOWN_SERVER_ERROR, UNSUPPORTED_VERSION,
+};
 /// Size prefix of an encoded frame.
 const SIZE_PREFIX_BYTES: usize = 4;
 /// `request.timeout.ms` default: how long a forwarded request may wait for the controller.
 pub const FORWARDING_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
-/// The forwarded APIs with the versions the broker advertises: Kafka 3.9's broker ranges,
-/// which the krust controller listener serves in full (`crates/krust-node/src/controller/listener.rs`).
-const FORWARDED_APIS: [(ApiKey, i16, i16); 7] = [
-    (ApiKey::CreateTopics, 0, 7),
-    (ApiKey::DeleteTopics, 0, 6),
-    (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::ElectLeaders, 0, 2),
-    (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::AlterConfigs, 0, 2),
-    (ApiKey::UpdateFeatures, 0, 1),
+/// The forwarded APIs; the broker advertises Kafka 3.9's ranges, which the krust controller
+/// listener serves in full.
+const FORWARDED: [ApiKey; 7] = [
+    ApiKey::CreateTopics,
+    ApiKey::DeleteTopics,
+    ApiKey::CreatePartitions,
+    ApiKey::ElectLeaders,
+    ApiKey::IncrementalAlterConfigs,
+    ApiKey::AlterConfigs,
+    ApiKey::UpdateFeatures,
 ];
 
 /// Forwards admin requests to the controller.
@@ -98,13 +93,16 @@ impl Forwarder {
     /// The forwarded APIs with the version range the broker advertises for each.
     #[must_use]
     pub fn forwarded_apis() -> Vec<(ApiKey, i16, i16)> {
-        FORWARDED_APIS.to_vec()
+        FORWARDED
+            .into_iter()
+            .map(krust_net::api_versions::kafka_controller_api_versions)
+            .collect()
     }
 
     /// Whether `api_key` is forwarded.
     #[must_use]
     pub fn forwards(api_key: ApiKey) -> bool {
-        FORWARDED_APIS.iter().any(|(k, _, _)| *k == api_key)
+        FORWARDED.contains(&api_key)
     }
 
     /// Forwards one request and turns the controller's answer into the client's response.
@@ -380,7 +378,8 @@ mod tests {
                         EnvelopeResponse::default().with_error_code(code),
                     )),
                     Behaviour::Answer(code) => {
-                        let apis = SupportedApis::new(FORWARDED_APIS).expect("valid table");
+                        let apis =
+                            SupportedApis::new(Forwarder::forwarded_apis()).expect("valid table");
                         let Ok(IncomingRequest::Request { header, body }) =
                             decode_request(envelope.request_data, &apis)
                         else {
@@ -549,7 +548,7 @@ mod tests {
         };
         assert_eq!(r.responses.len(), 1);
         assert_eq!(r.responses[0].error_code, REQUEST_TIMED_OUT);
-        for (api, _, _) in FORWARDED_APIS {
+        for (api, _, _) in Forwarder::forwarded_apis() {
             assert!(Forwarder::forwards(api));
         }
         assert!(error_response(&RequestKind::Metadata(Default::default()), 12, 7).is_none());
@@ -616,7 +615,7 @@ mod tests {
 
     #[test]
     fn every_error_response_encodes_at_every_advertised_version() {
-        for (api, min, max) in FORWARDED_APIS {
+        for (api, min, max) in Forwarder::forwarded_apis() {
             for version in min..=max {
                 let request = sample_request(api, version);
                 let response = error_response(&request, version, REQUEST_TIMED_OUT)

@@ -31,36 +31,16 @@ use krust_raft::driver::wire_versions::{
 
 use super::ControllerChannel;
 
-/// Kafka's `MISMATCHED_ENDPOINT_TYPE` (114); `kafka-protocol` 0.15 has no name for it.
-const MISMATCHED_ENDPOINT_TYPE: i16 = 114;
+use krust_net::error_codes::{INVALID_REQUEST, MISMATCHED_ENDPOINT_TYPE, NOT_CONTROLLER};
 /// DescribeCluster `EndpointType` of a controller listener.
 const ENDPOINT_TYPE_CONTROLLER: i8 = 2;
-/// Kafka's `INVALID_REQUEST`.
-const INVALID_REQUEST: i16 = 42;
-/// Kafka's `NOT_CONTROLLER`.
-const NOT_CONTROLLER: i16 = 41;
 /// Length of the size prefix `encode_response` puts before a frame.
 const SIZE_PREFIX_BYTES: usize = 4;
 
 /// The controller APIs of Kafka 3.9's controller listener (facts §2.1, `ApiKeys` with the
 /// `controller` listener), with its version ranges.
-const CONTROLLER_APIS: [(ApiKey, i16, i16); 15] = [
-    (ApiKey::CreateTopics, 0, 7),
-    (ApiKey::DeleteTopics, 0, 6),
-    (ApiKey::CreatePartitions, 0, 3),
-    (ApiKey::ElectLeaders, 0, 2),
-    (ApiKey::IncrementalAlterConfigs, 0, 1),
-    (ApiKey::AlterConfigs, 0, 2),
-    (ApiKey::AlterPartition, 0, 3),
-    (ApiKey::UpdateFeatures, 0, 1),
-    (ApiKey::Envelope, 0, 0),
-    (ApiKey::BrokerRegistration, 0, 4),
-    (ApiKey::BrokerHeartbeat, 0, 1),
-    (ApiKey::UnregisterBroker, 0, 0),
-    (ApiKey::AllocateProducerIds, 0, 0),
-    (ApiKey::ControllerRegistration, 0, 0),
-    (ApiKey::DescribeCluster, 0, 1),
-];
+const CONTROLLER_APIS: [(ApiKey, i16, i16); 15] =
+    krust_net::api_versions::KAFKA_CONTROLLER_API_VERSIONS;
 
 /// The APIs a controller with a running controller task serves: the Raft ones of
 /// [`controller_apis`] plus the controller APIs.
