@@ -284,7 +284,9 @@ async fn the_cleaner_thread_cleans_dirty_compacted_logs_on_its_own() {
 
 #[test]
 fn cleaner_settings_come_from_server_properties() {
-    let d = LogCleanerSettings::from_properties(&BTreeMap::new());
+    let d = LogCleanerSettings::from_config(
+        &krust_config::KafkaConfig::parse(&BTreeMap::new()).expect("empty is valid"),
+    );
     assert_eq!(d, LogCleanerSettings::default());
     assert!(d.enable);
     assert_eq!(d.backoff_ms, 15_000);
@@ -298,7 +300,8 @@ fn cleaner_settings_come_from_server_properties() {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect();
-    let s = LogCleanerSettings::from_properties(&props);
+    let s =
+        LogCleanerSettings::from_config(&krust_config::KafkaConfig::parse(&props).expect("valid"));
     assert!(!s.enable);
     assert_eq!(s.backoff_ms, 100);
     assert_eq!(s.cleaner.dedupe_buffer_size, 1_048_576);

@@ -488,30 +488,34 @@ fn partition_for_matches_kafka_utils_abs_of_string_hash_code() {
 
 #[test]
 fn settings_come_from_server_properties_with_kafka_defaults() {
-    let d = GroupCoordinatorSettings::from_properties(&BTreeMap::new());
+    use krust_config::KafkaConfig;
+    let parse = |pairs: &[(&str, &str)]| {
+        KafkaConfig::parse(
+            &pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        )
+    };
+    let d = GroupCoordinatorSettings::from_config(&parse(&[]).expect("empty is valid"));
     assert_eq!(d.group.offsets_topic_num_partitions, 50);
     assert_eq!(d.offsets_topic_replication_factor, 3);
     assert_eq!(d.offsets_commit_timeout_ms, 5000);
     assert_eq!(d.group.offsets_retention_ms, 10_080 * 60_000);
-    let props: BTreeMap<String, String> = [
+    let config = parse(&[
         ("offsets.topic.num.partitions", "7"),
         ("offsets.topic.replication.factor", "1"),
         ("group.initial.rebalance.delay.ms", "0"),
         ("offsets.retention.minutes", "2"),
-        ("group.min.session.timeout.ms", "not a number"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-    .collect();
-    let s = GroupCoordinatorSettings::from_properties(&props);
+    ])
+    .expect("valid");
+    let s = GroupCoordinatorSettings::from_config(&config);
     assert_eq!(s.group.offsets_topic_num_partitions, 7);
     assert_eq!(s.offsets_topic_replication_factor, 1);
     assert_eq!(s.group.group_initial_rebalance_delay_ms, 0);
     assert_eq!(s.group.offsets_retention_ms, 120_000);
-    assert_eq!(
-        s.group.group_min_session_timeout_ms, 6000,
-        "bad value keeps the default"
-    );
+    // A bad value never reaches the settings: the config is refused when it is read.
+    assert!(parse(&[("group.min.session.timeout.ms", "not a number")]).is_err());
 }
 
 fn image_with_offsets_topic(leader: i32, fenced: bool) -> MetadataImage {

@@ -47,10 +47,13 @@ fn builder(dir: &std::path::Path) -> BrokerBuilder {
         node_id: NODE,
         cluster_id: "publishers-test".to_owned(),
         log_dirs: vec![dir.to_path_buf()],
-        properties: BTreeMap::from([(
-            "metadata.log.dir".to_owned(),
-            dir.join("meta").display().to_string(),
-        )]),
+        static_config: std::sync::Arc::new(
+            krust_config::KafkaConfig::parse(&BTreeMap::from([(
+                "metadata.log.dir".to_owned(),
+                dir.join("meta").display().to_string(),
+            )]))
+            .expect("valid test config"),
+        ),
         advertised_listeners: Vec::new(),
         inter_broker_listener_name: "PLAINTEXT".to_owned(),
         rack: None,

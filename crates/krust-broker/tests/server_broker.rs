@@ -586,10 +586,13 @@ async fn a_locked_log_dir_is_refused_and_strays_are_removed() {
                 node_id: 1,
                 cluster_id: String::new(),
                 log_dirs: vec![dir.path().to_path_buf()],
-                properties: BTreeMap::from([(
-                    "metadata.log.dir".to_string(),
-                    dir.path().join("meta").display().to_string(),
-                )]),
+                static_config: std::sync::Arc::new(
+                    krust_config::KafkaConfig::parse(&BTreeMap::from([(
+                        "metadata.log.dir".to_string(),
+                        dir.path().join("meta").display().to_string(),
+                    )]))
+                    .expect("valid test config"),
+                ),
                 advertised_listeners: Vec::new(),
                 inter_broker_listener_name: "PLAINTEXT".to_string(),
                 rack: None,

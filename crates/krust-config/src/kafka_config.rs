@@ -9,18 +9,14 @@ use crate::error::ConfigException;
 use crate::value::ConfigValue;
 use crate::{broker_def, parse_type};
 
-/// One set key: the text as written and, for a key Kafka defines, its parsed value.
-#[derive(Debug, Clone, PartialEq)]
-struct Entry {
-    raw: String,
-    parsed: Option<ConfigValue>,
-}
-
 /// A node's static config, validated (every key `KafkaConfig` defines parses as its type and
 /// passes its validator). Keys Kafka does not define are kept as given.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct KafkaConfig {
-    entries: BTreeMap<String, Entry>,
+    /// Every key as written.
+    originals: BTreeMap<String, String>,
+    /// The parsed value of every set key Kafka defines.
+    parsed: BTreeMap<String, ConfigValue>,
 }
 
 impl KafkaConfig {
@@ -46,45 +42,28 @@ impl KafkaConfig {
             .filter_map(|(k, v)| Some((broker_def(k)?, *k, *v)))
             .collect();
         defs.sort_by_key(|(d, _, _)| d.order);
-        let mut entries = BTreeMap::new();
+        let mut parsed = BTreeMap::new();
         for (def, name, raw) in defs {
-            let parsed = def.parse(raw)?;
-            entries.insert(
-                name.to_owned(),
-                Entry {
-                    raw: raw.to_owned(),
-                    parsed: Some(parsed),
-                },
-            );
+            parsed.insert(name.to_owned(), def.parse(raw)?);
         }
-        for (name, raw) in values {
-            entries.entry(name.to_owned()).or_insert_with(|| Entry {
-                raw: raw.to_owned(),
-                parsed: None,
-            });
-        }
-        Ok(Self { entries })
-    }
-
-    /// Every key as written (`AbstractConfig.originals`), known to Kafka or not.
-    pub fn originals(&self) -> impl Iterator<Item = (&str, &str)> {
-        self.entries
-            .iter()
-            .map(|(k, e)| (k.as_str(), e.raw.as_str()))
-    }
-
-    /// The keys as written, as a map (DescribeConfigs' static layer).
-    #[must_use]
-    pub fn originals_map(&self) -> BTreeMap<String, String> {
-        self.originals()
+        let originals = values
+            .into_iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect()
+            .collect();
+        Ok(Self { originals, parsed })
+    }
+
+    /// Every key as written (`AbstractConfig.originals`), known to Kafka or not; a lone
+    /// `node.id` or `broker.id` also stands for the other, as in Kafka.
+    #[must_use]
+    pub fn originals(&self) -> &BTreeMap<String, String> {
+        &self.originals
     }
 
     /// Whether `name` is set.
     #[must_use]
     pub fn is_set(&self, name: &str) -> bool {
-        self.entries.contains_key(name)
+        self.originals.contains_key(name)
     }
 
     /// The parsed value of `name` if set, else Kafka's default (`None` for a null default).
@@ -94,7 +73,7 @@ impl KafkaConfig {
     #[must_use]
     pub fn value(&self, name: &str) -> Option<ConfigValue> {
         let def = broker_def(name).unwrap_or_else(|| panic!("{name} is not a KafkaConfig key"));
-        match self.entries.get(name).and_then(|e| e.parsed.clone()) {
+        match self.parsed.get(name).cloned() {
             Some(v) => Some(v),
             None => def.default_value(),
         }
@@ -200,6 +179,16 @@ impl KafkaConfig {
         .unwrap_or_default()
     }
 
+    /// The value of `name` (set, else Kafka's default) as `T`: `None` for a null default or a
+    /// value that does not fit `T` (a negative count read as unsigned).
+    ///
+    /// # Panics
+    /// If `name` is not a `KafkaConfig` key.
+    #[must_use]
+    pub fn get<T: FromConfigValue>(&self, name: &str) -> Option<T> {
+        self.value(name).as_ref().and_then(T::from_config_value)
+    }
+
     /// A key Kafka does not define (a krust addition such as `metrics.port`), parsed as `kind`.
     ///
     /// # Errors
@@ -209,10 +198,51 @@ impl KafkaConfig {
         name: &str,
         kind: ConfigKind,
     ) -> Result<Option<ConfigValue>, ConfigException> {
-        self.entries
+        self.originals
             .get(name)
-            .map(|e| parse_type(name, &e.raw, kind))
+            .map(|raw| parse_type(name, raw, kind))
             .transpose()
+    }
+}
+
+/// A Rust type a parsed config value converts to (see [`KafkaConfig::get`]).
+pub trait FromConfigValue: Sized {
+    /// The converted value, `None` when it does not fit.
+    fn from_config_value(value: &ConfigValue) -> Option<Self>;
+}
+
+macro_rules! from_integer_config_value {
+    ($($t:ty),*) => {$(
+        impl FromConfigValue for $t {
+            fn from_config_value(value: &ConfigValue) -> Option<Self> {
+                value.as_i64().and_then(|v| <$t>::try_from(v).ok())
+            }
+        }
+    )*};
+}
+from_integer_config_value!(i16, i32, i64, u16, u32, u64, usize);
+
+impl FromConfigValue for f64 {
+    fn from_config_value(value: &ConfigValue) -> Option<Self> {
+        value.as_f64()
+    }
+}
+
+impl FromConfigValue for bool {
+    fn from_config_value(value: &ConfigValue) -> Option<Self> {
+        value.as_bool()
+    }
+}
+
+impl FromConfigValue for String {
+    fn from_config_value(value: &ConfigValue) -> Option<Self> {
+        value.as_str().map(str::to_owned)
+    }
+}
+
+impl FromConfigValue for Vec<String> {
+    fn from_config_value(value: &ConfigValue) -> Option<Self> {
+        value.as_list().map(<[String]>::to_vec)
     }
 }
 
@@ -244,7 +274,10 @@ mod tests {
             c.extra("metrics.port", ConfigKind::Int).expect("an int"),
             Some(ConfigValue::Int(9404))
         );
-        assert_eq!(c.originals().count(), 3);
+        assert_eq!(c.originals().len(), 3);
+        assert_eq!(c.get::<u64>("log.retention.hours"), Some(100));
+        assert_eq!(c.get::<u64>("log.retention.bytes"), None, "-1 does not fit");
+        assert_eq!(c.get::<f64>("log.cleaner.min.cleanable.ratio"), Some(0.5));
     }
 
     #[test]

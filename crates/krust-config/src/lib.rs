@@ -36,7 +36,7 @@ pub use defs::{
     INTERNAL_TOPIC_CONFIG_DEFS, TOPIC_CONFIG_DEFS,
 };
 pub use error::ConfigException;
-pub use kafka_config::KafkaConfig;
+pub use kafka_config::{FromConfigValue, KafkaConfig};
 pub use validate::{
     BrokerConfigLayers, TopicValidationDefaults, usable_dynamic_broker_configs,
     validate_dynamic_broker_change, validate_dynamic_broker_configs, validate_topic_configs,

@@ -54,13 +54,15 @@ impl Default for LogCleanerSettings {
 }
 
 impl LogCleanerSettings {
-    /// From `server.properties`; missing or unparsable values keep Kafka's defaults.
+    /// From the validated `server.properties` (unset keys: Kafka's defaults).
     #[must_use]
-    pub fn from_properties(properties: &BTreeMap<String, String>) -> Self {
-        fn get<T: std::str::FromStr>(p: &BTreeMap<String, String>, key: &str, default: T) -> T {
-            p.get(key)
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(default)
+    pub fn from_config(properties: &krust_config::KafkaConfig) -> Self {
+        fn get<T: krust_config::FromConfigValue>(
+            c: &krust_config::KafkaConfig,
+            key: &str,
+            default: T,
+        ) -> T {
+            c.get(key).unwrap_or(default)
         }
         let d = LogCleanerSettings::default();
         let threads: i64 = get(properties, "log.cleaner.threads", 1);

@@ -83,8 +83,9 @@ pub struct BrokerConfig {
     pub cluster_id: String,
     /// `log.dirs` (formatted).
     pub log_dirs: Vec<PathBuf>,
-    /// Every key of `server.properties` (Kafka's names), for defaults and DescribeConfigs.
-    pub properties: BTreeMap<String, String>,
+    /// `server.properties`, validated once by the binary: typed values for the broker's
+    /// settings, the keys as written for DescribeConfigs.
+    pub static_config: Arc<krust_config::KafkaConfig>,
     /// Advertised listeners, client-facing first.
     pub advertised_listeners: Vec<Endpoint>,
     /// `inter.broker.listener.name`: the listener followers fetch from.
@@ -94,13 +95,21 @@ pub struct BrokerConfig {
 }
 
 impl BrokerConfig {
-    /// A `server.properties` value parsed, or `default` when absent or unparseable.
+    /// The typed value of `KafkaConfig` key `key` (set, else Kafka's default), or `default`
+    /// when Kafka's default is null.
+    ///
+    /// # Panics
+    /// If `key` is not a `KafkaConfig` key (a bug in krust).
     #[must_use]
-    pub fn prop<T: std::str::FromStr>(&self, key: &str, default: T) -> T {
-        self.properties
-            .get(key)
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(default)
+    pub fn prop<T: krust_config::FromConfigValue>(&self, key: &str, default: T) -> T {
+        self.static_config.get(key).unwrap_or(default)
+    }
+
+    /// `server.properties` as written (Kafka's `originals`), for DescribeConfigs and the
+    /// config layers.
+    #[must_use]
+    pub fn properties(&self) -> &BTreeMap<String, String> {
+        self.static_config.originals()
     }
 }
 
@@ -263,7 +272,7 @@ impl BrokerBuilder {
         // The Raft driver holds the `.lock` of `metadata.log.dir` (by default the first log
         // dir), as Kafka's RaftManager does; locking it again would refuse ourselves.
         let metadata_dir = config
-            .properties
+            .properties()
             .get("metadata.log.dir")
             .map(PathBuf::from)
             .or_else(|| config.log_dirs.first().cloned());

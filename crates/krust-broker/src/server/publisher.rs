@@ -122,7 +122,7 @@ impl Publisher {
             topic: &maps[0],
             broker_dynamic: &maps[1],
             broker_default: &maps[2],
-            static_props: &self.config.properties,
+            static_props: self.config.properties(),
         }
     }
 

@@ -182,7 +182,9 @@ pub fn broker_config(
         node_id,
         cluster_id: cluster_id.into(),
         log_dirs: vec![log_dir],
-        properties,
+        static_config: std::sync::Arc::new(
+            krust_config::KafkaConfig::parse(&properties).expect("valid test config"),
+        ),
         advertised_listeners: vec![Endpoint {
             name: "PLAINTEXT".into(),
             host: "127.0.0.1".into(),

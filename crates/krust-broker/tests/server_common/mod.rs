@@ -208,7 +208,9 @@ pub async fn start_with(dir: &Path, mut properties: BTreeMap<String, String>) ->
         node_id: 1,
         cluster_id: "test-cluster-id-00000".to_string(),
         log_dirs: vec![dir.to_path_buf()],
-        properties,
+        static_config: Arc::new(
+            krust_config::KafkaConfig::parse(&properties).expect("valid test config"),
+        ),
         advertised_listeners: vec![Endpoint {
             name: "PLAINTEXT".to_string(),
             host: "127.0.0.1".to_string(),

@@ -62,11 +62,25 @@ pub struct ConfigValue {
     pub line: usize,
 }
 
+/// Kafka's `KafkaConfig` over `values`.
+fn typed(
+    values: &BTreeMap<String, ConfigValue>,
+) -> Result<krust_config::KafkaConfig, krust_config::ConfigException> {
+    let props: BTreeMap<String, String> = values
+        .iter()
+        .map(|(k, v)| (k.clone(), v.value.clone()))
+        .collect();
+    krust_config::KafkaConfig::parse(&props)
+}
+
 /// A parsed `server.properties`.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     path: PathBuf,
     values: BTreeMap<String, ConfigValue>,
+    /// The values parsed and validated once (Kafka's `KafkaConfig`), or Kafka's message for
+    /// the first bad one; rebuilt when overrides change the values.
+    kafka: Result<krust_config::KafkaConfig, krust_config::ConfigException>,
 }
 
 impl ServerConfig {
@@ -104,9 +118,11 @@ impl ServerConfig {
                 },
             );
         }
+        let kafka = typed(&values);
         Ok(Self {
             path: path.to_owned(),
             values,
+            kafka,
         })
     }
 
@@ -123,6 +139,7 @@ impl ServerConfig {
                 },
             );
         }
+        self.kafka = typed(&self.values);
         self
     }
 
@@ -160,12 +177,35 @@ impl ServerConfig {
     /// # Errors
     /// [`ConfigError::Invalid`] with Kafka's message naming the first bad key.
     pub fn kafka_config(&self) -> Result<krust_config::KafkaConfig, ConfigError> {
-        let props: BTreeMap<String, String> = self
-            .values
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.clone()))
-            .collect();
-        krust_config::KafkaConfig::parse(&props).map_err(|e| ConfigError::Invalid(e.message))
+        self.kafka
+            .clone()
+            .map_err(|e| ConfigError::Invalid(e.message))
+    }
+
+    /// The typed value of `KafkaConfig` key `key`: as set (validated), else Kafka's default,
+    /// else `default` (Kafka's default is null or does not fit `T`).
+    ///
+    /// # Errors
+    /// The file is invalid, or a set value is valid for Kafka but does not fit `T`.
+    ///
+    /// # Panics
+    /// If `key` is not a `KafkaConfig` key (a bug in krust).
+    pub fn typed<T: krust_config::FromConfigValue>(
+        &self,
+        key: &str,
+        default: T,
+    ) -> Result<T, ConfigError> {
+        let kafka = self
+            .kafka
+            .as_ref()
+            .map_err(|e| ConfigError::Invalid(e.message.clone()))?;
+        match (kafka.get::<T>(key), self.get(key)) {
+            (Some(v), _) => Ok(v),
+            (None, Some(raw)) => Err(ConfigError::Invalid(format!(
+                "Invalid value {raw} for configuration {key}: out of the range krust supports"
+            ))),
+            (None, None) => Ok(default),
+        }
     }
 
     /// Keys neither Kafka 3.9 nor krust's own additions define (they are kept; Kafka logs

@@ -5,7 +5,6 @@
 //! advertised), `advertised.listeners`, `inter.broker.listener.name`, the formatted log dirs
 //! and their `directory.id`s, the lifecycle's timing and the listeners' limits.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -185,14 +184,7 @@ fn listener_config(config: &ServerConfig, name: &str) -> anyhow::Result<krust_ne
 }
 
 fn parse_ms(config: &ServerConfig, key: &str, default: u64) -> anyhow::Result<Duration> {
-    match config.get(key) {
-        Some(v) => Ok(Duration::from_millis(
-            v.trim()
-                .parse::<u64>()
-                .with_context(|| format!("{key}={v}"))?,
-        )),
-        None => Ok(Duration::from_millis(default)),
-    }
+    Ok(Duration::from_millis(config.typed(key, default)?))
 }
 
 /// The broker server's config from `server.properties`, for node `node_id` of `cluster_id`:
@@ -220,11 +212,7 @@ pub fn broker_server_config(
             );
         }
     }
-    let properties: BTreeMap<String, String> = config
-        .values()
-        .iter()
-        .map(|(k, v)| (k.clone(), v.value.clone()))
-        .collect();
+    let static_config = std::sync::Arc::new(config.kafka_config()?);
     let rack = config.get("broker.rack").map(str::to_owned);
     let request_timeout = parse_ms(config, "request.timeout.ms", REQUEST_TIMEOUT_MS_DEFAULT)?;
     let lifecycle = LifecycleConfig {
@@ -257,7 +245,7 @@ pub fn broker_server_config(
             node_id,
             cluster_id: cluster_id.to_owned(),
             log_dirs,
-            properties,
+            static_config,
             advertised_listeners: endpoints,
             inter_broker_listener_name: inter_broker,
             rack,

@@ -29,18 +29,12 @@ pub fn quorum_controller_config(
     cluster_id: &str,
     metadata_dir: &Path,
 ) -> anyhow::Result<QuorumControllerConfig> {
-    fn parse<T: std::str::FromStr>(
+    fn parse<T: krust_config::FromConfigValue>(
         config: &ServerConfig,
         key: &str,
         default: T,
-    ) -> anyhow::Result<T>
-    where
-        T::Err: std::error::Error + Send + Sync + 'static,
-    {
-        match config.get(key) {
-            Some(v) => v.trim().parse().with_context(|| format!("{key}={v}")),
-            None => Ok(default),
-        }
+    ) -> anyhow::Result<T> {
+        Ok(config.typed(key, default)?)
     }
     let bootstrap_path = metadata_dir.join(BOOTSTRAP_FILE_NAME);
     let bootstrap = match std::fs::read(&bootstrap_path) {

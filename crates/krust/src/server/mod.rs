@@ -200,18 +200,12 @@ fn setup(config: &ServerConfig) -> anyhow::Result<NodeSetup> {
 
 /// Snapshot triggers and metadata retention (Kafka's names; unset keys keep Kafka's defaults).
 fn metadata_log_config(config: &ServerConfig) -> anyhow::Result<MetadataLogConfig> {
-    fn parse<T: std::str::FromStr>(
+    fn parse<T: krust_config::FromConfigValue>(
         config: &ServerConfig,
         key: &str,
         default: T,
-    ) -> anyhow::Result<T>
-    where
-        T::Err: std::error::Error + Send + Sync + 'static,
-    {
-        match config.get(key) {
-            Some(v) => v.trim().parse().with_context(|| format!("{key}={v}")),
-            None => Ok(default),
-        }
+    ) -> anyhow::Result<T> {
+        Ok(config.typed(key, default)?)
     }
     let d = MetadataLogConfig::default();
     Ok(MetadataLogConfig {

@@ -216,7 +216,7 @@ fn validate_broker_change(
     let layers = BrokerConfigLayers {
         static_props: broker
             .config()
-            .properties
+            .properties()
             .iter()
             .map(|(k, v)| (k.as_str(), v.as_str()))
             .collect(),

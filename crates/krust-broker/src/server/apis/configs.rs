@@ -161,7 +161,7 @@ fn describe_topic(
         topic: &maps[0],
         broker_dynamic: &maps[1],
         broker_default: &maps[2],
-        static_props: &broker.config().properties,
+        static_props: broker.config().properties(),
     };
     Ok(TOPIC_CONFIGS
         .iter()
@@ -263,7 +263,7 @@ fn describe_broker(
     let maps = topic_layers_maps(&image, "", node_id);
     // In KRaft mode Kafka's static config carries `broker.id` = `node.id` (KafkaConfig
     // copies it), so DescribeConfigs reports it as STATIC_BROKER_CONFIG.
-    let mut static_props = broker.config().properties.clone();
+    let mut static_props = broker.config().properties().clone();
     static_props
         .entry("broker.id".to_string())
         .or_insert_with(|| node_id.to_string());

@@ -97,14 +97,15 @@ impl Default for GroupCoordinatorSettings {
 }
 
 impl GroupCoordinatorSettings {
-    /// From `server.properties` (Kafka's names); a missing or unparsable value keeps the
-    /// default (the `krust` binary validates the file before the broker starts).
+    /// From the validated `server.properties` (unset keys: Kafka's defaults).
     #[must_use]
-    pub fn from_properties(properties: &BTreeMap<String, String>) -> Self {
-        fn get<T: std::str::FromStr>(p: &BTreeMap<String, String>, key: &str, default: T) -> T {
-            p.get(key)
-                .and_then(|v| v.trim().parse().ok())
-                .unwrap_or(default)
+    pub fn from_config(properties: &krust_config::KafkaConfig) -> Self {
+        fn get<T: krust_config::FromConfigValue>(
+            c: &krust_config::KafkaConfig,
+            key: &str,
+            default: T,
+        ) -> T {
+            c.get(key).unwrap_or(default)
         }
         let d = GroupCoordinatorSettings::default();
         let g = &d.group;
@@ -221,12 +222,12 @@ impl GroupCoordinator {
         channel: Arc<dyn ControllerChannel>,
     ) -> Self {
         let coordinator = Self::with_log(
-            GroupCoordinatorSettings::from_properties(&config.properties),
+            GroupCoordinatorSettings::from_config(&config.static_config),
             Arc::clone(&replicas) as Arc<dyn CoordinatorLog>,
             channel,
         );
         if let Some(runtime) = &coordinator.runtime {
-            let settings = LogCleanerSettings::from_properties(&config.properties);
+            let settings = LogCleanerSettings::from_config(&config.static_config);
             *coordinator
                 .cleaner
                 .lock()

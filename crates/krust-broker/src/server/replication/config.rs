@@ -1,6 +1,5 @@
 //! The `replica.*` broker settings replication uses, with Kafka 3.9's defaults.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tracing::warn;
@@ -55,32 +54,22 @@ impl Default for ReplicationConfig {
     }
 }
 
-fn parse<T: std::str::FromStr + Copy>(
-    properties: &BTreeMap<String, String>,
+/// A validated value (Kafka's validators ran at start-up), else `default` (a null default).
+fn parse<T: krust_config::FromConfigValue>(
+    config: &krust_config::KafkaConfig,
     key: &str,
     default: T,
-    valid: impl Fn(T) -> bool,
 ) -> T {
-    match properties.get(key) {
-        None => default,
-        Some(text) => match text.trim().parse::<T>() {
-            Ok(v) if valid(v) => v,
-            _ => {
-                warn!(key, value = %text, "invalid replication setting; using the default");
-                default
-            }
-        },
-    }
+    config.get(key).unwrap_or(default)
 }
 
 impl ReplicationConfig {
-    /// From `server.properties` (unset or invalid keys take Kafka's defaults; an invalid
-    /// value is logged — the binary's config parser is the place that refuses them).
+    /// From the validated `server.properties` (unset keys take Kafka's defaults).
     #[must_use]
     pub fn from_broker_config(config: &BrokerConfig) -> Self {
-        let p = &config.properties;
+        let p = &config.static_config;
         let d = ReplicationConfig::default();
-        let num_replica_fetchers = parse(p, "num.replica.fetchers", 1, |v: i32| v >= 1);
+        let num_replica_fetchers = parse(p, "num.replica.fetchers", 1_i32);
         if num_replica_fetchers > 1 {
             warn!(
                 num_replica_fetchers,
@@ -90,53 +79,33 @@ impl ReplicationConfig {
         ReplicationConfig {
             inter_broker_listener_name: config.inter_broker_listener_name.clone(),
             num_replica_fetchers,
-            replica_fetch_max_bytes: parse(
-                p,
-                "replica.fetch.max.bytes",
-                d.replica_fetch_max_bytes,
-                |v| v >= 0,
-            ),
+            replica_fetch_max_bytes: parse(p, "replica.fetch.max.bytes", d.replica_fetch_max_bytes),
             replica_fetch_response_max_bytes: parse(
                 p,
                 "replica.fetch.response.max.bytes",
                 d.replica_fetch_response_max_bytes,
-                |v| v >= 0,
             ),
             replica_fetch_wait_max_ms: parse(
                 p,
                 "replica.fetch.wait.max.ms",
                 d.replica_fetch_wait_max_ms,
-                |v| v >= 0,
             ),
-            replica_fetch_min_bytes: parse(
-                p,
-                "replica.fetch.min.bytes",
-                d.replica_fetch_min_bytes,
-                |v| v >= 0,
-            ),
+            replica_fetch_min_bytes: parse(p, "replica.fetch.min.bytes", d.replica_fetch_min_bytes),
             replica_fetch_backoff_ms: parse(
                 p,
                 "replica.fetch.backoff.ms",
                 d.replica_fetch_backoff_ms,
-                |_| true,
             ),
-            replica_lag_time_max_ms: parse(
-                p,
-                "replica.lag.time.max.ms",
-                d.replica_lag_time_max_ms,
-                |v| v >= 2,
-            ),
+            replica_lag_time_max_ms: parse(p, "replica.lag.time.max.ms", d.replica_lag_time_max_ms),
             replica_socket_timeout_ms: parse(
                 p,
                 "replica.socket.timeout.ms",
                 d.replica_socket_timeout_ms,
-                |v| v >= 1,
             ),
             alter_partition_timeout_ms: parse(
                 p,
                 "request.timeout.ms",
                 d.alter_partition_timeout_ms,
-                |v| v >= 1,
             ),
             alter_partition_retry_backoff_ms: d.alter_partition_retry_backoff_ms,
         }
@@ -158,10 +127,15 @@ mod tests {
             node_id: 1,
             cluster_id: "c".into(),
             log_dirs: Vec::new(),
-            properties: props
-                .iter()
-                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-                .collect(),
+            static_config: std::sync::Arc::new(
+                krust_config::KafkaConfig::parse(
+                    &props
+                        .iter()
+                        .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                        .collect(),
+                )
+                .expect("valid test config"),
+            ),
             advertised_listeners: Vec::new(),
             inter_broker_listener_name: "BROKER".into(),
             rack: None,
@@ -181,16 +155,20 @@ mod tests {
     }
 
     #[test]
-    fn settings_are_read_and_bad_values_fall_back() {
+    fn settings_are_read_typed_and_bad_values_never_reach_them() {
         let c = ReplicationConfig::from_broker_config(&broker_config(&[
             ("replica.lag.time.max.ms", "2000"),
             ("replica.fetch.backoff.ms", "50"),
-            ("replica.fetch.max.bytes", "-5"),
-            ("replica.fetch.wait.max.ms", "lots"),
         ]));
         assert_eq!(c.replica_lag_time_max_ms, 2000);
         assert_eq!(c.replica_fetch_backoff_ms, 50);
-        assert_eq!(c.replica_fetch_max_bytes, 1_048_576);
-        assert_eq!(c.replica_fetch_wait_max_ms, 500);
+        // Kafka's validators refuse these when the config is read, before any broker starts.
+        for (k, v) in [
+            ("replica.fetch.max.bytes", "-5"),
+            ("replica.fetch.wait.max.ms", "lots"),
+        ] {
+            let props = [(k.to_owned(), v.to_owned())].into_iter().collect();
+            assert!(krust_config::KafkaConfig::parse(&props).is_err(), "{k}={v}");
+        }
     }
 }
