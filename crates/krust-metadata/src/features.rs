@@ -63,6 +63,25 @@ const TRANSACTION_LEVELS: [FeatureLevel; 3] = [
     },
 ];
 
+/// The feature ranges a krust node supports and advertises (ApiVersions, BrokerRegistration,
+/// ControllerRegistration), as Kafka's `BrokerFeatures.defaultSupportedFeatures` without
+/// unstable versions: `(name, min, max)` — metadata.version from the oldest KRaft version to
+/// the latest production one, every other feature from 0 to its latest production level.
+#[must_use]
+pub fn supported_feature_ranges() -> Vec<(&'static str, i16, i16)> {
+    std::iter::once((
+        crate::metadata_version::FEATURE_NAME,
+        MetadataVersion::MINIMUM_KRAFT_VERSION.feature_level(),
+        MetadataVersion::LATEST_PRODUCTION.feature_level(),
+    ))
+    .chain(
+        Feature::ALL
+            .into_iter()
+            .map(|f| (f.name(), 0, f.latest_production())),
+    )
+    .collect()
+}
+
 impl Feature {
     /// Production features, by name order.
     pub const ALL: [Self; 2] = [Self::KRaftVersion, Self::TransactionVersion];

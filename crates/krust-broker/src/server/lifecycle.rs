@@ -26,9 +26,6 @@ use kafka_protocol::messages::{
     BrokerHeartbeatRequest, BrokerId, BrokerRegistrationRequest, RequestKind, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
-use krust_metadata::MetadataVersion;
-use krust_metadata::features::Feature as KrustFeature;
-use krust_metadata::metadata_version;
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
@@ -113,17 +110,10 @@ impl LifecycleConfig {
         };
         // Same supported ranges as our controllers advertise (Kafka's
         // `BrokerFeatures.defaultSupportedFeatures` without unstable versions).
-        let features = std::iter::once(feature(
-            metadata_version::FEATURE_NAME,
-            MetadataVersion::MINIMUM_KRAFT_VERSION.feature_level(),
-            MetadataVersion::LATEST_PRODUCTION.feature_level(),
-        ))
-        .chain(
-            KrustFeature::ALL
-                .into_iter()
-                .map(|f| feature(f.name(), 0, f.latest_production())),
-        )
-        .collect();
+        let features = krust_metadata::features::supported_feature_ranges()
+            .into_iter()
+            .map(|(name, min, max)| feature(name, min, max))
+            .collect();
         let listeners = self
             .listeners
             .iter()
@@ -514,6 +504,7 @@ mod tests {
     use super::*;
     use crate::server::controller_channel::{BoxFuture, ControllerChannelError};
     use kafka_protocol::messages::{BrokerHeartbeatResponse, BrokerRegistrationResponse};
+    use krust_metadata::MetadataVersion;
 
     const WAIT: Duration = Duration::from_secs(10);
 

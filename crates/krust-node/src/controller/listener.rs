@@ -15,9 +15,6 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_controller::{ControllerRequest, ControllerResponse};
-use krust_metadata::MetadataVersion;
-use krust_metadata::features::Feature;
-use krust_metadata::metadata_version;
 use krust_net::codec::{IncomingRequest, decode_request, encode_response};
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
 use krust_raft::RaftResponse;
@@ -145,17 +142,10 @@ impl ControllerHandler {
                 .with_min_version(min)
                 .with_max_version(max)
         };
-        response.supported_features = std::iter::once(supported(
-            metadata_version::FEATURE_NAME,
-            MetadataVersion::MINIMUM_KRAFT_VERSION.feature_level(),
-            MetadataVersion::LATEST_PRODUCTION.feature_level(),
-        ))
-        .chain(
-            Feature::ALL
-                .into_iter()
-                .map(|f| supported(f.name(), 0, f.latest_production())),
-        )
-        .collect();
+        response.supported_features = krust_metadata::features::supported_feature_ranges()
+            .into_iter()
+            .map(|(name, min, max)| supported(name, min, max))
+            .collect();
         if let Some(finalized) = controller.finalized_features() {
             response.finalized_features_epoch = finalized.epoch;
             response.finalized_features = finalized

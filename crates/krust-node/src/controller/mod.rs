@@ -52,7 +52,6 @@ use krust_controller::{
     RequestId,
 };
 use krust_log::batch::RecordBatch;
-use krust_metadata::MetadataVersion;
 use krust_metadata::image::MetadataPublisher;
 use krust_metadata::{ApiMessageAndVersion, FrameError, MetadataProvenance, ReplayError};
 use krust_raft::config::VoterAddress;
@@ -205,17 +204,10 @@ fn registration_request(node: &ControllerNode) -> ControllerRegistrationRequest 
             .with_min_supported_version(min)
             .with_max_supported_version(max)
     };
-    let features = std::iter::once(feature(
-        krust_metadata::metadata_version::FEATURE_NAME,
-        MetadataVersion::MINIMUM_KRAFT_VERSION.feature_level(),
-        MetadataVersion::LATEST_PRODUCTION.feature_level(),
-    ))
-    .chain(
-        krust_metadata::features::Feature::ALL
-            .into_iter()
-            .map(|f| feature(f.name(), 0, f.latest_production())),
-    )
-    .collect();
+    let features = krust_metadata::features::supported_feature_ranges()
+        .into_iter()
+        .map(|(name, min, max)| feature(name, min, max))
+        .collect();
     ControllerRegistrationRequest::default()
         .with_controller_id(node.node_id)
         .with_incarnation_id(krust_metadata::kafka_uuid::random_kafka_uuid(

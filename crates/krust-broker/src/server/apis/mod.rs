@@ -35,8 +35,6 @@ use std::sync::Arc;
 use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
-use krust_metadata::MetadataVersion;
-use krust_metadata::features::Feature;
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
 use tracing::warn;
 
@@ -123,17 +121,10 @@ impl ClientApiHandler {
                     .with_min_version(min)
                     .with_max_version(max)
             };
-            response.supported_features = std::iter::once(supported(
-                "metadata.version",
-                MetadataVersion::MINIMUM_KRAFT_VERSION.feature_level(),
-                MetadataVersion::LATEST_PRODUCTION.feature_level(),
-            ))
-            .chain(
-                Feature::ALL
-                    .into_iter()
-                    .map(|f| supported(f.name(), 0, f.latest_production())),
-            )
-            .collect();
+            response.supported_features = krust_metadata::features::supported_feature_ranges()
+                .into_iter()
+                .map(|(name, min, max)| supported(name, min, max))
+                .collect();
             if !image.is_empty() {
                 let mut finalized = vec![
                     FinalizedFeatureKey::default()
