@@ -13,7 +13,7 @@ use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fs::fsync_dir;
 use crate::leader_epoch::{EpochEndOffset, LeaderEpochCache};
-use crate::segment::Segment;
+use crate::segment::{Segment, SyncHandle};
 
 /// Largest base offset a segment may have: its 32-bit relative offsets must not overflow i64.
 pub const MAX_SEGMENT_BASE_OFFSET: i64 = i64::MAX - i32::MAX as i64 - 1;
@@ -72,6 +72,97 @@ pub struct TimestampAndOffset {
     pub leader_epoch: Option<i32>,
 }
 
+/// The flush a roll leaves behind (Kafka 3.9 `UnifiedLog.roll` schedules
+/// `flushUptoOffsetExclusive(newSegment.baseOffset)` on the scheduler): fsync every segment
+/// below the new active segment that is not known to be on disk, then the directory, and only
+/// then — back under the caller's lock, with [`Log::mark_flushed`] — move the recovery point to
+/// the new segment's base offset.
+///
+/// Take it with [`Log::take_roll_flush`] while holding the log, [`FlushJob::run`] it without
+/// the log (on a blocking thread: it fsyncs), and hand the result to [`Log::mark_flushed`].
+/// Dropping a job is safe: the recovery point simply stays where it is (a later job or
+/// [`Log::flush`] covers the same segments). Each job covers *every* unsynced segment below its
+/// offset, so jobs may finish in any order.
+#[derive(Debug)]
+#[must_use = "run the job and pass its result to Log::mark_flushed, or the recovery point stays behind"]
+pub struct FlushJob {
+    dir: PathBuf,
+    upto_offset: i64,
+    truncations: u64,
+    files: Vec<SyncHandle>,
+    segment_ids: Vec<u64>,
+    extra_files: Vec<PathBuf>,
+}
+
+/// Proof that a [`FlushJob`]'s fsyncs returned: the input of [`Log::mark_flushed`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushedUpTo {
+    upto_offset: i64,
+    truncations: u64,
+    segment_ids: Vec<u64>,
+}
+
+impl FlushedUpTo {
+    /// The offset the recovery point may move to.
+    #[must_use]
+    pub fn upto_offset(&self) -> i64 {
+        self.upto_offset
+    }
+}
+
+impl FlushJob {
+    /// The offset the recovery point moves to once the job is done (the base offset of the
+    /// segment the roll created).
+    #[must_use]
+    pub fn upto_offset(&self) -> i64 {
+        self.upto_offset
+    }
+
+    /// Also fsync `path` (if it still exists) before the directory: the producer-state
+    /// snapshot written without fsync at the roll (Kafka's `flushProducerStateSnapshot`).
+    pub fn also_sync_file(&mut self, path: PathBuf) {
+        self.extra_files.push(path);
+    }
+
+    /// Does the fsyncs. Blocking: run it off the async workers and without the log's lock.
+    ///
+    /// Files are fsynced through handles taken with the job, so a segment deleted meanwhile
+    /// (retention, the cleaner's swap) costs an fsync of an unlinked file, nothing more.
+    ///
+    /// # Errors
+    /// [`LogError::Io`]: pass it to [`Log::mark_flushed`], which marks the log failed. A failed
+    /// fsync is not retried (the page cache may have dropped the dirty pages).
+    pub fn run(self) -> Result<FlushedUpTo, LogError> {
+        for (path, file) in &self.files {
+            // The sealed segment's bytes and its trimmed indexes must be on disk before the
+            // recovery point moves past them: recovery trusts everything below it unread.
+            file.sync_all().map_err(|e| LogError::io(path, e))?;
+        }
+        for path in &self.extra_files {
+            match std::fs::File::open(path) {
+                // Kafka's flushProducerStateSnapshot: the snapshot is an optimisation for
+                // recovery; flushing it here keeps it from being lost with the segment's data.
+                Ok(file) => file.sync_all().map_err(|e| LogError::io(path, e))?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(LogError::io(path, e)),
+            }
+        }
+        // The rolled segments' directory entries (and the new active segment's) must survive a
+        // crash along with their data. A directory gone meanwhile was renamed for deletion
+        // (Kafka's `flushDirIfExists`): there is nothing left to recover.
+        match fsync_dir(&self.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(LogError::io(&self.dir, e)),
+        }
+        Ok(FlushedUpTo {
+            upto_offset: self.upto_offset,
+            truncations: self.truncations,
+            segment_ids: self.segment_ids,
+        })
+    }
+}
+
 /// A partition's log: a directory of segments plus its leader epoch cache.
 ///
 /// Single writer: mutating calls take `&mut self`; reads take `&self`. Wrap it in a lock to
@@ -81,9 +172,12 @@ pub struct TimestampAndOffset {
 /// Appends reach the OS page cache only. [`Log::flush`] fsyncs every segment with unflushed
 /// data (and the directory if segments were created), writes out index entries, then moves the
 /// recovery point to the log end offset. The caller decides when (Raft before acknowledging,
-/// brokers by `flush.messages`/`flush.ms`). Truncation, segment deletion and checkpoint files
-/// are made durable at once. After a crash everything from the recovery point on is checked
-/// again by [`Log::open`].
+/// brokers by `flush.messages`/`flush.ms`). A roll fsyncs nothing: it leaves a [`FlushJob`]
+/// for the caller to run in the background ([`Log::take_roll_flush`]), and the recovery point
+/// moves past the sealed segment only when that job's fsyncs have returned
+/// ([`Log::mark_flushed`]). Truncation, segment deletion and checkpoint files are made durable
+/// at once. After a crash everything from the recovery point on is checked again by
+/// [`Log::open`].
 #[derive(Debug)]
 pub struct Log {
     pub(crate) dir: PathBuf,
@@ -99,6 +193,18 @@ pub struct Log {
     /// Latest `now_ms` a caller passed in (creation time of segments made by truncation and
     /// deletion paths, which take no clock).
     pub(crate) clock_ms: i64,
+    /// Truncations from the end so far ([`Log::truncate_to`],
+    /// [`Log::truncate_fully_and_start_at`]). Work done outside the log's lock (a roll's
+    /// [`FlushJob`], a cleaning pass) is discarded when this moved meanwhile: offsets it covered
+    /// may have been rewritten with other data.
+    pub(crate) truncations: u64,
+    /// The newest segment base a roll created whose flush has not been handed out by
+    /// [`Log::take_roll_flush`] (nor done by [`Log::flush`]).
+    pub(crate) pending_roll_flush: Option<i64>,
+    /// A flush failed: the page cache may have dropped the unwritten pages, so no later fsync
+    /// may be trusted. The recovery point is frozen and appends fail (Kafka takes the log dir
+    /// offline).
+    pub(crate) flush_failed: bool,
 }
 
 impl Log {
@@ -363,6 +469,7 @@ impl Log {
                 batches,
             });
         };
+        self.check_not_failed()?;
         let (first_offset, last_offset) = (first.base_offset(), last.last_offset());
         let start_end_offset = self.log_end_offset;
         for batch in &batches {
@@ -420,8 +527,11 @@ impl Log {
     }
 
     /// Seals the active segment and starts a new one at `new_base_offset` (≥ the log end
-    /// offset). The sealed segment's data and trimmed indexes are fsynced now, so segments
-    /// other than the active one are always complete on disk.
+    /// offset). Nothing is fsynced here (the produce path must not wait for a disk): the
+    /// sealed segment's indexes are trimmed, and its data and indexes are fsynced by the
+    /// [`FlushJob`] the roll leaves for [`Log::take_roll_flush`], or by the next
+    /// [`Log::flush`]. The recovery point stays below the sealed segment until one of them
+    /// has returned.
     ///
     /// # Errors
     /// [`LogError::Io`].
@@ -432,23 +542,118 @@ impl Log {
         if active.base_offset() == new_base_offset && active.size() == 0 {
             return Ok(());
         }
-        active.seal()?;
+        active.seal_deferred()?;
         info!(dir = %self.dir.display(), new_base_offset, "rolling to a new segment");
         let segment = Segment::create(&self.dir, new_base_offset, &self.config, now_ms)?;
         self.segments.insert(new_base_offset, segment);
         self.dir_dirty = true;
+        self.pending_roll_flush = Some(new_base_offset);
         Ok(())
+    }
+
+    /// The flush the latest roll(s) left behind, if not handed out yet: fsyncs of every
+    /// segment below the newest rolled-to base offset that is not known to be on disk (see
+    /// [`FlushJob`]). Call it after an append while still holding the log; run the job
+    /// without it.
+    pub fn take_roll_flush(&mut self) -> Option<FlushJob> {
+        let upto_offset = self.pending_roll_flush.take()?;
+        if self.flush_failed {
+            return None;
+        }
+        let mut files = Vec::new();
+        let mut segment_ids = Vec::new();
+        for segment in self.segments.range(..upto_offset).map(|(_, s)| s) {
+            if segment.needs_sync() {
+                files.extend(segment.sync_handles());
+                segment_ids.push(segment.id());
+            }
+        }
+        Some(FlushJob {
+            dir: self.dir.clone(),
+            upto_offset,
+            truncations: self.truncations,
+            files,
+            segment_ids,
+            extra_files: Vec::new(),
+        })
+    }
+
+    /// A [`FlushJob`] finished (Kafka's `markFlushed`): on success the segments it fsynced
+    /// are marked durable and the recovery point moves up to the job's offset, unless the
+    /// log was truncated since the job was taken (the offsets it covered may now hold other,
+    /// unflushed data; a later flush covers them). On failure the log is marked failed (see
+    /// [`Log::flush`]). Returns whether the recovery point moved.
+    ///
+    /// # Errors
+    /// The job's error, or [`LogError::FlushFailed`] if an earlier flush failed.
+    pub fn mark_flushed(&mut self, done: Result<FlushedUpTo, LogError>) -> Result<bool, LogError> {
+        self.check_not_failed()?;
+        let flushed = match done {
+            Ok(flushed) => flushed,
+            Err(e) => {
+                self.flush_failed = true;
+                return Err(e);
+            }
+        };
+        if flushed.truncations != self.truncations {
+            return Ok(false);
+        }
+        for segment in self.segments.values_mut() {
+            if flushed.segment_ids.contains(&segment.id()) {
+                segment.mark_synced();
+            }
+        }
+        // A roll's offset is never above the log end while no truncation happened; the clamp
+        // only documents that the recovery point never passes the data.
+        let target = flushed.upto_offset.min(self.log_end_offset);
+        if target > self.recovery_point {
+            self.recovery_point = target;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Whether an earlier flush failed (the log refuses appends and flushes).
+    #[must_use]
+    pub fn flush_failed(&self) -> bool {
+        self.flush_failed
+    }
+
+    fn check_not_failed(&self) -> Result<(), LogError> {
+        if self.flush_failed {
+            return Err(LogError::FlushFailed {
+                dir: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Truncations from the end so far (see [`Log::mark_flushed`]; the cleaner checks it too).
+    #[must_use]
+    pub fn truncation_count(&self) -> u64 {
+        self.truncations
     }
 
     /// fsyncs all unflushed data (and the directory if segments were created or deleted),
     /// writes pending index entries, then sets the recovery point to the log end offset.
+    /// Covers any roll's [`FlushJob`] not run yet.
     ///
     /// # Errors
     /// [`LogError::Io`]. A failed fsync is not retried: the page cache state is unknown, so
-    /// the caller must treat the log directory as failed.
+    /// the log is marked failed (later flushes and appends return
+    /// [`LogError::FlushFailed`]) and the caller must treat the log directory as failed.
     pub fn flush(&mut self) -> Result<(), LogError> {
+        self.check_not_failed()?;
+        let result = self.flush_all();
+        if result.is_err() {
+            self.flush_failed = true;
+        }
+        result
+    }
+
+    fn flush_all(&mut self) -> Result<(), LogError> {
         for segment in self.segments.values_mut() {
-            if segment.is_unflushed() || segment.base_offset() >= self.recovery_point {
+            if segment.needs_sync() || segment.base_offset() >= self.recovery_point {
                 segment.flush()?;
             }
         }
@@ -457,6 +662,7 @@ impl Log {
             fsync_dir(&self.dir).map_err(|e| LogError::io(&self.dir, e))?;
             self.dir_dirty = false;
         }
+        self.pending_roll_flush = None;
         self.recovery_point = self.log_end_offset;
         Ok(())
     }
@@ -714,6 +920,10 @@ impl Log {
             return Ok(self.log_end_offset);
         }
         info!(dir = %self.dir.display(), offset, log_end_offset = self.log_end_offset, "truncating log");
+        // A job taken before this must not move the recovery point (see `mark_flushed`), and a
+        // roll not handed out yet may name a segment this removes.
+        self.truncations += 1;
+        self.pending_roll_flush = None;
         let later: Vec<i64> = self.segments.range(offset + 1..).map(|(b, _)| *b).collect();
         for base in later.into_iter().rev() {
             if let Some(segment) = self.segments.remove(&base) {
@@ -745,6 +955,8 @@ impl Log {
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
         check_new_base(offset)?;
         info!(dir = %self.dir.display(), offset, "emptying log and restarting it");
+        self.truncations += 1;
+        self.pending_roll_flush = None;
         let all = std::mem::take(&mut self.segments);
         let mut first_error = None;
         for segment in all.into_values() {

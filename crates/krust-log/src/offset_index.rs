@@ -208,6 +208,22 @@ impl OffsetIndex {
         self.file.trim_and_flush()
     }
 
+    pub(crate) fn trim(&mut self) -> Result<(), LogError> {
+        self.file.trim()
+    }
+
+    pub(crate) fn sync(&self) -> Result<(), LogError> {
+        self.file.sync()
+    }
+
+    pub(crate) fn sync_handle(&self) -> (std::path::PathBuf, std::sync::Arc<std::fs::File>) {
+        self.file.sync_handle()
+    }
+
+    pub(crate) fn rename_to(&mut self, path: &Path) -> Result<(), LogError> {
+        self.file.rename_to(path)
+    }
+
     /// The index file.
     #[must_use]
     pub fn path(&self) -> &Path {
