@@ -546,6 +546,31 @@ impl ProducerStateManager {
         Ok(path)
     }
 
+    /// [`ProducerStateManager::write_snapshot`] without any fsync (Kafka's
+    /// `takeSnapshot(sync = false)` at a roll, which runs under the log lock on the produce
+    /// path): tmp → rename, so a reader never sees a half-written file under the final name
+    /// while the system runs. The roll's background flush fsyncs it
+    /// ([`krust_log::FlushJob::also_sync_file`]). Before that a crash may leave it empty or torn;
+    /// [`ProducerStateManager::load`] then fails its CRC, deletes it and uses an older snapshot
+    /// or the log, which is slower but as correct.
+    ///
+    /// # Errors
+    /// [`SnapshotError::Io`].
+    pub fn write_snapshot_unsynced(&self, dir: &Path) -> Result<PathBuf, SnapshotError> {
+        let path = offset_file_path(dir, self.last_map_offset, PRODUCER_SNAPSHOT_FILE_SUFFIX);
+        let bytes = encode_snapshot(&self.snapshot_entries());
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(krust_log::fs::TMP_FILE_SUFFIX);
+        let tmp = PathBuf::from(tmp);
+        let io_error = |source| SnapshotError::Io {
+            path: path.clone(),
+            source,
+        };
+        std::fs::write(&tmp, &bytes).map_err(io_error)?;
+        std::fs::rename(&tmp, &path).map_err(io_error)?;
+        Ok(path)
+    }
+
     /// Rebuilds the state of `log` (Kafka's `loadProducerState`): deletes snapshots above
     /// the log end offset, loads the newest readable snapshot at or below it (a corrupt one
     /// is deleted with a warning and the next older tried), drops producers expired at

@@ -685,6 +685,72 @@ fn producer_snapshots_are_taken_at_rolls_and_dropped_by_retention() {
     assert!(snapshot_offsets(&path).iter().all(|&o| o >= first_base));
 }
 
+#[test]
+fn a_roll_leaves_a_background_flush_that_alone_moves_the_recovery_point() {
+    // Kafka 3.9: the roll's producer snapshot is written without fsync and flushed, with the
+    // sealed segment, by the scheduler's `flush-log` task; the recovery point (what
+    // `recovery-point-offset-checkpoint` records) moves to the new segment's base only then.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let log_config = LogConfig {
+        segment_bytes: 300,
+        ..LogConfig::default()
+    };
+    let log = Log::open(&path, log_config, 0).expect("log");
+    let mut p = Partition::open(LEADER, log, PartitionConfig::default(), 0, T0).expect("open");
+    p.make_leader(1, &[LEADER], &[LEADER], T0).expect("leader");
+    let mut seq = 0;
+    while p.log().segment_count() < 2 {
+        p.append_as_leader(idempotent(9, 0, seq, 1), 1, T0)
+            .expect("append");
+        seq += 1;
+    }
+    let new_base = p.log().segments().last().expect("active").base_offset();
+    assert_eq!(
+        p.log().recovery_point(),
+        0,
+        "the append path fsynced nothing"
+    );
+    let snapshot = path.join(format!("{new_base:020}.snapshot"));
+    assert!(snapshot.is_file(), "producer snapshot written at the roll");
+    let job = p.take_roll_flush().expect("the roll left a flush");
+    assert_eq!(job.upto_offset(), new_base);
+    // Produce goes on while the flush runs without the partition.
+    p.append_as_leader(idempotent(9, 0, seq, 1), 1, T0)
+        .expect("append");
+    assert_eq!(p.log().recovery_point(), 0);
+    let done = job.run();
+    assert!(p.mark_flushed(done).expect("flushed"));
+    assert_eq!(p.log().recovery_point(), new_base);
+}
+
+#[test]
+fn a_roll_flush_that_fails_makes_the_partition_refuse_appends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let log_config = LogConfig {
+        segment_bytes: 300,
+        ..LogConfig::default()
+    };
+    let log = Log::open(&path, log_config, 0).expect("log");
+    let mut p = Partition::open(LEADER, log, PartitionConfig::default(), 0, T0).expect("open");
+    p.make_leader(1, &[LEADER], &[LEADER], T0).expect("leader");
+    while p.log().segment_count() < 2 {
+        p.append_as_leader(records(1, T0), 1, T0).expect("append");
+    }
+    drop(p.take_roll_flush().expect("roll"));
+    let failed = krust_log::LogError::Io {
+        path: path.clone(),
+        source: std::io::Error::other("injected fsync failure"),
+    };
+    assert!(p.mark_flushed(Err(failed)).is_err());
+    let refused = p
+        .append_as_leader(records(1, T0), 1, T0)
+        .expect_err("refused");
+    assert_eq!(code(&refused), ResponseError::KafkaStorageError);
+    assert_eq!(p.log().recovery_point(), 0);
+}
+
 mod high_watermark_property {
     use super::*;
     use proptest::prelude::*;
