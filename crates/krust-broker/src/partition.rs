@@ -30,7 +30,7 @@ use krust_log::batch::{MAX_BATCH_BYTES, NO_TIMESTAMP, parse_all};
 use krust_log::leader_epoch::{EpochEndOffset, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use krust_log::log::{LATEST_TIMESTAMP, MAX_TIMESTAMP};
 use krust_log::{Compression, Log, LogError, RecordBatch, TimestampAndOffset, TimestampType};
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::error::PartitionError;
 use crate::producer_state::{
@@ -193,9 +193,9 @@ pub struct Partition {
     ineligible_replicas: BTreeSet<i32>,
     role: Role,
     high_watermark: i64,
-    /// The producer snapshot written without fsync at the latest roll, for the roll's
-    /// background flush to fsync ([`Partition::take_roll_flush`]).
-    unsynced_snapshot: Option<std::path::PathBuf>,
+    /// The producer snapshot taken at the latest roll (path, bytes), for the roll's background
+    /// flush to write ([`Partition::take_roll_flush`]).
+    roll_snapshot: Option<(std::path::PathBuf, Vec<u8>)>,
 }
 
 /// A log-compaction pass planned under the partition lock ([`Partition::plan_compaction`]),
@@ -240,7 +240,7 @@ impl Partition {
             ineligible_replicas: BTreeSet::new(),
             role: Role::Follower { leader_id: None },
             high_watermark,
-            unsynced_snapshot: None,
+            roll_snapshot: None,
         };
         partition.log.set_high_watermark(high_watermark);
         Ok(partition)
@@ -1099,27 +1099,24 @@ impl Partition {
             .collect();
         for batch in batches {
             if new_bases.contains(&batch.base_offset()) {
-                // No fsync on the produce path: the roll's background flush does it.
-                match self.producer_state.write_snapshot_unsynced(self.log.dir()) {
-                    Ok(path) => self.unsynced_snapshot = Some(path),
-                    Err(error) => {
-                        warn!(%error, offset = batch.base_offset(), "producer snapshot at roll failed");
-                    }
-                }
+                // Taken now (the state as of the new segment's base), written by the roll's
+                // background flush: no file is created or fsynced on the produce path.
+                self.roll_snapshot = Some(self.producer_state.snapshot_file(self.log.dir()));
             }
             self.producer_state.apply_batch(batch);
         }
     }
 
     /// The flush the last roll(s) left behind ([`krust_log::Log::take_roll_flush`]), with the
-    /// producer snapshot written at the roll added to it. Take it under the partition lock right
-    /// after an append (or anything else that may roll), run it without the lock on a blocking
-    /// thread, and pass the result to [`Partition::mark_flushed`]: the recovery point moves only
-    /// then (`server/replica_manager.rs` does all three).
+    /// producer snapshot taken at the roll for it to write (published by
+    /// [`Partition::mark_flushed`] unless the log was truncated meanwhile). Take it under the
+    /// partition lock right after an append (or anything else that may roll), run it without
+    /// the lock on a blocking thread, and pass the result to [`Partition::mark_flushed`]: the
+    /// recovery point moves only then (`server/replica_manager.rs` does all three).
     pub fn take_roll_flush(&mut self) -> Option<krust_log::FlushJob> {
         let mut job = self.log.take_roll_flush()?;
-        if let Some(path) = self.unsynced_snapshot.take() {
-            job.also_sync_file(path);
+        if let Some((path, contents)) = self.roll_snapshot.take() {
+            job.also_publish_file(path, contents);
         }
         Some(job)
     }

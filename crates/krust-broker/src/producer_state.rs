@@ -546,29 +546,15 @@ impl ProducerStateManager {
         Ok(path)
     }
 
-    /// [`ProducerStateManager::write_snapshot`] without any fsync (Kafka's
-    /// `takeSnapshot(sync = false)` at a roll, which runs under the log lock on the produce
-    /// path): tmp → rename, so a reader never sees a half-written file under the final name
-    /// while the system runs. The roll's background flush fsyncs it
-    /// ([`krust_log::FlushJob::also_sync_file`]). Before that a crash may leave it empty or torn;
-    /// [`ProducerStateManager::load`] then fails its CRC, deletes it and uses an older snapshot
-    /// or the log, which is slower but as correct.
-    ///
-    /// # Errors
-    /// [`SnapshotError::Io`].
-    pub fn write_snapshot_unsynced(&self, dir: &Path) -> Result<PathBuf, SnapshotError> {
+    /// The `<last_map_offset>.snapshot` file [`ProducerStateManager::write_snapshot`] would
+    /// write, as a path and its bytes, for someone else to write: at a roll the partition hands
+    /// it to the roll's background flush ([`krust_log::FlushJob::also_publish_file`]), so the
+    /// produce path neither creates nor fsyncs a file (Kafka writes it under the log lock with
+    /// `takeSnapshot(sync = false)` and flushes it on the scheduler).
+    #[must_use]
+    pub fn snapshot_file(&self, dir: &Path) -> (PathBuf, Vec<u8>) {
         let path = offset_file_path(dir, self.last_map_offset, PRODUCER_SNAPSHOT_FILE_SUFFIX);
-        let bytes = encode_snapshot(&self.snapshot_entries());
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(krust_log::fs::TMP_FILE_SUFFIX);
-        let tmp = PathBuf::from(tmp);
-        let io_error = |source| SnapshotError::Io {
-            path: path.clone(),
-            source,
-        };
-        std::fs::write(&tmp, &bytes).map_err(io_error)?;
-        std::fs::rename(&tmp, &path).map_err(io_error)?;
-        Ok(path)
+        (path, encode_snapshot(&self.snapshot_entries()))
     }
 
     /// Rebuilds the state of `log` (Kafka's `loadProducerState`): deletes snapshots above

@@ -13,7 +13,7 @@ use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fs::fsync_dir;
 use crate::leader_epoch::{EpochEndOffset, LeaderEpochCache};
-use crate::segment::{Segment, SyncHandle};
+use crate::segment::{Segment, SpareSegment, SyncHandle};
 
 /// Largest base offset a segment may have: its 32-bit relative offsets must not overflow i64.
 pub const MAX_SEGMENT_BASE_OFFSET: i64 = i64::MAX - i32::MAX as i64 - 1;
@@ -83,23 +83,34 @@ pub struct TimestampAndOffset {
 /// Dropping a job is safe: the recovery point simply stays where it is (a later job or
 /// [`Log::flush`] covers the same segments). Each job covers *every* unsynced segment below its
 /// offset, so jobs may finish in any order.
+///
+/// Two more things ride along, both optimisations of the next roll, neither needed for
+/// durability: the job creates the files of the next segment ahead of time
+/// ([`crate::segment::SpareSegment`]), and writes files the caller wants published once the
+/// flush is done ([`FlushJob::also_publish_file`], the broker's producer snapshot).
 #[derive(Debug)]
 #[must_use = "run the job and pass its result to Log::mark_flushed, or the recovery point stays behind"]
 pub struct FlushJob {
     dir: PathBuf,
+    dir_identity: Option<(u64, u64)>,
     upto_offset: i64,
     truncations: u64,
     files: Vec<SyncHandle>,
     segment_ids: Vec<u64>,
-    extra_files: Vec<PathBuf>,
+    /// `segment.index.bytes` for a spare segment to create, if the log has none.
+    spare_index_bytes: Option<u32>,
+    publish: Vec<(PathBuf, Vec<u8>)>,
 }
 
 /// Proof that a [`FlushJob`]'s fsyncs returned: the input of [`Log::mark_flushed`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct FlushedUpTo {
     upto_offset: i64,
     truncations: u64,
     segment_ids: Vec<u64>,
+    spare: Option<SpareSegment>,
+    /// `(written and fsynced temporary file, name to publish it under)`.
+    published: Vec<(PathBuf, PathBuf)>,
 }
 
 impl FlushedUpTo {
@@ -118,10 +129,13 @@ impl FlushJob {
         self.upto_offset
     }
 
-    /// Also fsync `path` (if it still exists) before the directory: the producer-state
-    /// snapshot written without fsync at the roll (Kafka's `flushProducerStateSnapshot`).
-    pub fn also_sync_file(&mut self, path: PathBuf) {
-        self.extra_files.push(path);
+    /// Also write `contents` to `path` — as `<path>.tmp`, fsynced, renamed to `path` by
+    /// [`Log::mark_flushed`] only if the log was not truncated since the job was taken (the
+    /// contents describe the log as it was). The broker's producer snapshot at a roll: Kafka
+    /// writes it under the log lock and flushes it on the scheduler
+    /// (`flushProducerStateSnapshot`); here creating the file, too, stays off the produce path.
+    pub fn also_publish_file(&mut self, path: PathBuf, contents: Vec<u8>) {
+        self.publish.push((path, contents));
     }
 
     /// Does the fsyncs. Blocking: run it off the async workers and without the log's lock.
@@ -138,29 +152,66 @@ impl FlushJob {
             // recovery point moves past them: recovery trusts everything below it unread.
             file.sync_all().map_err(|e| LogError::io(path, e))?;
         }
-        for path in &self.extra_files {
-            match std::fs::File::open(path) {
-                // Kafka's flushProducerStateSnapshot: the snapshot is an optimisation for
-                // recovery; flushing it here keeps it from being lost with the segment's data.
-                Ok(file) => file.sync_all().map_err(|e| LogError::io(path, e))?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(LogError::io(path, e)),
-            }
-        }
         // The rolled segments' directory entries (and the new active segment's) must survive a
         // crash along with their data. A directory gone meanwhile was renamed for deletion
         // (Kafka's `flushDirIfExists`): there is nothing left to recover.
         match fsync_dir(&self.dir) {
             Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self.done(None)),
             Err(e) => return Err(LogError::io(&self.dir, e)),
         }
-        Ok(FlushedUpTo {
+        // Optimisations only from here: a failure costs the next roll some time, nothing else.
+        // The directory must still be the log's (not a re-created topic's at the same path).
+        if self.dir_identity.is_none() || dir_identity(&self.dir) != self.dir_identity {
+            return Ok(self.done(None));
+        }
+        let mut published = Vec::new();
+        for (path, contents) in &self.publish {
+            let mut tmp = path.as_os_str().to_owned();
+            tmp.push(crate::fs::TMP_FILE_SUFFIX);
+            let tmp = PathBuf::from(tmp);
+            match write_synced(&tmp, contents) {
+                Ok(()) => published.push((tmp, path.clone())),
+                Err(error) => {
+                    warn!(file = %tmp.display(), %error, "writing a file after a roll failed");
+                }
+            }
+        }
+        let spare = match self
+            .spare_index_bytes
+            .map(|b| SpareSegment::create(&self.dir, b))
+        {
+            Some(Ok(spare)) => Some(spare),
+            Some(Err(error)) => {
+                warn!(dir = %self.dir.display(), %error, "creating the next segment's files ahead failed");
+                None
+            }
+            None => None,
+        };
+        let mut done = self.done(spare);
+        done.published = published;
+        Ok(done)
+    }
+
+    fn done(self, spare: Option<SpareSegment>) -> FlushedUpTo {
+        FlushedUpTo {
             upto_offset: self.upto_offset,
             truncations: self.truncations,
             segment_ids: self.segment_ids,
-        })
+            spare,
+            published: Vec::new(),
+        }
     }
+}
+
+/// Writes `contents` to a new `path` and fsyncs it: the file must be whole on disk before
+/// [`Log::mark_flushed`] renames it to its final name, or a crash could leave a torn file
+/// under that name.
+fn write_synced(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut file = std::fs::File::create(path)?;
+    file.write_all(contents)?;
+    file.sync_all()
 }
 
 /// A partition's log: a directory of segments plus its leader epoch cache.
@@ -205,6 +256,19 @@ pub struct Log {
     /// may be trusted. The recovery point is frozen and appends fail (Kafka takes the log dir
     /// offline).
     pub(crate) flush_failed: bool,
+    /// Files for the next roll, made ahead by a [`FlushJob`].
+    pub(crate) spare: Option<SpareSegment>,
+    /// `(device, inode)` of `dir` when the log was opened. A broker deletes a partition by
+    /// renaming its directory, and a topic re-created under the same name gets a new directory
+    /// at the same path: work finishing after that (a [`FlushJob`]'s spare files and published
+    /// files) must not land in the new one.
+    pub(crate) dir_identity: Option<(u64, u64)>,
+}
+
+/// `(device, inode)` of `dir`, `None` if it cannot be read (then nothing is written by path).
+pub(crate) fn dir_identity(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Log {
@@ -544,7 +608,12 @@ impl Log {
         }
         active.seal_deferred()?;
         info!(dir = %self.dir.display(), new_base_offset, "rolling to a new segment");
-        let segment = Segment::create(&self.dir, new_base_offset, &self.config, now_ms)?;
+        let segment = match self.spare.take() {
+            Some(spare) => {
+                Segment::create_from_spare(&self.dir, new_base_offset, &self.config, now_ms, spare)?
+            }
+            None => Segment::create(&self.dir, new_base_offset, &self.config, now_ms)?,
+        };
         self.segments.insert(new_base_offset, segment);
         self.dir_dirty = true;
         self.pending_roll_flush = Some(new_base_offset);
@@ -570,11 +639,16 @@ impl Log {
         }
         Some(FlushJob {
             dir: self.dir.clone(),
+            dir_identity: self.dir_identity,
             upto_offset,
             truncations: self.truncations,
             files,
             segment_ids,
-            extra_files: Vec::new(),
+            spare_index_bytes: self
+                .spare
+                .is_none()
+                .then_some(self.config.segment_index_bytes),
+            publish: Vec::new(),
         })
     }
 
@@ -588,15 +662,31 @@ impl Log {
     /// The job's error, or [`LogError::FlushFailed`] if an earlier flush failed.
     pub fn mark_flushed(&mut self, done: Result<FlushedUpTo, LogError>) -> Result<bool, LogError> {
         self.check_not_failed()?;
-        let flushed = match done {
+        let mut flushed = match done {
             Ok(flushed) => flushed,
             Err(e) => {
                 self.flush_failed = true;
                 return Err(e);
             }
         };
-        if flushed.truncations != self.truncations {
+        match (flushed.spare.take(), &self.spare) {
+            (Some(spare), None) => self.spare = Some(spare),
+            (Some(extra), Some(_)) => extra.delete(),
+            (None, _) => {}
+        }
+        let same_dir = self.dir_identity.is_some() && dir_identity(&self.dir) == self.dir_identity;
+        if flushed.truncations != self.truncations || !same_dir {
+            for (tmp, _) in flushed.published.iter().filter(|_| same_dir) {
+                let _ = std::fs::remove_file(tmp);
+            }
             return Ok(false);
+        }
+        for (tmp, path) in &flushed.published {
+            // No directory fsync: a published file is an optimisation (the next roll's flush
+            // makes the name durable); a crash before that leaves the older set of files.
+            if let Err(error) = std::fs::rename(tmp, path) {
+                warn!(file = %path.display(), %error, "publishing a file after a roll failed");
+            }
         }
         for segment in self.segments.values_mut() {
             if flushed.segment_ids.contains(&segment.id()) {
@@ -673,6 +763,9 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`].
     pub fn close(mut self) -> Result<i64, LogError> {
+        if let Some(spare) = self.spare.take() {
+            spare.delete();
+        }
         self.flush()?;
         self.active_segment_mut()?.seal()?;
         Ok(self.recovery_point)

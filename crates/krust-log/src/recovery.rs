@@ -2,7 +2,8 @@
 //!
 //! What is trusted and what is checked again (after Kafka 3.9's `LogLoader`):
 //!
-//! 1. Leftovers are removed: `*.deleted`, `*.cleaned`, our own `*.tmp` files, and index files
+//! 1. Leftovers are removed: `*.deleted` (also the spare files of a next segment made ahead of
+//!    a roll, `spare-<n>.log.deleted`, …), `*.cleaned`, our own `*.tmp` files, and index files
 //!    whose `.log` is gone (a deletion interrupted by a crash).
 //! 2. Segments wholly below the recovery point were fsynced: their bytes are taken as they are
 //!    and their indexes are loaded after a sanity check (entries increasing, inside the file,
@@ -221,6 +222,8 @@ impl Log {
             truncations: 0,
             pending_roll_flush: None,
             flush_failed: false,
+            spare: None,
+            dir_identity: crate::log::dir_identity(dir),
         };
         if log.log_start_offset > log.log_end_offset {
             // Kafka: the log start offset checkpoint is ahead of the data (e.g. the tail was

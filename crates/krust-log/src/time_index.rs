@@ -226,6 +226,16 @@ impl TimeIndex {
         self.file.rename_to(path)
     }
 
+    /// A spare index (created empty and pre-allocated ahead of a roll, see
+    /// [`crate::segment::SpareSegment`]) becomes the index of the segment at `base_offset`,
+    /// under `path`. It has no entries, so only its base changes.
+    pub(crate) fn adopt(mut self, base_offset: i64, path: &Path) -> Result<Self, LogError> {
+        debug_assert_eq!(self.len(), 0, "a spare index has no entries");
+        self.file.rename_to(path)?;
+        self.base_offset = base_offset;
+        Ok(self)
+    }
+
     /// The index file.
     #[must_use]
     pub fn path(&self) -> &Path {

@@ -1009,12 +1009,13 @@ fn roll_flushes_finishing_out_of_order_never_move_the_recovery_point_back() {
     assert!(second.upto_offset() > first.upto_offset());
     // Each job covers every unsynced segment below its offset, so the later one alone
     // makes everything below it durable.
+    let second_upto = second.upto_offset();
     let second_done = second.run().expect("fsync");
-    assert!(log.mark_flushed(Ok(second_done.clone())).expect("mark"));
-    assert_eq!(log.recovery_point(), second_done.upto_offset());
+    assert!(log.mark_flushed(Ok(second_done)).expect("mark"));
+    assert_eq!(log.recovery_point(), second_upto);
     let first_done = first.run().expect("fsync");
     assert!(!log.mark_flushed(Ok(first_done)).expect("mark"));
-    assert_eq!(log.recovery_point(), second_done.upto_offset());
+    assert_eq!(log.recovery_point(), second_upto);
 }
 
 #[test]
@@ -1074,4 +1075,63 @@ fn a_failed_flush_freezes_the_recovery_point_and_refuses_appends() {
     );
     assert!(matches!(log.flush(), Err(LogError::FlushFailed { .. })));
     assert_eq!(log.recovery_point(), 0);
+}
+
+#[test]
+fn a_roll_uses_the_files_its_previous_flush_created_ahead() {
+    // Creating three files is most of a roll's cost on a busy disk: the roll's background
+    // flush creates the next segment's files (`spare-<n>.*.deleted`) and the next roll renames
+    // them. Leftover spares are removed at open, as any `*.deleted` file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spares = |dir: &std::path::Path| -> Vec<String> {
+        dir_sizes(dir)
+            .into_iter()
+            .map(|(n, _)| n)
+            .filter(|n| n.starts_with("spare-"))
+            .collect()
+    };
+    let mut log = open(dir.path(), small_segments());
+    append_until_rolled(&mut log, 1);
+    let job = log.take_roll_flush().expect("roll");
+    let done = job.run().expect("fsync");
+    assert_eq!(
+        spares(dir.path()).len(),
+        3,
+        "log, index and time index made ahead"
+    );
+    log.mark_flushed(Ok(done)).expect("mark");
+    append_until_rolled(&mut log, 1);
+    assert!(spares(dir.path()).is_empty(), "the roll took them");
+    let active = log.segments().last().expect("active");
+    assert_eq!(
+        active
+            .log_path()
+            .file_name()
+            .expect("name")
+            .to_string_lossy(),
+        format!("{:020}.log", active.base_offset())
+    );
+    assert_eq!(
+        file_len(active.offset_index().path()),
+        10 * 1024 * 1024,
+        "pre-allocated as a created index"
+    );
+    // A spare made by the next flush is left behind by a crash and removed at open.
+    let job = log.take_roll_flush().expect("roll");
+    let done = job.run().expect("fsync");
+    log.mark_flushed(Ok(done)).expect("mark");
+    assert_eq!(spares(dir.path()).len(), 3);
+    let before = read_all(&log);
+    drop(log);
+    let log = open(dir.path(), small_segments());
+    assert!(spares(dir.path()).is_empty());
+    assert_eq!(read_all(&log), before);
+    // And a clean close removes it too.
+    let mut log = log;
+    append_until_rolled(&mut log, 1);
+    let job = log.take_roll_flush().expect("roll");
+    let done = job.run().expect("fsync");
+    log.mark_flushed(Ok(done)).expect("mark");
+    log.close().expect("close");
+    assert!(spares(dir.path()).is_empty());
 }
