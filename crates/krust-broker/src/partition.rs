@@ -1121,6 +1121,12 @@ impl Partition {
         Some(job)
     }
 
+    /// Files a roll's flush made ahead for the next rolls
+    /// ([`krust_log::FlushJob::make_spare_segment`]).
+    pub fn add_spare_segment(&mut self, spare: krust_log::segment::SpareSegment) {
+        self.log.add_spare_segment(spare);
+    }
+
     /// A roll's flush finished: see [`krust_log::Log::mark_flushed`]. Returns whether the
     /// recovery point moved.
     ///

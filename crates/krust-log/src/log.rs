@@ -15,6 +15,11 @@ use crate::fs::fsync_dir;
 use crate::leader_epoch::{EpochEndOffset, LeaderEpochCache};
 use crate::segment::{Segment, SpareSegment, SyncHandle};
 
+/// Spare segments ([`SpareSegment`]) a log keeps ready: with rolls coming faster than a
+/// background flush makes a spare (small `segment.bytes`, a busy disk: three file creations
+/// take a few milliseconds there), a stock keeps the next rolls from creating files themselves.
+const MAX_SPARE_SEGMENTS: usize = 4;
+
 /// Largest base offset a segment may have: its 32-bit relative offsets must not overflow i64.
 pub const MAX_SEGMENT_BASE_OFFSET: i64 = i64::MAX - i32::MAX as i64 - 1;
 
@@ -97,7 +102,8 @@ pub struct FlushJob {
     truncations: u64,
     files: Vec<SyncHandle>,
     segment_ids: Vec<u64>,
-    /// `segment.index.bytes` for a spare segment to create, if the log has none.
+    /// `segment.index.bytes` for a spare segment to create, if the log has fewer than
+    /// [`MAX_SPARE_SEGMENTS`].
     spare_index_bytes: Option<u32>,
     publish: Vec<(PathBuf, Vec<u8>)>,
 }
@@ -146,7 +152,50 @@ impl FlushJob {
     /// # Errors
     /// [`LogError::Io`]: pass it to [`Log::mark_flushed`], which marks the log failed. A failed
     /// fsync is not retried (the page cache may have dropped the dirty pages).
-    pub fn run(self) -> Result<FlushedUpTo, LogError> {
+    pub fn run(mut self) -> Result<FlushedUpTo, LogError> {
+        // The next roll may come before the fsyncs below are done: make its files first.
+        let spare = self.make_spare();
+        match self.sync() {
+            Ok(()) => Ok(self.publish(spare)),
+            Err(e) => {
+                if let Some(spare) = spare {
+                    spare.delete();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether the directory is still the log's (not a re-created topic's at the same path).
+    fn same_dir(&self) -> bool {
+        self.dir_identity.is_some() && dir_identity(&self.dir) == self.dir_identity
+    }
+
+    /// Creates the next segment's files ahead (if the log asked for them and the directory is
+    /// still the log's), for the caller to hand to [`Log::add_spare_segment`] at once, before
+    /// [`FlushJob::run`] does the fsyncs: the next roll may come before those are done. If not
+    /// taken, `run` makes them itself and [`Log::mark_flushed`] adds them. A failure costs the
+    /// next roll some time, nothing else.
+    pub fn make_spare_segment(&mut self) -> Option<SpareSegment> {
+        self.make_spare()
+    }
+
+    fn make_spare(&mut self) -> Option<SpareSegment> {
+        let index_bytes = self.spare_index_bytes.take()?;
+        if !self.same_dir() {
+            return None;
+        }
+        match SpareSegment::create(&self.dir, index_bytes) {
+            Ok(spare) => Some(spare),
+            Err(error) => {
+                warn!(dir = %self.dir.display(), %error, "creating the next segment's files ahead failed");
+                None
+            }
+        }
+    }
+
+    /// The fsyncs that let the recovery point move.
+    fn sync(&self) -> Result<(), LogError> {
         for (path, file) in &self.files {
             // The sealed segment's bytes and its trimmed indexes must be on disk before the
             // recovery point moves past them: recovery trusts everything below it unread.
@@ -156,41 +205,31 @@ impl FlushJob {
         // crash along with their data. A directory gone meanwhile was renamed for deletion
         // (Kafka's `flushDirIfExists`): there is nothing left to recover.
         match fsync_dir(&self.dir) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(self.done(None)),
-            Err(e) => return Err(LogError::io(&self.dir, e)),
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(LogError::io(&self.dir, e)),
         }
-        // Optimisations only from here: a failure costs the next roll some time, nothing else.
-        // The directory must still be the log's (not a re-created topic's at the same path).
-        if self.dir_identity.is_none() || dir_identity(&self.dir) != self.dir_identity {
-            return Ok(self.done(None));
-        }
+    }
+
+    /// Writes the files to publish; optimisations only, so a failure is logged, nothing else.
+    fn publish(self, spare: Option<SpareSegment>) -> FlushedUpTo {
         let mut published = Vec::new();
-        for (path, contents) in &self.publish {
-            let mut tmp = path.as_os_str().to_owned();
-            tmp.push(crate::fs::TMP_FILE_SUFFIX);
-            let tmp = PathBuf::from(tmp);
-            match write_synced(&tmp, contents) {
-                Ok(()) => published.push((tmp, path.clone())),
-                Err(error) => {
-                    warn!(file = %tmp.display(), %error, "writing a file after a roll failed");
+        if self.same_dir() {
+            for (path, contents) in &self.publish {
+                let mut tmp = path.as_os_str().to_owned();
+                tmp.push(crate::fs::TMP_FILE_SUFFIX);
+                let tmp = PathBuf::from(tmp);
+                match write_synced(&tmp, contents) {
+                    Ok(()) => published.push((tmp, path.clone())),
+                    Err(error) => {
+                        warn!(file = %tmp.display(), %error, "writing a file after a roll failed");
+                    }
                 }
             }
         }
-        let spare = match self
-            .spare_index_bytes
-            .map(|b| SpareSegment::create(&self.dir, b))
-        {
-            Some(Ok(spare)) => Some(spare),
-            Some(Err(error)) => {
-                warn!(dir = %self.dir.display(), %error, "creating the next segment's files ahead failed");
-                None
-            }
-            None => None,
-        };
         let mut done = self.done(spare);
         done.published = published;
-        Ok(done)
+        done
     }
 
     fn done(self, spare: Option<SpareSegment>) -> FlushedUpTo {
@@ -256,8 +295,9 @@ pub struct Log {
     /// may be trusted. The recovery point is frozen and appends fail (Kafka takes the log dir
     /// offline).
     pub(crate) flush_failed: bool,
-    /// Files for the next roll, made ahead by a [`FlushJob`].
-    pub(crate) spare: Option<SpareSegment>,
+    /// Files for the next rolls, made ahead by [`FlushJob`]s (at most
+    /// [`MAX_SPARE_SEGMENTS`]).
+    pub(crate) spares: Vec<SpareSegment>,
     /// `(device, inode)` of `dir` when the log was opened. A broker deletes a partition by
     /// renaming its directory, and a topic re-created under the same name gets a new directory
     /// at the same path: work finishing after that (a [`FlushJob`]'s spare files and published
@@ -608,7 +648,7 @@ impl Log {
         }
         active.seal_deferred()?;
         info!(dir = %self.dir.display(), new_base_offset, "rolling to a new segment");
-        let segment = match self.spare.take() {
+        let segment = match self.spares.pop() {
             Some(spare) => {
                 Segment::create_from_spare(&self.dir, new_base_offset, &self.config, now_ms, spare)?
             }
@@ -644,9 +684,7 @@ impl Log {
             truncations: self.truncations,
             files,
             segment_ids,
-            spare_index_bytes: self
-                .spare
-                .is_none()
+            spare_index_bytes: (self.spares.len() < MAX_SPARE_SEGMENTS)
                 .then_some(self.config.segment_index_bytes),
             publish: Vec::new(),
         })
@@ -669,10 +707,8 @@ impl Log {
                 return Err(e);
             }
         };
-        match (flushed.spare.take(), &self.spare) {
-            (Some(spare), None) => self.spare = Some(spare),
-            (Some(extra), Some(_)) => extra.delete(),
-            (None, _) => {}
+        if let Some(spare) = flushed.spare.take() {
+            self.add_spare_segment(spare);
         }
         let same_dir = self.dir_identity.is_some() && dir_identity(&self.dir) == self.dir_identity;
         if flushed.truncations != self.truncations || !same_dir {
@@ -701,6 +737,16 @@ impl Log {
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// Adds files made ahead by [`FlushJob::make_spare_segment`] to the log's stock for the
+    /// next rolls (dropped if the stock is full).
+    pub fn add_spare_segment(&mut self, spare: SpareSegment) {
+        if self.spares.len() < MAX_SPARE_SEGMENTS {
+            self.spares.push(spare);
+        } else {
+            spare.delete();
+        }
     }
 
     /// Whether an earlier flush failed (the log refuses appends and flushes).
@@ -763,7 +809,7 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`].
     pub fn close(mut self) -> Result<i64, LogError> {
-        if let Some(spare) = self.spare.take() {
+        for spare in self.spares.drain(..) {
             spare.delete();
         }
         self.flush()?;

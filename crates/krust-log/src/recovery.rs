@@ -222,7 +222,7 @@ impl Log {
             truncations: 0,
             pending_roll_flush: None,
             flush_failed: false,
-            spare: None,
+            spares: Vec::new(),
             dir_identity: crate::log::dir_identity(dir),
         };
         if log.log_start_offset > log.log_end_offset {

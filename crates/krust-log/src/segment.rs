@@ -201,7 +201,7 @@ static NEXT_SPARE_ID: AtomicU64 = AtomicU64::new(1);
 /// The names end in `.deleted` (`spare-<n>.log.deleted`, …): a spare left by a crash or an
 /// unclean stop is removed at the next open, by krust's recovery and by Kafka's `LogLoader`.
 #[derive(Debug)]
-pub(crate) struct SpareSegment {
+pub struct SpareSegment {
     log_path: PathBuf,
     file: File,
     offset_index: OffsetIndex,

@@ -82,7 +82,13 @@ pub fn schedule_roll_flush(partition: &Arc<Mutex<Partition>>, job: Option<krust_
         return;
     };
     let partition = Arc::clone(partition);
+    let mut job = job;
     let work = move || {
+        // The next segment's files first, handed over at once: with small segments the next
+        // roll may come before the fsyncs below are done.
+        if let Some(spare) = job.make_spare_segment() {
+            lock(&partition).add_spare_segment(spare);
+        }
         let done = job.run();
         let mut p = lock(&partition);
         if let Err(error) = p.mark_flushed(done) {
