@@ -30,7 +30,7 @@ use krust_log::batch::{MAX_BATCH_BYTES, NO_TIMESTAMP, parse_all};
 use krust_log::leader_epoch::{EpochEndOffset, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use krust_log::log::{LATEST_TIMESTAMP, MAX_TIMESTAMP};
 use krust_log::{Compression, Log, LogError, RecordBatch, TimestampAndOffset, TimestampType};
-use tracing::{info, warn};
+use tracing::info;
 
 use crate::error::PartitionError;
 use crate::producer_state::{
@@ -193,6 +193,21 @@ pub struct Partition {
     ineligible_replicas: BTreeSet<i32>,
     role: Role,
     high_watermark: i64,
+    /// The producer snapshot taken at the latest roll (path, bytes), for the roll's background
+    /// flush to write ([`Partition::take_roll_flush`]).
+    roll_snapshot: Option<(std::path::PathBuf, Vec<u8>)>,
+}
+
+/// A log-compaction pass planned under the partition lock ([`Partition::plan_compaction`]),
+/// to be prepared without it ([`krust_log::Cleaner::prepare`]) and committed under it again
+/// ([`Partition::finish_compaction`]).
+#[derive(Debug)]
+pub struct CompactionPlan {
+    /// What the pass reads.
+    pub snapshot: krust_log::cleaner::CleaningSnapshot,
+    /// Each active idempotent producer's last batch's last offset: that batch keeps its header
+    /// (its sequence survives).
+    pub active_producer_last_offsets: std::collections::HashMap<i64, i64>,
 }
 
 impl Partition {
@@ -225,6 +240,7 @@ impl Partition {
             ineligible_replicas: BTreeSet::new(),
             role: Role::Follower { leader_id: None },
             high_watermark,
+            roll_snapshot: None,
         };
         partition.log.set_high_watermark(high_watermark);
         Ok(partition)
@@ -236,37 +252,49 @@ impl Partition {
         &self.log
     }
 
-    /// One log-compaction pass over this partition's log (called by the broker's log cleaner,
-    /// `server/cleaner.rs`, under the partition lock). `checkpoint` is the partition's entry in
-    /// `cleaner-offset-checkpoint`. Compaction never changes offsets, the log start or the log
-    /// end, so the partition's high watermark, epochs and producer state stay valid. Returns
-    /// `None` when the dirty part is below `min.cleanable.dirty.ratio` (and not overdue by
-    /// `max.compaction.lag.ms`), else the pass's outcome (store its next dirty offset).
+    /// Plans a log-compaction pass (the broker's log cleaner, `server/cleaner.rs`, under the
+    /// partition lock; cheap). `checkpoint` is the partition's entry in
+    /// `cleaner-offset-checkpoint`. `None` when the dirty part is below
+    /// `min.cleanable.dirty.ratio` (and not overdue by `max.compaction.lag.ms`).
     ///
     /// # Errors
-    /// [`krust_log::CleanerError`]: after [`krust_log::CleanerError::Log`] the log should be
-    /// reopened before it is cleaned again.
-    pub fn compact(
-        &mut self,
-        cleaner: &mut krust_log::Cleaner,
+    /// [`LogError`] reading an index.
+    pub fn plan_compaction(
+        &self,
         checkpoint: Option<i64>,
         now_ms: i64,
-    ) -> Result<Option<krust_log::cleaner::CleanOutcome>, krust_log::CleanerError> {
+    ) -> Result<Option<CompactionPlan>, LogError> {
         let to_clean = self
             .log
             .log_to_clean(checkpoint, self.last_stable_offset(), now_ms);
         if !to_clean.needs_cleaning(self.log.config().min_cleanable_dirty_ratio) {
             return Ok(None);
         }
-        // An active idempotent producer's last batch keeps its header (its sequence survives).
-        let active_producers: std::collections::HashMap<i64, i64> = self
+        let active_producer_last_offsets = self
             .producer_state
             .entries()
             .filter_map(|e| e.batches.back().map(|b| (e.producer_id, b.last_offset)))
             .collect();
-        cleaner
-            .clean(&mut self.log, &to_clean, now_ms, &active_producers)
-            .map(Some)
+        Ok(Some(CompactionPlan {
+            snapshot: self.log.cleaning_snapshot(&to_clean)?,
+            active_producer_last_offsets,
+        }))
+    }
+
+    /// Swaps a pass prepared without the lock into the log (under the partition lock), after
+    /// [`krust_log::Cleaner::commit`]'s revalidation. Compaction never changes offsets, the log
+    /// start or the log end, so the high watermark, epochs and producer state stay valid.
+    /// Returns the pass's outcome: store its next dirty offset.
+    ///
+    /// # Errors
+    /// [`krust_log::CleanerError`]: after [`krust_log::CleanerError::Log`] the log should be
+    /// reopened before it is cleaned again.
+    pub fn finish_compaction(
+        &mut self,
+        cleaner: &mut krust_log::Cleaner,
+        prepared: krust_log::cleaner::PreparedCleaning,
+    ) -> Result<krust_log::cleaner::CleanOutcome, krust_log::CleanerError> {
+        cleaner.commit(&mut self.log, prepared)
     }
 
     /// The producer state.
@@ -1070,13 +1098,46 @@ impl Partition {
             .filter(|&base| base > active_base_before)
             .collect();
         for batch in batches {
-            if new_bases.contains(&batch.base_offset())
-                && let Err(error) = self.producer_state.write_snapshot(self.log.dir())
-            {
-                warn!(%error, offset = batch.base_offset(), "producer snapshot at roll failed");
+            if new_bases.contains(&batch.base_offset()) {
+                // Taken now (the state as of the new segment's base), written by the roll's
+                // background flush: no file is created or fsynced on the produce path.
+                self.roll_snapshot = Some(self.producer_state.snapshot_file(self.log.dir()));
             }
             self.producer_state.apply_batch(batch);
         }
+    }
+
+    /// The flush the last roll(s) left behind ([`krust_log::Log::take_roll_flush`]), with the
+    /// producer snapshot taken at the roll for it to write (published by
+    /// [`Partition::mark_flushed`] unless the log was truncated meanwhile). Take it under the
+    /// partition lock right after an append (or anything else that may roll), run it without
+    /// the lock on a blocking thread, and pass the result to [`Partition::mark_flushed`]: the
+    /// recovery point moves only then (`server/replica_manager.rs` does all three).
+    pub fn take_roll_flush(&mut self) -> Option<krust_log::FlushJob> {
+        let mut job = self.log.take_roll_flush()?;
+        if let Some((path, contents)) = self.roll_snapshot.take() {
+            job.also_publish_file(path, contents);
+        }
+        Some(job)
+    }
+
+    /// Files a roll's flush made ahead for the next rolls
+    /// ([`krust_log::FlushJob::make_spare_segment`]).
+    pub fn add_spare_segment(&mut self, spare: krust_log::segment::SpareSegment) {
+        self.log.add_spare_segment(spare);
+    }
+
+    /// A roll's flush finished: see [`krust_log::Log::mark_flushed`]. Returns whether the
+    /// recovery point moved.
+    ///
+    /// # Errors
+    /// [`PartitionError::Log`]: the flush failed (the log now refuses appends with
+    /// KAFKA_STORAGE_ERROR) or an earlier one did.
+    pub fn mark_flushed(
+        &mut self,
+        done: Result<krust_log::FlushedUpTo, LogError>,
+    ) -> Result<bool, PartitionError> {
+        Ok(self.log.mark_flushed(done)?)
     }
 
     /// Applies `retention.ms`/`retention.bytes` (Kafka's `deleteOldSegments`), then forgets

@@ -546,6 +546,17 @@ impl ProducerStateManager {
         Ok(path)
     }
 
+    /// The `<last_map_offset>.snapshot` file [`ProducerStateManager::write_snapshot`] would
+    /// write, as a path and its bytes, for someone else to write: at a roll the partition hands
+    /// it to the roll's background flush ([`krust_log::FlushJob::also_publish_file`]), so the
+    /// produce path neither creates nor fsyncs a file (Kafka writes it under the log lock with
+    /// `takeSnapshot(sync = false)` and flushes it on the scheduler).
+    #[must_use]
+    pub fn snapshot_file(&self, dir: &Path) -> (PathBuf, Vec<u8>) {
+        let path = offset_file_path(dir, self.last_map_offset, PRODUCER_SNAPSHOT_FILE_SUFFIX);
+        (path, encode_snapshot(&self.snapshot_entries()))
+    }
+
     /// Rebuilds the state of `log` (Kafka's `loadProducerState`): deletes snapshots above
     /// the log end offset, loads the newest readable snapshot at or below it (a corrupt one
     /// is deleted with a warning and the next older tried), drops producers expired at

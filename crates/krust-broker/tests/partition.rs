@@ -652,6 +652,11 @@ fn producer_snapshots_are_taken_at_rolls_and_dropped_by_retention() {
     for seq in 0..8 {
         p.append_as_leader(idempotent(9, 0, seq, 1), 1, T0)
             .expect("append");
+        // The roll's background flush writes the snapshot (server/replica_manager.rs runs it).
+        if let Some(job) = p.take_roll_flush() {
+            let done = job.run();
+            p.mark_flushed(done).expect("flushed");
+        }
     }
     let snapshot_offsets = |path: &Path| -> Vec<i64> {
         krust_broker::producer_state::list_snapshots(path)
@@ -683,6 +688,119 @@ fn producer_snapshots_are_taken_at_rolls_and_dropped_by_retention() {
         .min()
         .expect("segment");
     assert!(snapshot_offsets(&path).iter().all(|&o| o >= first_base));
+}
+
+#[test]
+fn a_roll_leaves_a_background_flush_that_alone_moves_the_recovery_point() {
+    // Kafka 3.9: the roll's producer snapshot is written without fsync and flushed, with the
+    // sealed segment, by the scheduler's `flush-log` task; the recovery point (what
+    // `recovery-point-offset-checkpoint` records) moves to the new segment's base only then.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let log_config = LogConfig {
+        segment_bytes: 300,
+        ..LogConfig::default()
+    };
+    let log = Log::open(&path, log_config, 0).expect("log");
+    let mut p = Partition::open(LEADER, log, PartitionConfig::default(), 0, T0).expect("open");
+    p.make_leader(1, &[LEADER], &[LEADER], T0).expect("leader");
+    let mut seq = 0;
+    while p.log().segment_count() < 2 {
+        p.append_as_leader(idempotent(9, 0, seq, 1), 1, T0)
+            .expect("append");
+        seq += 1;
+    }
+    let new_base = p.log().segments().last().expect("active").base_offset();
+    assert_eq!(
+        p.log().recovery_point(),
+        0,
+        "the append path fsynced nothing"
+    );
+    let snapshot = path.join(format!("{new_base:020}.snapshot"));
+    assert!(!snapshot.exists(), "nor created a file for the snapshot");
+    let job = p.take_roll_flush().expect("the roll left a flush");
+    assert_eq!(job.upto_offset(), new_base);
+    // Produce goes on while the flush runs without the partition.
+    p.append_as_leader(idempotent(9, 0, seq, 1), 1, T0)
+        .expect("append");
+    assert_eq!(p.log().recovery_point(), 0);
+    let done = job.run();
+    assert!(p.mark_flushed(done).expect("flushed"));
+    assert_eq!(p.log().recovery_point(), new_base);
+    assert!(
+        snapshot.is_file(),
+        "the flush wrote the roll's producer snapshot"
+    );
+    // It holds the state as of the roll: a reopen from it sees the producer's last sequence.
+    let before = p.producer_state().snapshot_entries();
+    let rp = p.close().expect("close");
+    let config = LogConfig {
+        segment_bytes: 300,
+        ..LogConfig::default()
+    };
+    let log = Log::open(&path, config, rp).expect("reopen");
+    let p = Partition::open(LEADER, log, PartitionConfig::default(), 0, T0).expect("open");
+    assert_eq!(p.producer_state().snapshot_entries(), before);
+}
+
+#[test]
+fn a_roll_snapshot_is_not_published_after_a_truncation() {
+    // The snapshot describes the log as of the roll; after a truncation (follower
+    // divergence) those offsets may hold other batches, so the flush must not publish it.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let config = LogConfig {
+        segment_bytes: 300,
+        ..LogConfig::default()
+    };
+    let log = Log::open(&path, config, 0).expect("log");
+    let mut p = Partition::open(LEADER, log, PartitionConfig::default(), 0, T0).expect("open");
+    p.make_leader(1, &[LEADER], &[LEADER], T0).expect("leader");
+    let mut seq = 0;
+    while p.log().segment_count() < 2 {
+        p.append_as_leader(idempotent(9, 0, seq, 1), 1, T0)
+            .expect("append");
+        seq += 1;
+    }
+    let new_base = p.log().segments().last().expect("active").base_offset();
+    let job = p.take_roll_flush().expect("roll");
+    p.truncate_fully_and_start_at(0, T0).expect("truncate");
+    let done = job.run();
+    assert!(!p.mark_flushed(done).expect("flushed"));
+    assert!(!path.join(format!("{new_base:020}.snapshot")).exists());
+    let leftovers: Vec<String> = std::fs::read_dir(&path)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn a_roll_flush_that_fails_makes_the_partition_refuse_appends() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let log_config = LogConfig {
+        segment_bytes: 300,
+        ..LogConfig::default()
+    };
+    let log = Log::open(&path, log_config, 0).expect("log");
+    let mut p = Partition::open(LEADER, log, PartitionConfig::default(), 0, T0).expect("open");
+    p.make_leader(1, &[LEADER], &[LEADER], T0).expect("leader");
+    while p.log().segment_count() < 2 {
+        p.append_as_leader(records(1, T0), 1, T0).expect("append");
+    }
+    drop(p.take_roll_flush().expect("roll"));
+    let failed = krust_log::LogError::Io {
+        path: path.clone(),
+        source: std::io::Error::other("injected fsync failure"),
+    };
+    assert!(p.mark_flushed(Err(failed)).is_err());
+    let refused = p
+        .append_as_leader(records(1, T0), 1, T0)
+        .expect_err("refused");
+    assert_eq!(code(&refused), ResponseError::KafkaStorageError);
+    assert_eq!(p.log().recovery_point(), 0);
 }
 
 mod high_watermark_property {

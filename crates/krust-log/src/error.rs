@@ -111,6 +111,14 @@ pub enum LogError {
         /// The partition directory.
         dir: PathBuf,
     },
+    /// An earlier fsync of this log failed: its unwritten pages may be gone, so nothing later
+    /// is trusted — appends and flushes are refused and the recovery point is frozen (Kafka
+    /// takes the log dir offline). Reopen the log after fixing the disk.
+    #[error("{dir}: an earlier flush failed; the log refuses writes until it is reopened")]
+    FlushFailed {
+        /// The partition directory.
+        dir: PathBuf,
+    },
     /// A checkpoint file could not be read.
     #[error(transparent)]
     Checkpoint(#[from] CheckpointError),
@@ -134,7 +142,8 @@ impl LogError {
             LogError::Io { .. }
             | LogError::CorruptSegment { .. }
             | LogError::Checkpoint(_)
-            | LogError::NoActiveSegment { .. } => KAFKA_STORAGE_ERROR,
+            | LogError::NoActiveSegment { .. }
+            | LogError::FlushFailed { .. } => KAFKA_STORAGE_ERROR,
             LogError::InvalidBatch { source, .. } => source.kafka_error_code(),
             LogError::RecordTooLarge { .. } => MESSAGE_TOO_LARGE,
             LogError::InconsistentRecordCount { .. } => INVALID_RECORD,

@@ -11,6 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::error::LogError;
 
@@ -34,7 +35,8 @@ pub(crate) enum IndexDefect {
 #[derive(Debug)]
 pub(crate) struct IndexFile<E: IndexEntry> {
     path: PathBuf,
-    file: File,
+    /// Shared with a roll's background flush ([`crate::log::FlushJob`]), which fsyncs it.
+    file: Arc<File>,
     pub(crate) entries: Vec<E>,
     max_entries: usize,
     /// Entries already written to the file.
@@ -64,7 +66,7 @@ impl<E: IndexEntry> IndexFile<E> {
             .map_err(|e| LogError::io(path, e))?;
         let mut index = IndexFile {
             path: path.to_path_buf(),
-            file,
+            file: Arc::new(file),
             entries: Vec::new(),
             max_entries: max_entries_for::<E>(max_index_bytes),
             persisted: 0,
@@ -108,7 +110,7 @@ impl<E: IndexEntry> IndexFile<E> {
         let persisted = entries.len();
         Ok(Ok(IndexFile {
             path: path.to_path_buf(),
-            file,
+            file: Arc::new(file),
             entries,
             max_entries,
             persisted,
@@ -287,16 +289,44 @@ impl<E: IndexEntry> IndexFile<E> {
     }
 
     /// Writes pending entries, cuts the file to exactly its entries, and fsyncs: what Kafka
-    /// does when a segment stops being active or the log is closed.
+    /// does when the log is closed (and krust when a cleaned or recovered segment is sealed).
     pub(crate) fn trim_and_flush(&mut self) -> Result<(), LogError> {
+        self.trim()?;
+        self.sync()
+    }
+
+    /// Writes pending entries and cuts the file to exactly its entries, without fsync: what
+    /// Kafka's `onBecomeInactiveSegment` does on a roll. The fsync comes later, from the
+    /// roll's background flush ([`crate::log::FlushJob`]) or [`crate::Log::flush`]; until then
+    /// the segment lies above the recovery point, so recovery rebuilds this index if a crash
+    /// lost it.
+    pub(crate) fn trim(&mut self) -> Result<(), LogError> {
         self.write_pending()?;
         self.file
             .set_len((self.len() * E::SIZE) as u64)
             .map_err(|e| LogError::io(&self.path, e))?;
         self.preallocated = false;
+        Ok(())
+    }
+
+    /// fsyncs the file (its entries were written by [`IndexFile::trim`]).
+    pub(crate) fn sync(&self) -> Result<(), LogError> {
         self.file
             .sync_all()
             .map_err(|e| LogError::io(&self.path, e))
+    }
+
+    /// The path and a shared handle, for an fsync off the caller's thread.
+    pub(crate) fn sync_handle(&self) -> (PathBuf, Arc<File>) {
+        (self.path.clone(), Arc::clone(&self.file))
+    }
+
+    /// Renames the file (the cleaner's `.cleaned` index taking its final name); the open
+    /// handle stays valid. The caller fsyncs the directory.
+    pub(crate) fn rename_to(&mut self, path: &Path) -> Result<(), LogError> {
+        std::fs::rename(&self.path, path).map_err(|e| LogError::io(path, e))?;
+        self.path = path.to_path_buf();
+        Ok(())
     }
 
     /// Deletes the file (its segment is being deleted).

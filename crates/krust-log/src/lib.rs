@@ -16,13 +16,20 @@
 //!   when: Raft before it acknowledges, a broker per `flush.messages`/`flush.ms`. The caller
 //!   also persists [`Log::recovery_point`] (in `recovery-point-offset-checkpoint`, see
 //!   [`checkpoint`]) and passes it back to [`Log::open`].
-//! - A roll fsyncs the sealed segment (data and trimmed indexes); truncation, recovery's tail
-//!   cut and segment deletion are fsynced at once, so removed bytes never come back.
+//! - A roll fsyncs nothing on the caller's path (Kafka 3.9 schedules the flush of a rolled
+//!   segment on a background thread): it leaves a [`FlushJob`] ([`Log::take_roll_flush`]) that
+//!   the caller runs without the log's lock, fsyncing the sealed segments (data and trimmed
+//!   indexes) and the directory; [`Log::mark_flushed`] then moves the recovery point to the new
+//!   segment's base — never before the fsyncs returned, and not at all if the log was truncated
+//!   meanwhile. A crash before that only means recovery re-reads from the older recovery point.
+//! - Truncation, recovery's tail cut and segment deletion are fsynced at once, so removed
+//!   bytes never come back.
 //! - Checkpoint files are replaced with [`fs::write_atomically`] (tmp → fsync → rename →
 //!   fsync dir).
 //! - The log cleaner ([`cleaner`]) fsyncs each cleaned segment before renaming it to `.swap`,
 //!   and the directory after each rename and after deleting the segments it replaces.
-//! - A failed fsync is returned, never retried: the caller must take the log dir offline.
+//! - A failed fsync is returned, never retried: the log refuses further appends and flushes
+//!   ([`LogError::FlushFailed`]) and the caller must take the log dir offline.
 //!
 //! After a crash, [`Log::open`] re-checks every batch from the recovery point on and cuts a
 //! torn or corrupt tail (see [`recovery`]); reads CRC-check every batch they return.
@@ -108,6 +115,6 @@ pub use cleaner::{Cleaner, CleanerConfig, CleanerError, LogToClean};
 pub use config::{CleanupPolicy, LogConfig};
 pub use error::LogError;
 pub use leader_epoch::{EpochEndOffset, EpochEntry, LeaderEpochCache};
-pub use log::{AppendInfo, Log, LogReadResult, TimestampAndOffset};
+pub use log::{AppendInfo, FlushJob, FlushedUpTo, Log, LogReadResult, TimestampAndOffset};
 pub use recovery::{LogOpenOptions, RecoveryReport};
 pub use retention::RetentionOutcome;

@@ -13,7 +13,12 @@ use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fs::fsync_dir;
 use crate::leader_epoch::{EpochEndOffset, LeaderEpochCache};
-use crate::segment::Segment;
+use crate::segment::{Segment, SpareSegment, SyncHandle};
+
+/// Spare segments ([`SpareSegment`]) a log keeps ready: with rolls coming faster than a
+/// background flush makes a spare (small `segment.bytes`, a busy disk: three file creations
+/// take a few milliseconds there), a stock keeps the next rolls from creating files themselves.
+const MAX_SPARE_SEGMENTS: usize = 4;
 
 /// Largest base offset a segment may have: its 32-bit relative offsets must not overflow i64.
 pub const MAX_SEGMENT_BASE_OFFSET: i64 = i64::MAX - i32::MAX as i64 - 1;
@@ -72,6 +77,182 @@ pub struct TimestampAndOffset {
     pub leader_epoch: Option<i32>,
 }
 
+/// The flush a roll leaves behind (Kafka 3.9 `UnifiedLog.roll` schedules
+/// `flushUptoOffsetExclusive(newSegment.baseOffset)` on the scheduler): fsync every segment
+/// below the new active segment that is not known to be on disk, then the directory, and only
+/// then — back under the caller's lock, with [`Log::mark_flushed`] — move the recovery point to
+/// the new segment's base offset.
+///
+/// Take it with [`Log::take_roll_flush`] while holding the log, [`FlushJob::run`] it without
+/// the log (on a blocking thread: it fsyncs), and hand the result to [`Log::mark_flushed`].
+/// Dropping a job is safe: the recovery point simply stays where it is (a later job or
+/// [`Log::flush`] covers the same segments). Each job covers *every* unsynced segment below its
+/// offset, so jobs may finish in any order.
+///
+/// Two more things ride along, both optimisations of the next roll, neither needed for
+/// durability: the job creates the files of the next segment ahead of time
+/// ([`crate::segment::SpareSegment`]), and writes files the caller wants published once the
+/// flush is done ([`FlushJob::also_publish_file`], the broker's producer snapshot).
+#[derive(Debug)]
+#[must_use = "run the job and pass its result to Log::mark_flushed, or the recovery point stays behind"]
+pub struct FlushJob {
+    dir: PathBuf,
+    dir_identity: Option<(u64, u64)>,
+    upto_offset: i64,
+    truncations: u64,
+    files: Vec<SyncHandle>,
+    segment_ids: Vec<u64>,
+    /// `segment.index.bytes` for a spare segment to create, if the log has fewer than
+    /// [`MAX_SPARE_SEGMENTS`].
+    spare_index_bytes: Option<u32>,
+    publish: Vec<(PathBuf, Vec<u8>)>,
+}
+
+/// Proof that a [`FlushJob`]'s fsyncs returned: the input of [`Log::mark_flushed`].
+#[derive(Debug)]
+pub struct FlushedUpTo {
+    upto_offset: i64,
+    truncations: u64,
+    segment_ids: Vec<u64>,
+    spare: Option<SpareSegment>,
+    /// `(written and fsynced temporary file, name to publish it under)`.
+    published: Vec<(PathBuf, PathBuf)>,
+}
+
+impl FlushedUpTo {
+    /// The offset the recovery point may move to.
+    #[must_use]
+    pub fn upto_offset(&self) -> i64 {
+        self.upto_offset
+    }
+}
+
+impl FlushJob {
+    /// The offset the recovery point moves to once the job is done (the base offset of the
+    /// segment the roll created).
+    #[must_use]
+    pub fn upto_offset(&self) -> i64 {
+        self.upto_offset
+    }
+
+    /// Also write `contents` to `path` — as `<path>.tmp`, fsynced, renamed to `path` by
+    /// [`Log::mark_flushed`] only if the log was not truncated since the job was taken (the
+    /// contents describe the log as it was). The broker's producer snapshot at a roll: Kafka
+    /// writes it under the log lock and flushes it on the scheduler
+    /// (`flushProducerStateSnapshot`); here creating the file, too, stays off the produce path.
+    pub fn also_publish_file(&mut self, path: PathBuf, contents: Vec<u8>) {
+        self.publish.push((path, contents));
+    }
+
+    /// Does the fsyncs. Blocking: run it off the async workers and without the log's lock.
+    ///
+    /// Files are fsynced through handles taken with the job, so a segment deleted meanwhile
+    /// (retention, the cleaner's swap) costs an fsync of an unlinked file, nothing more.
+    ///
+    /// # Errors
+    /// [`LogError::Io`]: pass it to [`Log::mark_flushed`], which marks the log failed. A failed
+    /// fsync is not retried (the page cache may have dropped the dirty pages).
+    pub fn run(mut self) -> Result<FlushedUpTo, LogError> {
+        // The next roll may come before the fsyncs below are done: make its files first.
+        let spare = self.make_spare();
+        match self.sync() {
+            Ok(()) => Ok(self.publish(spare)),
+            Err(e) => {
+                if let Some(spare) = spare {
+                    spare.delete();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether the directory is still the log's (not a re-created topic's at the same path).
+    fn same_dir(&self) -> bool {
+        self.dir_identity.is_some() && dir_identity(&self.dir) == self.dir_identity
+    }
+
+    /// Creates the next segment's files ahead (if the log asked for them and the directory is
+    /// still the log's), for the caller to hand to [`Log::add_spare_segment`] at once, before
+    /// [`FlushJob::run`] does the fsyncs: the next roll may come before those are done. If not
+    /// taken, `run` makes them itself and [`Log::mark_flushed`] adds them. A failure costs the
+    /// next roll some time, nothing else.
+    pub fn make_spare_segment(&mut self) -> Option<SpareSegment> {
+        self.make_spare()
+    }
+
+    fn make_spare(&mut self) -> Option<SpareSegment> {
+        let index_bytes = self.spare_index_bytes.take()?;
+        if !self.same_dir() {
+            return None;
+        }
+        match SpareSegment::create(&self.dir, index_bytes) {
+            Ok(spare) => Some(spare),
+            Err(error) => {
+                warn!(dir = %self.dir.display(), %error, "creating the next segment's files ahead failed");
+                None
+            }
+        }
+    }
+
+    /// The fsyncs that let the recovery point move.
+    fn sync(&self) -> Result<(), LogError> {
+        for (path, file) in &self.files {
+            // The sealed segment's bytes and its trimmed indexes must be on disk before the
+            // recovery point moves past them: recovery trusts everything below it unread.
+            file.sync_all().map_err(|e| LogError::io(path, e))?;
+        }
+        // The rolled segments' directory entries (and the new active segment's) must survive a
+        // crash along with their data. A directory gone meanwhile was renamed for deletion
+        // (Kafka's `flushDirIfExists`): there is nothing left to recover.
+        match fsync_dir(&self.dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(LogError::io(&self.dir, e)),
+        }
+    }
+
+    /// Writes the files to publish; optimisations only, so a failure is logged, nothing else.
+    fn publish(self, spare: Option<SpareSegment>) -> FlushedUpTo {
+        let mut published = Vec::new();
+        if self.same_dir() {
+            for (path, contents) in &self.publish {
+                let mut tmp = path.as_os_str().to_owned();
+                tmp.push(crate::fs::TMP_FILE_SUFFIX);
+                let tmp = PathBuf::from(tmp);
+                match write_synced(&tmp, contents) {
+                    Ok(()) => published.push((tmp, path.clone())),
+                    Err(error) => {
+                        warn!(file = %tmp.display(), %error, "writing a file after a roll failed");
+                    }
+                }
+            }
+        }
+        let mut done = self.done(spare);
+        done.published = published;
+        done
+    }
+
+    fn done(self, spare: Option<SpareSegment>) -> FlushedUpTo {
+        FlushedUpTo {
+            upto_offset: self.upto_offset,
+            truncations: self.truncations,
+            segment_ids: self.segment_ids,
+            spare,
+            published: Vec::new(),
+        }
+    }
+}
+
+/// Writes `contents` to a new `path` and fsyncs it: the file must be whole on disk before
+/// [`Log::mark_flushed`] renames it to its final name, or a crash could leave a torn file
+/// under that name.
+fn write_synced(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut file = std::fs::File::create(path)?;
+    file.write_all(contents)?;
+    file.sync_all()
+}
+
 /// A partition's log: a directory of segments plus its leader epoch cache.
 ///
 /// Single writer: mutating calls take `&mut self`; reads take `&self`. Wrap it in a lock to
@@ -81,9 +262,12 @@ pub struct TimestampAndOffset {
 /// Appends reach the OS page cache only. [`Log::flush`] fsyncs every segment with unflushed
 /// data (and the directory if segments were created), writes out index entries, then moves the
 /// recovery point to the log end offset. The caller decides when (Raft before acknowledging,
-/// brokers by `flush.messages`/`flush.ms`). Truncation, segment deletion and checkpoint files
-/// are made durable at once. After a crash everything from the recovery point on is checked
-/// again by [`Log::open`].
+/// brokers by `flush.messages`/`flush.ms`). A roll fsyncs nothing: it leaves a [`FlushJob`]
+/// for the caller to run in the background ([`Log::take_roll_flush`]), and the recovery point
+/// moves past the sealed segment only when that job's fsyncs have returned
+/// ([`Log::mark_flushed`]). Truncation, segment deletion and checkpoint files are made durable
+/// at once. After a crash everything from the recovery point on is checked again by
+/// [`Log::open`].
 #[derive(Debug)]
 pub struct Log {
     pub(crate) dir: PathBuf,
@@ -99,6 +283,32 @@ pub struct Log {
     /// Latest `now_ms` a caller passed in (creation time of segments made by truncation and
     /// deletion paths, which take no clock).
     pub(crate) clock_ms: i64,
+    /// Truncations from the end so far ([`Log::truncate_to`],
+    /// [`Log::truncate_fully_and_start_at`]). Work done outside the log's lock (a roll's
+    /// [`FlushJob`], a cleaning pass) is discarded when this moved meanwhile: offsets it covered
+    /// may have been rewritten with other data.
+    pub(crate) truncations: u64,
+    /// The newest segment base a roll created whose flush has not been handed out by
+    /// [`Log::take_roll_flush`] (nor done by [`Log::flush`]).
+    pub(crate) pending_roll_flush: Option<i64>,
+    /// A flush failed: the page cache may have dropped the unwritten pages, so no later fsync
+    /// may be trusted. The recovery point is frozen and appends fail (Kafka takes the log dir
+    /// offline).
+    pub(crate) flush_failed: bool,
+    /// Files for the next rolls, made ahead by [`FlushJob`]s (at most
+    /// [`MAX_SPARE_SEGMENTS`]).
+    pub(crate) spares: Vec<SpareSegment>,
+    /// `(device, inode)` of `dir` when the log was opened. A broker deletes a partition by
+    /// renaming its directory, and a topic re-created under the same name gets a new directory
+    /// at the same path: work finishing after that (a [`FlushJob`]'s spare files and published
+    /// files) must not land in the new one.
+    pub(crate) dir_identity: Option<(u64, u64)>,
+}
+
+/// `(device, inode)` of `dir`, `None` if it cannot be read (then nothing is written by path).
+pub(crate) fn dir_identity(dir: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata(dir).ok().map(|m| (m.dev(), m.ino()))
 }
 
 impl Log {
@@ -363,6 +573,7 @@ impl Log {
                 batches,
             });
         };
+        self.check_not_failed()?;
         let (first_offset, last_offset) = (first.base_offset(), last.last_offset());
         let start_end_offset = self.log_end_offset;
         for batch in &batches {
@@ -420,8 +631,11 @@ impl Log {
     }
 
     /// Seals the active segment and starts a new one at `new_base_offset` (≥ the log end
-    /// offset). The sealed segment's data and trimmed indexes are fsynced now, so segments
-    /// other than the active one are always complete on disk.
+    /// offset). Nothing is fsynced here (the produce path must not wait for a disk): the
+    /// sealed segment's indexes are trimmed, and its data and indexes are fsynced by the
+    /// [`FlushJob`] the roll leaves for [`Log::take_roll_flush`], or by the next
+    /// [`Log::flush`]. The recovery point stays below the sealed segment until one of them
+    /// has returned.
     ///
     /// # Errors
     /// [`LogError::Io`].
@@ -432,23 +646,150 @@ impl Log {
         if active.base_offset() == new_base_offset && active.size() == 0 {
             return Ok(());
         }
-        active.seal()?;
+        active.seal_deferred()?;
         info!(dir = %self.dir.display(), new_base_offset, "rolling to a new segment");
-        let segment = Segment::create(&self.dir, new_base_offset, &self.config, now_ms)?;
+        let segment = match self.spares.pop() {
+            Some(spare) => {
+                Segment::create_from_spare(&self.dir, new_base_offset, &self.config, now_ms, spare)?
+            }
+            None => Segment::create(&self.dir, new_base_offset, &self.config, now_ms)?,
+        };
         self.segments.insert(new_base_offset, segment);
         self.dir_dirty = true;
+        self.pending_roll_flush = Some(new_base_offset);
         Ok(())
+    }
+
+    /// The flush the latest roll(s) left behind, if not handed out yet: fsyncs of every
+    /// segment below the newest rolled-to base offset that is not known to be on disk (see
+    /// [`FlushJob`]). Call it after an append while still holding the log; run the job
+    /// without it.
+    pub fn take_roll_flush(&mut self) -> Option<FlushJob> {
+        let upto_offset = self.pending_roll_flush.take()?;
+        if self.flush_failed {
+            return None;
+        }
+        let mut files = Vec::new();
+        let mut segment_ids = Vec::new();
+        for segment in self.segments.range(..upto_offset).map(|(_, s)| s) {
+            if segment.needs_sync() {
+                files.extend(segment.sync_handles());
+                segment_ids.push(segment.id());
+            }
+        }
+        Some(FlushJob {
+            dir: self.dir.clone(),
+            dir_identity: self.dir_identity,
+            upto_offset,
+            truncations: self.truncations,
+            files,
+            segment_ids,
+            spare_index_bytes: (self.spares.len() < MAX_SPARE_SEGMENTS)
+                .then_some(self.config.segment_index_bytes),
+            publish: Vec::new(),
+        })
+    }
+
+    /// A [`FlushJob`] finished (Kafka's `markFlushed`): on success the segments it fsynced
+    /// are marked durable and the recovery point moves up to the job's offset, unless the
+    /// log was truncated since the job was taken (the offsets it covered may now hold other,
+    /// unflushed data; a later flush covers them). On failure the log is marked failed (see
+    /// [`Log::flush`]). Returns whether the recovery point moved.
+    ///
+    /// # Errors
+    /// The job's error, or [`LogError::FlushFailed`] if an earlier flush failed.
+    pub fn mark_flushed(&mut self, done: Result<FlushedUpTo, LogError>) -> Result<bool, LogError> {
+        self.check_not_failed()?;
+        let mut flushed = match done {
+            Ok(flushed) => flushed,
+            Err(e) => {
+                self.flush_failed = true;
+                return Err(e);
+            }
+        };
+        if let Some(spare) = flushed.spare.take() {
+            self.add_spare_segment(spare);
+        }
+        let same_dir = self.dir_identity.is_some() && dir_identity(&self.dir) == self.dir_identity;
+        if flushed.truncations != self.truncations || !same_dir {
+            for (tmp, _) in flushed.published.iter().filter(|_| same_dir) {
+                let _ = std::fs::remove_file(tmp);
+            }
+            return Ok(false);
+        }
+        for (tmp, path) in &flushed.published {
+            // No directory fsync: a published file is an optimisation (the next roll's flush
+            // makes the name durable); a crash before that leaves the older set of files.
+            if let Err(error) = std::fs::rename(tmp, path) {
+                warn!(file = %path.display(), %error, "publishing a file after a roll failed");
+            }
+        }
+        for segment in self.segments.values_mut() {
+            if flushed.segment_ids.contains(&segment.id()) {
+                segment.mark_synced();
+            }
+        }
+        // A roll's offset is never above the log end while no truncation happened; the clamp
+        // only documents that the recovery point never passes the data.
+        let target = flushed.upto_offset.min(self.log_end_offset);
+        if target > self.recovery_point {
+            self.recovery_point = target;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Adds files made ahead by [`FlushJob::make_spare_segment`] to the log's stock for the
+    /// next rolls (dropped if the stock is full).
+    pub fn add_spare_segment(&mut self, spare: SpareSegment) {
+        if self.spares.len() < MAX_SPARE_SEGMENTS {
+            self.spares.push(spare);
+        } else {
+            spare.delete();
+        }
+    }
+
+    /// Whether an earlier flush failed (the log refuses appends and flushes).
+    #[must_use]
+    pub fn flush_failed(&self) -> bool {
+        self.flush_failed
+    }
+
+    fn check_not_failed(&self) -> Result<(), LogError> {
+        if self.flush_failed {
+            return Err(LogError::FlushFailed {
+                dir: self.dir.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Truncations from the end so far (see [`Log::mark_flushed`]; the cleaner checks it too).
+    #[must_use]
+    pub fn truncation_count(&self) -> u64 {
+        self.truncations
     }
 
     /// fsyncs all unflushed data (and the directory if segments were created or deleted),
     /// writes pending index entries, then sets the recovery point to the log end offset.
+    /// Covers any roll's [`FlushJob`] not run yet.
     ///
     /// # Errors
     /// [`LogError::Io`]. A failed fsync is not retried: the page cache state is unknown, so
-    /// the caller must treat the log directory as failed.
+    /// the log is marked failed (later flushes and appends return
+    /// [`LogError::FlushFailed`]) and the caller must treat the log directory as failed.
     pub fn flush(&mut self) -> Result<(), LogError> {
+        self.check_not_failed()?;
+        let result = self.flush_all();
+        if result.is_err() {
+            self.flush_failed = true;
+        }
+        result
+    }
+
+    fn flush_all(&mut self) -> Result<(), LogError> {
         for segment in self.segments.values_mut() {
-            if segment.is_unflushed() || segment.base_offset() >= self.recovery_point {
+            if segment.needs_sync() || segment.base_offset() >= self.recovery_point {
                 segment.flush()?;
             }
         }
@@ -457,6 +798,7 @@ impl Log {
             fsync_dir(&self.dir).map_err(|e| LogError::io(&self.dir, e))?;
             self.dir_dirty = false;
         }
+        self.pending_roll_flush = None;
         self.recovery_point = self.log_end_offset;
         Ok(())
     }
@@ -467,6 +809,9 @@ impl Log {
     /// # Errors
     /// [`LogError::Io`].
     pub fn close(mut self) -> Result<i64, LogError> {
+        for spare in self.spares.drain(..) {
+            spare.delete();
+        }
         self.flush()?;
         self.active_segment_mut()?.seal()?;
         Ok(self.recovery_point)
@@ -714,6 +1059,10 @@ impl Log {
             return Ok(self.log_end_offset);
         }
         info!(dir = %self.dir.display(), offset, log_end_offset = self.log_end_offset, "truncating log");
+        // A job taken before this must not move the recovery point (see `mark_flushed`), and a
+        // roll not handed out yet may name a segment this removes.
+        self.truncations += 1;
+        self.pending_roll_flush = None;
         let later: Vec<i64> = self.segments.range(offset + 1..).map(|(b, _)| *b).collect();
         for base in later.into_iter().rev() {
             if let Some(segment) = self.segments.remove(&base) {
@@ -745,6 +1094,8 @@ impl Log {
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), LogError> {
         check_new_base(offset)?;
         info!(dir = %self.dir.display(), offset, "emptying log and restarting it");
+        self.truncations += 1;
+        self.pending_roll_flush = None;
         let all = std::mem::take(&mut self.segments);
         let mut first_error = None;
         for segment in all.into_values() {

@@ -208,6 +208,32 @@ impl OffsetIndex {
         self.file.trim_and_flush()
     }
 
+    pub(crate) fn trim(&mut self) -> Result<(), LogError> {
+        self.file.trim()
+    }
+
+    pub(crate) fn sync(&self) -> Result<(), LogError> {
+        self.file.sync()
+    }
+
+    pub(crate) fn sync_handle(&self) -> (std::path::PathBuf, std::sync::Arc<std::fs::File>) {
+        self.file.sync_handle()
+    }
+
+    pub(crate) fn rename_to(&mut self, path: &Path) -> Result<(), LogError> {
+        self.file.rename_to(path)
+    }
+
+    /// A spare index (created empty and pre-allocated ahead of a roll, see
+    /// [`crate::segment::SpareSegment`]) becomes the index of the segment at `base_offset`,
+    /// under `path`. It has no entries, so only its base changes.
+    pub(crate) fn adopt(mut self, base_offset: i64, path: &Path) -> Result<Self, LogError> {
+        debug_assert_eq!(self.len(), 0, "a spare index has no entries");
+        self.file.rename_to(path)?;
+        self.base_offset = base_offset;
+        Ok(self)
+    }
+
     /// The index file.
     #[must_use]
     pub fn path(&self) -> &Path {

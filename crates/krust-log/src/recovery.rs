@@ -2,7 +2,8 @@
 //!
 //! What is trusted and what is checked again (after Kafka 3.9's `LogLoader`):
 //!
-//! 1. Leftovers are removed: `*.deleted`, `*.cleaned`, our own `*.tmp` files, and index files
+//! 1. Leftovers are removed: `*.deleted` (also the spare files of a next segment made ahead of
+//!    a roll, `spare-<n>.log.deleted`, …), `*.cleaned`, our own `*.tmp` files, and index files
 //!    whose `.log` is gone (a deletion interrupted by a crash).
 //! 2. Segments wholly below the recovery point were fsynced: their bytes are taken as they are
 //!    and their indexes are loaded after a sanity check (entries increasing, inside the file,
@@ -13,6 +14,15 @@
 //!    batch the segment is truncated (fsynced, `warn!`) and all later segments are deleted: the
 //!    log is the longest valid prefix.
 //! 4. I/O errors are never treated as bad bytes: they fail `open`.
+//!
+//! A roll fsyncs the sealed segment in the background (see [`crate::log::FlushJob`]), so
+//! sealed segments may lie above the recovery point: they are re-read like the active one.
+//! As in Kafka, data above the recovery point was never promised to the disk, and a crash may
+//! have kept any part of it; a rolled segment whose tail was lost *exactly* at a batch boundary
+//! cannot be told from a complete one, so the next segment is kept after it: that replica
+//! then lacks those offsets (a gap, as compaction also leaves). Kafka 3.9's background flush
+//! on roll has the same window, and with its default `flush.messages` relies on replication
+//! for unflushed data; Raft flushes before it acknowledges, so its log has no such window.
 //!
 //! Before all that, an interrupted log cleaner swap is completed (Kafka's `LogLoader`): a
 //! `<base>.log.swap` file was fsynced before it was renamed from `.cleaned`, so it holds the
@@ -209,6 +219,11 @@ impl Log {
             leader_epoch_cache,
             dir_dirty,
             clock_ms: options.now_ms,
+            truncations: 0,
+            pending_roll_flush: None,
+            flush_failed: false,
+            spares: Vec::new(),
+            dir_identity: crate::log::dir_identity(dir),
         };
         if log.log_start_offset > log.log_end_offset {
             // Kafka: the log start offset checkpoint is ahead of the data (e.g. the tail was

@@ -9,6 +9,8 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use tracing::warn;
@@ -21,13 +23,21 @@ use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fs::offset_file_path;
 use crate::fs::{
-    INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX, TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
+    CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
+    TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
 };
 use crate::offset_index::OffsetIndex;
 use crate::time_index::{TimeIndex, TimestampOffset};
 
 /// Bytes read per I/O call when scanning a segment during recovery.
 const SCAN_CHUNK_BYTES: usize = 1024 * 1024;
+
+/// Source of [`Segment::id`]s: unique per segment object in this process.
+static NEXT_SEGMENT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn next_segment_id() -> u64 {
+    NEXT_SEGMENT_ID.fetch_add(1, Ordering::Relaxed)
+}
 
 /// What made recovery stop before the end of a segment's file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,12 +138,130 @@ fn read_at(file: &File, path: &Path, pos: u64, len: usize) -> Result<Bytes, LogE
     Ok(buf.freeze())
 }
 
+/// A read-only handle on a sealed segment's data that lives without the [`crate::Log`]: the
+/// cleaner reads through it outside the partition lock. The file of a sealed segment is only
+/// ever changed by a truncation into it or deleted whole; the reader revalidates against the
+/// log (the log's truncation count, [`SegmentView::id`]) before it acts on what it read.
+#[derive(Debug, Clone)]
+pub struct SegmentView {
+    id: u64,
+    base_offset: i64,
+    log_path: PathBuf,
+    file: Arc<File>,
+    size: u64,
+    offset_index_entries: usize,
+    time_index_entries: usize,
+}
+
+impl SegmentView {
+    /// The segment object it was taken from ([`Segment::id`]).
+    #[must_use]
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// First offset the segment may hold.
+    #[must_use]
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    /// Bytes of batches when the view was taken.
+    #[must_use]
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The `.log` file.
+    #[must_use]
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// Entries in the offset and time indexes when the view was taken.
+    pub(crate) fn index_entries(&self) -> (usize, usize) {
+        (self.offset_index_entries, self.time_index_entries)
+    }
+
+    /// Up to `len` bytes of the file at `pos` (shorter at the end), unchecked.
+    pub(crate) fn read_bytes(&self, pos: u64, len: usize) -> Result<Bytes, LogError> {
+        read_at(&self.file, &self.log_path, pos, len)
+    }
+}
+
+/// Source of spare file names (unique per process; several jobs may make spares at once).
+static NEXT_SPARE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The files of the next segment, created (and the indexes pre-allocated) ahead of a roll by a
+/// roll's background flush ([`crate::log::FlushJob`]), so that the roll on the produce path
+/// renames three files instead of creating them: creating a file costs about a millisecond on
+/// a busy ext4 (it waits for the journal the background fsyncs keep committing), a rename a
+/// tenth of that.
+///
+/// The names end in `.deleted` (`spare-<n>.log.deleted`, …): a spare left by a crash or an
+/// unclean stop is removed at the next open, by krust's recovery and by Kafka's `LogLoader`.
+#[derive(Debug)]
+pub struct SpareSegment {
+    log_path: PathBuf,
+    file: File,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    /// `segment.index.bytes` the indexes were pre-allocated with.
+    index_bytes: u32,
+}
+
+impl SpareSegment {
+    /// Creates the spare files in `dir` (blocking; called off the log's lock).
+    pub(crate) fn create(dir: &Path, index_bytes: u32) -> Result<SpareSegment, LogError> {
+        let n = NEXT_SPARE_ID.fetch_add(1, Ordering::Relaxed);
+        let name = |suffix: &str| dir.join(format!("spare-{n}{suffix}{DELETED_FILE_SUFFIX}"));
+        let log_path = name(LOG_FILE_SUFFIX);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)
+            .map_err(|e| LogError::io(&log_path, e))?;
+        Ok(SpareSegment {
+            offset_index: OffsetIndex::create(&name(INDEX_FILE_SUFFIX), 0, index_bytes)?,
+            time_index: TimeIndex::create(&name(TIME_INDEX_FILE_SUFFIX), 0, index_bytes)?,
+            log_path,
+            file,
+            index_bytes,
+        })
+    }
+
+    /// Removes the spare's files (best effort: the next open removes them anyway).
+    pub(crate) fn delete(self) {
+        let SpareSegment {
+            log_path,
+            file,
+            offset_index,
+            time_index,
+            ..
+        } = self;
+        drop(file);
+        let _ = remove_if_exists(&log_path);
+        let _ = offset_index.delete();
+        let _ = time_index.delete();
+    }
+}
+
+/// A file to fsync off the caller's thread, with its path for errors.
+pub(crate) type SyncHandle = (PathBuf, Arc<File>);
+
 /// A segment of the log.
 #[derive(Debug)]
 pub struct Segment {
+    /// Unique per segment object (a cleaned or recreated segment at the same base offset gets
+    /// a new one): lets work done outside the log lock check that it saw this very segment.
+    id: u64,
     base_offset: i64,
     log_path: PathBuf,
-    file: File,
+    /// Shared with a roll's background flush ([`crate::log::FlushJob`]) and the cleaner's
+    /// [`SegmentView`]s.
+    file: Arc<File>,
     /// Bytes of valid batches (the file is never longer once the segment is open).
     size: u64,
     offset_index: OffsetIndex,
@@ -151,6 +279,9 @@ pub struct Segment {
     created_ms: i64,
     /// Bytes written since the last fsync.
     unflushed: bool,
+    /// Sealed by a roll, its trimmed index files not fsynced yet (the roll's background flush
+    /// or [`Segment::flush`] does it).
+    indexes_unsynced: bool,
 }
 
 impl Segment {
@@ -180,9 +311,10 @@ impl Segment {
             config.segment_index_bytes,
         )?;
         Ok(Segment {
+            id: next_segment_id(),
             base_offset,
             log_path,
-            file,
+            file: Arc::new(file),
             size: 0,
             offset_index,
             time_index,
@@ -196,6 +328,61 @@ impl Segment {
             rolling_based_timestamp: None,
             created_ms: now_ms,
             unflushed: true,
+            indexes_unsynced: false,
+        })
+    }
+
+    /// [`Segment::create`] from a [`SpareSegment`] made ahead of the roll: its files are renamed
+    /// to the segment's names (a file already there is replaced, as `create` truncates it).
+    /// Falls back to `create` when the spare's indexes were sized for another
+    /// `segment.index.bytes`.
+    pub(crate) fn create_from_spare(
+        dir: &Path,
+        base_offset: i64,
+        config: &LogConfig,
+        now_ms: i64,
+        spare: SpareSegment,
+    ) -> Result<Segment, LogError> {
+        if spare.index_bytes != config.segment_index_bytes {
+            spare.delete();
+            return Segment::create(dir, base_offset, config, now_ms);
+        }
+        let SpareSegment {
+            log_path: spare_path,
+            file,
+            offset_index,
+            time_index,
+            ..
+        } = spare;
+        let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
+        std::fs::rename(&spare_path, &log_path).map_err(|e| LogError::io(&log_path, e))?;
+        let offset_index = offset_index.adopt(
+            base_offset,
+            &offset_file_path(dir, base_offset, INDEX_FILE_SUFFIX),
+        )?;
+        let time_index = time_index.adopt(
+            base_offset,
+            &offset_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX),
+        )?;
+        Ok(Segment {
+            id: next_segment_id(),
+            base_offset,
+            log_path,
+            file: Arc::new(file),
+            size: 0,
+            offset_index,
+            time_index,
+            index_interval_bytes: u64::from(config.index_interval_bytes),
+            bytes_since_last_index_entry: 0,
+            max_timestamp: TimestampOffset {
+                timestamp: NO_TIMESTAMP,
+                offset: base_offset,
+            },
+            next_offset: base_offset,
+            rolling_based_timestamp: None,
+            created_ms: now_ms,
+            unflushed: true,
+            indexes_unsynced: false,
         })
     }
 
@@ -250,9 +437,10 @@ impl Segment {
             }
         };
         let mut segment = Segment {
+            id: next_segment_id(),
             base_offset,
             log_path,
-            file,
+            file: Arc::new(file),
             size,
             max_timestamp: time_index.last_entry(),
             offset_index,
@@ -263,6 +451,7 @@ impl Segment {
             rolling_based_timestamp: None,
             created_ms: now_ms,
             unflushed: false,
+            indexes_unsynced: false,
         };
         if needs_recovery.is_none() {
             // Kafka's sanity check, made precise: the last entry must point at a batch
@@ -340,27 +529,27 @@ impl Segment {
         self.rolling_based_timestamp
     }
 
-    /// Up to `len` bytes of the file at `pos` (shorter at the end), unchecked.
-    pub(crate) fn read_bytes(&self, pos: u64, len: usize) -> Result<Bytes, LogError> {
-        read_at(&self.file, &self.log_path, pos, len)
-    }
-
-    /// Opens a segment whose `.log` was just written by the cleaner (and fsynced): index files
-    /// are created afresh and rebuilt by a full scan (which also re-checks every batch), then
-    /// trimmed and fsynced as for any sealed segment. `next_offset_bound` is the next segment's
-    /// base.
+    /// Opens a segment whose data file was just written by the cleaner (and fsynced) under
+    /// its temporary name `<base>.log.cleaned`: index files `<base>.index.cleaned` and
+    /// `<base>.timeindex.cleaned` are created afresh and rebuilt by a full scan (which also
+    /// re-checks every batch), then trimmed and fsynced, all before the cleaner takes the
+    /// partition lock for the swap. [`Segment::take_final_names`] renames them afterwards.
+    /// `next_offset_bound` is the next segment's base.
     ///
     /// # Errors
     /// [`LogError::Io`]; [`LogError::CorruptSegment`] if the scan finds a bad batch (the file
     /// is left as it is).
-    pub(crate) fn open_rebuilding_indexes(
+    pub(crate) fn open_cleaned(
         dir: &Path,
         base_offset: i64,
         config: &LogConfig,
         now_ms: i64,
         next_offset_bound: Option<i64>,
     ) -> Result<Segment, LogError> {
-        let log_path = offset_file_path(dir, base_offset, LOG_FILE_SUFFIX);
+        let cleaned = |suffix: &str| {
+            offset_file_path(dir, base_offset, &format!("{suffix}{CLEANED_FILE_SUFFIX}"))
+        };
+        let log_path = cleaned(LOG_FILE_SUFFIX);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -371,19 +560,20 @@ impl Segment {
             .map_err(|e| LogError::io(&log_path, e))?
             .len();
         let offset_index = OffsetIndex::create(
-            &offset_file_path(dir, base_offset, INDEX_FILE_SUFFIX),
+            &cleaned(INDEX_FILE_SUFFIX),
             base_offset,
             config.segment_index_bytes,
         )?;
         let time_index = TimeIndex::create(
-            &offset_file_path(dir, base_offset, TIME_INDEX_FILE_SUFFIX),
+            &cleaned(TIME_INDEX_FILE_SUFFIX),
             base_offset,
             config.segment_index_bytes,
         )?;
         let mut segment = Segment {
+            id: next_segment_id(),
             base_offset,
             log_path,
-            file,
+            file: Arc::new(file),
             size,
             offset_index,
             time_index,
@@ -397,6 +587,7 @@ impl Segment {
             rolling_based_timestamp: None,
             created_ms: now_ms,
             unflushed: false,
+            indexes_unsynced: false,
         };
         // Check before scanning: a bad batch must be reported, not cut by the scan.
         let mut pos = 0;
@@ -414,6 +605,42 @@ impl Segment {
         Ok(segment)
     }
 
+    /// A segment opened by [`Segment::open_cleaned`] becomes the log's: its data file has
+    /// been renamed to `<base>.log` by the cleaner; the index files follow it from their
+    /// `.cleaned` names. The caller fsyncs the directory.
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub(crate) fn take_final_names(&mut self, dir: &Path) -> Result<(), LogError> {
+        self.log_path = offset_file_path(dir, self.base_offset, LOG_FILE_SUFFIX);
+        self.offset_index
+            .rename_to(&offset_file_path(dir, self.base_offset, INDEX_FILE_SUFFIX))?;
+        self.time_index.rename_to(&offset_file_path(
+            dir,
+            self.base_offset,
+            TIME_INDEX_FILE_SUFFIX,
+        ))
+    }
+
+    /// Unique id of this segment object (see the field).
+    #[must_use]
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// A read-only handle on this (sealed) segment for work outside the log lock.
+    pub(crate) fn view(&self) -> SegmentView {
+        SegmentView {
+            id: self.id,
+            base_offset: self.base_offset,
+            log_path: self.log_path.clone(),
+            file: Arc::clone(&self.file),
+            size: self.size,
+            offset_index_entries: self.offset_index.len(),
+            time_index_entries: self.time_index.len(),
+        }
+    }
+
     pub(crate) fn next_offset(&self) -> i64 {
         self.next_offset
     }
@@ -422,8 +649,28 @@ impl Segment {
         self.next_offset = next;
     }
 
-    pub(crate) fn is_unflushed(&self) -> bool {
-        self.unflushed
+    /// Whether some of this segment is not known to be on disk: data written since the last
+    /// fsync, or index files trimmed by a roll and not fsynced yet.
+    pub(crate) fn needs_sync(&self) -> bool {
+        self.unflushed || self.indexes_unsynced
+    }
+
+    /// Handles on the files a background flush must fsync for this segment to be durable
+    /// (see [`crate::log::FlushJob`]): the data file, and the index files a roll trimmed.
+    pub(crate) fn sync_handles(&self) -> Vec<SyncHandle> {
+        let mut handles = vec![(self.log_path.clone(), Arc::clone(&self.file))];
+        if self.indexes_unsynced {
+            handles.push(self.offset_index.sync_handle());
+            handles.push(self.time_index.sync_handle());
+        }
+        handles
+    }
+
+    /// A background flush fsynced [`Segment::sync_handles`] of this sealed segment (nothing was
+    /// written to it since: only the active segment is written).
+    pub(crate) fn mark_synced(&mut self) {
+        self.unflushed = false;
+        self.indexes_unsynced = false;
     }
 
     /// Reads the header of the batch at `pos`: `Ok(None)` at the end of the segment,
@@ -874,6 +1121,10 @@ impl Segment {
     /// segment from the recovery point's index entry only after checking that entry against the
     /// data (else it re-reads the whole segment) and rebuilds the entries after it. Sealed
     /// segments' indexes are fsynced by [`Segment::seal`].
+    ///
+    /// A segment sealed by a roll whose background flush has not run yet also gets its trimmed
+    /// index files fsynced here: the caller is about to move the recovery point past it, and
+    /// recovery trusts the indexes of segments below the recovery point.
     pub(crate) fn flush(&mut self) -> Result<(), LogError> {
         if self.unflushed {
             self.file
@@ -882,7 +1133,13 @@ impl Segment {
             self.unflushed = false;
         }
         self.offset_index.write_out()?;
-        self.time_index.write_out()
+        self.time_index.write_out()?;
+        if self.indexes_unsynced {
+            self.offset_index.sync()?;
+            self.time_index.sync()?;
+            self.indexes_unsynced = false;
+        }
+        Ok(())
     }
 
     /// The segment stops being active (roll) or the log closes: write the final time index
@@ -902,6 +1159,25 @@ impl Segment {
         }
         self.offset_index.trim_and_flush()?;
         self.time_index.trim_and_flush()?;
+        self.indexes_unsynced = false;
+        self.evict_indexes();
+        Ok(())
+    }
+
+    /// The segment stops being active on a roll: as [`Segment::seal`], but nothing is fsynced
+    /// (Kafka's `onBecomeInactiveSegment`; its `flush` runs on the scheduler). The data and
+    /// trimmed indexes are fsynced by the roll's background flush ([`crate::log::FlushJob`]) or
+    /// the next [`crate::Log::flush`]; the recovery point stays below this segment until then,
+    /// so a crash before it only means recovery re-reads the segment.
+    pub(crate) fn seal_deferred(&mut self) -> Result<(), LogError> {
+        self.time_index.maybe_append(
+            self.max_timestamp.timestamp,
+            self.max_timestamp.offset,
+            true,
+        );
+        self.offset_index.trim()?;
+        self.time_index.trim()?;
+        self.indexes_unsynced = true;
         self.evict_indexes();
         Ok(())
     }

@@ -701,3 +701,119 @@ fn compaction_configs_are_validated() {
     assert_eq!(CleanupPolicy::parse("compact,shred"), None);
     assert!(compacted_config().validate().is_ok());
 }
+
+/// Names of the files in `dir` ending in `suffix`.
+fn files_ending(dir: &std::path::Path, suffix: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("ls")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(suffix))
+        .collect()
+}
+
+#[test]
+fn appends_and_rolls_while_a_pass_runs_unlocked_are_kept() {
+    // The broker runs `prepare` without the partition lock: produce goes on meanwhile. The
+    // swap must keep everything appended since, and clean what the snapshot covered.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let mut log = Log::open(&path, compacted_config(), 0).expect("open");
+    let writes = many_writes();
+    let offsets = append(&mut log, &writes, 2, T0);
+    log.roll(log.log_end_offset(), T0).expect("roll");
+    let mut cleaner = Cleaner::new(CleanerConfig::default());
+    let to_clean = log.log_to_clean(None, log.log_end_offset(), T0);
+    let snapshot = log.cleaning_snapshot(&to_clean).expect("snapshot");
+    let prepared = cleaner.prepare(&snapshot, T0, &HashMap::new());
+    // Meanwhile: more writes of the same keys, rolling several times.
+    let later: Vec<Write> = (0..60u32).map(|i| ((i % 17) as u8, Some(7))).collect();
+    let later_offsets = append(&mut log, &later, 2, T0);
+    assert!(!files_ending(&path, ".log.cleaned").is_empty());
+    let outcome = cleaner.commit(&mut log, prepared).expect("commit");
+    assert!(!outcome.aborted);
+    assert!(outcome.groups > 0);
+    assert!(files_ending(&path, ".cleaned").is_empty());
+    let records = snapshot_records(&log);
+    for offset in &later_offsets {
+        assert!(records.contains_key(offset), "later write at {offset} lost");
+    }
+    // The snapshot's part was cleaned: per key only its latest record below the pass's end.
+    let cleaned_part: Vec<&i64> = records
+        .keys()
+        .filter(|o| **o < outcome.next_dirty_offset)
+        .collect();
+    assert_eq!(
+        cleaned_part.len(),
+        latest(&writes, &offsets).len(),
+        "{cleaned_part:?}"
+    );
+    // And a reopen sees the same log (the swap was made durable and indexes follow).
+    let before = snapshot_records(&log);
+    let rp = log.close().expect("close");
+    let log = Log::open(&path, compacted_config(), rp).expect("reopen");
+    assert_eq!(snapshot_records(&log), before);
+}
+
+fn snapshot_records(log: &Log) -> BTreeMap<i64, (Option<Bytes>, Option<Bytes>)> {
+    snapshot(log)
+}
+
+#[test]
+fn a_pass_prepared_before_a_truncation_is_discarded() {
+    // A follower truncated below the pass's end while it ran: the offset map may point at
+    // records that are gone, so applying it could drop the only copy of a key. Nothing is
+    // swapped, the `.cleaned` files go, and the checkpoint stays.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let mut log = Log::open(&path, compacted_config(), 0).expect("open");
+    let writes = many_writes();
+    append(&mut log, &writes, 2, T0);
+    log.roll(log.log_end_offset(), T0).expect("roll");
+    let mut cleaner = Cleaner::new(CleanerConfig::default());
+    let to_clean = log.log_to_clean(None, log.log_end_offset(), T0);
+    let snapshot = log.cleaning_snapshot(&to_clean).expect("snapshot");
+    let prepared = cleaner.prepare(&snapshot, T0, &HashMap::new());
+    // The newest half goes, and other records take its offsets.
+    log.truncate_to(100).expect("truncate");
+    let other: Vec<Write> = (0..40u32).map(|i| ((i % 5) as u8, Some(9))).collect();
+    append(&mut log, &other, 2, T0);
+    log.roll(log.log_end_offset(), T0).expect("roll");
+    let before = snapshot_records(&log);
+    let outcome = cleaner.commit(&mut log, prepared).expect("commit");
+    assert!(outcome.aborted);
+    assert_eq!(outcome.next_dirty_offset, to_clean.first_dirty_offset);
+    assert_eq!(outcome.groups, 0);
+    assert_eq!(snapshot_records(&log), before, "nothing swapped");
+    assert!(files_ending(&path, ".cleaned").is_empty());
+}
+
+#[test]
+fn a_pass_whose_first_segments_were_deleted_meanwhile_skips_their_group() {
+    // DeleteRecords (or retention) removed the oldest segments while the pass ran: their
+    // group is skipped, later groups are swapped, and the first dirty offset does not move
+    // (the next pass maps the range again).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let mut log = Log::open(&path, compacted_config(), 0).expect("open");
+    let writes = many_writes();
+    append(&mut log, &writes, 2, T0);
+    log.roll(log.log_end_offset(), T0).expect("roll");
+    let mut cleaner = Cleaner::new(CleanerConfig::default());
+    let to_clean = log.log_to_clean(None, log.log_end_offset(), T0);
+    let snapshot = log.cleaning_snapshot(&to_clean).expect("snapshot");
+    let prepared = cleaner.prepare(&snapshot, T0, &HashMap::new());
+    let second_base = log.segments().nth(1).expect("two segments").base_offset();
+    log.set_high_watermark(log.log_end_offset());
+    log.delete_records(second_base).expect("delete records");
+    let before = snapshot_records(&log);
+    let outcome = cleaner.commit(&mut log, prepared).expect("commit");
+    assert!(!outcome.aborted);
+    assert_eq!(outcome.next_dirty_offset, to_clean.first_dirty_offset);
+    assert!(files_ending(&path, ".cleaned").is_empty());
+    let after = snapshot_records(&log);
+    assert!(after.len() < before.len(), "later groups were cleaned");
+    for (offset, record) in &after {
+        assert_eq!(before.get(offset), Some(record), "record at {offset}");
+    }
+    assert_eq!(log.log_start_offset(), second_base);
+}

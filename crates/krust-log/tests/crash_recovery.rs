@@ -2,18 +2,22 @@
 //!
 //! Each case writes random batches through the leader path into a log with small segments and
 //! indexes (so it rolls by size and by full index), flushing at random points (which moves the
-//! recovery point), then "crashes" (drops the log without closing it: the active segment's
-//! indexes were never trimmed, entries after the last flush never written) and damages the
-//! directory in one of these ways:
+//! recovery point), and runs the flush each roll leaves behind (`FlushJob`) at a random later
+//! point or never, in any order (which moves the recovery point to that roll's segment base
+//! only, and makes only the segments below it durable), then "crashes" (drops the log
+//! without closing it: the active segment's indexes were never trimmed, entries after the last
+//! flush never written) and damages the directory in one of these ways:
 //!
 //! - `Cut`: the last segment is cut at a random byte;
 //! - `FlipBit`: one bit of one batch is flipped;
 //! - `DeleteIndex` / `DeleteTimeIndex`: a segment's `.index` / `.timeindex` is deleted;
 //! - `CorruptIndex`: random bytes of a segment's `.index` or `.timeindex` are overwritten or
 //!   appended;
-//! - `LoseUnflushed`: the directory goes back to what it held at the last `flush()` (files
-//!   created since are gone), except that the active segment's index files — written but not
-//!   fsynced by flush — come back as they were then, as they are now, or zeroed;
+//! - `LoseUnflushed`: the directory goes back to what was last made durable — by the last
+//!   `flush()`, and for the segments below a finished roll flush, by that flush (files
+//!   created since are gone) — except that the index files of the segment holding the recovery
+//!   point and later ones — written but not fsynced by flush — come back as they were then, as
+//!   they are now, or zeroed;
 //! - `None`: nothing beyond the crash.
 //!
 //! Damage to data only hits bytes the recovery point does not vouch for (half the cases reopen
@@ -255,6 +259,7 @@ fn run_case(seed: u64) -> Result<String, String> {
     let mut epoch = 0;
     let mut ts: i64 = rng.gen_range(0..1_000);
     let mut recovery_point = 0;
+    let mut roll_flushes = Vec::new();
     for _ in 0..rng.gen_range(3..40) {
         if rng.gen_bool(0.1) {
             epoch += 1;
@@ -272,6 +277,34 @@ fn run_case(seed: u64) -> Result<String, String> {
             .append_as_leader(vec![b.build()], epoch, 0)
             .map_err(|e| format!("append: {e:?}"))?;
         written.extend(info.batches);
+        if let Some(job) = log.take_roll_flush() {
+            roll_flushes.push(job);
+        }
+        if !roll_flushes.is_empty() && rng.gen_bool(0.3) {
+            let job = roll_flushes.remove(rng.gen_range(0..roll_flushes.len()));
+            let upto = job.upto_offset();
+            let done = job.run().map_err(|e| format!("roll flush: {e:?}"))?;
+            if log
+                .mark_flushed(Ok(done))
+                .map_err(|e| format!("mark flushed: {e:?}"))?
+            {
+                recovery_point = log.recovery_point();
+                check!(
+                    recovery_point == upto,
+                    "roll flush moved the recovery point to {recovery_point}, not {upto}"
+                );
+                // Durable now: the segments below `upto` (data and indexes) and every name
+                // in the directory; files of later segments keep what was durable before.
+                for (name, bytes) in snapshot_dir(&dir)? {
+                    match name.get(..20).and_then(|p| p.parse::<i64>().ok()) {
+                        Some(base) if base >= upto => {}
+                        _ => {
+                            flushed_files.insert(name, bytes);
+                        }
+                    }
+                }
+            }
+        }
         if rng.gen_bool(0.15) {
             log.flush().map_err(|e| format!("flush: {e:?}"))?;
             recovery_point = log.recovery_point();

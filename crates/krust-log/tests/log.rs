@@ -932,3 +932,206 @@ fn list_offsets_special_targets_follow_kafka() {
         .expect("some");
     assert_eq!((earliest.offset, earliest.leader_epoch), (9, Some(4)));
 }
+
+/// Appends 200-byte batches until the log has rolled `rolls` more times.
+fn append_until_rolled(log: &mut Log, rolls: usize) {
+    let target = log.segment_count() + rolls;
+    let mut ts = log.log_end_offset();
+    while log.segment_count() < target {
+        log.append_as_leader(vec![batch(2, ts, 200)], 0, 0)
+            .expect("append");
+        ts += 2;
+    }
+}
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 2_000,
+        index_interval_bytes: 300,
+        ..LogConfig::default()
+    }
+}
+
+#[test]
+fn a_roll_moves_the_recovery_point_only_after_its_background_flush() {
+    // Kafka 3.9's roll schedules `flushUptoOffsetExclusive(newSegment.baseOffset)`; the
+    // recovery point moves when that flush is done, not at the roll.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), small_segments());
+    append_until_rolled(&mut log, 1);
+    let new_base = log.segments().last().expect("active").base_offset();
+    assert_eq!(log.recovery_point(), 0, "a roll itself fsyncs nothing");
+    let job = log.take_roll_flush().expect("the roll left a flush");
+    assert_eq!(job.upto_offset(), new_base);
+    assert!(log.take_roll_flush().is_none(), "handed out once");
+    // Appends go on while the job runs elsewhere.
+    log.append_as_leader(vec![batch(2, 10_000, 200)], 0, 0)
+        .expect("append");
+    let done = job.run().expect("fsync");
+    assert!(log.mark_flushed(Ok(done)).expect("mark"));
+    assert_eq!(
+        log.recovery_point(),
+        new_base,
+        "up to the new segment's base only: the active segment's data was not fsynced"
+    );
+    // A reopen at that recovery point trusts the sealed segment and re-reads the active one.
+    let before = read_all(&log);
+    let rp = log.recovery_point();
+    drop(log);
+    let (log, report) = Log::open_with(
+        dir.path(),
+        small_segments(),
+        LogOpenOptions {
+            recovery_point: rp,
+            log_start_offset: 0,
+            now_ms: 0,
+        },
+    )
+    .expect("reopen");
+    assert_eq!(read_all(&log), before);
+    assert!(
+        report
+            .recovered_segments
+            .iter()
+            .all(|(b, _)| *b >= new_base),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn roll_flushes_finishing_out_of_order_never_move_the_recovery_point_back() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), small_segments());
+    append_until_rolled(&mut log, 1);
+    let first = log.take_roll_flush().expect("first roll");
+    append_until_rolled(&mut log, 1);
+    let second = log.take_roll_flush().expect("second roll");
+    assert!(second.upto_offset() > first.upto_offset());
+    // Each job covers every unsynced segment below its offset, so the later one alone
+    // makes everything below it durable.
+    let second_upto = second.upto_offset();
+    let second_done = second.run().expect("fsync");
+    assert!(log.mark_flushed(Ok(second_done)).expect("mark"));
+    assert_eq!(log.recovery_point(), second_upto);
+    let first_done = first.run().expect("fsync");
+    assert!(!log.mark_flushed(Ok(first_done)).expect("mark"));
+    assert_eq!(log.recovery_point(), second_upto);
+}
+
+#[test]
+fn a_roll_flush_taken_before_a_truncation_does_not_move_the_recovery_point() {
+    // A follower truncates (diverging epoch) while the job runs, then appends other records
+    // at the same offsets: they were never fsynced, so the job must not vouch for them.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), small_segments());
+    append_until_rolled(&mut log, 2);
+    let job = log.take_roll_flush().expect("roll");
+    let upto = job.upto_offset();
+    log.truncate_to(3).expect("truncate");
+    append_until_rolled(&mut log, 2);
+    assert!(log.log_end_offset() > upto);
+    let done = job.run().expect("fsync");
+    assert!(!log.mark_flushed(Ok(done)).expect("mark"));
+    assert!(log.recovery_point() <= 3, "{}", log.recovery_point());
+    // The rolls after the truncation left their own job, which does count.
+    let job = log.take_roll_flush().expect("later roll");
+    let upto = job.upto_offset();
+    let done = job.run().expect("fsync");
+    assert!(log.mark_flushed(Ok(done)).expect("mark"));
+    assert_eq!(log.recovery_point(), upto);
+}
+
+#[test]
+fn a_full_flush_covers_a_roll_flush_not_taken() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), small_segments());
+    append_until_rolled(&mut log, 3);
+    log.flush().expect("flush");
+    assert_eq!(log.recovery_point(), log.log_end_offset());
+    assert!(log.take_roll_flush().is_none());
+}
+
+#[test]
+fn a_failed_flush_freezes_the_recovery_point_and_refuses_appends() {
+    // A failed fsync is never retried (the kernel may have dropped the dirty pages): the log
+    // answers KAFKA_STORAGE_ERROR from then on, as Kafka does for an offline log dir.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), small_segments());
+    append_until_rolled(&mut log, 1);
+    let job = log.take_roll_flush().expect("roll");
+    let failure = LogError::Io {
+        path: dir.path().to_path_buf(),
+        source: std::io::Error::other("injected fsync failure"),
+    };
+    drop(job);
+    assert!(log.mark_flushed(Err(failure)).is_err());
+    assert!(log.flush_failed());
+    assert_eq!(log.recovery_point(), 0);
+    let append = log.append_as_leader(vec![batch(1, 0, 10)], 0, 0);
+    assert!(
+        matches!(&append, Err(e @ LogError::FlushFailed { .. })
+            if e.kafka_error_code() == krust_log::batch::KAFKA_STORAGE_ERROR),
+        "{append:?}"
+    );
+    assert!(matches!(log.flush(), Err(LogError::FlushFailed { .. })));
+    assert_eq!(log.recovery_point(), 0);
+}
+
+#[test]
+fn a_roll_uses_the_files_its_previous_flush_created_ahead() {
+    // Creating three files is most of a roll's cost on a busy disk: the roll's background
+    // flush creates the next segment's files (`spare-<n>.*.deleted`) and the next roll renames
+    // them. Leftover spares are removed at open, as any `*.deleted` file.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spares = |dir: &std::path::Path| -> Vec<String> {
+        dir_sizes(dir)
+            .into_iter()
+            .map(|(n, _)| n)
+            .filter(|n| n.starts_with("spare-"))
+            .collect()
+    };
+    let mut log = open(dir.path(), small_segments());
+    append_until_rolled(&mut log, 1);
+    let job = log.take_roll_flush().expect("roll");
+    let done = job.run().expect("fsync");
+    assert_eq!(
+        spares(dir.path()).len(),
+        3,
+        "log, index and time index made ahead"
+    );
+    log.mark_flushed(Ok(done)).expect("mark");
+    append_until_rolled(&mut log, 1);
+    assert!(spares(dir.path()).is_empty(), "the roll took them");
+    let active = log.segments().last().expect("active");
+    assert_eq!(
+        active
+            .log_path()
+            .file_name()
+            .expect("name")
+            .to_string_lossy(),
+        format!("{:020}.log", active.base_offset())
+    );
+    assert_eq!(
+        file_len(active.offset_index().path()),
+        10 * 1024 * 1024,
+        "pre-allocated as a created index"
+    );
+    // A spare made by the next flush is left behind by a crash and removed at open.
+    let job = log.take_roll_flush().expect("roll");
+    let done = job.run().expect("fsync");
+    log.mark_flushed(Ok(done)).expect("mark");
+    assert_eq!(spares(dir.path()).len(), 3);
+    let before = read_all(&log);
+    drop(log);
+    let log = open(dir.path(), small_segments());
+    assert!(spares(dir.path()).is_empty());
+    assert_eq!(read_all(&log), before);
+    // And a clean close removes it too.
+    let mut log = log;
+    append_until_rolled(&mut log, 1);
+    let job = log.take_roll_flush().expect("roll");
+    let done = job.run().expect("fsync");
+    log.mark_flushed(Ok(done)).expect("mark");
+    log.close().expect("close");
+    assert!(spares(dir.path()).is_empty());
+}

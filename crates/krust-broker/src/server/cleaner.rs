@@ -9,9 +9,14 @@
 //! and every other compacted topic get cleaned without more wiring) and stops it in
 //! `shutdown`.
 //!
-//! Locking: a pass needs the whole log (`Cleaner::clean` takes `&mut Log`), so the partition
-//! lock is held for the pass; the pass runs on a blocking thread, never on the async ones.
-//! Produce/fetch on that one partition wait meanwhile (Kafka only locks for the swap).
+//! Locking (as Kafka, which locks the log only in `replaceSegments`): a pass runs on a blocking
+//! thread, never on the async ones, and takes the partition lock that produce and fetch take
+//! only twice, briefly — to plan ([`Partition::plan_compaction`]: the range and read-only
+//! handles on the sealed segments) and to swap ([`Partition::finish_compaction`]: revalidate,
+//! rename, delete). Building the offset map and writing the cleaned segments happen in between
+//! without it (`krust_log::cleaner`'s "Locking" section says why that is safe). Before the
+//! swap the partition must still be the hosted one: a deleted partition's directory may
+//! already hold a re-created topic of the same name, whose files the swap must not touch.
 //! A log whose pass fails with an I/O or corruption error is marked uncleanable until restart
 //! (Kafka's `markPartitionUncleanable`).
 
@@ -203,10 +208,45 @@ pub fn clean_filthiest(
         return false;
     };
     let checkpoint = state.checkpoint_of(&log_dir).get(&key).copied();
-    let outcome = lock(&partition).compact(&mut state.cleaner, checkpoint, now_ms);
+    let plan = lock(&partition).plan_compaction(checkpoint, now_ms);
+    let plan = match plan {
+        Ok(Some(plan)) => plan,
+        Ok(None) => return false,
+        Err(e) => {
+            warn!(topic = %key.topic, partition = key.partition, error = %e,
+                "planning a cleaning pass failed: the log is marked uncleanable");
+            state.uncleanable.insert(key);
+            return false;
+        }
+    };
+    // The expensive part, without the partition lock: produce and fetch go on meanwhile.
+    let prepared =
+        state
+            .cleaner
+            .prepare(&plan.snapshot, now_ms, &plan.active_producer_last_offsets);
+    let outcome = {
+        let mut p = lock(&partition);
+        // Lock order partition → partitions map: nothing takes them the other way round
+        // (`ReplicaManager` hands out clones and releases its map first).
+        let still_hosted = replicas
+            .partition(&tp)
+            .is_some_and(|current| Arc::ptr_eq(&current, &partition));
+        if !still_hosted {
+            drop(p);
+            debug!(topic = %key.topic, partition = key.partition,
+                "partition removed during its cleaning pass: discarding the pass");
+            state.cleaner.discard(prepared);
+            return false;
+        }
+        p.finish_compaction(&mut state.cleaner, prepared)
+    };
     match outcome {
-        Ok(None) => false,
-        Ok(Some(outcome)) => {
+        Ok(outcome) if outcome.aborted => {
+            info!(topic = %key.topic, partition = key.partition,
+                "log truncated during its cleaning pass: the pass was discarded");
+            false
+        }
+        Ok(outcome) => {
             info!(topic = %key.topic, partition = key.partition, ratio,
                 next_dirty_offset = outcome.next_dirty_offset,
                 bytes_before = outcome.bytes_before, bytes_after = outcome.bytes_after,

@@ -8,6 +8,12 @@
 //! - After anything that moves a partition's log end offset or high watermark (leader append,
 //!   follower append, follower fetch recorded on the leader, ISR change), call
 //!   [`ReplicaManager::partition_changed`] so delayed produces/fetches re-check.
+//! - After anything that may roll a segment (appends, DeleteRecords), take
+//!   [`Partition::take_roll_flush`] before releasing the lock and pass it to
+//!   [`schedule_roll_flush`]: the sealed segment is fsynced in the background and the
+//!   recovery point moves only after that (Kafka's `roll` → scheduler `flush-log`).
+//!   [`ManagerAccess::with_partition`] and [`ReplicaManager::append_records`] do it; a job not
+//!   taken is not lost, only late (the next roll's job or a full flush covers it).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -62,6 +68,39 @@ pub fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Runs a roll's flush ([`Partition::take_roll_flush`]) on a blocking thread, never on the
+/// async workers and without the partition lock (Kafka 3.9 `UnifiedLog.roll` schedules
+/// `flushUptoOffsetExclusive` on the scheduler so produce does not wait for the fsync), then
+/// marks it done under the lock: the recovery point — and with it the next
+/// `recovery-point-offset-checkpoint` — moves only after the fsyncs returned. A failed fsync
+/// leaves the partition refusing appends (KAFKA_STORAGE_ERROR) with its recovery point frozen.
+/// Outside a tokio runtime (unit tests) the job runs inline.
+pub fn schedule_roll_flush(partition: &Arc<Mutex<Partition>>, job: Option<krust_log::FlushJob>) {
+    let Some(job) = job else {
+        return;
+    };
+    let partition = Arc::clone(partition);
+    let mut job = job;
+    let work = move || {
+        // The next segment's files first, handed over at once: with small segments the next
+        // roll may come before the fsyncs below are done.
+        if let Some(spare) = job.make_spare_segment() {
+            lock(&partition).add_spare_segment(spare);
+        }
+        let done = job.run();
+        let mut p = lock(&partition);
+        if let Err(error) = p.mark_flushed(done) {
+            tracing::error!(%error, dir = %p.log().dir().display(),
+                "flush after a segment roll failed: the partition refuses appends until restart");
+        }
+    };
+    match tokio::runtime::Handle::try_current() {
+        // Detached: nothing waits for it; a broker shutdown flushes every log itself.
+        Ok(runtime) => drop(runtime.spawn_blocking(work)),
+        Err(_) => work(),
+    }
 }
 
 /// Locks a partition. A panic while holding the lock leaves the partition as it was at the
@@ -199,7 +238,13 @@ impl ReplicaManager {
         let Some(partition) = self.partition(tp) else {
             return Err(self.missing_partition_error(&tp.topic, tp.partition));
         };
-        let append = lock(&partition).append_as_leader(records, acks, now_ms())?;
+        let (append, roll_flush) = {
+            let mut p = lock(&partition);
+            let append = p.append_as_leader(records, acks, now_ms());
+            (append, p.take_roll_flush())
+        };
+        schedule_roll_flush(&partition, roll_flush);
+        let append = append?;
         self.partition_changed(tp);
         let result = AppendResult {
             base_offset: append.base_offset,
@@ -258,7 +303,7 @@ impl PartitionAccess for ManagerAccess<'_> {
         let Some(partition) = self.manager.partition(&tp) else {
             return Err(self.manager.missing_partition_error(topic, partition_index));
         };
-        let (result, moved) = {
+        let (result, moved, roll_flush) = {
             let mut guard = lock(&partition);
             // What delayed operations wait on: log end (fetch), high watermark (produce),
             // low watermark (DeleteRecords).
@@ -272,8 +317,9 @@ impl PartitionAccess for ManagerAccess<'_> {
             let before = state(&guard);
             let result = f(&mut guard);
             let after = state(&guard);
-            (result, before != after)
+            (result, before != after, guard.take_roll_flush())
         };
+        schedule_roll_flush(&partition, roll_flush);
         if moved {
             self.manager.partition_changed(&tp);
         }

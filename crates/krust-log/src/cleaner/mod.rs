@@ -36,11 +36,30 @@
 //! any point therefore leaves either the old segments or the cleaned one, never both and never
 //! neither.
 //!
+//! # Locking
+//!
+//! A broker shares the log with produce and fetch, which take the partition lock. A pass holds
+//! that lock only twice, briefly (Kafka 3.9's `Cleaner` likewise works on the segments it
+//! was given and locks the log only in `replaceSegments`):
+//! 1. [`Log::cleaning_snapshot`] (under the lock): the range to clean and read-only
+//!    [`SegmentView`]s of the sealed segments below the first uncleanable offset.
+//! 2. [`Cleaner::prepare`] (no lock): the offset map is built and the cleaned segments are
+//!    written to `.cleaned` files, fsynced, with indexes built. It only reads sealed segments,
+//!    whose files change only by a truncation into them or by deletion (an open handle still
+//!    reads a deleted file), and it only creates `.cleaned` files, which nothing else uses.
+//! 3. [`Cleaner::commit`] (under the lock): revalidates and swaps. The pass is valid if the
+//!    log was not truncated meanwhile ([`Log::truncation_count`]): appends and rolls only add
+//!    offsets above the first uncleanable offset, so every key the map saw still has the
+//!    record the map points at, and no record the pass keeps or drops moved. A group whose
+//!    segments were deleted meanwhile (retention, DeleteRecords — both from the log start)
+//!    is skipped: the groups after it are still cleaned correctly, since deleting older
+//!    segments never removes the latest record of a key that a later group needs.
+//!
 //! # Layout
 //! - [`offset_map`]: the bounded [`OffsetMap`].
 //! - [`throttle`]: `log.cleaner.io.max.bytes.per.second` with an injected clock.
 //! - `mod.rs`: [`CleanerConfig`], the cleanable range and dirty ratio ([`LogToClean`]), the
-//!   cleaning pass ([`Cleaner`]) and `cleaner-offset-checkpoint`.
+//!   cleaning pass ([`Cleaner`]: snapshot → prepare → commit) and `cleaner-offset-checkpoint`.
 
 pub mod offset_map;
 pub mod throttle;
@@ -66,7 +85,7 @@ use crate::fs::{
 };
 use crate::log::Log;
 use crate::retention::largest_timestamp_ms;
-use crate::segment::Segment;
+use crate::segment::{Segment, SegmentView};
 
 pub use offset_map::OffsetMap;
 pub use throttle::{SystemThrottleClock, ThrottleClock, Throttler};
@@ -203,6 +222,9 @@ pub struct CleanOutcome {
     pub records_kept: u64,
     /// Time the throttle slept.
     pub throttled_ms: u64,
+    /// The log was truncated while the pass ran: nothing was swapped (see
+    /// [`Cleaner::commit`]).
+    pub aborted: bool,
 }
 
 /// Reads a log dir's `cleaner-offset-checkpoint` (missing = empty).
@@ -227,6 +249,47 @@ pub fn write_cleaner_checkpoint(
 }
 
 impl Log {
+    /// What a cleaning pass of `to_clean` reads (see [`CleaningSnapshot`]): cheap, in-memory
+    /// plus one index lookup; take it under the lock that guards the log. A stale `to_clean`
+    /// (the log rolled, was truncated or had records deleted since) never makes the pass touch
+    /// the active segment or offsets below the log start.
+    ///
+    /// # Errors
+    /// [`LogError::Io`] reading the index; [`LogError::CorruptSegment`].
+    pub fn cleaning_snapshot(&self, to_clean: &LogToClean) -> Result<CleaningSnapshot, LogError> {
+        let active_base = self
+            .segments
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(self.log_start_offset);
+        let start = to_clean.first_dirty_offset.max(self.log_start_offset);
+        let upper = to_clean.first_uncleanable_offset.min(active_base);
+        let segments: Vec<SegmentView> = self
+            .segments
+            .range(..upper)
+            .map(|(_, s)| s.view())
+            .collect();
+        let start_position = match self.segments.range(..=start).next_back() {
+            Some((&base, segment)) if base < upper => Some((
+                base,
+                segment
+                    .translate_offset(start)?
+                    .map_or(segment.size(), |(pos, _)| pos),
+            )),
+            _ => None,
+        };
+        Ok(CleaningSnapshot {
+            dir: self.dir.clone(),
+            config: self.config.clone(),
+            truncations: self.truncations,
+            start,
+            upper,
+            segments,
+            start_position,
+        })
+    }
+
     /// The cleanable part of this log and its dirty ratio (Kafka 3.9
     /// `LogCleanerManager.cleanableOffsets` + `LogToClean`). `checkpoint` is the log's entry in
     /// `cleaner-offset-checkpoint`; `last_stable_offset` is the high watermark (or the first
@@ -337,10 +400,37 @@ impl Cleaner<SystemThrottleClock> {
     }
 }
 
+/// What a cleaning pass reads, taken from the log under its lock by
+/// [`Log::cleaning_snapshot`]: the pass's range and read-only handles on the sealed segments
+/// below the first uncleanable offset. Building the offset map and writing the cleaned
+/// segments ([`Cleaner::prepare`]) then needs no lock; see "Locking" in the module docs.
+#[derive(Debug, Clone)]
+pub struct CleaningSnapshot {
+    dir: PathBuf,
+    config: crate::config::LogConfig,
+    truncations: u64,
+    /// First dirty offset (at or above the log start).
+    start: i64,
+    /// First uncleanable offset (at most the active segment's base).
+    upper: i64,
+    /// Every segment with a base below `upper`, oldest first (all sealed).
+    segments: Vec<SegmentView>,
+    /// Position of the batch holding `start` in the segment holding it (from its index).
+    start_position: Option<(i64, u64)>,
+}
+
+impl CleaningSnapshot {
+    /// The partition directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
 /// The batches of `[from_pos, end)` of a segment, read `chunk` bytes at a time (a larger batch
 /// gets a larger read). Every batch is CRC-checked.
 struct SegmentBatches<'a> {
-    segment: &'a Segment,
+    segment: &'a SegmentView,
     pos: u64,
     chunk: usize,
     buf: Bytes,
@@ -378,6 +468,47 @@ impl SegmentBatches<'_> {
     }
 }
 
+/// One group of old segments rewritten into one cleaned segment, waiting for its swap.
+#[derive(Debug)]
+struct PreparedGroup {
+    /// `(base offset, segment id)` of the old segments, as the snapshot saw them.
+    old: Vec<(i64, u64)>,
+    /// The cleaned segment, still under its `.cleaned` names, data and indexes fsynced.
+    cleaned: Segment,
+}
+
+/// The result of [`Cleaner::prepare`]: cleaned segments written next to the log, not yet part
+/// of it. Hand it to [`Cleaner::commit`] under the log's lock (or drop it with
+/// [`Cleaner::discard`]; a `.cleaned` file left behind is removed by [`Log::open`]).
+#[derive(Debug)]
+#[must_use = "commit or discard the prepared pass, or its .cleaned files stay until the next open"]
+pub struct PreparedCleaning {
+    dir: PathBuf,
+    truncations: u64,
+    start: i64,
+    result: Result<PreparedGroups, CleanerError>,
+}
+
+#[derive(Debug)]
+struct PreparedGroups {
+    groups: Vec<PreparedGroup>,
+    outcome: CleanOutcome,
+}
+
+impl PreparedCleaning {
+    /// Removes the `.cleaned` files of the prepared groups (best effort: [`Log::open`] removes
+    /// any leftover).
+    fn remove_files(self) {
+        if let Ok(prepared) = self.result {
+            for group in prepared.groups {
+                if let Err(e) = group.cleaned.delete() {
+                    debug!(error = %e, "removing a discarded .cleaned segment failed");
+                }
+            }
+        }
+    }
+}
+
 impl<C: ThrottleClock> Cleaner<C> {
     /// A cleaner whose I/O throttle uses `clock` (tests pass virtual time).
     pub fn with_clock(config: CleanerConfig, clock: C) -> Self {
@@ -405,16 +536,13 @@ impl<C: ThrottleClock> Cleaner<C> {
         (self.config.io_buffer_size / 2).max(LOG_OVERHEAD)
     }
 
-    /// One cleaning pass over `log` (Kafka's `Cleaner.doClean`): maps the dirty range
-    /// `[to_clean.first_dirty_offset, to_clean.first_uncleanable_offset)` (as much as the offset
-    /// map holds), then rewrites every segment from the log start up to the map's latest
-    /// offset. `now_ms` is the wall-clock time for delete horizons; `active_producer_last_offsets`
-    /// maps each active idempotent producer id to the last offset of its last batch (its
-    /// emptied last batch keeps its header). Returns the next first dirty offset.
+    /// One cleaning pass over `log` (Kafka's `Cleaner.doClean`) with the log held throughout:
+    /// [`Log::cleaning_snapshot`], [`Cleaner::prepare`] and [`Cleaner::commit`] in a row. A
+    /// caller sharing the log with writers runs the three steps itself and holds its lock
+    /// only for the first and the last (see "Locking" in the module docs).
     ///
     /// # Errors
-    /// [`CleanerError::NotCompacted`], [`CleanerError::DedupeBufferTooSmall`] (nothing done);
-    /// [`CleanerError::Log`] for I/O or corrupt data (see its doc: reopen the log).
+    /// As [`Cleaner::prepare`] and [`Cleaner::commit`].
     pub fn clean(
         &mut self,
         log: &mut Log,
@@ -422,10 +550,62 @@ impl<C: ThrottleClock> Cleaner<C> {
         now_ms: i64,
         active_producer_last_offsets: &HashMap<i64, i64>,
     ) -> Result<CleanOutcome, CleanerError> {
-        if !log.config.cleanup_policy.compacts() {
+        let snapshot = log.cleaning_snapshot(to_clean)?;
+        let prepared = self.prepare(&snapshot, now_ms, active_producer_last_offsets);
+        self.commit(log, prepared)
+    }
+
+    /// The expensive part of a pass, without the log: maps the dirty range
+    /// `[first dirty, first uncleanable)` of `snapshot` (as much as the offset map holds),
+    /// then rewrites every segment from the log start up to the map's latest offset into
+    /// `<base>.log.cleaned` files (fsynced, with their indexes built and fsynced). Nothing the
+    /// log serves is touched. `now_ms` is the wall-clock time for delete horizons;
+    /// `active_producer_last_offsets` maps each active idempotent producer id to the last offset
+    /// of its last batch (its emptied last batch keeps its header).
+    ///
+    /// Errors (I/O, corrupt data, [`CleanerError::NotCompacted`],
+    /// [`CleanerError::DedupeBufferTooSmall`]) are carried in the result and reported by
+    /// [`Cleaner::commit`], which can tell them apart from reads cut short by a truncation.
+    pub fn prepare(
+        &mut self,
+        snapshot: &CleaningSnapshot,
+        now_ms: i64,
+        active_producer_last_offsets: &HashMap<i64, i64>,
+    ) -> PreparedCleaning {
+        let mut written = Vec::new();
+        let result = self
+            .prepare_groups(snapshot, now_ms, active_producer_last_offsets, &mut written)
+            .map(|outcome| PreparedGroups {
+                groups: std::mem::take(&mut written),
+                outcome,
+            });
+        if result.is_err() && !matches!(result, Err(CleanerError::InjectedCrash(_))) {
+            // Groups written before the failure are of no use: the pass is reported failed.
+            for group in written {
+                if let Err(e) = group.cleaned.delete() {
+                    debug!(error = %e, "removing a .cleaned segment of a failed pass failed");
+                }
+            }
+        }
+        PreparedCleaning {
+            dir: snapshot.dir.clone(),
+            truncations: snapshot.truncations,
+            start: snapshot.start,
+            result,
+        }
+    }
+
+    fn prepare_groups(
+        &mut self,
+        snapshot: &CleaningSnapshot,
+        now_ms: i64,
+        active_producers: &HashMap<i64, i64>,
+        written: &mut Vec<PreparedGroup>,
+    ) -> Result<CleanOutcome, CleanerError> {
+        if !snapshot.config.cleanup_policy.compacts() {
             return Err(CleanerError::NotCompacted {
-                dir: log.dir.clone(),
-                policy: log.config.cleanup_policy.as_str(),
+                dir: snapshot.dir.clone(),
+                policy: snapshot.config.cleanup_policy.as_str(),
             });
         }
         if self.map.max_entries() == 0 {
@@ -433,18 +613,9 @@ impl<C: ThrottleClock> Cleaner<C> {
                 dedupe_buffer_size: self.config.dedupe_buffer_size,
             });
         }
-        // A stale `to_clean` (the log rolled, was truncated or had records deleted since) must
-        // never make the pass touch the active segment or offsets below the log start.
-        let active_base = log
-            .segments
-            .keys()
-            .next_back()
-            .copied()
-            .unwrap_or(log.log_start_offset);
-        let start = to_clean.first_dirty_offset.max(log.log_start_offset);
-        let upper = to_clean.first_uncleanable_offset.min(active_base);
+        let (start, upper) = (snapshot.start, snapshot.upper);
         let slept_before = self.throttler.slept_ms();
-        let map_full = self.build_offset_map(log, start, upper)?;
+        let map_full = self.build_offset_map(snapshot)?;
         let mut outcome = CleanOutcome {
             keys_mapped: self.map.len(),
             map_full,
@@ -455,36 +626,111 @@ impl<C: ThrottleClock> Cleaner<C> {
             outcome.next_dirty_offset = start;
             return Ok(outcome);
         }
-        info!(dir = %log.dir.display(), first_dirty = start, end_offset, keys = self.map.len(),
+        info!(dir = %snapshot.dir.display(), first_dirty = start, end_offset, keys = self.map.len(),
             map_full, "cleaning log");
-        let groups = group_segments(log, end_offset, upper);
+        let groups = group_segments(snapshot, end_offset, upper);
         outcome.groups = groups.len();
         for group in groups {
-            self.clean_group(
-                log,
-                &group,
-                now_ms,
-                active_producer_last_offsets,
-                &mut outcome,
-            )?;
+            let cleaned =
+                self.clean_group(snapshot, &group, now_ms, active_producers, &mut outcome)?;
+            written.push(PreparedGroup {
+                old: group.iter().map(|v| (v.base_offset(), v.id())).collect(),
+                cleaned,
+            });
+            self.maybe_crash(CrashPoint::AfterCleanedWritten)?;
         }
         outcome.next_dirty_offset = end_offset;
         outcome.throttled_ms = self.throttler.slept_ms() - slept_before;
         Ok(outcome)
     }
 
+    /// Drops a prepared pass without touching the log (the partition went away meanwhile),
+    /// removing its `.cleaned` files.
+    pub fn discard(&mut self, prepared: PreparedCleaning) {
+        prepared.remove_files();
+    }
+
+    /// The swap, under the log's lock (Kafka's `replaceSegments`): first revalidates that the
+    /// log did not change in a way that invalidates the pass, then replaces each group of old
+    /// segments by its cleaned segment (`.cleaned` → `.swap` → old segments deleted → final
+    /// name, the directory fsynced after each step).
+    ///
+    /// - If the log was truncated since the snapshot (a follower's divergence, an emptied
+    ///   log), nothing is swapped: the offset map may name offsets whose records are gone, and
+    ///   a swap could drop the only remaining copy of a key. The pass is discarded (also when
+    ///   [`Cleaner::prepare`] failed: its reads may have been cut short by the truncation) and
+    ///   the returned outcome has `aborted` set and the old first dirty offset.
+    /// - A group whose old segments are not all still there, as the same segment objects
+    ///   (retention or DeleteRecords deleted some), is skipped; the first dirty offset then
+    ///   stays where it was, so the next pass maps the range again.
+    ///
+    /// # Errors
+    /// [`CleanerError::Log`] for I/O or corrupt data (see its doc: after an I/O error in a
+    /// swap, reopen the log); the errors of [`Cleaner::prepare`].
+    pub fn commit(
+        &mut self,
+        log: &mut Log,
+        prepared: PreparedCleaning,
+    ) -> Result<CleanOutcome, CleanerError> {
+        if log.truncations != prepared.truncations || log.dir != prepared.dir {
+            info!(dir = %log.dir.display(), "log truncated during the cleaning pass: discarding it");
+            let start = prepared.start;
+            prepared.remove_files();
+            return Ok(CleanOutcome {
+                next_dirty_offset: start,
+                aborted: true,
+                ..CleanOutcome::default()
+            });
+        }
+        let PreparedGroups {
+            groups,
+            mut outcome,
+        } = prepared.result?;
+        let mut skipped = false;
+        let mut groups = groups.into_iter();
+        while let Some(group) = groups.next() {
+            let intact = group
+                .old
+                .iter()
+                .all(|(base, id)| log.segments.get(base).is_some_and(|s| s.id() == *id));
+            if !intact {
+                info!(dir = %log.dir.display(), base_offset = group.cleaned.base_offset(),
+                    "segments deleted during the cleaning pass: skipping their group");
+                skipped = true;
+                outcome.groups -= 1;
+                group.cleaned.delete()?;
+                continue;
+            }
+            if let Err(e) = self.swap_group(log, group) {
+                if !matches!(e, CleanerError::InjectedCrash(_)) {
+                    for rest in groups {
+                        // Best effort; Log::open removes leftovers too.
+                        let _ = rest.cleaned.delete();
+                    }
+                }
+                return Err(e);
+            }
+        }
+        if skipped {
+            outcome.next_dirty_offset = prepared.start;
+        }
+        Ok(outcome)
+    }
+
     /// Kafka's `buildOffsetMap`: returns whether the map filled up.
-    fn build_offset_map(&mut self, log: &Log, start: i64, end: i64) -> Result<bool, LogError> {
+    fn build_offset_map(&mut self, snapshot: &CleaningSnapshot) -> Result<bool, LogError> {
+        let (start, end) = (snapshot.start, snapshot.upper);
         self.map.clear();
-        let segments: Vec<&Segment> = log.segments.values().collect();
+        let segments = &snapshot.segments;
         for (i, segment) in segments.iter().enumerate() {
-            let next_base = segments.get(i + 1).map_or(i64::MAX, |n| n.base_offset());
+            let next_base = segments.get(i + 1).map_or(end, SegmentView::base_offset);
             if next_base <= start || segment.base_offset() >= end {
                 continue;
             }
-            let pos = segment
-                .translate_offset(start)?
-                .map_or(segment.size(), |(pos, _)| pos);
+            let pos = match snapshot.start_position {
+                Some((base, pos)) if base == segment.base_offset() => pos,
+                _ => 0,
+            };
             let mut batches = SegmentBatches {
                 segment,
                 pos,
@@ -531,20 +777,23 @@ impl<C: ThrottleClock> Cleaner<C> {
         Ok(false)
     }
 
+    /// Writes one group's cleaned segment as `<base>.log.cleaned` (fsynced) and opens it with
+    /// freshly built, fsynced `.cleaned` indexes.
     fn clean_group(
         &mut self,
-        log: &mut Log,
-        group: &[i64],
+        snapshot: &CleaningSnapshot,
+        group: &[&SegmentView],
         now_ms: i64,
         active_producers: &HashMap<i64, i64>,
         outcome: &mut CleanOutcome,
-    ) -> Result<(), CleanerError> {
-        let Some(&base) = group.first() else {
-            return Ok(());
+    ) -> Result<Segment, CleanerError> {
+        let Some(base) = group.first().map(|v| v.base_offset()) else {
+            return Err(CleanerError::Log(LogError::NoActiveSegment {
+                dir: snapshot.dir.clone(),
+            }));
         };
-        let dir = log.dir.clone();
-        let cleaned_path = suffixed(&dir, base, CLEANED_FILE_SUFFIX);
-        let swap_path = suffixed(&dir, base, SWAP_FILE_SUFFIX);
+        let dir = &snapshot.dir;
+        let cleaned_path = suffixed(dir, base, CLEANED_FILE_SUFFIX);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -562,13 +811,10 @@ impl<C: ThrottleClock> Cleaner<C> {
         let filter = RecordFilter {
             map: &self.map,
             now_ms,
-            delete_retention_ms: log.config.delete_retention_ms,
+            delete_retention_ms: snapshot.config.delete_retention_ms,
             active_producers,
         };
-        for segment_base in group {
-            let Some(segment) = log.segments.get(segment_base) else {
-                continue;
-            };
+        for segment in group {
             outcome.bytes_before += segment.size();
             let mut batches = SegmentBatches {
                 segment,
@@ -600,14 +846,11 @@ impl<C: ThrottleClock> Cleaner<C> {
         // Kafka gives the cleaned segment the last old segment's modification time, so that
         // time-based decisions on segments without timestamps (retention, compaction lag) do not
         // restart with every cleaning.
-        let last_modified = group
-            .last()
-            .and_then(|b| log.segments.get(b))
-            .and_then(|s| {
-                std::fs::metadata(s.log_path())
-                    .and_then(|m| m.modified())
-                    .ok()
-            });
+        let last_modified = group.last().and_then(|s| {
+            std::fs::metadata(s.log_path())
+                .and_then(|m| m.modified())
+                .ok()
+        });
         if let Some(modified) = last_modified {
             writer
                 .file
@@ -621,19 +864,39 @@ impl<C: ThrottleClock> Cleaner<C> {
             .sync_all()
             .map_err(|e| LogError::io(&cleaned_path, e))?;
         drop(writer);
-        self.maybe_crash(CrashPoint::AfterCleanedWritten)?;
+        let last_base = group.last().map_or(base, |v| v.base_offset());
+        let next_base = snapshot
+            .segments
+            .iter()
+            .map(SegmentView::base_offset)
+            .find(|&b| b > last_base)
+            .unwrap_or(snapshot.upper);
+        // Its indexes are built (and fsynced, by sealing) here, outside the log's lock.
+        Ok(Segment::open_cleaned(
+            dir,
+            base,
+            &snapshot.config,
+            now_ms,
+            Some(next_base),
+        )?)
+    }
+
+    /// Replaces one group's old segments by its cleaned segment (under the log's lock).
+    fn swap_group(&mut self, log: &mut Log, group: PreparedGroup) -> Result<(), CleanerError> {
+        let dir = log.dir.clone();
+        let PreparedGroup { old, mut cleaned } = group;
+        let base = cleaned.base_offset();
+        let cleaned_path = suffixed(&dir, base, CLEANED_FILE_SUFFIX);
+        let swap_path = suffixed(&dir, base, SWAP_FILE_SUFFIX);
         std::fs::rename(&cleaned_path, &swap_path).map_err(|e| LogError::io(&swap_path, e))?;
         // The swap file must exist on disk before any old segment is deleted.
         fsync_dir(&dir).map_err(|e| LogError::io(&dir, e))?;
         self.maybe_crash(CrashPoint::AfterSwapRenamed)?;
-        let next_base = log
-            .segments
-            .range(group.last().copied().unwrap_or(base) + 1..)
-            .next()
-            .map(|(b, _)| *b);
-        for segment_base in group {
-            if let Some(old) = log.segments.remove(segment_base) {
-                old.delete()?;
+        let last_old = old.last().map_or(base, |(b, _)| *b);
+        let next_base = log.segments.range(last_old + 1..).next().map(|(b, _)| *b);
+        for (segment_base, _) in &old {
+            if let Some(segment) = log.segments.remove(segment_base) {
+                segment.delete()?;
             }
         }
         // The deletions must be durable before the swap file takes the first one's name.
@@ -641,10 +904,15 @@ impl<C: ThrottleClock> Cleaner<C> {
         self.maybe_crash(CrashPoint::AfterOldSegmentsDeleted)?;
         let final_path = offset_file_path(&dir, base, LOG_FILE_SUFFIX);
         std::fs::rename(&swap_path, &final_path).map_err(|e| LogError::io(&final_path, e))?;
+        // The index files (fsynced when prepared) follow only now: next to the old segment's
+        // data they would have described the wrong file.
+        cleaned.take_final_names(&dir)?;
         // The segment is the log's again under its own name; a crash must not revert that.
         fsync_dir(&dir).map_err(|e| LogError::io(&dir, e))?;
-        let segment = Segment::open_rebuilding_indexes(&dir, base, &log.config, now_ms, next_base)?;
-        log.segments.insert(base, segment);
+        if let Some(next) = next_base {
+            cleaned.set_next_offset_bound(next);
+        }
+        log.segments.insert(base, cleaned);
         Ok(())
     }
 
@@ -664,27 +932,33 @@ fn suffixed(dir: &Path, base: i64, suffix: &str) -> PathBuf {
 /// Kafka's `groupSegmentsBySize`: consecutive segments below `end_offset` whose total size fits
 /// `segment.bytes`, whose index entries fit `segment.index.bytes`, and whose offsets fit one
 /// segment's 32-bit relative offsets.
-fn group_segments(log: &Log, end_offset: i64, first_uncleanable: i64) -> Vec<Vec<i64>> {
-    let segments: Vec<&Segment> = log
+fn group_segments(
+    snapshot: &CleaningSnapshot,
+    end_offset: i64,
+    first_uncleanable: i64,
+) -> Vec<Vec<&SegmentView>> {
+    let segments: Vec<&SegmentView> = snapshot
         .segments
-        .values()
+        .iter()
         .filter(|s| s.base_offset() < end_offset)
         .collect();
-    let all: Vec<i64> = log.segments.keys().copied().collect();
-    let max_size = u64::from(log.config.segment_bytes);
-    let max_index = u64::from(log.config.segment_index_bytes);
-    let index_bytes = |s: &Segment| {
+    let max_size = u64::from(snapshot.config.segment_bytes);
+    let max_index = u64::from(snapshot.config.segment_index_bytes);
+    let index_bytes = |s: &SegmentView| {
+        let (offsets, times) = s.index_entries();
         (
-            s.offset_index().len() as u64 * crate::offset_index::OFFSET_INDEX_ENTRY_SIZE as u64,
-            s.time_index().len() as u64 * crate::time_index::TIME_INDEX_ENTRY_SIZE as u64,
+            offsets as u64 * crate::offset_index::OFFSET_INDEX_ENTRY_SIZE as u64,
+            times as u64 * crate::time_index::TIME_INDEX_ENTRY_SIZE as u64,
         )
     };
-    // Last offset a segment may hold: before the next segment, or before the uncleanable part.
-    let last_offset_of = |s: &Segment| {
-        let next = all
+    // Last offset a segment may hold: before the next segment, or before the uncleanable part
+    // (the snapshot holds every segment below it).
+    let last_offset_of = |s: &SegmentView| {
+        let next = snapshot
+            .segments
             .iter()
-            .find(|&&b| b > s.base_offset())
-            .copied()
+            .map(SegmentView::base_offset)
+            .find(|&b| b > s.base_offset())
             .unwrap_or(first_uncleanable);
         next.min(first_uncleanable.max(s.base_offset() + 1)) - 1
     };
@@ -692,7 +966,7 @@ fn group_segments(log: &Log, end_offset: i64, first_uncleanable: i64) -> Vec<Vec
     let mut i = 0;
     while i < segments.len() {
         let first = segments[i];
-        let mut group = vec![first.base_offset()];
+        let mut group = vec![first];
         let mut size = first.size();
         let (mut offset_index, mut time_index) = index_bytes(first);
         i += 1;
@@ -706,7 +980,7 @@ fn group_segments(log: &Log, end_offset: i64, first_uncleanable: i64) -> Vec<Vec
             if !fits {
                 break;
             }
-            group.push(next.base_offset());
+            group.push(next);
             size += next.size();
             offset_index += o;
             time_index += t;

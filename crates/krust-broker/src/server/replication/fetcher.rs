@@ -788,7 +788,12 @@ impl Fetcher {
                 })
             }
             .map(|end| (end, p.log().leader_epoch_cache().latest_epoch()))
+            .map(|r| (r, p.take_roll_flush()))
         };
+        let result = result.map(|(r, flush)| {
+            crate::server::replica_manager::schedule_roll_flush(&partition, flush);
+            r
+        });
         match result {
             Ok((end, epoch)) => {
                 let truncated = diverging.is_some();
