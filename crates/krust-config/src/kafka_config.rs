@@ -189,6 +189,16 @@ impl KafkaConfig {
         self.value(name).as_ref().and_then(T::from_config_value)
     }
 
+    /// [`Self::get`], or `default` where that is `None` (a null default, or a value that does
+    /// not fit `T`).
+    ///
+    /// # Panics
+    /// If `name` is not a `KafkaConfig` key.
+    #[must_use]
+    pub fn get_or<T: FromConfigValue>(&self, name: &str, default: T) -> T {
+        self.get(name).unwrap_or(default)
+    }
+
     /// A key Kafka does not define (a krust addition such as `metrics.port`), parsed as `kind`.
     ///
     /// # Errors

@@ -62,15 +62,8 @@ impl LogCleanerSettings {
     /// From the validated `server.properties` (unset keys: Kafka's defaults).
     #[must_use]
     pub fn from_config(properties: &krust_config::KafkaConfig) -> Self {
-        fn get<T: krust_config::FromConfigValue>(
-            c: &krust_config::KafkaConfig,
-            key: &str,
-            default: T,
-        ) -> T {
-            c.get(key).unwrap_or(default)
-        }
         let d = LogCleanerSettings::default();
-        let threads: i64 = get(properties, "log.cleaner.threads", 1);
+        let threads: i64 = properties.get_or("log.cleaner.threads", 1);
         if threads > 1 {
             warn!(
                 threads,
@@ -78,26 +71,20 @@ impl LogCleanerSettings {
             );
         }
         LogCleanerSettings {
-            enable: get(properties, "log.cleaner.enable", d.enable),
-            backoff_ms: get(properties, "log.cleaner.backoff.ms", d.backoff_ms),
+            enable: properties.get_or("log.cleaner.enable", d.enable),
+            backoff_ms: properties.get_or("log.cleaner.backoff.ms", d.backoff_ms),
             cleaner: CleanerConfig {
-                dedupe_buffer_size: get(
-                    properties,
+                dedupe_buffer_size: properties.get_or(
                     "log.cleaner.dedupe.buffer.size",
                     d.cleaner.dedupe_buffer_size,
                 ),
-                io_buffer_load_factor: get(
-                    properties,
+                io_buffer_load_factor: properties.get_or(
                     "log.cleaner.io.buffer.load.factor",
                     d.cleaner.io_buffer_load_factor,
                 ),
-                io_buffer_size: get(
-                    properties,
-                    "log.cleaner.io.buffer.size",
-                    d.cleaner.io_buffer_size,
-                ),
-                io_max_bytes_per_second: get(
-                    properties,
+                io_buffer_size: properties
+                    .get_or("log.cleaner.io.buffer.size", d.cleaner.io_buffer_size),
+                io_max_bytes_per_second: properties.get_or(
                     "log.cleaner.io.max.bytes.per.second",
                     d.cleaner.io_max_bytes_per_second,
                 ),

@@ -102,7 +102,7 @@ impl BrokerConfig {
     /// If `key` is not a `KafkaConfig` key (a bug in krust).
     #[must_use]
     pub fn prop<T: krust_config::FromConfigValue>(&self, key: &str, default: T) -> T {
-        self.static_config.get(key).unwrap_or(default)
+        self.static_config.get_or(key, default)
     }
 
     /// `server.properties` as written (Kafka's `originals`), for DescribeConfigs and the

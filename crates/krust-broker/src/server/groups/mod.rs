@@ -100,50 +100,32 @@ impl GroupCoordinatorSettings {
     /// From the validated `server.properties` (unset keys: Kafka's defaults).
     #[must_use]
     pub fn from_config(properties: &krust_config::KafkaConfig) -> Self {
-        fn get<T: krust_config::FromConfigValue>(
-            c: &krust_config::KafkaConfig,
-            key: &str,
-            default: T,
-        ) -> T {
-            c.get(key).unwrap_or(default)
-        }
         let d = GroupCoordinatorSettings::default();
         let g = &d.group;
-        let num_partitions = get(
-            properties,
+        let num_partitions = properties.get_or(
             "offsets.topic.num.partitions",
             g.offsets_topic_num_partitions,
         );
         let group = GroupConfig {
-            group_min_session_timeout_ms: get(
-                properties,
+            group_min_session_timeout_ms: properties.get_or(
                 "group.min.session.timeout.ms",
                 g.group_min_session_timeout_ms,
             ),
-            group_max_session_timeout_ms: get(
-                properties,
+            group_max_session_timeout_ms: properties.get_or(
                 "group.max.session.timeout.ms",
                 g.group_max_session_timeout_ms,
             ),
-            group_initial_rebalance_delay_ms: get(
-                properties,
+            group_initial_rebalance_delay_ms: properties.get_or(
                 "group.initial.rebalance.delay.ms",
                 g.group_initial_rebalance_delay_ms,
             ),
-            group_max_size: get(properties, "group.max.size", g.group_max_size),
-            offset_metadata_max_bytes: get(
-                properties,
-                "offset.metadata.max.bytes",
-                g.offset_metadata_max_bytes,
-            ),
-            offsets_retention_ms: get(
-                properties,
-                "offsets.retention.minutes",
-                g.offsets_retention_ms / 60_000,
-            )
-            .saturating_mul(60_000),
-            offsets_retention_check_interval_ms: get(
-                properties,
+            group_max_size: properties.get_or("group.max.size", g.group_max_size),
+            offset_metadata_max_bytes: properties
+                .get_or("offset.metadata.max.bytes", g.offset_metadata_max_bytes),
+            offsets_retention_ms: properties
+                .get_or("offsets.retention.minutes", g.offsets_retention_ms / 60_000)
+                .saturating_mul(60_000),
+            offsets_retention_check_interval_ms: properties.get_or(
                 "offsets.retention.check.interval.ms",
                 g.offsets_retention_check_interval_ms,
             ),
@@ -157,26 +139,16 @@ impl GroupCoordinatorSettings {
         };
         GroupCoordinatorSettings {
             group,
-            offsets_topic_replication_factor: get(
-                properties,
+            offsets_topic_replication_factor: properties.get_or(
                 "offsets.topic.replication.factor",
                 d.offsets_topic_replication_factor,
             ),
-            offsets_topic_segment_bytes: get(
-                properties,
-                "offsets.topic.segment.bytes",
-                d.offsets_topic_segment_bytes,
-            ),
-            offsets_load_buffer_size: get(
-                properties,
-                "offsets.load.buffer.size",
-                d.offsets_load_buffer_size,
-            ),
-            offsets_commit_timeout_ms: get(
-                properties,
-                "offsets.commit.timeout.ms",
-                d.offsets_commit_timeout_ms,
-            ),
+            offsets_topic_segment_bytes: properties
+                .get_or("offsets.topic.segment.bytes", d.offsets_topic_segment_bytes),
+            offsets_load_buffer_size: properties
+                .get_or("offsets.load.buffer.size", d.offsets_load_buffer_size),
+            offsets_commit_timeout_ms: properties
+                .get_or("offsets.commit.timeout.ms", d.offsets_commit_timeout_ms),
         }
     }
 
