@@ -21,7 +21,8 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_config::{
-    ConfigKind, TopicValidationDefaults, validate_dynamic_broker_configs, validate_topic_configs,
+    ConfigDefEntry, ConfigKind, TopicValidationDefaults, validate_dynamic_broker_configs,
+    validate_topic_configs,
 };
 use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
 use krust_metadata::records::{ConfigRecord, MetadataRecord};
@@ -237,7 +238,8 @@ fn replace_resource(
             all.insert(key.to_owned(), v.to_owned());
         }
     }
-    validate_resource(image, &resource, &all, defaults)?;
+    let changed: BTreeSet<&str> = wanted.keys().copied().collect();
+    validate_resource(image, &resource, &all, &changed, defaults)?;
     Ok(records)
 }
 
@@ -297,11 +299,15 @@ fn check_resource_name(resource: &ConfigResource) -> Result<(), ControllerError>
 }
 
 /// Kafka's `validateAlterConfig` on the resource's whole resulting config set `all`: the name,
-/// the values, then that the resource exists (`ConfigResourceExistenceChecker`).
+/// the values, then that the resource exists (`ConfigResourceExistenceChecker`). A broker
+/// resource's check looks at the `changed` keys only: like a Kafka broker, which ignores stored
+/// dynamic values it would refuse (`fromPersistentProps`), an earlier bad value does not block
+/// a later change.
 fn validate_resource(
     image: &MetadataImage,
     resource: &ConfigResource,
     all: &BTreeMap<String, String>,
+    changed: &BTreeSet<&str>,
     defaults: &TopicValidationDefaults,
 ) -> Result<(), ControllerError> {
     check_resource_name(resource)?;
@@ -314,7 +320,12 @@ fn validate_resource(
             });
         }
     } else {
-        validate_dynamic_broker_configs(all, !resource.name.is_empty())
+        let changed_values: BTreeMap<String, String> = all
+            .iter()
+            .filter(|(k, _)| changed.contains(k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        validate_dynamic_broker_configs(&changed_values, !resource.name.is_empty())
             .map_err(|e| ControllerError::InvalidRequest { reason: e.message })?;
         if !resource.name.is_empty() {
             // `check_resource_name` proved it parses.
@@ -329,24 +340,23 @@ fn validate_resource(
     Ok(())
 }
 
-/// Whether APPEND and SUBTRACT apply to `key` (`KafkaConfigSchema.isSplittable`: LIST-typed).
-fn is_splittable(resource_type: ConfigResourceType, key: &str) -> bool {
-    let def = if resource_type == ConfigResourceType::TOPIC {
-        krust_config::topic_def(key)
-    } else {
-        krust_config::broker_def(key)
-    };
-    def.is_some_and(|d| d.kind == ConfigKind::List)
-}
-
-/// `getParts`: the current value's items, Kafka's default when unset, empty items dropped.
-fn list_parts(resource_type: ConfigResourceType, key: &str, value: Option<&str>) -> Vec<String> {
-    let default = if resource_type == ConfigResourceType::TOPIC {
+/// Kafka's definition of `key` for a resource of `resource_type` (`KafkaConfigSchema`).
+fn def_of(resource_type: ConfigResourceType, key: &str) -> Option<&'static ConfigDefEntry> {
+    if resource_type == ConfigResourceType::TOPIC {
         krust_config::topic_def(key)
     } else {
         krust_config::broker_def(key)
     }
-    .and_then(|d| d.default);
+}
+
+/// Whether APPEND and SUBTRACT apply to `key` (`KafkaConfigSchema.isSplittable`: LIST-typed).
+fn is_splittable(resource_type: ConfigResourceType, key: &str) -> bool {
+    def_of(resource_type, key).is_some_and(|d| d.kind == ConfigKind::List)
+}
+
+/// `getParts`: the current value's items, Kafka's default when unset, empty items dropped.
+fn list_parts(resource_type: ConfigResourceType, key: &str, value: Option<&str>) -> Vec<String> {
+    let default = def_of(resource_type, key).and_then(|d| d.default);
     value
         .or(default)
         .map(|v| {
@@ -434,6 +444,7 @@ fn alter_resource(
             ));
         }
     }
-    validate_resource(image, &config_resource, &all, defaults)?;
+    let changed: BTreeSet<&str> = resource.configs.iter().map(|c| c.name.as_str()).collect();
+    validate_resource(image, &config_resource, &all, &changed, defaults)?;
     Ok(records)
 }

@@ -26,7 +26,6 @@ use krust_net::error_codes::{INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_SERVER_ERR
 /// `ConfigResource.Type` ids.
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
-const BROKER_LOGGER: i8 = 8;
 const CLIENT_METRICS: i8 = 16;
 
 /// `AlterConfigOp.OpType` ids.
@@ -104,12 +103,8 @@ fn preprocess_resource(
             validate_broker_change(broker, name, ops, incremental).err()
         }
         TOPIC | CLIENT_METRICS => None,
-        // krust does not serve BROKER_LOGGER (log4j levels); Kafka's legacy AlterConfigs
-        // refuses it the same way.
-        BROKER_LOGGER if incremental => Some(refuse(
-            INVALID_REQUEST,
-            format!("Unknown resource type {resource_type}"),
-        )),
+        // Including BROKER_LOGGER (8): krust does not serve log4j levels, and Kafka's legacy
+        // AlterConfigs refuses it the same way.
         other => Some(refuse(
             INVALID_REQUEST,
             format!("Unknown resource type {other}"),
