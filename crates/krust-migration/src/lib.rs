@@ -1,0 +1,18 @@
+//! krust-migration: the KIP-866 ZooKeeper → KRaft migration, sans-IO.
+//!
+//! # Layout
+//!
+//! - [`state`]: Kafka's `MigrationDriverState` (9 states, legal transitions) and
+//!   `ZkMigrationLeadershipState` (the `/migration` znode's content plus versions).
+//! - [`driver`]: the driver — events in (leader change, published image/delta, ZooKeeper
+//!   results, timer), actions out (fenced ZooKeeper multi-ops, record batches to append in a
+//!   metadata transaction, RPCs to ZooKeeper-mode brokers).
+//! - [`reader`]: ZooKeeper → records (the initial copy, in Kafka's order and batching).
+//! - [`writer`]: KRaft image/delta → ZooKeeper operations (dual-write and full reconciliation).
+//! - [`propagator`]: UpdateMetadata / LeaderAndIsr / StopReplica for ZooKeeper-mode brokers.
+
+pub mod driver;
+pub mod propagator;
+pub mod reader;
+pub mod state;
+pub mod writer;

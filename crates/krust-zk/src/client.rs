@@ -1,0 +1,1 @@
+//! The async ZooKeeper client (owned by the client work; see the crate doc).

@@ -1,0 +1,1 @@
+//! Kafka's znode model (owned by the model work; see the crate doc).
