@@ -10,12 +10,17 @@
 //!   (versions, atomic multi-ops, sequential and ephemeral nodes): the fake ZooKeeper of
 //!   deterministic tests, and the snapshot of a real ensemble's subtrees that the migration
 //!   reads.
+//! - [`backend`]: [`backend::ZkBackend`], what the migration needs from an ensemble (get,
+//!   exists, children, one op, multi-op), implemented by the real client and by
+//!   [`backend::MemZk`] (a shared [`tree::ZkTree`] with injectable outages);
+//!   [`backend::read_tree`] reads subtrees through any backend.
 //! - [`model`]: Kafka's znodes — every path and JSON version of facts §6.9, URL-sanitized
 //!   names, `<default>` entities, config-change and ACL-change notifications, encrypted password
 //!   configs.
 //! - [`client`]: the async client over a real ensemble (sessions, multi-ops, versions,
 //!   watches), and reading a set of subtrees into a [`tree::ZkTree`].
 
+pub mod backend;
 pub mod client;
 pub mod model;
 pub mod ops;
