@@ -67,6 +67,13 @@ pub enum ControllerError {
         /// The broker's highest supported level.
         max: i16,
     },
+    /// Records of the ZooKeeper migration's copy that do not fit the metadata image (bad
+    /// ZooKeeper data). Remedy: fix the znode the reason names; the copy is redone.
+    #[error("Invalid ZooKeeper migration records: {reason}")]
+    InvalidMigrationRecords {
+        /// What did not fit.
+        reason: String,
+    },
     /// The registration is malformed in a way Kafka reports as `INVALID_REGISTRATION` (log
     /// directories, listeners). Remedy: fix the broker's configuration.
     #[error("{reason}")]
@@ -237,6 +244,7 @@ impl ControllerError {
                 ResponseError::UnsupportedVersion
             }
             Self::InvalidRegistration { .. } => ResponseError::Unknown(INVALID_REGISTRATION),
+            Self::InvalidMigrationRecords { .. } => ResponseError::UnknownServerError,
             Self::BrokerIdNotRegistered { .. } => ResponseError::BrokerIdNotRegistered,
             Self::StaleBrokerEpoch { .. } | Self::UnknownBrokerEpoch { .. } => {
                 ResponseError::StaleBrokerEpoch
@@ -312,3 +320,9 @@ mod tests {
         }
     }
 }
+
+/// Why a controller cannot become active on this log (Kafka's `ActivationRecordsGenerator`
+/// throws, and the fatal fault handler stops the process). The message is Kafka's.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{0}")]
+pub struct ActivationError(pub String);

@@ -38,8 +38,9 @@ pub mod quorum_controller;
 pub mod registration;
 pub mod topic_names;
 
+pub use error::ActivationError;
 pub use error::ControllerError;
 pub use quorum_controller::{
-    CommittedBatch, ControllerAction, ControllerRequest, ControllerResponse, QuorumController,
-    QuorumControllerConfig, RequestId,
+    CommittedBatch, ControllerAction, ControllerRequest, ControllerResponse,
+    MigrationBatchCommitted, QuorumController, QuorumControllerConfig, RequestId,
 };

@@ -59,6 +59,7 @@ fn config(node_id: i32) -> QuorumControllerConfig {
         unclean_leader_election_interval_ms: 300_000,
         leader_imbalance_check_interval_ms: Some(300_000),
         topic_validation_defaults: krust_config::TopicValidationDefaults::default(),
+        zk_migration_enabled: false,
     }
 }
 
@@ -98,7 +99,9 @@ impl Sim {
             responses: BTreeMap::new(),
             epochs: BTreeMap::new(),
         };
-        sim.controllers[0].handle_leader_change(now, true, 1, 0);
+        sim.controllers[0]
+            .handle_leader_change(now, true, 1, 0)
+            .expect("activation");
         sim.drain();
         sim.commit_all();
         sim
@@ -807,7 +810,9 @@ fn failover_fails_uncommitted_requests_and_the_new_controller_resumes_from_its_i
             .is_some()
     );
     sim.log.truncate(sim.committed); // the new leader's log does not have it
-    sim.controllers[0].handle_leader_change(sim.now, false, 2, 0);
+    sim.controllers[0]
+        .handle_leader_change(sim.now, false, 2, 0)
+        .expect("activation");
     sim.drain();
     match sim.responses.remove(&id) {
         Some(ControllerResponse::CreateTopics(r)) => assert_eq!(r.topics[0].error_code, 41),
@@ -830,7 +835,9 @@ fn failover_fails_uncommitted_requests_and_the_new_controller_resumes_from_its_i
     sim.epoch = 2;
     sim.active = 1;
     let end = sim.log_end();
-    sim.controllers[1].handle_leader_change(sim.now, true, 2, end);
+    sim.controllers[1]
+        .handle_leader_change(sim.now, true, 2, end)
+        .expect("activation");
     sim.drain();
     assert_eq!(sim.log_end(), end, "no bootstrap on a non-empty log");
     for (&broker, &epoch) in &epochs {
@@ -1145,13 +1152,17 @@ fn random_operations_keep_the_invariants() {
                 _ => {
                     if rng.gen_bool(0.2) {
                         let old = sim.active;
-                        sim.controllers[old].handle_leader_change(sim.now, false, sim.epoch, 0);
+                        sim.controllers[old]
+                            .handle_leader_change(sim.now, false, sim.epoch, 0)
+                            .expect("activation");
                         sim.drain();
                         sim.epoch += 1;
                         sim.active = 1 - old;
                         let end = sim.log_end();
                         let epoch = sim.epoch;
-                        sim.controllers[sim.active].handle_leader_change(sim.now, true, epoch, end);
+                        sim.controllers[sim.active]
+                            .handle_leader_change(sim.now, true, epoch, end)
+                            .expect("activation");
                         sim.drain();
                         sim.commit_all();
                     }
@@ -1398,7 +1409,9 @@ fn a_controller_loaded_from_a_snapshot_activates_without_bootstrapping() {
         .expect("loads");
     assert_eq!(restored.image().topics, image.topics);
     assert_eq!(restored.image().cluster, image.cluster);
-    restored.handle_leader_change(sim.now, true, 2, sim.log_end());
+    restored
+        .handle_leader_change(sim.now, true, 2, sim.log_end())
+        .expect("activation");
     assert_eq!(restored.poll_action(), None, "no bootstrap over a snapshot");
     assert!(
         restored.sessions().broker_epoch(1).is_some(),

@@ -59,13 +59,14 @@ use krust_metadata::image::topics::{LeaderRecoveryState, PartitionRegistration};
 use krust_metadata::kafka_uuid::{
     DIRECTORY_ID_MIGRATING, DIRECTORY_ID_UNASSIGNED, random_kafka_uuid,
 };
+use krust_metadata::metadata_version::MetadataVersion;
 use krust_metadata::records::{
-    BeginTransactionRecord, ConfigRecord, EndTransactionRecord, MetadataRecord, NoOpRecord,
-    PartitionRecord, RemoveTopicRecord, TopicRecord, ZkMigrationStateRecord,
+    AbortTransactionRecord, BeginTransactionRecord, ConfigRecord, EndTransactionRecord,
+    MetadataRecord, NoOpRecord, PartitionRecord, RemoveTopicRecord, TopicRecord,
+    ZkMigrationStateRecord,
 };
 use krust_metadata::{
-    ApiMessageAndVersion, BootstrapMetadata, MetadataDelta, MetadataImage, MetadataProvenance,
-    ReplayError,
+    ApiMessageAndVersion, BootstrapMetadata, MetadataImage, MetadataProvenance, ReplayError,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -73,7 +74,7 @@ use tracing::{info, warn};
 use uuid::Uuid;
 
 use crate::configs::{incremental_alter_configs, legacy_alter_configs};
-use crate::error::ControllerError;
+use crate::error::{ActivationError, ControllerError};
 use crate::features::{FeatureContext, NodeFeatures, update_features};
 use crate::heartbeat::{
     BrokerControlState, BrokerHeartbeatManager, HeartbeatConfig, PartitionWork,
@@ -90,6 +91,9 @@ pub use krust_config::TopicValidationDefaults;
 mod replication;
 mod responses;
 mod topics;
+mod transactions;
+
+use transactions::{OpenTransaction, replay_records};
 
 pub use responses::top_level_error;
 use responses::{error_response, refusal};
@@ -113,6 +117,8 @@ pub const UNCLEAN_LEADER_ELECTION_ENABLE: &str = "unclean.leader.election.enable
 pub const LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS_DEFAULT: u64 = 300;
 /// `BeginTransactionRecord.Name` of the bootstrap transaction.
 const BOOTSTRAP_TRANSACTION_NAME: &str = "Bootstrap records";
+/// `AbortTransactionRecord.Reason` of a transaction a new active controller finds open.
+const FAILOVER_ABORT_REASON: &str = "Controller failover";
 
 /// The controller's settings (Kafka's names and defaults).
 #[derive(Debug, Clone)]
@@ -143,6 +149,10 @@ pub struct QuorumControllerConfig {
     /// The broker-level log settings topic configs are validated together with
     /// (`KafkaConfig.extractLogConfigMap` in Kafka's `ControllerConfigurationValidator`).
     pub topic_validation_defaults: TopicValidationDefaults,
+    /// `zookeeper.metadata.migration.enable`: this controller takes part in a KIP-866
+    /// migration (activation writes PRE_MIGRATION on an empty log; ZooKeeper-mode brokers may
+    /// register).
+    pub zk_migration_enabled: bool,
 }
 
 /// One committed batch from the Raft listener.
@@ -202,6 +212,9 @@ pub enum ControllerRequest {
         /// Its API version.
         version: i16,
     },
+    /// Records of the ZooKeeper migration's initial copy (Kafka's `MigrationRecordConsumer`),
+    /// written as one atomic batch. Runs in PRE_MIGRATION; answered once committed.
+    MigrationRecords(Vec<ApiMessageAndVersion>),
 }
 
 /// The answer to a [`ControllerRequest`].
@@ -233,6 +246,17 @@ pub enum ControllerResponse {
     AllocateProducerIds(AllocateProducerIdsResponse),
     /// UpdateFeatures.
     UpdateFeatures(UpdateFeaturesResponse),
+    /// The migration batch is committed: where it ended, or why it was refused.
+    MigrationRecords(Result<MigrationBatchCommitted, ControllerError>),
+}
+
+/// Where a committed migration batch ended (the `/migration` znode records it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MigrationBatchCommitted {
+    /// Offset of the batch's last record.
+    pub last_offset: i64,
+    /// The leader epoch it was written in.
+    pub epoch: i32,
 }
 
 /// Identifies a request until its response comes out of [`QuorumController::poll_action`].
@@ -318,6 +342,10 @@ pub struct QuorumController {
     active: Option<ActiveState>,
     actions: VecDeque<ControllerAction>,
     next_request_id: u64,
+    /// The transaction open in the committed log.
+    committed_transaction: Option<OpenTransaction>,
+    /// The transaction open in `image` (the committed one, or one this controller opened).
+    image_transaction: Option<OpenTransaction>,
 }
 
 impl QuorumController {
@@ -336,7 +364,29 @@ impl QuorumController {
             active: None,
             actions: VecDeque::new(),
             next_request_id: 0,
+            committed_transaction: None,
+            image_transaction: None,
         }
+    }
+
+    /// `zookeeper.metadata.migration.enable` on this controller (sent as `ZkMigrationReady`
+    /// in its ControllerRegistration).
+    #[must_use]
+    pub fn zk_migration_enabled(&self) -> bool {
+        self.config.zk_migration_enabled
+    }
+
+    /// The cluster-wide ZooKeeper migration state of the image (with this controller's own
+    /// writes).
+    #[must_use]
+    pub fn zk_migration_state(&self) -> ZkMigrationState {
+        self.image.features.zk_migration_state
+    }
+
+    /// Offset of the `BeginTransactionRecord` of the transaction open in the committed log.
+    #[must_use]
+    pub fn open_transaction_offset(&self) -> Option<i64> {
+        self.committed_transaction.as_ref().map(|t| t.start_offset)
     }
 
     /// The image, including this controller's uncommitted writes while active.
@@ -395,12 +445,15 @@ impl QuorumController {
             self.committed_offset
         );
         let last_offset = batch.last_offset();
-        let provenance = MetadataProvenance::new(last_offset, batch.epoch, 0);
-        let mut delta = MetadataDelta::new(&self.committed_image);
-        for record in &batch.records {
-            delta.replay(&record.record)?;
-        }
-        self.committed_image = delta.apply(provenance);
+        let (image, aborted) = replay_records(
+            &self.committed_image,
+            &mut self.committed_transaction,
+            batch.base_offset,
+            batch.epoch,
+            &batch.records,
+            |_, _| {},
+        )?;
+        self.committed_image = image;
         self.committed_offset = last_offset;
         let own_write = self
             .active
@@ -422,11 +475,16 @@ impl QuorumController {
                 batch.base_offset
             );
             // A standby: the image follows the log.
-            for (i, record) in batch.records.iter().enumerate() {
-                let offset = batch.base_offset + i64::try_from(i).unwrap_or(i64::MAX);
-                self.sessions.replay(now, &record.record, offset);
-            }
             self.image = self.committed_image.clone();
+            self.image_transaction = self.committed_transaction.clone();
+            if aborted {
+                self.rebuild_sessions(now);
+            } else {
+                for (i, record) in batch.records.iter().enumerate() {
+                    let offset = batch.base_offset + i64::try_from(i).unwrap_or(i64::MAX);
+                    self.sessions.replay(now, &record.record, offset);
+                }
+            }
         }
         Ok(())
     }
@@ -453,6 +511,9 @@ impl QuorumController {
         self.committed_offset = provenance.last_contained_offset;
         self.committed_image = image.clone();
         self.image = image;
+        // A snapshot holds committed, stable state only.
+        self.committed_transaction = None;
+        self.image_transaction = None;
         self.rebuild_sessions(now);
         Ok(())
     }
@@ -460,13 +521,23 @@ impl QuorumController {
     /// This node became the active controller in `epoch` (with the log ending before
     /// `log_end_offset`), or stopped being it (`is_active == false`). Losing leadership fails
     /// every pending request with `NOT_CONTROLLER` and drops uncommitted state.
+    ///
+    /// Activation writes Kafka's activation records: the bootstrap on an empty log (with the
+    /// ZooKeeper migration state), an `AbortTransactionRecord` for a transaction left open by
+    /// the previous leader, `POST_MIGRATION` when a migrated cluster's controller runs without
+    /// `zookeeper.metadata.migration.enable` (finalization).
+    ///
+    /// # Errors
+    /// The log and this controller's settings cannot go together (Kafka's
+    /// `ActivationRecordsGenerator` refusals, e.g. migration enabled on a cluster created in
+    /// KRaft mode); the caller must stop the process. Nothing was written.
     pub fn handle_leader_change(
         &mut self,
         now: Instant,
         is_active: bool,
         epoch: i32,
         log_end_offset: i64,
-    ) {
+    ) -> Result<(), ActivationError> {
         if let Some(previous) = self.active.take() {
             warn!(epoch = previous.epoch, "controller no longer active");
             for pending in previous.pending {
@@ -478,16 +549,18 @@ impl QuorumController {
             }
             self.sessions.deactivate();
             self.image = self.committed_image.clone();
+            self.image_transaction = self.committed_transaction.clone();
             self.rebuild_sessions(now);
         }
         if !is_active {
-            return;
+            return Ok(());
         }
         assert!(
             log_end_offset > self.committed_offset,
             "activated at log end {log_end_offset} before replaying up to {}",
             self.committed_offset
         );
+        let activation = self.activation_records()?;
         info!(
             node_id = self.config.node_id,
             epoch, log_end_offset, "controller activated"
@@ -503,24 +576,115 @@ impl QuorumController {
             rebalance: RebalanceSchedule::Deferred,
         });
         self.sessions.activate(now);
-        if self.image.is_empty() {
-            let records = self.bootstrap_records();
-            self.write(now, records);
-        }
+        self.write(now, activation);
         self.schedule_noop(now);
         self.schedule_unclean_check(now);
         self.maybe_schedule_rebalance(now);
+        Ok(())
     }
 
-    fn bootstrap_records(&self) -> Vec<ApiMessageAndVersion> {
+    /// What a newly active controller writes first (Kafka's `ActivationRecordsGenerator`).
+    fn activation_records(&self) -> Result<Vec<ApiMessageAndVersion>, ActivationError> {
+        let migration_enabled = self.config.zk_migration_enabled;
+        let open = self.committed_transaction.as_ref();
+        let abort = || {
+            ApiMessageAndVersion::new(
+                MetadataRecord::AbortTransaction(AbortTransactionRecord {
+                    reason: Some(FAILOVER_ABORT_REASON.to_owned()),
+                    ..AbortTransactionRecord::default()
+                }),
+                0,
+            )
+        };
+        if self.image.is_empty() && open.is_none() {
+            return self.bootstrap_records(Vec::new());
+        }
+        if let Some(open) = open
+            && open.image_before.is_empty()
+        {
+            // A bootstrap transaction the previous leader did not finish: abort it and write
+            // the bootstrap again.
+            let mv = self.config.bootstrap.metadata_version();
+            if !mv.is_metadata_transaction_supported() {
+                return Err(ActivationError(format!(
+                    "Detected partial bootstrap records transaction at {}, but the metadata.version {mv} does not support transactions. Cannot continue.",
+                    open.start_offset
+                )));
+            }
+            warn!(
+                offset = open.start_offset,
+                "aborting a partial bootstrap records transaction and re-appending the bootstrap records"
+            );
+            return self.bootstrap_records(vec![abort()]);
+        }
+        let mv = self.image.metadata_version();
+        let mut records = Vec::new();
+        if let Some(open) = open {
+            if !mv.is_metadata_transaction_supported() {
+                return Err(ActivationError(format!(
+                    "Detected in-progress transaction at offset {}, but the metadata.version {mv} does not support transactions. Cannot continue.",
+                    open.start_offset
+                )));
+            }
+            warn!(
+                offset = open.start_offset,
+                "aborting in-progress metadata transaction"
+            );
+            records.push(abort());
+        }
+        // The state once the abort is applied.
+        let state = open.map_or(self.image.features.zk_migration_state, |o| {
+            o.image_before.features.zk_migration_state
+        });
+        if migration_enabled && !mv.is_migration_supported() {
+            return Err(ActivationError(format!(
+                "Should not have ZK migrations enabled on a cluster running metadata.version {mv}"
+            )));
+        }
+        if mv.is_migration_supported() {
+            match state {
+                ZkMigrationState::None if migration_enabled => {
+                    return Err(ActivationError(
+                        "Should not have ZK migrations enabled on a cluster that was created in KRaft mode.".to_owned(),
+                    ));
+                }
+                ZkMigrationState::Migration if !migration_enabled => {
+                    info!(
+                        "Completing the ZK migration since this controller was configured with 'zookeeper.metadata.migration.enable' set to 'false'."
+                    );
+                    records.push(migration_state_record(ZkMigrationState::PostMigration));
+                }
+                ZkMigrationState::Migration => info!(
+                    "Staying in ZK migration mode since 'zookeeper.metadata.migration.enable' is still 'true'."
+                ),
+                ZkMigrationState::PostMigration if migration_enabled => info!(
+                    "Ignoring 'zookeeper.metadata.migration.enable' value of 'true' since the ZK migration has been completed."
+                ),
+                _ => {}
+            }
+        }
+        Ok(records)
+    }
+
+    /// The bootstrap records of an empty log, after `prefix` (an abort of a partial bootstrap).
+    fn bootstrap_records(
+        &self,
+        prefix: Vec<ApiMessageAndVersion>,
+    ) -> Result<Vec<ApiMessageAndVersion>, ActivationError> {
         let bootstrap = &self.config.bootstrap;
         let mv = bootstrap.metadata_version();
+        let migration_enabled = self.config.zk_migration_enabled;
+        if migration_enabled && !mv.is_metadata_transaction_supported() {
+            return Err(ActivationError(format!(
+                "The bootstrap metadata.version {mv} does not support ZK migrations. Cannot continue with ZK migrations enabled."
+            )));
+        }
         info!(
             metadata_version = %mv,
             source = bootstrap.source(),
             "writing bootstrap records to an empty log"
         );
-        let mut records = Vec::new();
+        let mut records = prefix;
         let transaction = mv.is_metadata_transaction_supported();
         if transaction {
             records.push(ApiMessageAndVersion::new(
@@ -532,22 +696,23 @@ impl QuorumController {
             ));
         }
         records.extend(bootstrap.records().iter().cloned());
-        if mv.is_migration_supported() {
-            records.push(ApiMessageAndVersion::new(
-                MetadataRecord::ZkMigrationState(ZkMigrationStateRecord {
-                    zk_migration_state: ZkMigrationState::None.value(),
-                    ..ZkMigrationStateRecord::default()
-                }),
-                0,
-            ));
-        }
+        // Kafka 3.9 writes the migration state of a new log only at metadata.versions with
+        // transactions (the minimum for a new migration).
         if transaction {
+            if migration_enabled {
+                info!(
+                    "Putting the controller into pre-migration mode. No metadata updates will be allowed until the ZK metadata has been migrated."
+                );
+                records.push(migration_state_record(ZkMigrationState::PreMigration));
+            } else {
+                records.push(migration_state_record(ZkMigrationState::None));
+            }
             records.push(ApiMessageAndVersion::new(
                 MetadataRecord::EndTransaction(EndTransactionRecord::default()),
                 0,
             ));
         }
-        records
+        Ok(records)
     }
 
     fn schedule_unclean_check(&mut self, now: Instant) {
@@ -591,6 +756,12 @@ impl QuorumController {
             return;
         }
         let mv = self.image.metadata_version();
+        if self.zk_migration_state() == ZkMigrationState::PreMigration {
+            // Only the no-op record runs in pre-migration (Kafka's RUNS_IN_PREMIGRATION): no
+            // fencing, elections or balancing before the ZooKeeper metadata is in the log.
+            self.write_noop_if_due(now, mv);
+            return;
+        }
         for expiry in self.sessions.handle_timeout(now, mv) {
             let mut records =
                 self.partition_work(expiry.broker_id, PartitionWork::RemoveBrokerBefore);
@@ -628,6 +799,11 @@ impl QuorumController {
             }
             self.write(now, records);
         }
+        self.write_noop_if_due(now, mv);
+        self.maybe_schedule_rebalance(now);
+    }
+
+    fn write_noop_if_due(&mut self, now: Instant, mv: MetadataVersion) {
         let due = self
             .active
             .as_ref()
@@ -645,7 +821,6 @@ impl QuorumController {
             }
             self.schedule_noop(now);
         }
-        self.maybe_schedule_rebalance(now);
     }
 
     /// Schedules the automatic preferred-leader balancing pass when some partition's leader
@@ -674,6 +849,18 @@ impl QuorumController {
         let id = RequestId(self.next_request_id);
         self.next_request_id += 1;
         if self.active.is_none() {
+            let response = refusal(&request, &ControllerError::NotController);
+            self.actions
+                .push_back(ControllerAction::Respond { id, response });
+            return id;
+        }
+        if self.zk_migration_state() == ZkMigrationState::PreMigration
+            && !runs_in_premigration(&request)
+        {
+            info!(
+                request = request_name(&request),
+                "Cannot run write operation in pre-migration mode. Returning NOT_CONTROLLER."
+            );
             let response = refusal(&request, &ControllerError::NotController);
             self.actions
                 .push_back(ControllerAction::Respond { id, response });
@@ -734,22 +921,35 @@ impl QuorumController {
         let base_offset = active.next_write_offset;
         let count = i64::try_from(records.len()).expect("a batch fits in i64");
         let last_offset = base_offset + count - 1;
-        let mut delta = MetadataDelta::new(&self.image);
-        for (i, record) in records.iter().enumerate() {
-            // Our own records not fitting our own image is a bug, not bad input.
-            if let Err(error) = delta.replay(&record.record) {
-                panic!("controller wrote a record its image refuses: {error}: {record:?}");
-            }
-            self.sessions.replay(
-                now,
-                &record.record,
-                base_offset + i64::try_from(i).unwrap_or(0),
-            );
+        let epoch = active.epoch;
+        let sessions = &mut self.sessions;
+        let replayed = replay_records(
+            &self.image,
+            &mut self.image_transaction,
+            base_offset,
+            epoch,
+            &records,
+            |offset, record| sessions.replay(now, record, offset),
+        );
+        // Our own records not fitting our own image is a bug, not bad input (migration
+        // records are checked before they get here).
+        let (image, aborted) = match replayed {
+            Ok(done) => done,
+            Err(error) => panic!("controller wrote records its image refuses: {error}"),
+        };
+        self.image = image;
+        if aborted {
+            self.rebuild_sessions(now);
+            self.sessions.activate(now);
         }
-        self.image = delta.apply(MetadataProvenance::new(last_offset, active.epoch, 0));
+        let active = self.active.as_mut().expect("checked above");
         active.next_write_offset = last_offset + 1;
-        for record in &records {
-            track_imbalance(&mut active.imbalanced, &self.image, &record.record);
+        if aborted {
+            active.imbalanced = imbalanced_partitions(&self.image);
+        } else {
+            for record in &records {
+                track_imbalance(&mut active.imbalanced, &self.image, &record.record);
+            }
         }
         self.actions.push_back(ControllerAction::Append {
             epoch: active.epoch,
@@ -784,7 +984,7 @@ impl QuorumController {
             image: &self.image,
             kraft_version: self.config.kraft_version,
             cluster_id: &self.config.cluster_id,
-            zk_migration_enabled: false,
+            zk_migration_enabled: self.config.zk_migration_enabled,
         }
     }
 
@@ -987,6 +1187,28 @@ impl QuorumController {
                     None,
                 )
             }
+            ControllerRequest::MigrationRecords(records) => {
+                // Records read from ZooKeeper: checked against the image before they are
+                // written, so bad ZooKeeper data is refused instead of breaking the log.
+                let mut trial = self.image_transaction.clone();
+                let base = self.next_write_offset();
+                let epoch = self.active.as_ref().map_or(-1, |a| a.epoch);
+                match replay_records(&self.image, &mut trial, base, epoch, records, |_, _| {}) {
+                    Ok(_) => {
+                        let last_offset =
+                            base + i64::try_from(records.len()).unwrap_or(i64::MAX) - 1;
+                        let committed = MigrationBatchCommitted { last_offset, epoch };
+                        (
+                            records.clone(),
+                            Reply::Ready(ControllerResponse::MigrationRecords(Ok(committed))),
+                            None,
+                        )
+                    }
+                    Err(error) => refused(ControllerError::InvalidMigrationRecords {
+                        reason: error.to_string(),
+                    }),
+                }
+            }
             ControllerRequest::AlterPartition(r) => {
                 if let Err(e) = self
                     .sessions
@@ -1100,6 +1322,50 @@ fn track_imbalance(
         imbalanced.remove(&(topic_id, partition_id));
     } else {
         imbalanced.insert((topic_id, partition_id));
+    }
+}
+
+/// A `ZkMigrationStateRecord` for `state`.
+fn migration_state_record(state: ZkMigrationState) -> ApiMessageAndVersion {
+    ApiMessageAndVersion::new(
+        MetadataRecord::ZkMigrationState(ZkMigrationStateRecord {
+            zk_migration_state: state.value(),
+            ..ZkMigrationStateRecord::default()
+        }),
+        0,
+    )
+}
+
+/// The operations Kafka flags `RUNS_IN_PREMIGRATION`: everything else is refused with
+/// NOT_CONTROLLER until the ZooKeeper metadata is in the log.
+fn runs_in_premigration(request: &ControllerRequest) -> bool {
+    matches!(
+        request,
+        ControllerRequest::BrokerRegistration(_)
+            | ControllerRequest::BrokerHeartbeat(_)
+            | ControllerRequest::UnregisterBroker(_)
+            | ControllerRequest::ControllerRegistration(_)
+            | ControllerRequest::MigrationRecords(_)
+    )
+}
+
+/// Kafka's operation name of a request (for logs).
+fn request_name(request: &ControllerRequest) -> &'static str {
+    match request {
+        ControllerRequest::BrokerRegistration(_) => "registerBroker",
+        ControllerRequest::BrokerHeartbeat(_) => "processBrokerHeartbeat",
+        ControllerRequest::UnregisterBroker(_) => "unregisterBroker",
+        ControllerRequest::ControllerRegistration(_) => "registerController",
+        ControllerRequest::CreateTopics(_) => "createTopics",
+        ControllerRequest::DeleteTopics(_) => "deleteTopics",
+        ControllerRequest::AlterPartition(_) => "alterPartition",
+        ControllerRequest::CreatePartitions(_) => "createPartitions",
+        ControllerRequest::ElectLeaders(_) => "electLeaders",
+        ControllerRequest::IncrementalAlterConfigs(_) => "incrementalAlterConfigs",
+        ControllerRequest::AlterConfigs(_) => "legacyAlterConfigs",
+        ControllerRequest::AllocateProducerIds(_) => "allocateProducerIds",
+        ControllerRequest::UpdateFeatures { .. } => "updateFeatures",
+        ControllerRequest::MigrationRecords(_) => "ZK Migration Batch",
     }
 }
 

@@ -6,6 +6,9 @@ use super::*;
 pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> ControllerResponse {
     let (code, message) = error_fields(error);
     match request {
+        ControllerRequest::MigrationRecords(_) => {
+            ControllerResponse::MigrationRecords(Err(error.clone()))
+        }
         ControllerRequest::BrokerRegistration(_) => ControllerResponse::BrokerRegistration(
             BrokerRegistrationResponse::default()
                 .with_error_code(code)
@@ -126,6 +129,9 @@ pub(super) fn error_response(
 ) -> ControllerResponse {
     let code = error.code();
     match response {
+        ControllerResponse::MigrationRecords(_) => {
+            ControllerResponse::MigrationRecords(Err(error.clone()))
+        }
         ControllerResponse::BrokerRegistration(_) => ControllerResponse::BrokerRegistration(
             BrokerRegistrationResponse::default()
                 .with_error_code(code)
@@ -211,6 +217,9 @@ pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
         ControllerResponse::ElectLeaders(r) => r.error_code,
         ControllerResponse::AllocateProducerIds(r) => r.error_code,
         ControllerResponse::UpdateFeatures(r) => r.error_code,
+        ControllerResponse::MigrationRecords(r) => {
+            r.as_ref().err().map_or(0, ControllerError::code)
+        }
         ControllerResponse::CreateTopics(_)
         | ControllerResponse::DeleteTopics(_)
         | ControllerResponse::CreatePartitions(_)

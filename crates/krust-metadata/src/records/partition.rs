@@ -14,7 +14,7 @@ use crate::codec::{
 };
 
 /// A partition's full state.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PartitionRecord {
     /// Partition index.
     pub partition_id: i32,

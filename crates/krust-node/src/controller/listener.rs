@@ -182,6 +182,8 @@ impl ControllerHandler {
             ControllerResponse::AllocateProducerIds(r) => ResponseKind::AllocateProducerIds(r),
             ControllerResponse::UpdateFeatures(r) => ResponseKind::UpdateFeatures(r),
             ControllerResponse::AlterConfigs(r) => ResponseKind::AlterConfigs(r),
+            // Only the migration driver on this node asks for these; never over the wire.
+            ControllerResponse::MigrationRecords(_) => return None,
         })
     }
 

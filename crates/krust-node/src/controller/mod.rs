@@ -113,6 +113,11 @@ pub enum ControllerTaskError {
         #[source]
         source: ReplayError,
     },
+    /// This controller cannot become active on this log with its settings (Kafka's
+    /// activation refusals, e.g. `zookeeper.metadata.migration.enable` on a cluster created
+    /// in KRaft mode): fatal, as Kafka's fault handler makes it.
+    #[error("exception while completing controller activation: {0}")]
+    Activation(#[from] krust_controller::ActivationError),
     /// An installed snapshot could not be read or loaded.
     #[error("loading snapshot {snapshot}: {reason}")]
     Snapshot {
@@ -184,7 +189,10 @@ pub struct ControllerNode {
 
 /// The ControllerRegistration this process sends (KIP-919): its controller listener, the
 /// features it supports (as advertised in ApiVersions) and a fresh incarnation id.
-fn registration_request(node: &ControllerNode) -> ControllerRegistrationRequest {
+fn registration_request(
+    node: &ControllerNode,
+    zk_migration_ready: bool,
+) -> ControllerRegistrationRequest {
     let own = node.voters.iter().find(|v| v.id.0 == node.node_id);
     let listeners = own
         .map(|v| {
@@ -213,7 +221,7 @@ fn registration_request(node: &ControllerNode) -> ControllerRegistrationRequest 
         .with_incarnation_id(krust_metadata::kafka_uuid::random_kafka_uuid(
             &mut rand::thread_rng(),
         ))
-        .with_zk_migration_ready(false)
+        .with_zk_migration_ready(zk_migration_ready)
         .with_listeners(listeners)
         .with_features(features)
 }
@@ -318,6 +326,7 @@ impl ControllerServerBuilder {
             snapshots,
             publishers: extra,
         } = self;
+        let zk_migration_ready = controller.zk_migration_enabled();
         let (requests_tx, requests_rx) = mpsc::channel(REQUEST_QUEUE);
         let (appends_tx, appends_rx) = mpsc::channel(APPEND_QUEUE);
         let (features_tx, features_rx) = watch::channel(None);
@@ -328,7 +337,7 @@ impl ControllerServerBuilder {
             raft,
             partition_dir: node.partition_dir.clone(),
             registration: Registration {
-                request: registration_request(&node),
+                request: registration_request(&node, zk_migration_ready),
                 voters: node.voters,
                 leader: None,
                 local: None,
@@ -472,8 +481,12 @@ impl ControllerTask {
                     .active_epoch
                     .is_some_and(|active| !leads || active != epoch.0)
                 {
-                    self.controller
-                        .handle_leader_change(now, false, epoch.0, self.delivered_end);
+                    self.controller.handle_leader_change(
+                        now,
+                        false,
+                        epoch.0,
+                        self.delivered_end,
+                    )?;
                     self.active_epoch = None;
                 }
                 if leads && self.active_epoch.is_none() {
@@ -483,7 +496,7 @@ impl ControllerTask {
                         "becoming the active controller"
                     );
                     self.controller
-                        .handle_leader_change(now, true, epoch.0, self.delivered_end);
+                        .handle_leader_change(now, true, epoch.0, self.delivered_end)?;
                     self.active_epoch = Some(epoch.0);
                 }
             }
@@ -497,8 +510,13 @@ impl ControllerTask {
 
     fn deactivate(&mut self) {
         if let Some(epoch) = self.active_epoch.take() {
-            self.controller
-                .handle_leader_change(Instant::now(), false, epoch, self.delivered_end);
+            // Deactivating writes nothing and cannot fail.
+            let _ = self.controller.handle_leader_change(
+                Instant::now(),
+                false,
+                epoch,
+                self.delivered_end,
+            );
         }
     }
 

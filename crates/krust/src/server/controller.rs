@@ -99,5 +99,6 @@ pub fn quorum_controller_config(
             min_compaction_lag_ms: parse(config, "log.cleaner.min.compaction.lag.ms", 0)?,
             max_compaction_lag_ms: parse(config, "log.cleaner.max.compaction.lag.ms", i64::MAX)?,
         },
+        zk_migration_enabled: parse(config, "zookeeper.metadata.migration.enable", false)?,
     })
 }
