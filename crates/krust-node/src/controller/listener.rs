@@ -99,6 +99,8 @@ pub struct ControllerHandler {
     voters: Vec<VoterAddress>,
     /// The controller task, when this node runs one.
     controller: Option<ControllerChannel>,
+    /// `zookeeper.metadata.migration.enable` (ApiVersions' `ZkMigrationReady`).
+    zk_migration_ready: bool,
 }
 
 impl ControllerHandler {
@@ -118,7 +120,16 @@ impl ControllerHandler {
             listener_name,
             voters,
             controller: None,
+            zk_migration_ready: false,
         }
+    }
+
+    /// Answers ApiVersions with `ZkMigrationReady` set, as a controller with
+    /// `zookeeper.metadata.migration.enable` does.
+    #[must_use]
+    pub fn with_zk_migration_ready(mut self, ready: bool) -> Self {
+        self.zk_migration_ready = ready;
+        self
     }
 
     /// Serves the controller APIs through `controller` (the table passed to [`Self::new`]
@@ -136,6 +147,7 @@ impl ControllerHandler {
         let Some(controller) = &self.controller else {
             return;
         };
+        response.zk_migration_ready = self.zk_migration_ready;
         let supported = |name: &str, min: i16, max: i16| {
             SupportedFeatureKey::default()
                 .with_name(StrBytes::from_string(name.to_owned()))

@@ -290,6 +290,9 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             Some(tokio::spawn(replay_committed(events_rx, committed.clone()))),
         ),
     };
+    let zk_migration_enabled = controller_config
+        .as_ref()
+        .is_some_and(|c| c.zk_migration_enabled);
     let (controller, controller_publishers) = match (controller_config, controller_events) {
         (Some(qc_config), Some(events)) => {
             let qc = krust_controller::QuorumController::new(qc_config, rand::random());
@@ -326,7 +329,9 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             voters.clone(),
         );
         if let Some(controller) = &controller {
-            handler = handler.with_controller(controller.channel().clone());
+            handler = handler
+                .with_controller(controller.channel().clone())
+                .with_zk_migration_ready(zk_migration_enabled);
         }
         let handler = Arc::new(handler);
         let net_config = krust_net::ServerConfig {

@@ -102,8 +102,14 @@ pub fn format(props: &Path, cluster_id: &str) {
 impl Quorum {
     /// Writes and formats `n` nodes (not started).
     pub fn new(n: usize, extra: &[(&str, &str)]) -> Self {
+        Self::in_cluster(n, extra, &krust_testkit::random_kafka_uuid())
+    }
+
+    /// Writes and formats `n` nodes of cluster `cluster_id` (e.g. a ZooKeeper cluster's id, for
+    /// a migration).
+    pub fn in_cluster(n: usize, extra: &[(&str, &str)], cluster_id: &str) -> Self {
         let root = tempfile::tempdir().expect("tempdir");
-        let cluster_id = krust_testkit::random_kafka_uuid();
+        let cluster_id = cluster_id.to_owned();
         let ports = free_ports(n).expect("ports");
         let ids: Vec<i32> = (1..=n as i32).collect();
         let voters = ids
