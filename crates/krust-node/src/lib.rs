@@ -25,5 +25,6 @@
 pub mod broker;
 pub mod controller;
 pub mod loader;
+pub mod migration;
 pub mod quorum_channel;
 pub mod snapshot_trigger;
