@@ -260,7 +260,12 @@ pub struct MigrationDriver<R, W, P: BrokerPropagator> {
     last_snapshot_write_ms: Option<u64>,
     last_delta_write_ms: Option<u64>,
     zk_retries: u64,
+    consecutive_zk_failures: u32,
+    transitions: VecDeque<MigrationDriverState>,
 }
+
+/// State changes kept for [`MigrationDriver::take_transitions`].
+const MAX_RECORDED_TRANSITIONS: usize = 64;
 
 impl<R, W, P> MigrationDriver<R, W, P>
 where
@@ -309,6 +314,8 @@ where
             last_snapshot_write_ms: None,
             last_delta_write_ms: None,
             zk_retries: 0,
+            consecutive_zk_failures: 0,
+            transitions: VecDeque::new(),
         }
     }
 
@@ -382,6 +389,12 @@ where
             zk_retries: self.zk_retries,
             last_error: self.last_error.clone(),
         }
+    }
+
+    /// The states entered since the last call, oldest first (at most the last 64): for logs
+    /// and tests that follow every transition.
+    pub fn take_transitions(&mut self) -> Vec<MigrationDriverState> {
+        self.transitions.drain(..).collect()
     }
 
     /// Kafka's completion log line of the last initial copy done on this node.
@@ -605,6 +618,10 @@ where
                     self.backoff.reset();
                     self.wake = true;
                     self.waiting_for = None;
+                    if self.transitions.len() == MAX_RECORDED_TRANSITIONS {
+                        self.transitions.pop_front();
+                    }
+                    self.transitions.push_back(to);
                 }
                 self.state = to;
             }
@@ -1064,6 +1081,13 @@ where
         let code = failure.error.code;
         if code.is_retriable() {
             self.zk_retries += 1;
+            if self.consecutive_zk_failures == 0 {
+                // Retry soon, then back off (the poll interval may have grown long while all
+                // was well, e.g. in DUAL_WRITE).
+                self.backoff.reset();
+                self.next_poll_at = Some(now + self.backoff.next_interval());
+            }
+            self.consecutive_zk_failures = self.consecutive_zk_failures.saturating_add(1);
             debug!(node_id = self.config.node_id, error = %failure, "Encountered ZooKeeper error. Will retry.");
             self.waiting_for = Some(WaitReason::Zk {
                 error: failure.error.to_string(),
@@ -1149,6 +1173,7 @@ where
             debug!(node_id = self.config.node_id, state = %self.state, "ignoring a reply for another state");
             return;
         }
+        self.consecutive_zk_failures = 0;
         if matches!(self.waiting_for, Some(WaitReason::Zk { .. })) {
             self.waiting_for = None;
         }
@@ -1382,6 +1407,11 @@ where
         if let Some((znode, _)) = &controller
             && let Some(epoch_in_zk) = znode.kraft_controller_epoch
             && epoch_in_zk >= our_epoch
+            // Our own registration from this very leadership (we were fenced, or a claim's
+            // reply was lost): Raft has one leader per epoch, so nobody else wrote it, and
+            // claiming again bumps /controller_epoch, fencing any other writer. Kafka refuses
+            // here and stays stuck until the next leader change.
+            && !(znode.broker_id == self.config.node_id && epoch_in_zk == our_epoch)
         {
             info!(
                 node_id = self.config.node_id,
