@@ -145,12 +145,13 @@ impl Node {
     }
 
     fn migration_batch(&mut self, records: Vec<MetadataRecord>) -> ControllerResponse {
-        self.request(ControllerRequest::MigrationRecords(
-            records
+        self.request(ControllerRequest::MigrationRecords {
+            leader_epoch: self.epoch,
+            records: records
                 .into_iter()
                 .map(|r| ApiMessageAndVersion::new(r, 0))
                 .collect(),
-        ))
+        })
     }
 }
 
@@ -480,6 +481,24 @@ fn migration_on_a_cluster_created_in_kraft_mode_is_refused() {
         error,
         "Should not have ZK migrations enabled on a cluster that was created in KRaft mode."
     );
+}
+
+#[test]
+fn migration_records_of_another_leader_epoch_are_refused() {
+    let mut node = Node::start(config(3000, true, MetadataVersion::IBP_3_9_IV0));
+    let before = node.log_end();
+    let response = node.request(ControllerRequest::MigrationRecords {
+        leader_epoch: node.epoch + 1,
+        records: vec![ApiMessageAndVersion::new(begin(), 0)],
+    });
+    assert!(
+        matches!(
+            response,
+            ControllerResponse::MigrationRecords(Err(ControllerError::NotController))
+        ),
+        "{response:?}"
+    );
+    assert_eq!(node.log_end(), before, "nothing written");
 }
 
 #[test]

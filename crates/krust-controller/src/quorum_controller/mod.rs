@@ -213,8 +213,15 @@ pub enum ControllerRequest {
         version: i16,
     },
     /// Records of the ZooKeeper migration's initial copy (Kafka's `MigrationRecordConsumer`),
-    /// written as one atomic batch. Runs in PRE_MIGRATION; answered once committed.
-    MigrationRecords(Vec<ApiMessageAndVersion>),
+    /// written as one atomic batch. Runs in PRE_MIGRATION; answered once committed. Refused
+    /// with NOT_CONTROLLER unless this controller is active in `leader_epoch` (the migration
+    /// driver's batches belong to the leadership that read ZooKeeper).
+    MigrationRecords {
+        /// The leader epoch the driver made the batch in.
+        leader_epoch: i32,
+        /// The records.
+        records: Vec<ApiMessageAndVersion>,
+    },
 }
 
 /// The answer to a [`ControllerRequest`].
@@ -1187,7 +1194,13 @@ impl QuorumController {
                     None,
                 )
             }
-            ControllerRequest::MigrationRecords(records) => {
+            ControllerRequest::MigrationRecords {
+                leader_epoch,
+                records,
+            } => {
+                if self.active.as_ref().map(|a| a.epoch) != Some(*leader_epoch) {
+                    return refused(ControllerError::NotController);
+                }
                 // Records read from ZooKeeper: checked against the image before they are
                 // written, so bad ZooKeeper data is refused instead of breaking the log.
                 let mut trial = self.image_transaction.clone();
@@ -1345,7 +1358,7 @@ fn runs_in_premigration(request: &ControllerRequest) -> bool {
             | ControllerRequest::BrokerHeartbeat(_)
             | ControllerRequest::UnregisterBroker(_)
             | ControllerRequest::ControllerRegistration(_)
-            | ControllerRequest::MigrationRecords(_)
+            | ControllerRequest::MigrationRecords { .. }
     )
 }
 
@@ -1365,7 +1378,7 @@ fn request_name(request: &ControllerRequest) -> &'static str {
         ControllerRequest::AlterConfigs(_) => "legacyAlterConfigs",
         ControllerRequest::AllocateProducerIds(_) => "allocateProducerIds",
         ControllerRequest::UpdateFeatures { .. } => "updateFeatures",
-        ControllerRequest::MigrationRecords(_) => "ZK Migration Batch",
+        ControllerRequest::MigrationRecords { .. } => "ZK Migration Batch",
     }
 }
 

@@ -6,7 +6,7 @@ use super::*;
 pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> ControllerResponse {
     let (code, message) = error_fields(error);
     match request {
-        ControllerRequest::MigrationRecords(_) => {
+        ControllerRequest::MigrationRecords { .. } => {
             ControllerResponse::MigrationRecords(Err(error.clone()))
         }
         ControllerRequest::BrokerRegistration(_) => ControllerResponse::BrokerRegistration(
