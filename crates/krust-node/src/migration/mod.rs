@@ -1,5 +1,8 @@
 //! The controller node's side of the KIP-866 migration that does IO: the publisher that feeds
-//! the driver ([`publisher`]) and the channels to ZooKeeper-mode brokers ([`zk_brokers`]).
+//! the driver ([`publisher`]), the task that runs the sans-IO driver against ZooKeeper, the
+//! active controller and the brokers ([`runtime`]), and the channels to ZooKeeper-mode
+//! brokers ([`zk_brokers`]).
 
 pub mod publisher;
+pub mod runtime;
 pub mod zk_brokers;

@@ -15,14 +15,14 @@ use tokio::sync::mpsc;
 pub enum MetadataEvent {
     /// The metadata log's leader changed.
     LeaderChange(LeaderAndEpoch),
-    /// A new image: what changed (`delta`), the image, and whether it came from a snapshot.
+    /// A new image: what changed (`delta`), the image, and what was loaded.
     Update {
         /// The change since the previous image.
         delta: Box<MetadataDelta>,
         /// The new image.
         image: MetadataImage,
-        /// Loaded from a snapshot (the driver reconciles fully) rather than log deltas.
-        from_snapshot: bool,
+        /// A snapshot (the driver reconciles fully) or log deltas.
+        manifest: LoaderManifest,
     },
 }
 
@@ -62,7 +62,7 @@ impl MetadataPublisher for MigrationPublisher {
         let _ = self.events.send(MetadataEvent::Update {
             delta: Box::new(delta.clone()),
             image: image.clone(),
-            from_snapshot: matches!(manifest, LoaderManifest::Snapshot { .. }),
+            manifest: *manifest,
         });
     }
 }
