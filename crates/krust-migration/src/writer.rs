@@ -18,7 +18,8 @@
 //! re-created under the same name with a new id would be lost), and rewrites a quota, SCRAM
 //! credential or delegation token only when it differs (Kafka rewrites all of them); partition
 //! states are compared without their partition epoch (the ZooKeeper one is the state znode's
-//! version) and controller epoch.
+//! version) and controller epoch; the producer-id block is in sync when it starts at the
+//! image's next producer id.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -841,10 +842,13 @@ pub fn reconcile(
 
     // Producer ids.
     let next = image.producer_ids.next_producer_id;
+    // In sync when ZooKeeper holds the block this writer writes for `next` ([next, next+999]).
+    // Kafka compares `block_end + 1` with `next`, which never holds after its own write, so it
+    // rewrites the block on every reconciliation.
     if next >= 0
         && metadata
             .producer_id_block
-            .is_none_or(|b| b.next_block_first_id() != next)
+            .is_none_or(|b| b.block_start != next)
     {
         write_producer_id(&mut batch, next);
     }
