@@ -9,9 +9,12 @@
 //!   metadata transaction, RPCs to ZooKeeper-mode brokers).
 //! - [`reader`]: ZooKeeper → records (the initial copy, in Kafka's order and batching).
 //! - [`writer`]: KRaft image/delta → ZooKeeper operations (dual-write and full reconciliation).
+//! - [`exec`]: runs the writer's batches through any ZooKeeper backend, each write fenced by
+//!   `/controller_epoch` and `/migration`.
 //! - [`propagator`]: UpdateMetadata / LeaderAndIsr / StopReplica for ZooKeeper-mode brokers.
 
 pub mod driver;
+pub mod exec;
 pub mod propagator;
 pub mod reader;
 pub mod state;

@@ -1,1 +1,0 @@
-//! Kafka's znode model (owned by the model work; see the crate doc).
