@@ -11,10 +11,13 @@
 //! - [`writer`]: KRaft image/delta → ZooKeeper operations (dual-write and full reconciliation).
 //! - [`exec`]: runs the writer's batches through any ZooKeeper backend, each write fenced by
 //!   `/controller_epoch` and `/migration`.
+//! - [`kafka_seams`]: the driver's reader/writer seams implemented with [`reader`] and
+//!   [`writer`] (single fenced operations from whole writes).
 //! - [`propagator`]: UpdateMetadata / LeaderAndIsr / StopReplica for ZooKeeper-mode brokers.
 
 pub mod driver;
 pub mod exec;
+pub mod kafka_seams;
 pub mod propagator;
 pub mod reader;
 pub mod state;
