@@ -698,3 +698,208 @@ fn a_leader_without_the_inter_broker_listener_is_an_error() {
         }
     );
 }
+
+/// Properties over random clusters and deltas (replayed records; a record that does not fit
+/// the image is skipped, which replay guarantees leaves the delta as it was).
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One broker slot: unregistered, or (ZK broker?, fenced?).
+    type Slot = Option<(bool, bool)>;
+
+    fn base_records(slots: &[Slot], topics: &[Vec<Vec<i32>>]) -> Vec<MetadataRecord> {
+        let mut records = vec![metadata_version(MetadataVersion::IBP_3_9_IV0)];
+        for (i, slot) in slots.iter().enumerate() {
+            if let Some((zk, fenced)) = slot {
+                let id = i32::try_from(i).expect("small") + 1;
+                records.push(broker(id, *zk, *fenced));
+            }
+        }
+        for (t, partitions) in topics.iter().enumerate() {
+            let n = u64::try_from(t).expect("small") + 1;
+            records.push(topic(&format!("t{t}"), n));
+            for (p, replicas) in partitions.iter().enumerate() {
+                let leader = replicas.first().copied().unwrap_or(-1);
+                let p = i32::try_from(p).expect("small");
+                records.push(partition(n, p, replicas, leader));
+            }
+        }
+        records
+    }
+
+    fn replicas() -> impl Strategy<Value = Vec<i32>> {
+        proptest::sample::subsequence((1..=7).collect::<Vec<i32>>(), 1..=3)
+    }
+
+    fn cluster_strategy() -> impl Strategy<Value = (Vec<Slot>, Vec<Vec<Vec<i32>>>)> {
+        (
+            proptest::collection::vec(proptest::option::of((any::<bool>(), any::<bool>())), 6),
+            proptest::collection::vec(proptest::collection::vec(replicas(), 1..=3), 0..=3),
+        )
+    }
+
+    /// A delta record from a random choice.
+    fn delta_record(kind: u8, a: i32, b: i32, replicas: &[i32]) -> MetadataRecord {
+        let broker_id = a.rem_euclid(6) + 1;
+        let topic_n = u64::try_from(b.rem_euclid(4)).expect("small") + 1;
+        match kind % 7 {
+            0 => MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+                broker_id,
+                broker_epoch: broker_epoch(broker_id),
+                fenced: 1,
+                ..Default::default()
+            }),
+            1 => MetadataRecord::BrokerRegistrationChange(BrokerRegistrationChangeRecord {
+                broker_id,
+                broker_epoch: broker_epoch(broker_id),
+                fenced: -1,
+                ..Default::default()
+            }),
+            2 => MetadataRecord::UnregisterBroker(UnregisterBrokerRecord {
+                broker_id,
+                broker_epoch: broker_epoch(broker_id),
+                ..Default::default()
+            }),
+            3 => broker(broker_id, b % 2 == 0, b % 3 == 0),
+            4 => MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                topic_id: topic_id(topic_n),
+                ..Default::default()
+            }),
+            5 => MetadataRecord::PartitionChange(PartitionChangeRecord {
+                partition_id: 0,
+                topic_id: topic_id(topic_n),
+                replicas: Some(replicas.to_vec()),
+                isr: Some(replicas.to_vec()),
+                leader: replicas.first().copied().unwrap_or(-1),
+                ..Default::default()
+            }),
+            _ => partition(
+                topic_n,
+                7,
+                replicas,
+                replicas.first().copied().unwrap_or(-1),
+            ),
+        }
+    }
+
+    /// What holds for every request, whatever produced it.
+    fn check_common(image: &MetadataImage, requests: &[OutgoingRequest]) {
+        assert_round_trips(requests);
+        let registered: Vec<i32> = image.cluster.brokers.keys().copied().collect();
+        for r in requests {
+            let b = image
+                .cluster
+                .broker(r.broker_id)
+                .expect("only registered brokers receive");
+            assert!(
+                b.is_migrating_zk_broker && !b.fenced,
+                "broker {} is not in the channel",
+                b.id
+            );
+            let (controller_id, controller_epoch, epoch, kraft) = match &r.request {
+                BrokerRequest::LeaderAndIsr(l) => {
+                    for t in &l.topic_states {
+                        let topic = image
+                            .topics
+                            .topic_by_name(&t.topic_name.0)
+                            .expect("LeaderAndIsr names topics of the image");
+                        assert_eq!(t.topic_id, topic.id);
+                        for p in &t.partition_states {
+                            let current = topic
+                                .partitions
+                                .get(&p.partition_index)
+                                .expect("partition of the image");
+                            assert!(current.replicas.contains(&r.broker_id), "only to replicas");
+                            assert_eq!(p.leader.0, current.leader);
+                            assert!(p.is_new);
+                        }
+                    }
+                    (
+                        l.controller_id,
+                        l.controller_epoch,
+                        l.broker_epoch,
+                        l.is_k_raft_controller,
+                    )
+                }
+                BrokerRequest::UpdateMetadata(u) => {
+                    let live: Vec<i32> = u.live_brokers.iter().map(|b| b.id.0).collect();
+                    assert_eq!(live, registered, "every registered broker is live");
+                    (
+                        u.controller_id,
+                        u.controller_epoch,
+                        u.broker_epoch,
+                        u.is_k_raft_controller,
+                    )
+                }
+                BrokerRequest::StopReplica(s) => {
+                    for t in &s.topic_states {
+                        let gone = image.topics.topic_by_name(&t.topic_name.0).is_none();
+                        for p in &t.partition_states {
+                            assert!(p.delete_partition);
+                            if gone {
+                                assert_eq!(p.leader_epoch, -2);
+                            }
+                        }
+                    }
+                    (
+                        s.controller_id,
+                        s.controller_epoch,
+                        s.broker_epoch,
+                        s.is_k_raft_controller,
+                    )
+                }
+            };
+            assert_eq!(controller_id, BrokerId(3000));
+            assert_eq!(controller_epoch, 12);
+            assert_eq!(epoch, b.epoch);
+            assert!(kraft);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        #[test]
+        fn image_requests_reach_only_the_channel_and_cover_every_partition(
+            (slots, topics) in cluster_strategy()
+        ) {
+            let image = image_of(&base_records(&slots, &topics));
+            let requests = requests_for_image(&image, &ctx()).expect("requests");
+            check_common(&image, &requests);
+            // Each channel broker gets exactly two UpdateMetadata: batch 1 with every
+            // partition, and the FULL one (if it received a LeaderAndIsr batch at all, that
+            // one carries every partition too, as every partition is queued).
+            let partitions: usize = image.topics.by_id.values().map(|t| t.partitions.len()).sum();
+            for b in image.cluster.brokers.values().filter(|b| b.is_migrating_zk_broker && !b.fenced) {
+                let umrs: Vec<&UpdateMetadataRequest> = requests
+                    .iter()
+                    .filter(|r| r.broker_id == b.id)
+                    .filter_map(|r| match &r.request {
+                        BrokerRequest::UpdateMetadata(u) => Some(u),
+                        _ => None,
+                    })
+                    .collect();
+                let expected = if partitions == 0 { 1 } else { 2 };
+                prop_assert_eq!(umrs.len(), expected, "broker {}", b.id);
+                let first: usize = umrs[0].topic_states.iter().map(|t| t.partition_states.len()).sum();
+                prop_assert_eq!(first, partitions);
+            }
+        }
+
+        #[test]
+        fn delta_requests_reach_only_the_channel_and_round_trip(
+            (slots, topics) in cluster_strategy(),
+            changes in proptest::collection::vec((any::<u8>(), any::<i32>(), any::<i32>(), replicas()), 1..6),
+        ) {
+            let base = image_of(&base_records(&slots, &topics));
+            let mut delta = MetadataDelta::new(&base);
+            for (kind, a, b, replicas) in &changes {
+                let _ = delta.replay(&delta_record(*kind, *a, *b, replicas));
+            }
+            let image = delta.apply(MetadataProvenance::new(60, IMAGE_EPOCH, 2000));
+            let requests = requests_for_delta(&delta, &image, &ctx()).expect("requests");
+            check_common(&image, &requests);
+        }
+    }
+}
