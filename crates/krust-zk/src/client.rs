@@ -5,8 +5,9 @@
 //! Built on the `zookeeper-client` crate (pure Rust, wire protocol 3.5+). That crate is runtime
 //! agnostic: it spawns its session task through `spawns`, which finds the tokio runtime of the
 //! calling thread (its `tokio` feature). [`ZkClient::connect`] must therefore run inside a tokio
-//! runtime (it checks, instead of letting the crate panic with "no spawner"); the socket and its
-//! timers run on `async-io`'s own reactor thread.
+//! runtime (it checks, instead of letting the crate panic with "no spawner"), and that runtime
+//! needs its time driver (`enable_time`/`enable_all`) for the call deadlines. The socket and the
+//! crate's own timers run on `async-io`'s reactor thread.
 //!
 //! # What Kafka does, and what this client does
 //!

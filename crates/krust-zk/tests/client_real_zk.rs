@@ -5,7 +5,7 @@
 //!   a known index, sequential names, ephemeral nodes, NOCHILDRENFOREPHEMERALS, NOTEMPTY,
 //!   BADVERSION, a subtree read back with `read_tree`) runs against `MemZk` and against the real
 //!   server; the two transcripts must be equal once the fields only a real server knows (zxids,
-//!   times, the session id) are blanked.
+//!   times, the session id) are blanked. It runs once more on a chrooted client.
 //! - Outages: a killed server makes every call fail with a retriable code (no hang), and the
 //!   client works again after a restart; an expired session is reported once
 //!   (`SESSIONEXPIRED`), then a new session takes over and the old ephemeral nodes go.
@@ -371,6 +371,11 @@ fn real_zookeeper_answers_as_memzk_does() {
             diffs.join("\n")
         );
         assert_eq!(mem.len(), real.len(), "transcript lengths");
+        // The same under a chroot: every path and result is relative to it.
+        let rooted = ZkClient::connect(config(format!("{}/kafka", zk.connect_string())))
+            .await
+            .expect("connects under a chroot");
+        assert_eq!(scenario(&rooted).await, mem, "chrooted transcript");
         // The scenario saw what it was written for (not two identical wrong answers).
         let expect = [
             "create a again: Err((NodeExists, \"/conf/a\"))",
@@ -395,6 +400,16 @@ fn real_zookeeper_answers_as_memzk_does() {
             );
         }
     });
+}
+
+/// Bound of one call while the server is down: well above connection timeout (2 s) + session
+/// timeout (30 s), the most a call may wait; reaching it means the call hung.
+const CALL_BOUND: Duration = Duration::from_secs(90);
+
+async fn bounded<T>(call: impl Future<Output = T>) -> T {
+    tokio::time::timeout(CALL_BOUND, call)
+        .await
+        .expect("the call returns instead of hanging")
 }
 
 /// Retries `call` while it fails with a retriable code, at most `attempts` times.
@@ -430,31 +445,25 @@ fn a_killed_server_fails_calls_with_retriable_codes_and_a_restart_heals() {
             .expect("create");
 
         zk.kill().expect("kill zookeeper");
-        let get = client.get_data("/k").await.expect_err("server is down");
+        // Each call returns (no hang) well within connection timeout + session timeout.
+        let get = bounded(client.get_data("/k"))
+            .await
+            .expect_err("server is down");
         assert!(get.code.is_retriable(), "get_data: {get}");
-        let set = client
-            .apply(&ZkOp::set_data("/k", b"w".to_vec(), ANY_VERSION))
+        let set = bounded(client.apply(&ZkOp::set_data("/k", b"w".to_vec(), ANY_VERSION)))
             .await
             .expect_err("server is down");
         assert!(set.code.is_retriable(), "setData: {set}");
-        let multi = client
-            .multi(&[ZkOp::check("/k", 0), ZkOp::create("/k/c", Vec::new())])
-            .await
-            .expect_err("server is down");
+        let multi =
+            bounded(client.multi(&[ZkOp::check("/k", 0), ZkOp::create("/k/c", Vec::new())]))
+                .await
+                .expect_err("server is down");
         assert_eq!(multi.index, 0, "a lost connection is reported at index 0");
         assert!(multi.error.code.is_retriable(), "multi: {multi}");
-        assert!(
-            client
-                .exists("/k")
-                .await
-                .is_err_and(|e| e.code.is_retriable())
-        );
-        assert!(
-            client
-                .get_children("/")
-                .await
-                .is_err_and(|e| e.code.is_retriable())
-        );
+        let exists = bounded(client.exists("/k")).await;
+        assert!(exists.is_err_and(|e| e.code.is_retriable()));
+        let children = bounded(client.get_children("/")).await;
+        assert!(children.is_err_and(|e| e.code.is_retriable()));
         assert_ne!(client.session_state(), ZkSessionState::Connected);
 
         zk.restart().expect("zookeeper restarts");
