@@ -21,10 +21,14 @@ use krust_zk::ops::{ANY_VERSION, ZkOp};
 use krust_zk::tree::{ZkTree, parent_of};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
+use tracing::error;
 
 use crate::driver::seams::{
-    SeamError, ZkMetadataCopy, ZkMetadataReader, ZkMetadataWriter,
+    BrokerPropagator, SeamError, ZkMetadataCopy, ZkMetadataReader, ZkMetadataWriter,
     ZkWriteBatch as DriverWriteBatch,
+};
+use crate::propagator::{
+    OutgoingRequest, PropagatorContext, requests_for_delta, requests_for_image,
 };
 use crate::reader::{MIGRATION_READ_ROOTS, ZkMetadata, read_all_metadata};
 use crate::writer::{WriterContext, ZkWrite, ZkWriteBatch, reconcile, write_delta};
@@ -251,5 +255,60 @@ impl ZkMetadataWriter for KafkaZkWriter {
         let ctx = self.context();
         let batch = write_delta(delta, delta.image(), image, &ctx, &mut self.rng);
         Ok(self.to_ops(batch))
+    }
+}
+
+/// [`BrokerPropagator`] over [`crate::propagator`].
+#[derive(Debug, Clone)]
+pub struct KafkaPropagator {
+    controller_id: i32,
+    inter_broker_listener_name: String,
+}
+
+impl KafkaPropagator {
+    /// Requests from KRaft controller `controller_id`, addressed to the brokers' leaders on
+    /// `inter_broker_listener_name`.
+    #[must_use]
+    pub fn new(controller_id: i32, inter_broker_listener_name: String) -> Self {
+        Self {
+            controller_id,
+            inter_broker_listener_name,
+        }
+    }
+
+    fn context(&self, zk_controller_epoch: i32) -> PropagatorContext {
+        PropagatorContext {
+            controller_id: self.controller_id,
+            zk_controller_epoch,
+            inter_broker_listener_name: self.inter_broker_listener_name.clone(),
+        }
+    }
+}
+
+impl BrokerPropagator for KafkaPropagator {
+    type Rpcs = Vec<OutgoingRequest>;
+
+    fn rpcs_for_image(&mut self, image: &MetadataImage, zk_controller_epoch: i32) -> Self::Rpcs {
+        requests_for_image(image, &self.context(zk_controller_epoch)).unwrap_or_else(|e| {
+            // Kafka fails the whole batch the same way; the next image retries.
+            error!(error = %e, "cannot build the requests for the ZooKeeper brokers");
+            Vec::new()
+        })
+    }
+
+    fn rpcs_for_delta(
+        &mut self,
+        delta: &MetadataDelta,
+        image: &MetadataImage,
+        zk_controller_epoch: i32,
+    ) -> Option<Self::Rpcs> {
+        match requests_for_delta(delta, image, &self.context(zk_controller_epoch)) {
+            Ok(requests) if requests.is_empty() => None,
+            Ok(requests) => Some(requests),
+            Err(e) => {
+                error!(error = %e, "cannot build the requests for the ZooKeeper brokers");
+                None
+            }
+        }
     }
 }

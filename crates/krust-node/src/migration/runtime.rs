@@ -50,6 +50,29 @@ pub trait IntoBrokerRequests {
     fn into_broker_requests(self) -> Vec<(i32, BrokerRequest)>;
 }
 
+impl IntoBrokerRequests for Vec<krust_migration::propagator::OutgoingRequest> {
+    fn into_broker_requests(self) -> Vec<(i32, BrokerRequest)> {
+        use krust_migration::propagator::BrokerRequest as Built;
+        use kafka_protocol::messages::RequestKind;
+        self.into_iter()
+            .map(|r| {
+                let request = match r.request {
+                    Built::UpdateMetadata(m) => RequestKind::UpdateMetadata(m),
+                    Built::LeaderAndIsr(m) => RequestKind::LeaderAndIsr(m),
+                    Built::StopReplica(m) => RequestKind::StopReplica(m),
+                };
+                (
+                    r.broker_id,
+                    BrokerRequest {
+                        request,
+                        version: r.version,
+                    },
+                )
+            })
+            .collect()
+    }
+}
+
 /// What the task shares with observers (metrics, the status API): the driver's status after
 /// every step.
 #[derive(Debug, Clone, Default)]
