@@ -950,13 +950,18 @@ where
 
     fn issue_rewrite_migration(&mut self, now: Instant) {
         // KAFKA-16171 / KAFKA-16667: ZooKeeper does not order our earlier read of /migration
-        // after the previous controller's last write to it; an unconditional write tells us
-        // its latest version before any fenced write.
-        let steps = vec![ZkStep::Single(ZkOp::set_data(
-            MIGRATION_PATH,
-            self.leadership.to_migration_json(),
-            ANY_VERSION,
-        ))];
+        // after the previous controller's last write to it; a write unconditional on
+        // /migration tells us its latest version before any fenced write. Unlike Kafka's, it
+        // is still fenced by our claim of /controller_epoch, so a deposed leader's late
+        // rewrite cannot land.
+        let steps = vec![ZkStep::Multi(vec![
+            self.controller_epoch_check(),
+            ZkOp::set_data(
+                MIGRATION_PATH,
+                self.leadership.to_migration_json(),
+                ANY_VERSION,
+            ),
+        ])];
         self.issue_write(now, Purpose::RewriteMigration, steps);
     }
 
