@@ -568,3 +568,50 @@ fn every_dual_write_step_is_fenced_by_controller_epoch_and_migration_versions() 
         matches!(&last[1], ZkOp::SetData { path, version, .. } if path == MIGRATION_PATH && *version == migration_version)
     );
 }
+
+#[test]
+fn a_change_published_while_the_reconciliation_writes_is_not_lost() {
+    let options = SimOptions {
+        zk_delay: Duration::from_millis(10),
+        ..SimOptions::default()
+    };
+    let mut sim = ready_cluster(options, 3);
+    sim.set_leader(Some(LEADER), 1);
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(LEADER), S::DualWrite);
+    // A stranger removes a topic znode: the next reconciliation has something to write.
+    sim.zk
+        .apply(&ZkOp::delete("/brokers/topics/t000", -1), 1, 0)
+        .expect("delete");
+    sim.set_leader(Some(3001), 2);
+    // Step until 3001's reconciliation write is under way, then change the metadata.
+    let mut published = false;
+    for _ in 0..10_000 {
+        sim.run_for(Duration::from_millis(1));
+        let writing = sim.state(3001) == S::SyncKraftToZk
+            && matches!(
+                sim.zk_requests.last(),
+                Some((_, 3001, ZkRequest::Write { .. }))
+            );
+        if writing {
+            sim.create_topic("during-sync", &[0]);
+            published = true;
+            break;
+        }
+    }
+    assert!(published, "never saw the reconciliation write");
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(3001), S::DualWrite);
+    assert!(
+        sim.zk_topics().contains("t000"),
+        "repaired by the reconciliation"
+    );
+    assert!(
+        sim.zk_topics().contains("during-sync"),
+        "published during the write"
+    );
+    assert_eq!(
+        sim.zk_migration().kraft_metadata_offset,
+        sim.image.provenance.last_contained_offset
+    );
+}

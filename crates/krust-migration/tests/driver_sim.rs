@@ -124,8 +124,29 @@ fn run(seed: u64) -> Outcome {
         sim.run_for(Duration::ZERO);
     }
 
-    // Heal: ZooKeeper up, every broker registered, one stable leader.
+    // ZooKeeper back, same leader: dual-write alone (no new reconciliation) must catch up.
     sim.zk_down = false;
+    sim.run_for(Duration::from_secs(120));
+    if let Some(leader) = sim.leader.leader_id
+        && sim.state(leader) == S::DualWrite
+    {
+        let image_topics: std::collections::BTreeSet<String> =
+            sim.image.topics.by_name.keys().cloned().collect();
+        assert_eq!(
+            sim.zk_topics(),
+            image_topics,
+            "seed {seed}: dual-write caught up"
+        );
+        assert_eq!(
+            sim.zk_migration().kraft_metadata_offset,
+            sim.image.provenance.last_contained_offset,
+            "seed {seed}: /migration caught up: {:#?}\n{}",
+            sim.driver(leader).status(),
+            sim.log.join("\n")
+        );
+    }
+
+    // Heal: every broker registered, one new stable leader.
     for b in unregistered {
         sim.register_broker(b);
     }

@@ -158,7 +158,10 @@ enum Purpose<Rpcs> {
     /// SYNC_KRAFT_TO_ZK: the subtrees the writer compares.
     ReadForSync,
     /// SYNC_KRAFT_TO_ZK: the reconciliation's writes.
-    WriteSync { started: Instant },
+    WriteSync {
+        started: Instant,
+        synced: OffsetAndEpoch,
+    },
     /// Dual-write of a snapshot: the subtrees the writer compares.
     ReadForSnapshotDualWrite { image: MetadataImage },
     /// Dual-write: the writes and the `/migration` bump.
@@ -1311,7 +1314,10 @@ where
                     &tree,
                     self.leadership.zk_controller_epoch,
                 ) {
-                    Ok(batch) if batch.is_empty() => {
+                    Ok(batch)
+                        if batch.is_empty()
+                            && self.image_position() <= self.leadership.offset_and_epoch() =>
+                    {
                         info!(
                             node_id = self.config.node_id,
                             "Did not make any ZK writes when reconciling with KRaft state."
@@ -1321,17 +1327,37 @@ where
                     }
                     Ok(batch) => {
                         info!(node_id = self.config.node_id, counts = ?batch.counts, "Made the following ZK writes when reconciling with KRaft state");
-                        let steps = self.fenced_steps(&batch, &self.leadership.clone());
-                        self.issue_write(now, Purpose::WriteSync { started }, steps);
+                        // ZooKeeper now reflects the image: say so in /migration (Kafka keeps
+                        // the older offset until the next delta, which shows as write-behind
+                        // lag although nothing is behind).
+                        let synced = self.image_position();
+                        let new_state = self
+                            .leadership
+                            .with_kraft_metadata_offset_and_epoch(synced.offset, synced.epoch);
+                        let steps = self.fenced_steps(&batch, &new_state);
+                        self.issue_write(now, Purpose::WriteSync { started, synced }, steps);
                     }
                     Err(e) => {
                         self.last_error = Some(format!("reconciling KRaft with ZK: {e}"));
                     }
                 }
             }
-            (Purpose::WriteSync { started }, ZkReply::Wrote(results)) => {
+            (Purpose::WriteSync { started, synced }, ZkReply::Wrote(results)) => {
                 self.learn_migration_version(&in_flight.steps, &results);
                 self.record_snapshot_time(now, started);
+                if synced > self.leadership.offset_and_epoch() {
+                    self.leadership = self
+                        .leadership
+                        .with_kraft_metadata_offset_and_epoch(synced.offset, synced.epoch);
+                    self.dual_write_offset = Some(synced.offset);
+                }
+                if self.image_position() > synced {
+                    // Images published while the reconciliation's writes were under way were
+                    // ignored (not yet dual-writing): reconcile with the latest one first
+                    // thing in dual-write. (Kafka's single event thread has no such window.)
+                    self.dual_writes
+                        .push_back(DualWriteJob::Snapshot(self.image.clone()));
+                }
                 self.transition(MigrationDriverState::KraftControllerToBrokerComm);
             }
             (Purpose::ReadForSnapshotDualWrite { image }, ZkReply::Trees(tree)) => {
