@@ -615,3 +615,50 @@ fn a_change_published_while_the_reconciliation_writes_is_not_lost() {
         sim.image.provenance.last_contained_offset
     );
 }
+
+#[test]
+fn a_migration_write_after_the_new_leaders_read_is_learned_by_the_rewrite_kafka_16667() {
+    let options = SimOptions {
+        zk_delay: Duration::from_millis(10),
+        ..SimOptions::default()
+    };
+    let mut sim = ready_cluster(options, 3);
+    sim.set_leader(Some(LEADER), 1);
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(LEADER), S::DualWrite);
+
+    sim.set_leader(Some(3001), 2);
+    // Wait until 3001 has read /migration and is reading /controller to claim it.
+    let mut bumped = false;
+    for _ in 0..10_000 {
+        sim.run_for(Duration::from_millis(1));
+        if matches!(
+            sim.zk_requests.last(),
+            Some((_, 3001, ZkRequest::Get { .. }))
+        ) {
+            // The previous controller's last write lands now: 3001's /migration version is stale.
+            let (data, _) = sim.zk.get(MIGRATION_PATH).expect("exists");
+            let data = data.to_vec();
+            sim.zk
+                .apply(&ZkOp::set_data(MIGRATION_PATH, data, -1), 1, 0)
+                .expect("late write");
+            bumped = true;
+            break;
+        }
+    }
+    assert!(bumped);
+    sim.run_for(Duration::from_secs(3));
+    sim.create_topic("after-failover", &[0]);
+    sim.run_for(Duration::from_secs(1));
+    assert_eq!(sim.state(3001), S::DualWrite);
+    assert!(sim.zk_topics().contains("after-failover"));
+    assert!(
+        sim.failed_zk_writes.is_empty(),
+        "no fenced write failed: {:?}",
+        sim.failed_zk_writes
+    );
+    assert_eq!(
+        sim.driver(3001).leadership().migration_zk_version,
+        sim.zk.get(MIGRATION_PATH).expect("exists").1.version
+    );
+}
