@@ -157,6 +157,10 @@ fn happy_path_goes_through_all_nine_states_copies_then_dual_writes() {
     assert_eq!(status.zk_write_behind_lag, 0);
     assert!(status.last_delta_write_ms.is_some());
     assert_eq!(status.last_error, None);
+    let shown = status.to_string();
+    assert!(shown.contains("DriverState: DUAL_WRITE (8)"), "{shown}");
+    assert!(shown.contains("ZkMigrationState: MIGRATION (1)"), "{shown}");
+    assert!(shown.contains("ZkWriteBehindLag: 0"), "{shown}");
 
     // The standbys never left INACTIVE and never wrote.
     for standby in [3001, 3002] {
@@ -660,5 +664,53 @@ fn a_migration_write_after_the_new_leaders_read_is_learned_by_the_rewrite_kafka_
     assert_eq!(
         sim.driver(3001).leadership().migration_zk_version,
         sim.zk.get(MIGRATION_PATH).expect("exists").1.version
+    );
+}
+
+#[test]
+fn before_metadata_transactions_the_copy_has_no_transaction_markers() {
+    use krust_metadata::MetadataVersion;
+    // 3.5-IV2: migration supported, no controller registrations (the quorum gate passes), no
+    // metadata transactions (the copy is appended without Begin/End).
+    let mut sim = driver_harness::Sim::new(SimOptions::default());
+    sim.zk_cluster(&[0, 1], &[("a", vec![0, 1])]);
+    sim.bootstrap_at(
+        MetadataVersion::IBP_3_5_IV2,
+        Some(ZkMigrationState::PreMigration),
+        &[0, 1],
+    );
+    sim.set_leader(Some(LEADER), 1);
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(LEADER), S::DualWrite);
+    let types: Vec<&str> = sim
+        .appends
+        .iter()
+        .flat_map(|(_, _, records)| records.iter().map(|r| r.record.record_type().name()))
+        .collect();
+    assert_eq!(
+        types,
+        vec![
+            "TOPIC_RECORD",
+            "PARTITION_RECORD",
+            "ZK_MIGRATION_STATE_RECORD"
+        ]
+    );
+
+    // Below 3.4-IV0 the quorum is never ready.
+    let mut sim = driver_harness::Sim::new(SimOptions::default());
+    sim.zk_cluster(&[0], &[("a", vec![0])]);
+    sim.bootstrap_at(
+        MetadataVersion::IBP_3_3_IV3,
+        Some(ZkMigrationState::PreMigration),
+        &[0],
+    );
+    sim.set_leader(Some(LEADER), 1);
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(LEADER), S::WaitForControllerQuorum);
+    assert_eq!(
+        sim.driver(LEADER).status().waiting_for,
+        Some(WaitReason::ControllerQuorum(
+            QuorumNotReady::MetadataVersionTooLow(MetadataVersion::IBP_3_3_IV3)
+        ))
     );
 }

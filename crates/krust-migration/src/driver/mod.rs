@@ -73,7 +73,7 @@ pub use seams::{
 };
 pub use status::{
     BrokerWait, MigrationManifest, MigrationStatus, MissingBroker, QuorumNotReady, WaitReason,
-    completion_log_line,
+    completion_log_line, zk_migration_state_name,
 };
 
 use crate::state::{

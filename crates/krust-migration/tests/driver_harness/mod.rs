@@ -477,9 +477,19 @@ impl Sim {
     /// The controller's bootstrap: metadata.version, the migration state, controller
     /// registrations (migration-ready), and the migrating ZooKeeper brokers.
     pub fn bootstrap(&mut self, state: Option<ZkMigrationState>, brokers: &[i32]) {
+        self.bootstrap_at(MetadataVersion::IBP_3_9_IV0, state, brokers);
+    }
+
+    /// [`Self::bootstrap`] at `metadata_version` (controller registrations only from 3.7-IV0).
+    pub fn bootstrap_at(
+        &mut self,
+        metadata_version: MetadataVersion,
+        state: Option<ZkMigrationState>,
+        brokers: &[i32],
+    ) {
         let mut records = vec![MetadataRecord::FeatureLevel(FeatureLevelRecord::new(
             "metadata.version",
-            MetadataVersion::IBP_3_9_IV0.feature_level(),
+            metadata_version.feature_level(),
         ))];
         if let Some(state) = state {
             records.push(MetadataRecord::ZkMigrationState(ZkMigrationStateRecord {
@@ -488,6 +498,9 @@ impl Sim {
             }));
         }
         for id in VOTERS {
+            if !metadata_version.is_controller_registration_supported() {
+                break;
+            }
             records.push(MetadataRecord::RegisterController(
                 RegisterControllerRecord {
                     controller_id: id,
