@@ -157,6 +157,10 @@ fn happy_path_goes_through_all_nine_states_copies_then_dual_writes() {
     assert_eq!(status.zk_write_behind_lag, 0);
     assert!(status.last_delta_write_ms.is_some());
     assert_eq!(status.last_error, None);
+    let shown = status.to_string();
+    assert!(shown.contains("DriverState: DUAL_WRITE (8)"), "{shown}");
+    assert!(shown.contains("ZkMigrationState: MIGRATION (1)"), "{shown}");
+    assert!(shown.contains("ZkWriteBehindLag: 0"), "{shown}");
 
     // The standbys never left INACTIVE and never wrote.
     for standby in [3001, 3002] {
@@ -566,5 +570,147 @@ fn every_dual_write_step_is_fenced_by_controller_epoch_and_migration_versions() 
     );
     assert!(
         matches!(&last[1], ZkOp::SetData { path, version, .. } if path == MIGRATION_PATH && *version == migration_version)
+    );
+}
+
+#[test]
+fn a_change_published_while_the_reconciliation_writes_is_not_lost() {
+    let options = SimOptions {
+        zk_delay: Duration::from_millis(10),
+        ..SimOptions::default()
+    };
+    let mut sim = ready_cluster(options, 3);
+    sim.set_leader(Some(LEADER), 1);
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(LEADER), S::DualWrite);
+    // A stranger removes a topic znode: the next reconciliation has something to write.
+    sim.zk
+        .apply(&ZkOp::delete("/brokers/topics/t000", -1), 1, 0)
+        .expect("delete");
+    sim.set_leader(Some(3001), 2);
+    // Step until 3001's reconciliation write is under way, then change the metadata.
+    let mut published = false;
+    for _ in 0..10_000 {
+        sim.run_for(Duration::from_millis(1));
+        let writing = sim.state(3001) == S::SyncKraftToZk
+            && matches!(
+                sim.zk_requests.last(),
+                Some((_, 3001, ZkRequest::Write { .. }))
+            );
+        if writing {
+            sim.create_topic("during-sync", &[0]);
+            published = true;
+            break;
+        }
+    }
+    assert!(published, "never saw the reconciliation write");
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(3001), S::DualWrite);
+    assert!(
+        sim.zk_topics().contains("t000"),
+        "repaired by the reconciliation"
+    );
+    assert!(
+        sim.zk_topics().contains("during-sync"),
+        "published during the write"
+    );
+    assert_eq!(
+        sim.zk_migration().kraft_metadata_offset,
+        sim.image.provenance.last_contained_offset
+    );
+}
+
+#[test]
+fn a_migration_write_after_the_new_leaders_read_is_learned_by_the_rewrite_kafka_16667() {
+    let options = SimOptions {
+        zk_delay: Duration::from_millis(10),
+        ..SimOptions::default()
+    };
+    let mut sim = ready_cluster(options, 3);
+    sim.set_leader(Some(LEADER), 1);
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(LEADER), S::DualWrite);
+
+    sim.set_leader(Some(3001), 2);
+    // Wait until 3001 has read /migration and is reading /controller to claim it.
+    let mut bumped = false;
+    for _ in 0..10_000 {
+        sim.run_for(Duration::from_millis(1));
+        if matches!(
+            sim.zk_requests.last(),
+            Some((_, 3001, ZkRequest::Get { .. }))
+        ) {
+            // The previous controller's last write lands now: 3001's /migration version is stale.
+            let (data, _) = sim.zk.get(MIGRATION_PATH).expect("exists");
+            let data = data.to_vec();
+            sim.zk
+                .apply(&ZkOp::set_data(MIGRATION_PATH, data, -1), 1, 0)
+                .expect("late write");
+            bumped = true;
+            break;
+        }
+    }
+    assert!(bumped);
+    sim.run_for(Duration::from_secs(3));
+    sim.create_topic("after-failover", &[0]);
+    sim.run_for(Duration::from_secs(1));
+    assert_eq!(sim.state(3001), S::DualWrite);
+    assert!(sim.zk_topics().contains("after-failover"));
+    assert!(
+        sim.failed_zk_writes.is_empty(),
+        "no fenced write failed: {:?}",
+        sim.failed_zk_writes
+    );
+    assert_eq!(
+        sim.driver(3001).leadership().migration_zk_version,
+        sim.zk.get(MIGRATION_PATH).expect("exists").1.version
+    );
+}
+
+#[test]
+fn before_metadata_transactions_the_copy_has_no_transaction_markers() {
+    use krust_metadata::MetadataVersion;
+    // 3.5-IV2: migration supported, no controller registrations (the quorum gate passes), no
+    // metadata transactions (the copy is appended without Begin/End).
+    let mut sim = driver_harness::Sim::new(SimOptions::default());
+    sim.zk_cluster(&[0, 1], &[("a", vec![0, 1])]);
+    sim.bootstrap_at(
+        MetadataVersion::IBP_3_5_IV2,
+        Some(ZkMigrationState::PreMigration),
+        &[0, 1],
+    );
+    sim.set_leader(Some(LEADER), 1);
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(LEADER), S::DualWrite);
+    let types: Vec<&str> = sim
+        .appends
+        .iter()
+        .flat_map(|(_, _, records)| records.iter().map(|r| r.record.record_type().name()))
+        .collect();
+    assert_eq!(
+        types,
+        vec![
+            "TOPIC_RECORD",
+            "PARTITION_RECORD",
+            "ZK_MIGRATION_STATE_RECORD"
+        ]
+    );
+
+    // Below 3.4-IV0 the quorum is never ready.
+    let mut sim = driver_harness::Sim::new(SimOptions::default());
+    sim.zk_cluster(&[0], &[("a", vec![0])]);
+    sim.bootstrap_at(
+        MetadataVersion::IBP_3_3_IV3,
+        Some(ZkMigrationState::PreMigration),
+        &[0],
+    );
+    sim.set_leader(Some(LEADER), 1);
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(LEADER), S::WaitForControllerQuorum);
+    assert_eq!(
+        sim.driver(LEADER).status().waiting_for,
+        Some(WaitReason::ControllerQuorum(
+            QuorumNotReady::MetadataVersionTooLow(MetadataVersion::IBP_3_3_IV3)
+        ))
     );
 }

@@ -278,3 +278,68 @@ pub fn completion_log_line(
         brokers_in_metadata.len()
     )
 }
+
+/// Kafka's name of a `ZkMigrationState` (`PRE_MIGRATION`).
+#[must_use]
+pub fn zk_migration_state_name(state: ZkMigrationState) -> &'static str {
+    match state {
+        ZkMigrationState::None => "NONE",
+        ZkMigrationState::PreMigration => "PRE_MIGRATION",
+        ZkMigrationState::Migration => "MIGRATION",
+        ZkMigrationState::PostMigration => "POST_MIGRATION",
+    }
+}
+
+impl fmt::Display for MigrationStatus {
+    /// The status tool's text: one `key: value` line each.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "NodeId: {}", self.node_id)?;
+        writeln!(f, "DriverState: {} ({})", self.state, self.state.value())?;
+        writeln!(
+            f,
+            "ZkMigrationState: {} ({})",
+            zk_migration_state_name(self.zk_migration_state),
+            self.zk_migration_state.value()
+        )?;
+        match self.kraft_leader.leader_id {
+            Some(id) => writeln!(
+                f,
+                "KRaftLeader: {id} (epoch {})",
+                self.kraft_leader.leader_epoch
+            )?,
+            None => writeln!(
+                f,
+                "KRaftLeader: none (epoch {})",
+                self.kraft_leader.leader_epoch
+            )?,
+        }
+        writeln!(f, "MigrationZNode: {}", self.leadership)?;
+        if let Some(reason) = &self.waiting_for {
+            writeln!(f, "WaitingFor: {reason}")?;
+        }
+        writeln!(
+            f,
+            "MigratingZkBrokerCount: {}",
+            self.migrating_zk_broker_count
+        )?;
+        writeln!(f, "ZkWriteBehindLag: {}", self.zk_write_behind_lag)?;
+        if let Some(offset) = self.dual_write_offset {
+            writeln!(f, "DualWriteOffset: {offset}")?;
+        }
+        if let Some(manifest) = &self.copy {
+            writeln!(f, "Copy: {manifest}")?;
+        }
+        if let Some(ms) = self.last_snapshot_write_ms {
+            writeln!(f, "ZkWriteSnapshotTimeMs: {ms}")?;
+        }
+        if let Some(ms) = self.last_delta_write_ms {
+            writeln!(f, "ZkWriteDeltaTimeMs: {ms}")?;
+        }
+        writeln!(f, "PendingDualWrites: {}", self.pending_dual_writes)?;
+        writeln!(f, "ZkRetries: {}", self.zk_retries)?;
+        if let Some(error) = &self.last_error {
+            writeln!(f, "LastError: {error}")?;
+        }
+        Ok(())
+    }
+}

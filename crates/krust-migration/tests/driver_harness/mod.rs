@@ -282,6 +282,8 @@ enum Event {
     Leader(LeaderAndEpoch),
     Metadata(Arc<MetadataDelta>, MetadataImage),
     Zk(RequestId, Result<ZkReply, ZkFailure>),
+    /// A request still travelling to ZooKeeper (executed on delivery).
+    ZkExec(RequestId, Option<i32>, ZkRequest),
     Committed(RequestId, i64, i32),
     AppendFailed(RequestId),
 }
@@ -303,6 +305,9 @@ pub struct SimOptions {
     pub commit_delay: Duration,
     /// Nodes run a driver.
     pub voters: Vec<i32>,
+    /// Run ZooKeeper requests when they arrive (after `zk_delay`) rather than when emitted, so
+    /// a deposed leader's writes may still reach ZooKeeper (and must be fenced there).
+    pub zk_execute_on_delivery: bool,
 }
 
 impl Default for SimOptions {
@@ -311,6 +316,7 @@ impl Default for SimOptions {
             zk_delay: Duration::ZERO,
             commit_delay: Duration::ZERO,
             voters: VOTERS.to_vec(),
+            zk_execute_on_delivery: false,
         }
     }
 }
@@ -471,9 +477,19 @@ impl Sim {
     /// The controller's bootstrap: metadata.version, the migration state, controller
     /// registrations (migration-ready), and the migrating ZooKeeper brokers.
     pub fn bootstrap(&mut self, state: Option<ZkMigrationState>, brokers: &[i32]) {
+        self.bootstrap_at(MetadataVersion::IBP_3_9_IV0, state, brokers);
+    }
+
+    /// [`Self::bootstrap`] at `metadata_version` (controller registrations only from 3.7-IV0).
+    pub fn bootstrap_at(
+        &mut self,
+        metadata_version: MetadataVersion,
+        state: Option<ZkMigrationState>,
+        brokers: &[i32],
+    ) {
         let mut records = vec![MetadataRecord::FeatureLevel(FeatureLevelRecord::new(
             "metadata.version",
-            MetadataVersion::IBP_3_9_IV0.feature_level(),
+            metadata_version.feature_level(),
         ))];
         if let Some(state) = state {
             records.push(MetadataRecord::ZkMigrationState(ZkMigrationStateRecord {
@@ -482,6 +498,9 @@ impl Sim {
             }));
         }
         for id in VOTERS {
+            if !metadata_version.is_controller_registration_supported() {
+                break;
+            }
             records.push(MetadataRecord::RegisterController(
                 RegisterControllerRecord {
                     controller_id: id,
@@ -588,10 +607,12 @@ impl Sim {
             });
             self.publish(&[record], self.next_offset - 1, epoch);
         }
-        for id in self.drivers.keys().copied().collect::<Vec<_>>() {
-            // Leader changes are delivered before anything else already scheduled.
-            self.deliver(id, Event::Leader(self.leader));
+        // Every loader hears of the change at once, before anything already scheduled.
+        let now = self.now;
+        for driver in self.drivers.values_mut() {
+            driver.handle_leader_change(now, self.leader);
         }
+        self.after_event(0);
     }
 
     // ----- running -----
@@ -604,6 +625,12 @@ impl Sim {
 
     fn deliver(&mut self, node: i32, event: Event) {
         let now = self.now;
+        let event = match event {
+            Event::ZkExec(id, leader_epoch, request) => {
+                Event::Zk(id, self.run_zk(node, leader_epoch, &request))
+            }
+            other => other,
+        };
         let Some(driver) = self.drivers.get_mut(&node) else {
             return;
         };
@@ -620,6 +647,7 @@ impl Sim {
                 driver.handle_metadata(now, &delta, &image, &manifest);
             }
             Event::Zk(id, result) => driver.handle_zk_result(now, id, result),
+            Event::ZkExec(..) => unreachable!("handled above"),
             Event::Committed(id, offset, epoch) => {
                 driver.handle_append_committed(now, id, offset, epoch);
             }
@@ -669,8 +697,16 @@ impl Sim {
                 request,
             } => {
                 self.zk_requests.push((self.now, node, request.clone()));
-                let result = self.run_zk(node, leader_epoch, &request);
-                self.schedule(self.options.zk_delay, node, Event::Zk(id, result));
+                if self.options.zk_execute_on_delivery {
+                    self.schedule(
+                        self.options.zk_delay,
+                        node,
+                        Event::ZkExec(id, leader_epoch, request),
+                    );
+                } else {
+                    let result = self.run_zk(node, leader_epoch, &request);
+                    self.schedule(self.options.zk_delay, node, Event::Zk(id, result));
+                }
             }
             MigrationAction::AppendRecords {
                 id,
@@ -767,8 +803,9 @@ impl Sim {
             }
             ZkRequest::Write { steps } => {
                 assert!(
-                    self.leader.leader_id == Some(node)
-                        && leader_epoch == Some(self.leader.leader_epoch),
+                    self.options.zk_execute_on_delivery
+                        || self.leader.leader_id == Some(node)
+                            && leader_epoch == Some(self.leader.leader_epoch),
                     "node {node} wrote ZooKeeper in epoch {leader_epoch:?} while the leader is {:?}",
                     self.leader
                 );
@@ -860,7 +897,6 @@ impl Sim {
         let is_claim = ops
             .iter()
             .any(|op| op.path() == CONTROLLER_EPOCH_PATH && matches!(op, ZkOp::SetData { .. }));
-        let is_rewrite = matches!(step, ZkStep::Single(ZkOp::SetData { path, version, .. }) if path == MIGRATION_PATH && *version == ANY_VERSION);
         let is_notification =
             matches!(step, ZkStep::Single(op) if op.path().starts_with("/config/changes/"));
         if is_claim {
@@ -869,13 +905,13 @@ impl Sim {
                 node,
                 "claim wrote /controller"
             );
-        } else if is_rewrite || is_notification {
+        } else if is_notification && !self.options.zk_execute_on_delivery {
             assert_eq!(
                 self.zk_controller().broker_id,
                 node,
-                "only the claimed controller rewrites /migration"
+                "only the claimed controller writes notifications"
             );
-        } else {
+        } else if !is_notification {
             assert!(
                 matches!(ops.first(), Some(ZkOp::Check { path, .. }) if path == CONTROLLER_EPOCH_PATH),
                 "write not fenced by /controller_epoch: {step:?}"
