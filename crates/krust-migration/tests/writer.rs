@@ -421,7 +421,11 @@ async fn reconciling_an_empty_zookeeper_writes_the_image_and_then_nothing() {
     let mut fence = fence();
     let batch = sync(&zk, &image, &mut fence).await;
     let counts = batch.counts();
-    assert_eq!(counts[op::CREATE_TOPIC], 2);
+    assert_eq!(
+        counts[op::CREATE_TOPIC],
+        4,
+        "per topic: its znodes in one multi-op, its config znode"
+    );
     assert_eq!(
         counts[op::UPDATE_CLIENT_QUOTA],
         6,
@@ -773,6 +777,32 @@ async fn creating_an_existing_topic_is_done_and_deleting_an_absent_one_is_fine()
         fence.migration_zk_version, 2,
         "the last write (a no-op delete) still moved /migration"
     );
+}
+
+#[tokio::test]
+async fn a_topic_recreated_under_its_name_keeps_its_configs() {
+    // Found by the random-image property: the old topic's deletion removes its config znode,
+    // so configs equal to the old ones must still be written for the new topic.
+    let old = image_of(&[
+        topic("t", FOO),
+        MetadataRecord::Partition(partition(FOO, 0, &[1], 1, 0)),
+        config(2, "t", "e", Some("")),
+    ]);
+    let new = image_of(&[
+        topic("t", BAR),
+        MetadataRecord::Partition(partition(BAR, 0, &[2], 2, 0)),
+        config(2, "t", "e", Some("")),
+    ]);
+    let zk = ensemble();
+    let mut fence = fence();
+    sync(&zk, &old, &mut fence).await;
+    let batch = sync(&zk, &new, &mut fence).await;
+    assert_eq!(
+        batch.writes[0].0,
+        op::DELETE_TOPIC,
+        "the old topic goes before the new one is created"
+    );
+    assert_eq!(content(&read_back(&zk).await), expected_read_back(&new));
 }
 
 /// A backend that loses its connection after `budget` multi-ops.
