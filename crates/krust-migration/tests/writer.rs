@@ -805,6 +805,71 @@ async fn a_topic_recreated_under_its_name_keeps_its_configs() {
     assert_eq!(content(&read_back(&zk).await), expected_read_back(&new));
 }
 
+#[tokio::test]
+async fn a_created_topic_becomes_exactly_kafkas_znodes() {
+    let before = image_of(&[]);
+    let records = [
+        topic("foo", FOO),
+        MetadataRecord::Partition(partition(FOO, 0, &[1, 2], 1, 0)),
+        config(2, "foo", "retention.ms", Some("1000")),
+    ];
+    let mut delta = MetadataDelta::new(&before);
+    for r in &records {
+        delta.replay(r).expect("replays");
+    }
+    let after = delta.apply(MetadataProvenance::new(1, 1, 0));
+    let mut rng = StdRng::seed_from_u64(1);
+    let batch = write_delta(&delta, &before, &after, &ctx(), &mut rng);
+    let zk = ensemble();
+    let mut fence = fence();
+    let counts = apply_batch(&zk, &mut fence, &batch, &migration_json(1))
+        .await
+        .expect("applies");
+    assert_eq!(counts.notifications, 1);
+    let under = |prefixes: &[&str]| -> Vec<(String, String)> {
+        zk.with_tree(|t| {
+            t.paths()
+                .filter(|p| prefixes.iter().any(|pre| p.starts_with(pre)))
+                .map(|p| {
+                    (
+                        p.to_owned(),
+                        String::from_utf8(t.get(p).expect("listed").0.to_vec()).expect("utf-8"),
+                    )
+                })
+                .collect()
+        })
+    };
+    let foo_id = krust_zk::model::topics::uuid_to_kafka_string(&FOO);
+    let expected: Vec<(String, String)> = [
+        ("/brokers/topics/foo".to_owned(), format!(r#"{{"partitions":{{"0":[1,2]}},"topic_id":"{foo_id}","adding_replicas":{{}},"removing_replicas":{{}},"version":3}}"#)),
+        ("/brokers/topics/foo/partitions".to_owned(), String::new()),
+        ("/brokers/topics/foo/partitions/0".to_owned(), String::new()),
+        ("/brokers/topics/foo/partitions/0/state".to_owned(), r#"{"controller_epoch":5,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}"#.to_owned()),
+        ("/config/changes".to_owned(), String::new()),
+        ("/config/changes/config_change_0000000000".to_owned(), r#"{"version":2,"entity_path":"topics/foo"}"#.to_owned()),
+        ("/config/topics".to_owned(), String::new()),
+        ("/config/topics/foo".to_owned(), r#"{"version":1,"config":{"retention.ms":"1000"}}"#.to_owned()),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        under(&["/brokers/topics/foo", "/config/topics", "/config/changes"]),
+        expected
+    );
+    assert_eq!(
+        under(&["/migration"]),
+        vec![(
+            "/migration".to_owned(),
+            String::from_utf8(migration_json(1)).expect("utf-8")
+        )]
+    );
+    assert_eq!(
+        zk.with_tree(|t| t.get(paths::MIGRATION).expect("exists").1.version),
+        1
+    );
+    assert_eq!(fence.migration_zk_version, 1);
+}
+
 /// A backend that loses its connection after `budget` multi-ops.
 struct FlakyZk {
     inner: MemZk,
