@@ -22,6 +22,29 @@ const MIGRATION_COMPLETED: &str = "Completed migration of metadata from ZooKeepe
 /// What Kafka 3.9's `BrokerLifecycleManager` logs once its registration is accepted.
 const REGISTERED: &str = "Successfully registered broker";
 
+/// The data of `path` as `zookeeper-shell get` prints it ("" when missing).
+fn zk_get(zk: &ZooKeeperServer, path: &str) -> String {
+    zk.shell(&["get", path])
+        .map(|o| o.stdout)
+        .unwrap_or_default()
+}
+
+/// Polls `path` until it exists; its data.
+fn wait_for_znode(zk: &ZooKeeperServer, path: &str) -> String {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let data = zk_get(zk, path);
+        if data.contains('{') {
+            return data;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{path} never appeared in ZooKeeper"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The metadata records of a stopped controller's log, decoded.
 fn metadata_records(quorum: &Quorum, id: i32) -> Vec<MetadataRecord> {
     let node = quorum.nodes.iter().find(|n| n.id == id).expect("node");
@@ -37,12 +60,15 @@ fn metadata_records(quorum: &Quorum, id: i32) -> Vec<MetadataRecord> {
         .collect()
 }
 
-/// Phase 1 and 2 of the migration: a krust controller quorum provisioned with
-/// `zookeeper.metadata.migration.enable=true` sits in PRE_MIGRATION, and Kafka 3.9
-/// ZooKeeper-mode brokers rolled into migration mode register with it as migrating ZooKeeper
-/// brokers (before, krust refused them with BROKER_ID_NOT_REGISTERED).
+/// Phases 1–3 of the migration: a krust controller provisioned with
+/// `zookeeper.metadata.migration.enable=true` sits in PRE_MIGRATION; a Kafka 3.9
+/// ZooKeeper-mode broker rolled into migration mode registers with it as a migrating
+/// ZooKeeper broker; the controller claims `/controller`, copies ZooKeeper's metadata into
+/// its log in a transaction (Kafka's completion line), and dual-writes: a topic created
+/// through the broker lands in ZooKeeper and is served by the broker, which the KRaft
+/// controller now drives with LeaderAndIsr/UpdateMetadata.
 #[test]
-fn zookeeper_brokers_in_migration_mode_register_with_krust_controllers() {
+fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
     let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
     let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
     let mut broker = KafkaNode::builder(&dist)
@@ -55,6 +81,9 @@ fn zookeeper_brokers_in_migration_mode_register_with_krust_controllers() {
     broker
         .create_topic("made-in-zk", 2, &[("retention.ms", "123456789")])
         .expect("create a topic in ZooKeeper mode");
+    broker
+        .console_produce("made-in-zk", "zk-1\nzk-2\nzk-3\n", &[], &[("acks", "all")])
+        .expect("produce in ZooKeeper mode");
 
     let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
     let connect = zk.connect_string();
@@ -83,10 +112,48 @@ fn zookeeper_brokers_in_migration_mode_register_with_krust_controllers() {
         .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
     println!("{copied}");
 
-    quorum.stop_all();
+    // Hybrid phase: the KRaft controller owns /controller and drives the ZooKeeper broker.
+    let owner = zk_get(&zk, "/controller");
+    assert!(
+        owner.contains("\"kraftControllerEpoch\"") && owner.contains("\"brokerid\":1"),
+        "/controller claimed by the KRaft controller: {owner}"
+    );
+    // A topic created through the ZooKeeper broker (forwarded to the KRaft controller) is
+    // dual-written to ZooKeeper, and the broker leads it (LeaderAndIsr from krust).
+    broker
+        .create_topic("made-in-hybrid", 1, &[("retention.ms", "86400000")])
+        .unwrap_or_else(|e| {
+            panic!(
+                "create a topic in the hybrid phase: {e}\n{}",
+                quorum.log_tails()
+            )
+        });
+    let znode = wait_for_znode(&zk, "/brokers/topics/made-in-hybrid");
+    assert!(znode.contains("\"partitions\":{\"0\":[101]}"), "{znode}");
+    let config = wait_for_znode(&zk, "/config/topics/made-in-hybrid");
+    assert!(config.contains("\"retention.ms\":\"86400000\""), "{config}");
+    broker
+        .console_produce("made-in-hybrid", "h-1\nh-2\n", &[], &[("acks", "all")])
+        .unwrap_or_else(|e| panic!("produce in the hybrid phase: {e}\n{}", quorum.log_tails()));
+    let consumed = broker
+        .console_consume("made-in-hybrid", 2, &[], WAIT)
+        .expect("consume in the hybrid phase");
+    assert_eq!(
+        consumed.stdout.lines().collect::<Vec<_>>(),
+        vec!["h-1", "h-2"]
+    );
+    let consumed = broker
+        .console_consume("made-in-zk", 3, &[], WAIT)
+        .expect("consume the records written before the migration");
+    let mut lines: Vec<&str> = consumed.stdout.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, vec!["zk-1", "zk-2", "zk-3"]);
+
+    // The broker first: its controlled shutdown goes through the KRaft controller.
     broker
         .terminate(Duration::from_secs(60))
-        .expect("broker stops");
+        .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+    quorum.stop_all();
     let records = metadata_records(&quorum, 1);
     assert!(
         records.iter().any(|r| matches!(
@@ -113,4 +180,5 @@ fn zookeeper_brokers_in_migration_mode_register_with_krust_controllers() {
         .topic_by_name("made-in-zk")
         .expect("the topic made in ZooKeeper was copied");
     assert_eq!(topic.partitions.len(), 2);
+    assert!(image.topics.topic_by_name("made-in-hybrid").is_some());
 }
