@@ -60,13 +60,15 @@ fn metadata_records(quorum: &Quorum, id: i32) -> Vec<MetadataRecord> {
         .collect()
 }
 
-/// Phases 1–3 of the migration: a krust controller provisioned with
+/// The whole migration, phases 1–5: a krust controller provisioned with
 /// `zookeeper.metadata.migration.enable=true` sits in PRE_MIGRATION; a Kafka 3.9
 /// ZooKeeper-mode broker rolled into migration mode registers with it as a migrating
 /// ZooKeeper broker; the controller claims `/controller`, copies ZooKeeper's metadata into
 /// its log in a transaction (Kafka's completion line), and dual-writes: a topic created
 /// through the broker lands in ZooKeeper and is served by the broker, which the KRaft
-/// controller now drives with LeaderAndIsr/UpdateMetadata.
+/// controller now drives with LeaderAndIsr/UpdateMetadata; the broker is rolled into a Kafka
+/// 3.9 KRaft broker on the same log dirs and serves the same records; the controller is
+/// restarted without the flag (POST_MIGRATION) and ZooKeeper is not written again.
 #[test]
 fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
     let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
@@ -149,10 +151,82 @@ fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
     lines.sort_unstable();
     assert_eq!(lines, vec!["zk-1", "zk-2", "zk-3"]);
 
-    // The broker first: its controlled shutdown goes through the KRaft controller.
+    // Phase 4: the broker is rolled into a KRaft broker on the same log dirs (the ZooKeeper
+    // broker's controlled shutdown goes through the KRaft controller).
     broker
         .terminate(Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+    let mut kraft_broker = KafkaNode::builder(&dist)
+        .role(KafkaRole::Broker)
+        .node_id(101)
+        .cluster_id(broker.cluster_id().to_owned())
+        .quorum_voters(quorum.voters.clone())
+        .dir(broker.dir().to_path_buf())
+        .broker_port(broker.broker_port().expect("a broker port"))
+        .start_timeout(WAIT)
+        .build_unformatted()
+        .expect("KRaft broker configured on the ZooKeeper broker's dirs");
+    kraft_broker
+        .start()
+        .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
+    let consumed = kraft_broker
+        .console_consume("made-in-hybrid", 2, &[], WAIT)
+        .expect("consume through the KRaft broker");
+    assert_eq!(
+        consumed.stdout.lines().collect::<Vec<_>>(),
+        vec!["h-1", "h-2"]
+    );
+    // Still dual-writing: a topic created now lands in ZooKeeper too.
+    kraft_broker
+        .create_topic("made-after-roll", 1, &[])
+        .expect("create a topic after the roll");
+    wait_for_znode(&zk, "/brokers/topics/made-after-roll");
+
+    // Phase 5: finalize — the controller restarts without the migration flag and writes
+    // POST_MIGRATION; ZooKeeper is not written again.
+    let props = quorum.node(1).properties();
+    let text = std::fs::read_to_string(&props).expect("controller properties");
+    let text: String = text
+        .lines()
+        .filter(|l| !l.starts_with("zookeeper."))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&props, text).expect("rewrite controller properties");
+    let node = quorum.node(1);
+    let process = node.process.as_mut().expect("started");
+    process
+        .terminate(Duration::from_secs(30))
+        .expect("controller stops");
+    let mark = process.log_mark();
+    process.restart().expect("controller restarts");
+    process
+        .wait_for_line_since(mark, support::STARTED_LINE, WAIT)
+        .expect("controller restarted");
+    let migration_before = zk_get(&zk, "/migration");
+    kraft_broker
+        .create_topic("made-after-finalize", 1, &[])
+        .unwrap_or_else(|e| {
+            panic!(
+                "create a topic after finalizing: {e}\n{}",
+                quorum.log_tails()
+            )
+        });
+    kraft_broker
+        .console_produce("made-after-finalize", "f-1\n", &[], &[("acks", "all")])
+        .expect("produce after finalizing");
+    assert!(
+        !zk_get(&zk, "/brokers/topics/made-after-finalize").contains('{'),
+        "ZooKeeper written after finalization"
+    );
+    assert_eq!(
+        zk_get(&zk, "/migration"),
+        migration_before,
+        "/migration untouched"
+    );
+
+    kraft_broker
+        .terminate(Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("KRaft broker stops: {e}\n{}", quorum.log_tails()));
     quorum.stop_all();
     let records = metadata_records(&quorum, 1);
     assert!(
@@ -173,8 +247,9 @@ fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
         .expect("the log replays");
     assert_eq!(
         image.features.zk_migration_state,
-        ZkMigrationState::Migration
+        ZkMigrationState::PostMigration
     );
+    assert!(image.topics.topic_by_name("made-after-finalize").is_some());
     let topic = image
         .topics
         .topic_by_name("made-in-zk")
