@@ -219,7 +219,10 @@ where
             }
             (Purpose::RewriteMigration, ZkReply::Wrote(results)) => {
                 self.learn_migration_version(&in_flight.steps, &results);
-                if self.leadership.initial_migration_done() {
+                // The log's MIGRATION state also means the copy is done (see the quorum step).
+                if self.leadership.initial_migration_done()
+                    || self.image.features.zk_migration_state == ZkMigrationState::Migration
+                {
                     self.transition(MigrationDriverState::SyncKraftToZk);
                 } else {
                     self.transition(MigrationDriverState::ZkMigration);
