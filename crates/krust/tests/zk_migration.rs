@@ -22,6 +22,41 @@ const MIGRATION_COMPLETED: &str = "Completed migration of metadata from ZooKeepe
 /// What Kafka 3.9's `BrokerLifecycleManager` logs once its registration is accepted.
 const REGISTERED: &str = "Successfully registered broker";
 
+/// `GET /metrics` on 127.0.0.1:`port`.
+fn scrape_metrics(port: u16) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ =
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body);
+    body
+}
+
+/// The value of an unlabelled sample.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Scrapes until `accept` holds (or [`WAIT`] passes).
+fn scrape_until(port: u16, accept: impl Fn(&str) -> bool) -> Option<String> {
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::time::Instant::now() < deadline {
+        let metrics = scrape_metrics(port);
+        if accept(&metrics) {
+            return Some(metrics);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    None
+}
+
 /// The data of `path` as `zookeeper-shell get` prints it ("" when missing).
 fn zk_get(zk: &ZooKeeperServer, path: &str) -> String {
     zk.shell(&["get", path])
@@ -89,6 +124,8 @@ fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
 
     let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
     let connect = zk.connect_string();
+    let metrics_port = krust_testkit::free_ports(1).expect("a port")[0].to_string();
+    extra.push(("metrics.port", &metrics_port));
     extra.push(("zookeeper.metadata.migration.enable", "true"));
     extra.push(("zookeeper.connect", &connect));
     let mut quorum = Quorum::in_cluster(1, &extra, broker.cluster_id());
@@ -113,6 +150,17 @@ fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
         .wait_for_line(MIGRATION_COMPLETED, WAIT)
         .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
     println!("{copied}");
+    // Kafka's migration metrics on the controller: MIGRATION, one ZooKeeper broker.
+    let port: u16 = metrics_port.parse().expect("port");
+    let metrics = scrape_until(port, |m| {
+        gauge(m, "kafka_controller_kafkacontroller_zkmigrationstate") == Some(1.0)
+            && gauge(m, "kafka_controller_kafkacontroller_migratingzkbrokercount") == Some(1.0)
+    })
+    .unwrap_or_else(|| panic!("migration metrics\n{}", scrape_metrics(port)));
+    assert!(
+        metrics.contains("kafka_controller_kafkacontroller_zkwritesnapshottimems_count 1"),
+        "one reconciliation recorded:\n{metrics}"
+    );
 
     // Hybrid phase: the KRaft controller owns /controller and drives the ZooKeeper broker.
     let owner = zk_get(&zk, "/controller");
