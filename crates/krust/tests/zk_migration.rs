@@ -13,7 +13,9 @@ use std::time::Duration;
 use krust_metadata::image::features::ZkMigrationState;
 use krust_metadata::records::MetadataRecord;
 use krust_metadata::{ApiMessageAndVersion, MetadataImage, MetadataProvenance};
-use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ZooKeeperServer};
+use krust_testkit::{
+    KafkaDist, KafkaNode, KafkaRole, KrustProcess, ZooKeeperServer, check_acked_records,
+};
 use support::{FAST_TIMEOUTS, Quorum, read_metadata_log, wait_for_quorum};
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -304,4 +306,177 @@ fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
         .expect("the topic made in ZooKeeper was copied");
     assert_eq!(topic.partitions.len(), 2);
     assert!(image.topics.topic_by_name("made-in-hybrid").is_some());
+}
+
+/// The output of every controller so far.
+fn controller_logs(quorum: &Quorum) -> String {
+    quorum
+        .nodes
+        .iter()
+        .filter_map(|n| n.process.as_ref().map(KrustProcess::output))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Under load, with faults: two Kafka 3.9 ZooKeeper brokers and three krust controllers; an
+/// idempotent `acks=all` producer writes to an RF-2 topic the whole time. The brokers are rolled
+/// into migration mode, the metadata is copied, the active controller is SIGKILLed in the hybrid
+/// phase (another one claims ZooKeeper, reconciles and keeps dual-writing), then the brokers
+/// are rolled into Kafka KRaft brokers. Every acknowledged record is on both replicas, once, at
+/// its offset.
+#[test]
+fn a_zookeeper_cluster_migrates_under_load_while_the_active_controller_is_killed() {
+    const TOPIC: &str = "acked";
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let mut brokers: Vec<KafkaNode> = [101, 102]
+        .into_iter()
+        .map(|id| {
+            KafkaNode::builder(&dist)
+                .role(KafkaRole::ZkBroker)
+                .node_id(id)
+                .zookeeper(zk.connect_string())
+                .start_timeout(WAIT)
+                .start()
+                .expect("ZooKeeper-mode broker starts")
+        })
+        .collect();
+    let bootstrap = brokers
+        .iter()
+        .map(KafkaNode::bootstrap_servers)
+        .collect::<Vec<_>>()
+        .join(",");
+    dist.create_topic(&bootstrap, TOPIC, 1, 2, &[("min.insync.replicas", "1")])
+        .expect("an RF-2 topic in ZooKeeper mode");
+    let mut producer = dist
+        .start_acked_producer(
+            &bootstrap,
+            &[TOPIC],
+            20,
+            1_000_000,
+            Duration::ZERO,
+            &[("delivery.timeout.ms", "300000")],
+            WAIT,
+        )
+        .expect("acked producer starts");
+    producer
+        .wait_acked(20, WAIT)
+        .expect("records acknowledged in ZooKeeper mode");
+
+    let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    let connect = zk.connect_string();
+    extra.push(("zookeeper.metadata.migration.enable", "true"));
+    extra.push(("zookeeper.connect", &connect));
+    let cluster_id = brokers[0].cluster_id().to_owned();
+    let mut quorum = Quorum::in_cluster(3, &extra, &cluster_id);
+    for id in 1..=3 {
+        let node = quorum.node(id);
+        node.process = Some(cluster::start_server_within(&node.dir, id, WAIT));
+    }
+    wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0)
+        .unwrap_or_else(|| panic!("no leader\n{}", quorum.log_tails()));
+
+    for broker in &mut brokers {
+        broker
+            .enable_migration(&quorum.voters)
+            .expect("broker config");
+        broker.restart().expect("broker restarts in migration mode");
+        let acked = producer.report().acked.len();
+        producer
+            .wait_acked(acked + 20, WAIT)
+            .unwrap_or_else(|e| panic!("producing after a roll: {e}\n{}", quorum.log_tails()));
+    }
+    let deadline = std::time::Instant::now() + WAIT;
+    while !controller_logs(&quorum).contains(MIGRATION_COMPLETED) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no copy\n{}",
+            quorum.log_tails()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // SIGKILL the active controller in the hybrid phase.
+    let before = wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0).expect("leader");
+    quorum.kill(before.leader_id);
+    let survivors: Vec<i32> = (1..=3).filter(|id| *id != before.leader_id).collect();
+    let after = wait_for_quorum(&quorum.bootstrap_without(&[before.leader_id]), WAIT, |q| {
+        q.leader_id > 0 && q.leader_id != before.leader_id
+    })
+    .unwrap_or_else(|| panic!("no new leader\n{}", quorum.log_tails()));
+    assert!(survivors.contains(&after.leader_id));
+    // The new active controller claims ZooKeeper and keeps dual-writing.
+    brokers[0]
+        .create_topic("after-failover", 1, &[])
+        .unwrap_or_else(|e| panic!("create after the failover: {e}\n{}", quorum.log_tails()));
+    wait_for_znode(&zk, "/brokers/topics/after-failover");
+    let owner = zk_get(&zk, "/controller");
+    assert!(
+        owner.contains(&format!("\"brokerid\":{}", after.leader_id)),
+        "/controller claimed by the new leader {}: {owner}",
+        after.leader_id
+    );
+    let acked = producer.report().acked.len();
+    producer
+        .wait_acked(acked + 20, WAIT)
+        .unwrap_or_else(|e| panic!("producing after the failover: {e}\n{}", quorum.log_tails()));
+
+    // Roll the brokers into Kafka KRaft brokers on the same dirs.
+    let mut kraft_brokers = Vec::new();
+    for broker in &mut brokers {
+        broker
+            .terminate(Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+        let mut kraft = KafkaNode::builder(&dist)
+            .role(KafkaRole::Broker)
+            .node_id(broker.node_id())
+            .cluster_id(cluster_id.clone())
+            .quorum_voters(quorum.voters.clone())
+            .dir(broker.dir().to_path_buf())
+            .broker_port(broker.broker_port().expect("a broker port"))
+            .start_timeout(WAIT)
+            .build_unformatted()
+            .expect("KRaft broker configured");
+        kraft
+            .start()
+            .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
+        let acked = producer.report().acked.len();
+        producer
+            .wait_acked(acked + 20, WAIT)
+            .unwrap_or_else(|e| panic!("producing after a roll: {e}\n{}", quorum.log_tails()));
+        kraft_brokers.push(kraft);
+    }
+
+    let report = producer.stop(WAIT).expect("producer stops");
+    assert!(
+        report.failed.is_empty(),
+        "sends failed: {:?}",
+        report.failed
+    );
+    for kraft in &mut kraft_brokers {
+        kraft
+            .terminate(Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("KRaft broker stops: {e}\n{}", quorum.log_tails()));
+    }
+    quorum.stop_all();
+    let dirs: Vec<std::path::PathBuf> = kraft_brokers
+        .iter()
+        .map(|b| b.partition_dir(TOPIC, 0))
+        .collect();
+    let dir_refs: Vec<&std::path::Path> = dirs.iter().map(std::path::PathBuf::as_path).collect();
+    let logs = dist
+        .read_replica_logs(&dir_refs, WAIT)
+        .expect("DumpLogSegments on both replicas");
+    let acked = report.acked_in(TOPIC);
+    assert!(acked.len() >= 100, "only {} acknowledged", acked.len());
+    for log in &logs {
+        assert!(log.problems.is_empty(), "{:?}", log.problems);
+        let problems = check_acked_records(&acked, &log.records);
+        assert!(
+            problems.is_empty(),
+            "{}:\n{}",
+            log.dir.display(),
+            problems.join("\n")
+        );
+    }
 }
