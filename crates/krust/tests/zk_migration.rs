@@ -480,3 +480,89 @@ fn a_zookeeper_cluster_migrates_under_load_while_the_active_controller_is_killed
         );
     }
 }
+
+/// Rollback from the hybrid phase (Kafka's documented procedure for "brokers in migration
+/// mode", facts §6.14): after the copy and a topic created and a config changed in dual-write,
+/// the controllers are deprovisioned, `/controller` and `/migration` removed, the broker taken
+/// out of migration mode and restarted. It becomes the ZooKeeper controller again and serves
+/// every record and every metadata change made during the migration.
+#[test]
+fn a_migration_rolled_back_from_the_hybrid_phase_leaves_a_working_zookeeper_cluster() {
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let mut broker = KafkaNode::builder(&dist)
+        .role(KafkaRole::ZkBroker)
+        .node_id(101)
+        .zookeeper(zk.connect_string())
+        .start_timeout(WAIT)
+        .start()
+        .expect("ZooKeeper-mode broker starts");
+    broker
+        .create_topic("before", 1, &[])
+        .expect("create a topic in ZooKeeper mode");
+    broker
+        .console_produce("before", "b-1\nb-2\n", &[], &[("acks", "all")])
+        .expect("produce in ZooKeeper mode");
+
+    let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    let connect = zk.connect_string();
+    extra.push(("zookeeper.metadata.migration.enable", "true"));
+    extra.push(("zookeeper.connect", &connect));
+    let mut quorum = Quorum::in_cluster(1, &extra, broker.cluster_id());
+    let node = quorum.node(1);
+    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
+    broker
+        .enable_migration(&quorum.voters)
+        .expect("broker config");
+    broker.restart().expect("broker restarts in migration mode");
+    quorum
+        .node(1)
+        .process
+        .as_mut()
+        .expect("started")
+        .wait_for_line(MIGRATION_COMPLETED, WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
+    broker
+        .create_topic("during", 1, &[("retention.ms", "7200000")])
+        .unwrap_or_else(|e| panic!("create in the hybrid phase: {e}\n{}", quorum.log_tails()));
+    wait_for_znode(&zk, "/brokers/topics/during");
+    broker
+        .console_produce("during", "d-1\nd-2\n", &[], &[("acks", "all")])
+        .expect("produce in the hybrid phase");
+
+    // The rollback: deprovision the quorum, rmr /controller, keep /migration's content for
+    // debugging and rmr it, take the broker out of migration mode, roll it.
+    quorum.stop_all();
+    let migration = zk_get(&zk, "/migration");
+    assert!(migration.contains("kraft_metadata_offset"), "{migration}");
+    for path in ["/controller", "/migration"] {
+        zk.shell(&["deleteall", path])
+            .unwrap_or_else(|e| panic!("zookeeper-shell deleteall {path}: {e}"));
+    }
+    broker.disable_migration().expect("broker config");
+    broker.restart().expect("broker restarts in ZooKeeper mode");
+
+    // A ZooKeeper controller again, with everything the migration did.
+    let owner = wait_for_znode(&zk, "/controller");
+    assert!(
+        owner.contains("\"brokerid\":101") && !owner.contains("kraftControllerEpoch\":1"),
+        "the ZooKeeper broker is the controller again: {owner}"
+    );
+    let config = zk_get(&zk, "/config/topics/during");
+    assert!(config.contains("\"retention.ms\":\"7200000\""), "{config}");
+    for (topic, want) in [("before", ["b-1", "b-2"]), ("during", ["d-1", "d-2"])] {
+        let consumed = broker
+            .console_consume(topic, 2, &[], WAIT)
+            .unwrap_or_else(|e| panic!("consume {topic} after the rollback: {e}"));
+        assert_eq!(consumed.stdout.lines().collect::<Vec<_>>(), want);
+    }
+    broker
+        .create_topic("after", 1, &[])
+        .expect("the ZooKeeper controller creates topics again");
+    broker
+        .console_produce("after", "a-1\n", &[], &[("acks", "all")])
+        .expect("produce after the rollback");
+    broker
+        .terminate(Duration::from_secs(60))
+        .expect("broker stops");
+}
