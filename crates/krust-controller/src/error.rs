@@ -67,6 +67,19 @@ pub enum ControllerError {
         /// The broker's highest supported level.
         max: i16,
     },
+    /// While dual-writing, ZooKeeper lags more records behind the metadata log than allowed
+    /// (`zookeeper.metadata.migration.write.behind.max.records`, a krust addition). Remedy: the
+    /// write goes through once ZooKeeper catches up (check ZooKeeper's health; the controller's
+    /// `ZkWriteBehindLag` metric shows the lag).
+    #[error(
+        "ZooKeeper is {lag} metadata records behind the metadata log (the limit is {max}): admin writes wait until the migration's dual-write catches up."
+    )]
+    ZkWriteBehind {
+        /// Records committed but not yet in ZooKeeper.
+        lag: i64,
+        /// The bound.
+        max: u64,
+    },
     /// Records of the ZooKeeper migration's copy that do not fit the metadata image (bad
     /// ZooKeeper data). Remedy: fix the znode the reason names; the copy is redone.
     #[error("Invalid ZooKeeper migration records: {reason}")]
@@ -245,6 +258,7 @@ impl ControllerError {
             }
             Self::InvalidRegistration { .. } => ResponseError::Unknown(INVALID_REGISTRATION),
             Self::InvalidMigrationRecords { .. } => ResponseError::UnknownServerError,
+            Self::ZkWriteBehind { .. } => ResponseError::RequestTimedOut,
             Self::BrokerIdNotRegistered { .. } => ResponseError::BrokerIdNotRegistered,
             Self::StaleBrokerEpoch { .. } | Self::UnknownBrokerEpoch { .. } => {
                 ResponseError::StaleBrokerEpoch

@@ -60,6 +60,7 @@ fn config(node_id: i32) -> QuorumControllerConfig {
         leader_imbalance_check_interval_ms: Some(300_000),
         topic_validation_defaults: krust_config::TopicValidationDefaults::default(),
         zk_migration_enabled: false,
+        max_zk_write_behind: None,
     }
 }
 

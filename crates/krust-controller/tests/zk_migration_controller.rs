@@ -47,6 +47,7 @@ fn config(node_id: i32, migration: bool, mv: MetadataVersion) -> QuorumControlle
         leader_imbalance_check_interval_ms: Some(300_000),
         topic_validation_defaults: krust_config::TopicValidationDefaults::default(),
         zk_migration_enabled: migration,
+        max_zk_write_behind: Some(100),
     }
 }
 
@@ -520,4 +521,51 @@ fn migration_records_that_do_not_fit_are_refused_and_not_written() {
         other => panic!("{other:?}"),
     }
     assert_eq!(node.log_end(), before, "nothing written");
+}
+
+#[test]
+fn admin_writes_wait_while_zookeeper_lags_too_far_behind() {
+    let mut node = Node::start(config(3000, true, MetadataVersion::IBP_3_9_IV0));
+    node.migration_batch(vec![begin()]);
+    node.migration_batch(vec![state(ZkMigrationState::Migration), end()]);
+    let create = || {
+        ControllerRequest::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
+            CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("t")))
+                .with_num_partitions(1)
+                .with_replication_factor(1),
+        ]))
+    };
+    node.controller.set_zk_write_behind(101);
+    let before = node.log_end();
+    match node.request(create()) {
+        ControllerResponse::CreateTopics(r) => {
+            assert_eq!(
+                r.topics[0].error_code,
+                ResponseError::RequestTimedOut.code()
+            );
+            assert_eq!(
+                r.topics[0].error_message.as_deref(),
+                Some(
+                    "ZooKeeper is 101 metadata records behind the metadata log (the limit is 100): admin writes wait until the migration's dual-write catches up."
+                )
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(node.log_end(), before, "nothing written");
+    // Broker lifecycle goes on.
+    assert_eq!(
+        top_level_error(&node.request(broker_registration(1, true))),
+        None
+    );
+    // At the bound, writes go through again.
+    node.controller.set_zk_write_behind(100);
+    match node.request(create()) {
+        ControllerResponse::CreateTopics(r) => assert_ne!(
+            r.topics[0].error_code,
+            ResponseError::RequestTimedOut.code()
+        ),
+        other => panic!("{other:?}"),
+    }
 }

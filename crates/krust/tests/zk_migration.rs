@@ -566,3 +566,136 @@ fn a_migration_rolled_back_from_the_hybrid_phase_leaves_a_working_zookeeper_clus
         .terminate(Duration::from_secs(60))
         .expect("broker stops");
 }
+
+/// ZooKeeper down in the hybrid phase: the metadata log goes on (a config is changed), the
+/// write-behind lag grows until the controller refuses admin writes (bounded with
+/// `zookeeper.metadata.migration.write.behind.max.records`), and once ZooKeeper is back the
+/// dual-write drains: the waiting change goes through and lands in ZooKeeper.
+#[test]
+fn dual_writes_block_while_zookeeper_is_down_and_drain_when_it_is_back() {
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let mut zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let mut broker = KafkaNode::builder(&dist)
+        .role(KafkaRole::ZkBroker)
+        .node_id(101)
+        .zookeeper(zk.connect_string())
+        .start_timeout(WAIT)
+        .start()
+        .expect("ZooKeeper-mode broker starts");
+    let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    let connect = zk.connect_string();
+    let metrics_port = krust_testkit::free_ports(1).expect("a port")[0].to_string();
+    extra.push(("metrics.port", &metrics_port));
+    extra.push(("zookeeper.metadata.migration.enable", "true"));
+    extra.push(("zookeeper.connect", &connect));
+    extra.push((
+        "zookeeper.metadata.migration.write.behind.max.records",
+        "40",
+    ));
+    let mut quorum = Quorum::in_cluster(1, &extra, broker.cluster_id());
+    let node = quorum.node(1);
+    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
+    broker
+        .enable_migration(&quorum.voters)
+        .expect("broker config");
+    broker.restart().expect("broker restarts in migration mode");
+    quorum
+        .node(1)
+        .process
+        .as_mut()
+        .expect("started")
+        .wait_for_line(MIGRATION_COMPLETED, WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
+    let port: u16 = metrics_port.parse().expect("port");
+    let lag = |m: &str| gauge(m, "kafka_controller_kafkacontroller_zkwritebehindlag");
+
+    // Admin writes go to the controller directly: a ZooKeeper-mode broker does not serve them
+    // while its own ZooKeeper is down.
+    broker
+        .create_topic("cfg", 1, &[])
+        .expect("create a topic in the hybrid phase");
+    wait_for_znode(&zk, "/brokers/topics/cfg");
+    let controller = quorum.nodes[0].address();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = krust_net::Client::new(
+        controller,
+        krust_net::ClientConfig {
+            client_id: "zk-migration-test".to_owned(),
+            request_timeout: Duration::from_secs(30),
+            ..krust_net::ClientConfig::default()
+        },
+    );
+    // CreateTopics straight to the controller (a ZooKeeper-mode broker does not serve admin
+    // requests while its own ZooKeeper is down): (error code, message) of the topic.
+    let create = |name: &str| -> (i16, Option<String>) {
+        use kafka_protocol::messages::create_topics_request::CreatableTopic;
+        use kafka_protocol::messages::{CreateTopicsRequest, ResponseKind, TopicName};
+        use kafka_protocol::protocol::StrBytes;
+        let request = CreateTopicsRequest::default()
+            .with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+                    .with_num_partitions(1)
+                    .with_replication_factor(1),
+            ])
+            .with_timeout_ms(30_000);
+        match runtime.block_on(client.send(request, 7)) {
+            Ok(ResponseKind::CreateTopics(r)) => (
+                r.topics[0].error_code,
+                r.topics[0].error_message.as_ref().map(ToString::to_string),
+            ),
+            other => panic!("CreateTopics: {other:?}"),
+        }
+    };
+
+    zk.kill().expect("ZooKeeper killed");
+    assert_eq!(
+        create("during-outage"),
+        (0, None),
+        "the log goes on without ZooKeeper"
+    );
+    // Each topic is records ZooKeeper does not get; past the bound, admin writes are refused.
+    let mut refused = None;
+    for i in 0..200 {
+        match create(&format!("outage-{i}")) {
+            (0, _) => {}
+            (7, message) => {
+                refused = message;
+                break;
+            }
+            other => panic!("unexpected answer: {other:?}"),
+        }
+    }
+    let message = refused.unwrap_or_else(|| panic!("never refused\n{}", scrape_metrics(port)));
+    assert!(
+        message.contains("metadata records behind the metadata log (the limit is 40)"),
+        "{message}"
+    );
+    assert!(
+        lag(&scrape_metrics(port)).is_some_and(|l| l > 40.0),
+        "the lag metric shows it"
+    );
+    assert_eq!(create("blocked").0, 7, "still refused");
+    zk.restart().expect("ZooKeeper back");
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        match create("blocked") {
+            (0, _) => break,
+            (7, _) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            other => panic!("the create never went through: {other:?}"),
+        }
+    }
+    wait_for_znode(&zk, "/brokers/topics/during-outage");
+    wait_for_znode(&zk, "/brokers/topics/blocked");
+    scrape_until(port, |m| lag(m).is_some_and(|l| l < 40.0))
+        .unwrap_or_else(|| panic!("the lag drains\n{}", scrape_metrics(port)));
+    broker
+        .terminate(Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+    quorum.stop_all();
+}

@@ -153,6 +153,10 @@ pub struct QuorumControllerConfig {
     /// migration (activation writes PRE_MIGRATION on an empty log; ZooKeeper-mode brokers may
     /// register).
     pub zk_migration_enabled: bool,
+    /// While dual-writing, the most metadata records ZooKeeper may lag behind the log before
+    /// admin writes are refused (a krust addition, Kafka has no bound:
+    /// `zookeeper.metadata.migration.write.behind.max.records`); `None`: no bound.
+    pub max_zk_write_behind: Option<u64>,
 }
 
 /// One committed batch from the Raft listener.
@@ -353,6 +357,9 @@ pub struct QuorumController {
     committed_transaction: Option<OpenTransaction>,
     /// The transaction open in `image` (the committed one, or one this controller opened).
     image_transaction: Option<OpenTransaction>,
+    /// Records committed to the log but not yet written to ZooKeeper (the migration driver's
+    /// `ZkWriteBehindLag`), as last reported.
+    zk_write_behind: i64,
 }
 
 impl QuorumController {
@@ -373,7 +380,14 @@ impl QuorumController {
             next_request_id: 0,
             committed_transaction: None,
             image_transaction: None,
+            zk_write_behind: 0,
         }
+    }
+
+    /// The migration driver's write-behind lag (records committed but not yet in ZooKeeper);
+    /// with `max_zk_write_behind`, admin writes are refused while it is above the bound.
+    pub fn set_zk_write_behind(&mut self, lag: i64) {
+        self.zk_write_behind = lag;
     }
 
     /// `zookeeper.metadata.migration.enable` on this controller (sent as `ZkMigrationReady`
@@ -857,6 +871,21 @@ impl QuorumController {
         self.next_request_id += 1;
         if self.active.is_none() {
             let response = refusal(&request, &ControllerError::NotController);
+            self.actions
+                .push_back(ControllerAction::Respond { id, response });
+            return id;
+        }
+        if let Some(max) = self.config.max_zk_write_behind
+            && self.zk_migration_state() == ZkMigrationState::Migration
+            && u64::try_from(self.zk_write_behind).is_ok_and(|lag| lag > max)
+            && bounded_by_write_behind(&request)
+        {
+            let error = ControllerError::ZkWriteBehind {
+                lag: self.zk_write_behind,
+                max,
+            };
+            warn!(request = request_name(&request), %error, "refusing an admin write");
+            let response = refusal(&request, &error);
             self.actions
                 .push_back(ControllerAction::Respond { id, response });
             return id;
@@ -1359,6 +1388,21 @@ fn runs_in_premigration(request: &ControllerRequest) -> bool {
             | ControllerRequest::UnregisterBroker(_)
             | ControllerRequest::ControllerRegistration(_)
             | ControllerRequest::MigrationRecords { .. }
+    )
+}
+
+/// The admin writes refused while ZooKeeper lags too far behind the log (broker lifecycle,
+/// ISR changes and producer-id blocks keep the cluster running and always go through).
+fn bounded_by_write_behind(request: &ControllerRequest) -> bool {
+    matches!(
+        request,
+        ControllerRequest::CreateTopics(_)
+            | ControllerRequest::DeleteTopics(_)
+            | ControllerRequest::CreatePartitions(_)
+            | ControllerRequest::ElectLeaders(_)
+            | ControllerRequest::IncrementalAlterConfigs(_)
+            | ControllerRequest::AlterConfigs(_)
+            | ControllerRequest::UpdateFeatures { .. }
     )
 }
 

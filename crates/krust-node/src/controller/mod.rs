@@ -40,7 +40,7 @@ pub mod listener;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -248,6 +248,7 @@ impl ControllerServer {
             raft,
             snapshots: MetadataLogConfig::default(),
             publishers: Vec::new(),
+            zk_write_behind: None,
         }
     }
 
@@ -280,6 +281,7 @@ pub struct ControllerServerBuilder {
     raft: RaftHandle,
     snapshots: MetadataLogConfig,
     publishers: Vec<Box<dyn MetadataPublisher>>,
+    zk_write_behind: Option<Arc<AtomicI64>>,
 }
 
 impl std::fmt::Debug for ControllerServerBuilder {
@@ -310,6 +312,14 @@ impl ControllerServerBuilder {
         self
     }
 
+    /// Reads the ZooKeeper migration's write-behind lag from `lag` (kept current by the
+    /// migration task) before each request, for `max_zk_write_behind`.
+    #[must_use]
+    pub fn with_zk_write_behind(mut self, lag: Arc<AtomicI64>) -> Self {
+        self.zk_write_behind = Some(lag);
+        self
+    }
+
     /// Starts the controller task over `events` (the driver's, or the combined node's copy of
     /// them). Returns the server and the controller node's metadata publishers —
     /// [`FeaturesPublisher`] first, then those added with [`Self::with_publisher`] — to be
@@ -325,6 +335,7 @@ impl ControllerServerBuilder {
             raft,
             snapshots,
             publishers: extra,
+            zk_write_behind,
         } = self;
         let zk_migration_ready = controller.zk_migration_enabled();
         let (requests_tx, requests_rx) = mpsc::channel(REQUEST_QUEUE);
@@ -346,6 +357,7 @@ impl ControllerServerBuilder {
             },
             waiting: HashMap::new(),
             loaded_snapshot: None,
+            zk_write_behind,
             delivered_end: 0,
             active_epoch: None,
             appends: appends_tx,
@@ -417,6 +429,8 @@ struct ControllerTask {
     registration: Registration,
     /// The snapshot loaded from disk at start, if any.
     loaded_snapshot: Option<OffsetAndEpoch>,
+    /// The migration's ZooKeeper write-behind lag, when migrating.
+    zk_write_behind: Option<Arc<AtomicI64>>,
 }
 
 /// KIP-919 self-registration state.
@@ -450,6 +464,9 @@ impl ControllerTask {
                 },
                 submitted = requests.recv(), if requests_open => match submitted {
                     Some(Submitted { request, reply }) => {
+                        if let Some(lag) = &self.zk_write_behind {
+                            self.controller.set_zk_write_behind(lag.load(Ordering::Relaxed));
+                        }
                         let id = self.controller.handle_request(Instant::now(), request);
                         self.waiting.insert(id, reply);
                     }

@@ -20,16 +20,16 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use krust_controller::{ControllerRequest, ControllerResponse};
-use krust_metadata::MetadataImage;
 use krust_migration::driver::{
     BrokerPropagator, METADATA_COMMIT_MAX_WAIT, MigrationAction, MigrationDriver, MigrationStatus,
-    ZkFailure, ZkMetadataReader, ZkMetadataWriter, ZkReply, ZkRequest, ZkStep,
+    RequestId, ZkFailure, ZkMetadataReader, ZkMetadataWriter, ZkReply, ZkRequest, ZkStep,
 };
 use krust_migration::kafka_seams::KraftEpoch;
 use krust_zk::backend::{ZkBackend, read_tree};
 use krust_zk::ops::{ZkError, ZkErrorCode, ZkOp};
 use krust_zk::tree::parent_of;
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use tokio::time::sleep_until;
 use tracing::{error, info, warn};
 
@@ -112,6 +112,7 @@ where
     status: MigrationStatusHandle,
     kraft_epoch: Option<KraftEpoch>,
     metrics: Option<super::metrics::MigrationMetrics>,
+    write_behind: Option<Arc<std::sync::atomic::AtomicI64>>,
 }
 
 impl<R, W, P, B> MigrationTask<R, W, P, B>
@@ -141,7 +142,16 @@ where
             status: MigrationStatusHandle::default(),
             kraft_epoch: None,
             metrics: None,
+            write_behind: None,
         }
+    }
+
+    /// Keeps `lag` at the driver's ZooKeeper write-behind lag (the controller task reads it to
+    /// bound the lag).
+    #[must_use]
+    pub fn with_write_behind(mut self, lag: Arc<std::sync::atomic::AtomicI64>) -> Self {
+        self.write_behind = Some(lag);
+        self
     }
 
     /// Feeds `metrics` with the driver's write durations.
@@ -172,7 +182,10 @@ where
         self.status.clone()
     }
 
-    /// Runs until `events` closes (the node stops) or the copy aborts.
+    /// Runs until `events` closes (the node stops) or the copy aborts. ZooKeeper requests and
+    /// migration batches run as their own tasks, so published images, timers and the status
+    /// (the write-behind lag the controller bounds) keep moving while ZooKeeper is slow or
+    /// down.
     ///
     /// # Errors
     /// [`MigrationTaskError::Aborted`].
@@ -181,14 +194,19 @@ where
         mut events: mpsc::UnboundedReceiver<MetadataEvent>,
     ) -> Result<(), MigrationTaskError>
     where
-        R: Sync,
-        W: Sync,
-        P: Sync,
+        B: Clone,
     {
-        let mut image = MetadataImage::empty();
+        let mut in_flight: JoinSet<Completion> = JoinSet::new();
         loop {
-            self.run_actions(&image).await?;
-            self.status.set(self.driver.status());
+            self.start_actions(&mut in_flight)?;
+            let status = self.driver.status();
+            if let Some(lag) = &self.write_behind {
+                lag.store(
+                    status.zk_write_behind_lag,
+                    std::sync::atomic::Ordering::Relaxed,
+                );
+            }
+            self.status.set(status);
             let timings = self.driver.take_write_timings();
             if let Some(metrics) = &self.metrics {
                 metrics.observe(&timings);
@@ -199,21 +217,40 @@ where
                 .map(tokio::time::Instant::from_std);
             tokio::select! {
                 event = events.recv() => match event {
-                    None => return Ok(()),
+                    None => {
+                        in_flight.abort_all();
+                        return Ok(());
+                    }
                     Some(MetadataEvent::LeaderChange(leader)) => {
                         if let Some(epoch) = &self.kraft_epoch {
                             epoch.set(leader.leader_epoch);
                         }
                         self.driver.handle_leader_change(Instant::now(), leader);
                     }
-                    Some(MetadataEvent::Update { delta, image: new_image, manifest }) => {
-                        image = new_image;
+                    Some(MetadataEvent::Update { delta, image, manifest }) => {
                         for broker in self.brokers.update_brokers(&image) {
                             info!(broker_id = broker, "reaching ZooKeeper broker");
                         }
                         self.driver.handle_metadata(Instant::now(), &delta, &image, &manifest);
                     }
                 },
+                Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
+                    let now = Instant::now();
+                    match done {
+                        Ok(Completion::Zk(id, result)) => self.driver.handle_zk_result(now, id, result),
+                        Ok(Completion::Committed(id, offset, epoch)) => {
+                            self.driver.handle_append_committed(now, id, offset, epoch);
+                        }
+                        Ok(Completion::AppendFailed(id, reason)) => {
+                            self.driver.handle_append_failed(now, id, &reason);
+                        }
+                        Err(e) => {
+                            return Err(MigrationTaskError::Aborted(format!(
+                                "a migration request task failed: {e}"
+                            )));
+                        }
+                    }
+                }
                 response = self.broker_responses.recv() => {
                     if let Some(r) = response
                         && (r.error_code != 0 || !r.partition_errors.is_empty())
@@ -239,51 +276,49 @@ where
         }
     }
 
-    async fn run_actions(&mut self, _image: &MetadataImage) -> Result<(), MigrationTaskError>
+    /// Starts every action the driver asks for: ZooKeeper requests and batches as tasks whose
+    /// completions come back through `in_flight`, RPCs queued to the brokers.
+    fn start_actions(
+        &mut self,
+        in_flight: &mut JoinSet<Completion>,
+    ) -> Result<(), MigrationTaskError>
     where
-        R: Sync,
-        W: Sync,
-        P: Sync,
+        B: Clone,
     {
         while let Some(action) = self.driver.poll_action() {
             match action {
                 MigrationAction::Zk { id, request, .. } => {
-                    let result = execute(&self.zk, &request).await;
-                    self.driver.handle_zk_result(Instant::now(), id, result);
+                    let zk = self.zk.clone();
+                    in_flight
+                        .spawn(async move { Completion::Zk(id, execute(&zk, &request).await) });
                 }
                 MigrationAction::AppendRecords {
                     id,
                     leader_epoch,
                     records,
                 } => {
-                    let call = self.controller.call(ControllerRequest::MigrationRecords {
-                        leader_epoch,
-                        records,
-                    });
-                    match tokio::time::timeout(METADATA_COMMIT_MAX_WAIT, call).await {
-                        Ok(Some(ControllerResponse::MigrationRecords(Ok(done)))) => {
-                            self.driver.handle_append_committed(
-                                Instant::now(),
+                    let controller = self.controller.clone();
+                    in_flight.spawn(async move {
+                        let call = controller.call(ControllerRequest::MigrationRecords {
+                            leader_epoch,
+                            records,
+                        });
+                        match tokio::time::timeout(METADATA_COMMIT_MAX_WAIT, call).await {
+                            Ok(Some(ControllerResponse::MigrationRecords(Ok(done)))) => {
+                                Completion::Committed(id, done.last_offset, done.epoch)
+                            }
+                            Ok(Some(ControllerResponse::MigrationRecords(Err(e)))) => {
+                                Completion::AppendFailed(id, e.to_string())
+                            }
+                            Ok(_) => {
+                                Completion::AppendFailed(id, "the controller stopped".to_owned())
+                            }
+                            Err(_) => Completion::AppendFailed(
                                 id,
-                                done.last_offset,
-                                done.epoch,
-                            );
+                                "timed out waiting for the migration batch to commit".to_owned(),
+                            ),
                         }
-                        Ok(Some(ControllerResponse::MigrationRecords(Err(e)))) => {
-                            self.driver
-                                .handle_append_failed(Instant::now(), id, &e.to_string());
-                        }
-                        Ok(_) => self.driver.handle_append_failed(
-                            Instant::now(),
-                            id,
-                            "the controller stopped",
-                        ),
-                        Err(_) => self.driver.handle_append_failed(
-                            Instant::now(),
-                            id,
-                            "timed out waiting for the migration batch to commit",
-                        ),
-                    }
+                    });
                 }
                 MigrationAction::SendRpcs { rpcs, .. } => {
                     for (broker_id, request) in rpcs.into_broker_requests() {
@@ -300,6 +335,13 @@ where
         }
         Ok(())
     }
+}
+
+/// A finished ZooKeeper request or migration batch.
+enum Completion {
+    Zk(RequestId, Result<ZkReply, ZkFailure>),
+    Committed(RequestId, i64, i32),
+    AppendFailed(RequestId, String),
 }
 
 /// Runs one driver request against ZooKeeper.

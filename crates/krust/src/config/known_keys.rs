@@ -5,6 +5,9 @@
 pub const KRUST_KEYS: &[&str] = &[
     // Port of the Prometheus `GET /metrics` endpoint (off when absent).
     "metrics.port",
+    // While dual-writing to ZooKeeper in a migration, how many metadata records ZooKeeper may
+    // lag behind the log before the controller refuses admin writes (-1: no bound).
+    "zookeeper.metadata.migration.write.behind.max.records",
 ];
 
 /// Prefixes under which Kafka accepts free-form keys (per-listener overrides, plugin configs).

@@ -100,5 +100,29 @@ pub fn quorum_controller_config(
             max_compaction_lag_ms: parse(config, "log.cleaner.max.compaction.lag.ms", i64::MAX)?,
         },
         zk_migration_enabled: parse(config, "zookeeper.metadata.migration.enable", false)?,
+        max_zk_write_behind: max_zk_write_behind(config)?,
     })
+}
+
+/// `zookeeper.metadata.migration.write.behind.max.records` (a krust addition): how many metadata
+/// records ZooKeeper may lag behind the log while dual-writing before admin writes are
+/// refused; `-1` for no bound.
+pub const MAX_WRITE_BEHIND_KEY: &str = "zookeeper.metadata.migration.write.behind.max.records";
+/// Its default.
+pub const MAX_WRITE_BEHIND_DEFAULT: i64 = 10_000;
+
+fn max_zk_write_behind(config: &ServerConfig) -> anyhow::Result<Option<u64>> {
+    let kafka = config.kafka_config()?;
+    let value = kafka
+        .extra(MAX_WRITE_BEHIND_KEY, krust_config::ConfigKind::Long)
+        .map_err(|e| anyhow::anyhow!(e.message))?
+        .and_then(|v| v.as_i64())
+        .unwrap_or(MAX_WRITE_BEHIND_DEFAULT);
+    match value {
+        -1 => Ok(None),
+        v if v >= 1 => Ok(u64::try_from(v).ok()),
+        v => anyhow::bail!(
+            "Invalid value {v} for configuration {MAX_WRITE_BEHIND_KEY}: Value must be at least 1, or -1 for no bound"
+        ),
+    }
 }

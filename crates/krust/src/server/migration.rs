@@ -4,6 +4,8 @@
 //! way).
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::AtomicI64;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
@@ -109,6 +111,7 @@ pub fn start(
     voter_ids: BTreeSet<i32>,
     controller: ControllerChannel,
     events: mpsc::UnboundedReceiver<MetadataEvent>,
+    write_behind: Arc<AtomicI64>,
 ) -> (JoinHandle<String>, MigrationMetrics) {
     let status = MigrationStatusHandle::default();
     let metrics = MigrationMetrics::new(status.clone());
@@ -153,7 +156,8 @@ pub fn start(
         )
         .with_kraft_epoch(kraft_epoch)
         .with_status(status)
-        .with_metrics(task_metrics);
+        .with_metrics(task_metrics)
+        .with_write_behind(write_behind);
         match task.run(events).await {
             Ok(()) => std::future::pending().await,
             Err(e) => e.to_string(),

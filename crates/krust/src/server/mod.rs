@@ -303,6 +303,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         _ => None,
     };
     let mut migration_events = None;
+    let zk_write_behind = Arc::new(std::sync::atomic::AtomicI64::new(0));
     let (controller, controller_publishers) = match (controller_config, controller_events) {
         (Some(qc_config), Some(events)) => {
             let qc = krust_controller::QuorumController::new(qc_config, rand::random());
@@ -320,7 +321,9 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             .with_snapshot_triggers(&snapshot_triggers);
             if migration.is_some() {
                 let (publisher, events) = MigrationPublisher::new();
-                builder = builder.with_publisher(Box::new(publisher));
+                builder = builder
+                    .with_publisher(Box::new(publisher))
+                    .with_zk_write_behind(zk_write_behind.clone());
                 migration_events = Some(events);
             }
             let (server, publishers) = builder.start(events);
@@ -337,6 +340,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
                 voter_ids,
                 server.channel().clone(),
                 events,
+                zk_write_behind.clone(),
             );
             Some((task, metrics))
         }
