@@ -79,7 +79,10 @@ impl KafkaZkReader {
 
 impl ZkMetadataReader for KafkaZkReader {
     fn metadata_roots(&self) -> Vec<String> {
-        MIGRATION_READ_ROOTS.iter().map(|r| (*r).to_owned()).collect()
+        MIGRATION_READ_ROOTS
+            .iter()
+            .map(|r| (*r).to_owned())
+            .collect()
     }
 
     fn read_all_metadata(&mut self, zk: &ZkTree) -> Result<ZkMetadataCopy, SeamError> {
@@ -120,7 +123,11 @@ impl KafkaZkWriter {
     /// A writer stamping `kraft_epoch` into partition states and encrypting password configs
     /// with `password_encoder`.
     #[must_use]
-    pub fn new(kraft_epoch: KraftEpoch, password_encoder: Option<PasswordEncoder>, seed: u64) -> Self {
+    pub fn new(
+        kraft_epoch: KraftEpoch,
+        password_encoder: Option<PasswordEncoder>,
+        seed: u64,
+    ) -> Self {
         Self {
             kraft_epoch,
             password_encoder,
@@ -137,7 +144,7 @@ impl KafkaZkWriter {
     }
 
     /// The writer's batch as single operations, against (and updating) `known`.
-    fn to_ops(&mut self, batch: ZkWriteBatch) -> DriverWriteBatch {
+    fn single_ops(&mut self, batch: ZkWriteBatch) -> DriverWriteBatch {
         let counts: BTreeMap<String, usize> = batch
             .counts()
             .into_iter()
@@ -231,7 +238,10 @@ impl KafkaZkWriter {
 
 impl ZkMetadataWriter for KafkaZkWriter {
     fn snapshot_roots(&self) -> Vec<String> {
-        MIGRATION_READ_ROOTS.iter().map(|r| (*r).to_owned()).collect()
+        MIGRATION_READ_ROOTS
+            .iter()
+            .map(|r| (*r).to_owned())
+            .collect()
     }
 
     fn snapshot_writes(
@@ -243,7 +253,7 @@ impl ZkMetadataWriter for KafkaZkWriter {
         self.known = zk.paths().map(str::to_owned).collect();
         let ctx = self.context();
         let batch = reconcile(image, zk, &ctx, &mut self.rng)?;
-        Ok(self.to_ops(batch))
+        Ok(self.single_ops(batch))
     }
 
     fn delta_writes(
@@ -254,7 +264,7 @@ impl ZkMetadataWriter for KafkaZkWriter {
     ) -> Result<DriverWriteBatch, SeamError> {
         let ctx = self.context();
         let batch = write_delta(delta, delta.image(), image, &ctx, &mut self.rng);
-        Ok(self.to_ops(batch))
+        Ok(self.single_ops(batch))
     }
 }
 

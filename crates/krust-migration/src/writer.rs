@@ -220,10 +220,6 @@ fn topic_znode(topic: &TopicImage) -> TopicZNode {
 fn create_topic(batch: &mut ZkWriteBatch, topic: &TopicImage, ctx: &WriterContext) {
     let mut ops = vec![
         ZkOp::create(paths::topic(&topic.name), topic_znode(topic).encode()),
-        ZkOp::create(
-            paths::config_entity(config_type::TOPIC, &topic.name),
-            ConfigEntityZNode::default().encode(),
-        ),
         ZkOp::create(paths::topic_partitions(&topic.name), Vec::new()),
     ];
     for (id, partition) in &topic.partitions {
@@ -241,6 +237,17 @@ fn create_topic(batch: &mut ZkWriteBatch, topic: &TopicImage, ctx: &WriterContex
         ZkWrite::Ops {
             ops,
             if_exists_done: true,
+        },
+    );
+    // The topic's (empty) config znode, as its own upsert: a config znode left behind by an
+    // interrupted deletion must not make the creation fail forever (Kafka creates it in the
+    // same batch and would). The topic's real configs, if any, are written after this by the
+    // config writes of the same delta or reconciliation.
+    batch.push(
+        op::CREATE_TOPIC,
+        ZkWrite::Upsert {
+            path: paths::config_entity(config_type::TOPIC, &topic.name),
+            data: ConfigEntityZNode::default().encode(),
         },
     );
 }
@@ -709,17 +716,24 @@ pub fn reconcile(
 
     // Topics.
     let mut in_zk = BTreeSet::new();
+    // Topics whose config znode this reconciliation deletes or resets: their ZooKeeper configs
+    // are gone by the time the configs are compared.
+    let mut configs_reset = BTreeSet::new();
     for topic in &metadata.topics {
         match image.topics.topic(topic.id) {
             Some(kraft) if kraft.name == topic.name => {
                 in_zk.insert(topic.id);
             }
-            _ => delete_topic(&mut batch, &topic.name),
+            _ => {
+                delete_topic(&mut batch, &topic.name);
+                configs_reset.insert(topic.name.clone());
+            }
         }
     }
     for (id, topic) in &image.topics.by_id {
         if !in_zk.contains(id) {
             create_topic(&mut batch, topic, ctx);
+            configs_reset.insert(topic.name.clone());
         }
     }
     for zk_topic in &metadata.topics {
@@ -769,7 +783,9 @@ pub fn reconcile(
     // Configs.
     let mut zk_configs: BTreeMap<ConfigResource, BTreeMap<String, String>> = BTreeMap::new();
     for (name, config) in &metadata.topic_configs {
-        zk_configs.insert(ConfigResource::topic(name.clone()), config.clone());
+        if !configs_reset.contains(name) {
+            zk_configs.insert(ConfigResource::topic(name.clone()), config.clone());
+        }
     }
     for (name, config) in &metadata.broker_configs {
         zk_configs.insert(

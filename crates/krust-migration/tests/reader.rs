@@ -258,6 +258,11 @@ fn topics_come_first_one_batch_each_skipping_pending_deletions() {
         out.batches.iter().flatten().all(|r| r.version == 0),
         "Kafka writes every migration record at version 0"
     );
+    for record in out.batches.iter().flatten() {
+        record
+            .encode()
+            .expect("every record encodes at its version");
+    }
     assert!(
         !out.batches
             .iter()

@@ -421,7 +421,11 @@ async fn reconciling_an_empty_zookeeper_writes_the_image_and_then_nothing() {
     let mut fence = fence();
     let batch = sync(&zk, &image, &mut fence).await;
     let counts = batch.counts();
-    assert_eq!(counts[op::CREATE_TOPIC], 2);
+    assert_eq!(
+        counts[op::CREATE_TOPIC],
+        4,
+        "per topic: its znodes in one multi-op, its config znode"
+    );
     assert_eq!(
         counts[op::UPDATE_CLIENT_QUOTA],
         6,
@@ -775,6 +779,97 @@ async fn creating_an_existing_topic_is_done_and_deleting_an_absent_one_is_fine()
     );
 }
 
+#[tokio::test]
+async fn a_topic_recreated_under_its_name_keeps_its_configs() {
+    // Found by the random-image property: the old topic's deletion removes its config znode,
+    // so configs equal to the old ones must still be written for the new topic.
+    let old = image_of(&[
+        topic("t", FOO),
+        MetadataRecord::Partition(partition(FOO, 0, &[1], 1, 0)),
+        config(2, "t", "e", Some("")),
+    ]);
+    let new = image_of(&[
+        topic("t", BAR),
+        MetadataRecord::Partition(partition(BAR, 0, &[2], 2, 0)),
+        config(2, "t", "e", Some("")),
+    ]);
+    let zk = ensemble();
+    let mut fence = fence();
+    sync(&zk, &old, &mut fence).await;
+    let batch = sync(&zk, &new, &mut fence).await;
+    assert_eq!(
+        batch.writes[0].0,
+        op::DELETE_TOPIC,
+        "the old topic goes before the new one is created"
+    );
+    assert_eq!(content(&read_back(&zk).await), expected_read_back(&new));
+}
+
+#[tokio::test]
+async fn a_created_topic_becomes_exactly_kafkas_znodes() {
+    let before = image_of(&[]);
+    let records = [
+        topic("foo", FOO),
+        MetadataRecord::Partition(partition(FOO, 0, &[1, 2], 1, 0)),
+        config(2, "foo", "retention.ms", Some("1000")),
+    ];
+    let mut delta = MetadataDelta::new(&before);
+    for r in &records {
+        delta.replay(r).expect("replays");
+    }
+    let after = delta.apply(MetadataProvenance::new(1, 1, 0));
+    let mut rng = StdRng::seed_from_u64(1);
+    let batch = write_delta(&delta, &before, &after, &ctx(), &mut rng);
+    let zk = ensemble();
+    let mut fence = fence();
+    let counts = apply_batch(&zk, &mut fence, &batch, &migration_json(1))
+        .await
+        .expect("applies");
+    assert_eq!(counts.notifications, 1);
+    let under = |prefixes: &[&str]| -> Vec<(String, String)> {
+        zk.with_tree(|t| {
+            t.paths()
+                .filter(|p| prefixes.iter().any(|pre| p.starts_with(pre)))
+                .map(|p| {
+                    (
+                        p.to_owned(),
+                        String::from_utf8(t.get(p).expect("listed").0.to_vec()).expect("utf-8"),
+                    )
+                })
+                .collect()
+        })
+    };
+    let foo_id = krust_zk::model::topics::uuid_to_kafka_string(&FOO);
+    let expected: Vec<(String, String)> = [
+        ("/brokers/topics/foo".to_owned(), format!(r#"{{"partitions":{{"0":[1,2]}},"topic_id":"{foo_id}","adding_replicas":{{}},"removing_replicas":{{}},"version":3}}"#)),
+        ("/brokers/topics/foo/partitions".to_owned(), String::new()),
+        ("/brokers/topics/foo/partitions/0".to_owned(), String::new()),
+        ("/brokers/topics/foo/partitions/0/state".to_owned(), r#"{"controller_epoch":5,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}"#.to_owned()),
+        ("/config/changes".to_owned(), String::new()),
+        ("/config/changes/config_change_0000000000".to_owned(), r#"{"version":2,"entity_path":"topics/foo"}"#.to_owned()),
+        ("/config/topics".to_owned(), String::new()),
+        ("/config/topics/foo".to_owned(), r#"{"version":1,"config":{"retention.ms":"1000"}}"#.to_owned()),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(
+        under(&["/brokers/topics/foo", "/config/topics", "/config/changes"]),
+        expected
+    );
+    assert_eq!(
+        under(&["/migration"]),
+        vec![(
+            "/migration".to_owned(),
+            String::from_utf8(migration_json(1)).expect("utf-8")
+        )]
+    );
+    assert_eq!(
+        zk.with_tree(|t| t.get(paths::MIGRATION).expect("exists").1.version),
+        1
+    );
+    assert_eq!(fence.migration_zk_version, 1);
+}
+
 /// A backend that loses its connection after `budget` multi-ops.
 struct FlakyZk {
     inner: MemZk,
@@ -854,5 +949,204 @@ async fn zookeeper_failing_mid_batch_then_reapplied_gives_the_same_tree() {
         let got = snapshot_of(&zk.inner).await;
         assert_eq!(data_of(&got), data_of(&expected), "budget {budget}");
         assert_eq!(f, fence_ok, "budget {budget}");
+    }
+}
+
+mod random_images {
+    //! The reconciliation property over random small images: from a ZooKeeper holding another
+    //! random image (topics that collide by name with other ids, partitions, configs, quotas
+    //! under sanitized and `<default>` names, SCRAM users, literal and prefixed ACLs, tokens),
+    //! one reconcile + apply gives a ZooKeeper that reads back as the image, and a second
+    //! reconcile writes nothing.
+
+    use super::*;
+    use proptest::prelude::*;
+
+    const NAMES: [&str; 4] = ["alice", "b ob", "c*rl", "dé/x"];
+
+    fn opt_name() -> impl Strategy<Value = Option<&'static str>> {
+        prop_oneof![
+            Just(None),
+            proptest::sample::select(&NAMES[..]).prop_map(Some)
+        ]
+    }
+
+    fn topic_records() -> impl Strategy<Value = Vec<MetadataRecord>> {
+        let partition_strategy = (
+            proptest::sample::subsequence(vec![1, 2, 3, 4, 5], 1..=3),
+            any::<bool>(),
+            0..5i32,
+            any::<bool>(),
+        );
+        proptest::collection::btree_map(
+            proptest::sample::select(vec!["t1", "t2", "t3"]),
+            (1u64..4, proptest::collection::vec(partition_strategy, 1..3)),
+            0..3,
+        )
+        .prop_map(|topics| {
+            let mut out = Vec::new();
+            for (name, (id, parts)) in topics {
+                let id =
+                    Uuid::from_u64_pair(100 + id, name.len() as u64 + name.as_bytes()[1] as u64);
+                out.push(topic(name, id));
+                for (p, (replicas, leaderless, epoch, recovering)) in parts.into_iter().enumerate()
+                {
+                    let p = i32::try_from(p).expect("small");
+                    let leader = if leaderless { -1 } else { replicas[0] };
+                    let mut record = partition(id, p, &replicas, leader, epoch);
+                    record.isr = if leaderless {
+                        vec![]
+                    } else {
+                        replicas[..1].to_vec()
+                    };
+                    record.leader_recovery_state = i8::from(recovering && !leaderless);
+                    if replicas.len() == 3 && epoch == 4 {
+                        record.adding_replicas = vec![replicas[2]];
+                        record.removing_replicas = vec![replicas[0]];
+                    }
+                    out.push(MetadataRecord::Partition(record));
+                }
+            }
+            out
+        })
+    }
+
+    fn other_records() -> impl Strategy<Value = Vec<MetadataRecord>> {
+        let configs = proptest::collection::vec(
+            (
+                prop_oneof![
+                    Just((2i8, "t1")),
+                    Just((2, "t2")),
+                    Just((4, "1")),
+                    Just((4, ""))
+                ],
+                proptest::sample::select(vec!["a.b", "c.d", "e"]),
+                "[a-z0-9 ]{0,4}",
+            ),
+            0..4,
+        )
+        .prop_map(|cs| {
+            cs.into_iter()
+                .map(|((t, r), k, v)| config(t, r, k, Some(&v)))
+                .collect::<Vec<_>>()
+        });
+        let entity = prop_oneof![
+            opt_name().prop_map(|u| vec![("user", u)]),
+            (opt_name(), opt_name()).prop_map(|(u, c)| vec![("user", u), ("client-id", c)]),
+            opt_name().prop_map(|c| vec![("client-id", c)]),
+            opt_name().prop_map(|_| vec![("ip", Some("10.0.0.1"))]),
+        ];
+        let quotas =
+            proptest::collection::vec((entity, 1u32..5000, any::<bool>()), 0..4).prop_map(|qs| {
+                qs.into_iter()
+                    .map(|(e, n, double)| {
+                        let ip = e[0].0 == "ip";
+                        let (key, value) = match (ip, double) {
+                            (true, _) => ("connection_creation_rate", f64::from(n)),
+                            (false, true) => ("request_percentage", f64::from(n) / 8.0),
+                            (false, false) => ("producer_byte_rate", f64::from(n)),
+                        };
+                        quota(&e, key, value, false)
+                    })
+                    .collect::<Vec<_>>()
+            });
+        let scrams =
+            proptest::collection::vec((proptest::sample::select(&NAMES[..]), 1i8..3, 1u8..9), 0..3)
+                .prop_map(|ss| {
+                    ss.into_iter()
+                        .map(|(u, m, s)| scram(u, m, s))
+                        .collect::<Vec<_>>()
+                });
+        let acls = proptest::collection::vec(
+            (
+                2i8..8,
+                proptest::sample::select(vec!["r1", "r*", "r 2"]),
+                prop_oneof![Just(3i8), Just(4i8)],
+                proptest::sample::select(vec!["User:alice", "User:b ob"]),
+                2i8..15,
+                any::<u16>(),
+            ),
+            0..4,
+        )
+        .prop_map(|acls| {
+            acls.into_iter()
+                .map(|(rt, name, pt, principal, op, id)| {
+                    acl(u64::from(id), rt, name, pt, principal, op)
+                })
+                .collect::<Vec<_>>()
+        });
+        let tokens = proptest::collection::vec(
+            (proptest::sample::select(vec!["k1", "k2"]), 1i64..9000),
+            0..2,
+        )
+        .prop_map(|ts| {
+            ts.into_iter()
+                .map(|(id, e)| token(id, e))
+                .collect::<Vec<_>>()
+        });
+        let pid = proptest::option::of(0i64..100).prop_map(|p| {
+            p.map(|n| {
+                MetadataRecord::ProducerIds(ProducerIdsRecord {
+                    broker_id: 1,
+                    broker_epoch: 1,
+                    next_producer_id: n * 1000,
+                    unknown_tagged_fields: vec![],
+                })
+            })
+            .into_iter()
+            .collect::<Vec<_>>()
+        });
+        (configs, quotas, scrams, acls, tokens, pid)
+            .prop_map(|(a, b, c, d, e, f)| [a, b, c, d, e, f].concat())
+    }
+
+    fn image() -> impl Strategy<Value = MetadataImage> {
+        (topic_records(), other_records()).prop_map(|(mut t, o)| {
+            // Topic configs only for topics that exist (KRaft refuses others).
+            let names: BTreeSet<String> = t
+                .iter()
+                .filter_map(|r| match r {
+                    MetadataRecord::Topic(t) => Some(t.name.clone()),
+                    _ => None,
+                })
+                .collect();
+            t.extend(o.into_iter().filter(|r| !matches!(r, MetadataRecord::Config(c) if c.resource_type == 2 && !names.contains(&c.resource_name))));
+            image_of(&t)
+        })
+    }
+
+    fn plain_ctx() -> WriterContext {
+        WriterContext {
+            kraft_controller_epoch: 5,
+            password_encoder: None,
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+        #[test]
+        fn reconcile_from_any_zookeeper_reads_back_as_the_image(old in image(), new in image()) {
+            let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+            runtime.block_on(async {
+                let zk = ensemble();
+                let mut fence = fence();
+                let mut rng = StdRng::seed_from_u64(5);
+                for target in [&old, &new] {
+                    let batch = reconcile(target, &snapshot_of(&zk).await, &plain_ctx(), &mut rng).expect("reconciles");
+                    apply_batch(&zk, &mut fence, &batch, &migration_json(1)).await.expect("applies");
+                    let tree = snapshot_of(&zk).await;
+                    let batches = read_all_metadata(&tree, MetadataVersion::IBP_3_9_IV0, None, &mut rng).expect("reads back");
+                    let records: Vec<MetadataRecord> = batches.batches.into_iter().flatten().map(|r| r.record).collect();
+                    let mut got = content(&image_of(&records));
+                    if target.producer_ids.next_producer_id < 0 {
+                        // KRaft never allocated a block: Kafka leaves ZooKeeper's block alone.
+                        got.next_producer_id = -1;
+                    }
+                    assert_eq!(got, expected_read_back(target));
+                    let again = reconcile(target, &tree, &plain_ctx(), &mut rng).expect("reconciles");
+                    assert_eq!(again.writes, vec![], "in sync");
+                }
+            });
+        }
     }
 }

@@ -17,6 +17,8 @@ use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ZooKeeperServer};
 use support::{FAST_TIMEOUTS, Quorum, read_metadata_log, wait_for_quorum};
 
 const WAIT: Duration = Duration::from_secs(120);
+/// What the migration driver logs once the metadata is copied into the log (Kafka's line).
+const MIGRATION_COMPLETED: &str = "Completed migration of metadata from ZooKeeper to KRaft";
 /// What Kafka 3.9's `BrokerLifecycleManager` logs once its registration is accepted.
 const REGISTERED: &str = "Successfully registered broker";
 
@@ -71,6 +73,15 @@ fn zookeeper_brokers_in_migration_mode_register_with_krust_controllers() {
     broker
         .wait_for_log(REGISTERED, WAIT)
         .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
+    // Every broker registered: the controller claims ZooKeeper and copies its metadata.
+    let copied = quorum
+        .node(1)
+        .process
+        .as_mut()
+        .expect("started")
+        .wait_for_line(MIGRATION_COMPLETED, WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
+    println!("{copied}");
 
     quorum.stop_all();
     broker
@@ -95,6 +106,11 @@ fn zookeeper_brokers_in_migration_mode_register_with_krust_controllers() {
         .expect("the log replays");
     assert_eq!(
         image.features.zk_migration_state,
-        ZkMigrationState::PreMigration
+        ZkMigrationState::Migration
     );
+    let topic = image
+        .topics
+        .topic_by_name("made-in-zk")
+        .expect("the topic made in ZooKeeper was copied");
+    assert_eq!(topic.partitions.len(), 2);
 }

@@ -25,6 +25,7 @@ use krust_migration::driver::{
     BrokerPropagator, METADATA_COMMIT_MAX_WAIT, MigrationAction, MigrationDriver, MigrationStatus,
     ZkFailure, ZkMetadataReader, ZkMetadataWriter, ZkReply, ZkRequest, ZkStep,
 };
+use krust_migration::kafka_seams::KraftEpoch;
 use krust_zk::backend::{ZkBackend, read_tree};
 use krust_zk::ops::{ZkError, ZkErrorCode, ZkOp};
 use krust_zk::tree::parent_of;
@@ -52,8 +53,8 @@ pub trait IntoBrokerRequests {
 
 impl IntoBrokerRequests for Vec<krust_migration::propagator::OutgoingRequest> {
     fn into_broker_requests(self) -> Vec<(i32, BrokerRequest)> {
-        use krust_migration::propagator::BrokerRequest as Built;
         use kafka_protocol::messages::RequestKind;
+        use krust_migration::propagator::BrokerRequest as Built;
         self.into_iter()
             .map(|r| {
                 let request = match r.request {
@@ -109,6 +110,7 @@ where
     brokers: ZkBrokerChannels,
     broker_responses: mpsc::UnboundedReceiver<BrokerResponse>,
     status: MigrationStatusHandle,
+    kraft_epoch: Option<KraftEpoch>,
 }
 
 impl<R, W, P, B> MigrationTask<R, W, P, B>
@@ -136,7 +138,23 @@ where
             brokers: ZkBrokerChannels::new(inter_broker_listener, client_config, tx),
             broker_responses: rx,
             status: MigrationStatusHandle::default(),
+            kraft_epoch: None,
         }
+    }
+
+    /// Keeps `epoch` at the metadata log's leader epoch (the KRaft controller epoch the ZooKeeper
+    /// writer stamps into partition states).
+    #[must_use]
+    pub fn with_kraft_epoch(mut self, epoch: KraftEpoch) -> Self {
+        self.kraft_epoch = Some(epoch);
+        self
+    }
+
+    /// Publishes the driver's status through `status` (instead of a fresh handle).
+    #[must_use]
+    pub fn with_status(mut self, status: MigrationStatusHandle) -> Self {
+        self.status = status;
+        self
     }
 
     /// The status observers read.
@@ -170,6 +188,9 @@ where
                 event = events.recv() => match event {
                     None => return Ok(()),
                     Some(MetadataEvent::LeaderChange(leader)) => {
+                        if let Some(epoch) = &self.kraft_epoch {
+                            epoch.set(leader.leader_epoch);
+                        }
                         self.driver.handle_leader_change(Instant::now(), leader);
                     }
                     Some(MetadataEvent::Update { delta, image: new_image, manifest }) => {

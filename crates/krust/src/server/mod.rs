@@ -31,6 +31,7 @@
 pub mod broker;
 pub mod controller;
 pub mod metrics_http;
+pub mod migration;
 pub mod test_writer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,6 +45,7 @@ use krust_metadata::meta_properties::MetaProperties;
 use krust_node::broker::BrokerServer;
 use krust_node::controller::{ControllerNode, ControllerServer, listener};
 use krust_node::loader::{LoaderFaultPolicy, LoaderStats, MetadataLoaderTask, SnapshotWriter};
+use krust_node::migration::publisher::MigrationPublisher;
 use krust_raft::NodeId;
 use krust_raft::config::{RaftConfig, parse_quorum_voters};
 use krust_raft::driver::{DriverConfig, DriverExit, MetadataLogConfig, RaftDriver, RaftEvent};
@@ -293,11 +295,19 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     let zk_migration_enabled = controller_config
         .as_ref()
         .is_some_and(|c| c.zk_migration_enabled);
+    let migration = match &controller_config {
+        Some(c) if c.zk_migration_enabled => Some(migration::settings(
+            &config,
+            c.bootstrap.metadata_version(),
+        )?),
+        _ => None,
+    };
+    let mut migration_events = None;
     let (controller, controller_publishers) = match (controller_config, controller_events) {
         (Some(qc_config), Some(events)) => {
             let qc = krust_controller::QuorumController::new(qc_config, rand::random());
             let (listener_name, _) = node.controller_listener.clone().unwrap_or_default();
-            let (server, publishers) = ControllerServer::builder(
+            let mut builder = ControllerServer::builder(
                 qc,
                 ControllerNode {
                     node_id: node.node_id,
@@ -307,11 +317,30 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
                 },
                 raft.clone(),
             )
-            .with_snapshot_triggers(&snapshot_triggers)
-            .start(events);
+            .with_snapshot_triggers(&snapshot_triggers);
+            if migration.is_some() {
+                let (publisher, events) = MigrationPublisher::new();
+                builder = builder.with_publisher(Box::new(publisher));
+                migration_events = Some(events);
+            }
+            let (server, publishers) = builder.start(events);
             (Some(server), publishers)
         }
         _ => (None, Vec::new()),
+    };
+    let migration_task = match (migration, migration_events, &controller) {
+        (Some(settings), Some(events), Some(server)) => {
+            let voter_ids = voters.iter().map(|v| v.id.0).collect();
+            let (task, _status) = migration::start(
+                settings,
+                node.node_id,
+                voter_ids,
+                server.channel().clone(),
+                events,
+            );
+            Some(task)
+        }
+        _ => None,
     };
     let mut controller_server = None;
     if let Some((listener_name, bind)) = &node.controller_listener {
@@ -412,6 +441,16 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         }
     };
     tokio::pin!(controller_failed);
+    let migration_failed = async {
+        match migration_task {
+            Some(task) => match task.await {
+                Ok(reason) => reason,
+                Err(e) => format!("the migration task panicked: {e}"),
+            },
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(migration_failed);
     let loader_abort = loader.as_ref().map(tokio::task::JoinHandle::abort_handle);
     let loader_failed = async {
         match loader {
@@ -465,6 +504,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             exit = &mut driver_exit => break Some(exit),
             reason = &mut controller_failed => break Some(DriverExit::Failed(format!("the controller failed: {reason}"))),
             reason = &mut loader_failed => break Some(DriverExit::Failed(format!("the metadata loader failed: {reason}"))),
+            reason = &mut migration_failed => break Some(DriverExit::Failed(format!("the ZooKeeper migration failed: {reason}"))),
         }
     };
     println!("{prefix} shutting down");
