@@ -2,8 +2,8 @@
 //! (as the tool replays the quorum's log) and ZooKeeper trees as Kafka 3.9 leaves them.
 
 use krust_metadata::records::{
-    BeginTransactionRecord, EndTransactionRecord, FeatureLevelRecord, MetadataRecord, NoOpRecord,
-    RegisterBrokerRecord, RegisterControllerRecord, ZkMigrationStateRecord,
+    BeginTransactionRecord, ConfigRecord, EndTransactionRecord, FeatureLevelRecord, MetadataRecord,
+    NoOpRecord, RegisterBrokerRecord, RegisterControllerRecord, ZkMigrationStateRecord,
 };
 use krust_metadata::{MetadataImage, MetadataProvenance};
 use krust_migration::tools::rollback::{Stage, rollback_plan};
@@ -290,20 +290,30 @@ fn the_copy_counter_counts_the_migration_transaction() {
     let begin = MetadataRecord::BeginTransaction(BeginTransactionRecord::default());
     let end = MetadataRecord::EndTransaction(EndTransactionRecord::default());
     let noop = MetadataRecord::NoOp(NoOpRecord::default());
-    // The bootstrap transaction (PRE_MIGRATION inside) does not count.
+    let config = MetadataRecord::Config(ConfigRecord {
+        resource_type: 2,
+        resource_name: "foo".to_owned(),
+        name: "retention.ms".to_owned(),
+        value: Some("1".to_owned()),
+        unknown_tagged_fields: Vec::new(),
+    });
+    // The bootstrap transaction (PRE_MIGRATION inside) does not count, nor a registration
+    // committed while the copy's transaction is open.
     for r in [
         &begin,
         &noop,
         &state(2),
         &end,
-        &noop,
+        &config,
         &begin,
+        &config,
+        &broker(7, true, true),
+        &config,
         &noop,
-        &noop,
-        &noop,
+        &config,
         &state(1),
         &end,
-        &noop,
+        &config,
     ] {
         counter.observe(r);
     }

@@ -105,6 +105,7 @@ fn migration_tools_against_a_zookeeper_cluster_and_krust_controllers() {
         "{line}"
     );
     let out = preflight(&with);
+    println!("{}", out.stdout);
     assert!(out.success(), "{}", text(&out));
     assert!(
         out.stdout.contains("The migration can start."),
@@ -159,6 +160,7 @@ fn migration_tools_against_a_zookeeper_cluster_and_krust_controllers() {
     let out = krust_until(&status, |o| {
         o.stdout.contains("waiting for ZooKeeper brokers 101")
     });
+    println!("{}", out.stdout);
     assert!(out.success(), "{}", text(&out));
     assert!(
         out.stdout.contains("Phase: PRE_MIGRATION"),
@@ -199,6 +201,7 @@ fn migration_tools_against_a_zookeeper_cluster_and_krust_controllers() {
         .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
 
     let out = krust_until(&status, |o| o.stdout.contains("Phase: MIGRATION (hybrid"));
+    println!("{}", out.stdout);
     assert!(
         out.stdout.contains("Phase: MIGRATION (hybrid"),
         "{}",
@@ -225,6 +228,7 @@ fn migration_tools_against_a_zookeeper_cluster_and_krust_controllers() {
     let mut json_args = status.to_vec();
     json_args.push("--json");
     let out = krust(&json_args);
+    println!("{}", out.stdout);
     assert!(out.success(), "{}", text(&out));
     assert!(
         out.stdout.contains(r#""phase":"MIGRATION_HYBRID""#),
@@ -245,6 +249,7 @@ fn migration_tools_against_a_zookeeper_cluster_and_krust_controllers() {
         "--bootstrap-controller",
         &bootstrap,
     ]);
+    println!("{}", out.stdout);
     assert!(out.success(), "{}", text(&out));
     assert!(
         out.stdout

@@ -410,7 +410,11 @@ impl fmt::Display for StatusReport {
                 format!("{id}{}", if *ready { "" } else { " (not migration-ready)" })
             })
             .collect();
-        writeln!(f, "Controllers: {}", controllers.join(", "))?;
+        if controllers.is_empty() {
+            writeln!(f, "Controllers: (none registered yet)")?;
+        } else {
+            writeln!(f, "Controllers: {}", controllers.join(", "))?;
+        }
         for broker in &self.brokers {
             writeln!(f, "Broker {}: {}", broker.id, broker.describe())?;
         }
@@ -464,8 +468,8 @@ impl StatusReport {
 }
 
 /// Counts the records of the initial copy while the metadata log is replayed in order: the
-/// records of the transaction that ends with `ZkMigrationStateRecord(MIGRATION)` (facts §6.8),
-/// markers and the state record excluded. Unknown (`None`) without metadata transactions or when
+/// metadata records (topics, partitions, configs, quotas, SCRAM, producer ids, ACLs, tokens) of
+/// the transaction that ends with `ZkMigrationStateRecord(MIGRATION)` (facts §6.8). Unknown (`None`) without metadata transactions or when
 /// the log starts at a snapshot taken after the copy.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CopyCounter {
@@ -486,11 +490,21 @@ impl CopyCounter {
             {
                 self.copied = self.in_transaction;
             }
-            _ => {
+            // Only what the reader produces (facts §6.8): registrations and fencing that
+            // commit while the copy's transaction is open are not part of the copy.
+            MetadataRecord::Topic(_)
+            | MetadataRecord::Partition(_)
+            | MetadataRecord::Config(_)
+            | MetadataRecord::ClientQuota(_)
+            | MetadataRecord::UserScramCredential(_)
+            | MetadataRecord::ProducerIds(_)
+            | MetadataRecord::AccessControlEntry(_)
+            | MetadataRecord::DelegationToken(_) => {
                 if let Some(n) = &mut self.in_transaction {
                     *n += 1;
                 }
             }
+            _ => {}
         }
     }
 

@@ -63,6 +63,8 @@ use crate::config::ServerConfig;
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long to wait for a ZooKeeper session.
 const ZK_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long to wait for the quorum to name a leader.
+const QUORUM_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// `krust migration preflight`'s arguments.
 #[derive(Debug, Clone)]
@@ -93,6 +95,12 @@ fn block_on<T>(future: impl Future<Output = anyhow::Result<T>>) -> anyhow::Resul
 /// Reads the subtrees under `roots` (paths relative to the connect string's chroot).
 async fn read_zk(connect: &str, roots: &[&str]) -> anyhow::Result<ZkTree> {
     let mut config = ZkClientConfig::new(connect).with_connection_timeout(ZK_CONNECT_TIMEOUT);
+    if config.split_connect().is_err() {
+        bail!(
+            "invalid ZooKeeper connect string {connect:?}: expected \
+             host:port[,host:port…][/chroot]"
+        );
+    }
     // A tool only reads: a missing chroot is reported, not created.
     config.create_chroot = false;
     let client = ZkClient::connect(config)
@@ -101,6 +109,14 @@ async fn read_zk(connect: &str, roots: &[&str]) -> anyhow::Result<ZkTree> {
     read_tree(&client, roots)
         .await
         .map_err(|e| anyhow::anyhow!("reading ZooKeeper {connect}: {e}"))
+}
+
+async fn read_quorum(bootstrap_controller: &str) -> anyhow::Result<quorum::QuorumRead> {
+    quorum::read_image(bootstrap_controller, QUORUM_TIMEOUT)
+        .await
+        .with_context(|| {
+            format!("reading the quorum's metadata through --bootstrap-controller {bootstrap_controller}")
+        })
 }
 
 async fn read_cluster(connect: &str) -> anyhow::Result<ClusterZnodes> {
@@ -150,7 +166,7 @@ pub fn run_status(
     out: &mut dyn Write,
 ) -> anyhow::Result<i32> {
     let (read, zk) = block_on(async {
-        let read = quorum::read_image(bootstrap_controller, COMMAND_TIMEOUT).await?;
+        let read = read_quorum(bootstrap_controller).await?;
         let zk = read_cluster(zookeeper).await?;
         Ok((read, zk))
     })?;
@@ -200,7 +216,7 @@ pub fn run_verify(
     let mut roots: Vec<&str> = MIGRATION_READ_ROOTS.to_vec();
     roots.push(paths::MIGRATION);
     let (read, tree) = block_on(async {
-        let read = quorum::read_image(bootstrap_controller, COMMAND_TIMEOUT).await?;
+        let read = read_quorum(bootstrap_controller).await?;
         let tree = read_zk(zookeeper, &roots).await?;
         Ok((read, tree))
     })?;
@@ -251,7 +267,7 @@ pub fn run_rollback_plan(
 ) -> anyhow::Result<i32> {
     let (image, zk) = block_on(async {
         let image = match bootstrap_controller {
-            Some(b) => Some(quorum::read_image(b, COMMAND_TIMEOUT).await?.image),
+            Some(b) => Some(read_quorum(b).await?.image),
             None => None,
         };
         Ok((image, read_cluster(zookeeper).await?))
