@@ -135,6 +135,7 @@ fn quorum(image: MetadataImage) -> QuorumView {
         leader_epoch: 5,
         high_watermark: 100,
         copied_records: None,
+        snapshot: None,
     }
 }
 

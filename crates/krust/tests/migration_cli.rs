@@ -41,6 +41,31 @@ fn krust_until(args: &[&str], done: impl Fn(&ToolOutput) -> bool) -> ToolOutput 
     }
 }
 
+/// Overwrites a znode, as an operator's `zookeeper-shell.sh set` would.
+fn set_znode(connect: &str, znode: &str, data: &[u8]) {
+    use krust_zk::backend::ZkBackend as _;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let client = krust_zk::client::ZkClient::connect(
+            krust_zk::client::ZkClientConfig::new(connect)
+                .with_connection_timeout(Duration::from_secs(10)),
+        )
+        .await
+        .expect("ZooKeeper session");
+        client
+            .apply(&krust_zk::ops::ZkOp::SetData {
+                path: znode.to_owned(),
+                data: data.to_vec(),
+                version: krust_zk::ops::ANY_VERSION,
+            })
+            .await
+            .expect("set the znode");
+    });
+}
+
 fn path(p: &Path) -> String {
     p.display().to_string()
 }
@@ -241,6 +266,21 @@ fn migration_tools_against_a_zookeeper_cluster_and_krust_controllers() {
     assert!(out.success(), "{}", text(&out));
     assert_eq!(out.stdout, "", "{}", text(&out));
 
+    // Drift behind the quorum's back (a hand edit of ZooKeeper) is found.
+    set_znode(
+        &connect,
+        "/config/topics/made-in-zk",
+        br#"{"version":1,"config":{"retention.ms":"1"}}"#,
+    );
+    let out = krust(&verify);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(
+        out.stdout,
+        "config topic made-in-zk retention.ms: zookeeper=\"1\" kraft=\"123456789\"\n",
+        "{}",
+        text(&out)
+    );
+
     let out = krust(&[
         "migration",
         "rollback-plan",
@@ -272,5 +312,87 @@ fn migration_tools_against_a_zookeeper_cluster_and_krust_controllers() {
     // A ZooKeeper-mode broker in migration mode stops through the KRaft controller's controlled
     // shutdown; the tools are what this test is about, so it is simply killed.
     broker.kill().expect("broker killed");
+    quorum.stop_all();
+}
+
+/// A quorum created in KRaft mode, whose leader has taken a snapshot: the tools read its image
+/// through FetchSnapshot, say there is no migration, and `verify` refuses.
+#[test]
+fn a_kraft_quorum_with_snapshots_is_no_migration() {
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let connect = zk.connect_string();
+    let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    extra.push(("metadata.log.max.record.bytes.between.snapshots", "1"));
+    let mut quorum = Quorum::new(1, &extra);
+    let node = quorum.node(1);
+    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
+    wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0)
+        .unwrap_or_else(|| panic!("no leader\n{}", quorum.log_tails()));
+    let log_dir = quorum.node(1).data_dir().join("__cluster_metadata-0");
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_dir(&log_dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .any(|e| e.file_name().to_string_lossy().ends_with(".checkpoint"))
+        })
+        .unwrap_or(false)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no snapshot in {}\n{}",
+            log_dir.display(),
+            quorum.log_tails()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let bootstrap = quorum.node(1).address();
+    let out = krust(&[
+        "migration",
+        "status",
+        "--bootstrap-controller",
+        &bootstrap,
+        "--zookeeper",
+        &connect,
+    ]);
+    println!("{}", out.stdout);
+    assert!(out.success(), "{}", text(&out));
+    assert!(out.stdout.contains("Phase: NONE"), "{}", text(&out));
+    assert!(
+        out.stdout.contains("(read from snapshot "),
+        "the image came through FetchSnapshot: {}",
+        text(&out)
+    );
+    assert!(
+        out.stdout.contains("MetadataVersion: 3.9-IV0"),
+        "{}",
+        text(&out)
+    );
+    assert!(out.stdout.contains("Controllers: 1"), "{}", text(&out));
+    let out = krust(&[
+        "migration",
+        "verify",
+        "--zookeeper",
+        &connect,
+        "--bootstrap-controller",
+        &bootstrap,
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        out.stderr.contains("created in KRaft mode"),
+        "{}",
+        text(&out)
+    );
+    let out = krust(&[
+        "migration",
+        "rollback-plan",
+        "--zookeeper",
+        &connect,
+        "--bootstrap-controller",
+        &bootstrap,
+    ]);
+    assert!(out.success(), "{}", text(&out));
+    assert!(out.stdout.contains("cannot revert"), "{}", text(&out));
     quorum.stop_all();
 }

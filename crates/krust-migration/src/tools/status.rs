@@ -149,6 +149,8 @@ pub struct QuorumView {
     pub high_watermark: i64,
     /// Records of the initial copy, when the log holding it was replayed ([`CopyCounter`]).
     pub copied_records: Option<usize>,
+    /// The leader's snapshot (end offset, epoch) the read started from, if any.
+    pub snapshot: Option<(i64, i32)>,
 }
 
 /// `krust migration status`'s report.
@@ -164,6 +166,8 @@ pub struct StatusReport {
     pub leader: (i32, i32),
     /// The last committed offset of the metadata log.
     pub last_committed_offset: i64,
+    /// The leader's snapshot (end offset, epoch) the image was read from, if any.
+    pub snapshot: Option<(i64, i32)>,
     /// `/migration`.
     pub migration: Option<MigrationZNode>,
     /// `ZkWriteBehindLag`: last committed offset − `/migration`'s `kraft_metadata_offset`
@@ -226,6 +230,7 @@ pub fn derive_status(quorum: &QuorumView, zk: &ClusterZnodes) -> StatusReport {
         metadata_version: image.metadata_version().version(),
         leader: (quorum.leader_id, quorum.leader_epoch),
         last_committed_offset,
+        snapshot: quorum.snapshot,
         migration: zk.migration,
         zk_write_behind_lag,
         copied_records: quorum.copied_records,
@@ -372,7 +377,14 @@ impl fmt::Display for StatusReport {
             "QuorumLeader: {} (epoch {})",
             self.leader.0, self.leader.1
         )?;
-        writeln!(f, "LastCommittedOffset: {}", self.last_committed_offset)?;
+        match self.snapshot {
+            Some((end, epoch)) => writeln!(
+                f,
+                "LastCommittedOffset: {} (read from snapshot {end:020}-{epoch:010} and the log after it)",
+                self.last_committed_offset
+            )?,
+            None => writeln!(f, "LastCommittedOffset: {}", self.last_committed_offset)?,
+        }
         match self.migration {
             None => writeln!(f, "ZkMigrationZnode: absent")?,
             Some(m) => writeln!(
@@ -436,6 +448,9 @@ impl StatusReport {
             "leaderId": self.leader.0,
             "leaderEpoch": self.leader.1,
             "lastCommittedOffset": self.last_committed_offset,
+            "readFromSnapshot": self.snapshot.map(|(end, epoch)| json!({
+                "endOffset": end, "epoch": epoch,
+            })),
             "migrationZnode": self.migration.map(|m| json!({
                 "kraftMetadataOffset": m.kraft_metadata_offset,
                 "kraftMetadataEpoch": m.kraft_metadata_epoch,

@@ -180,6 +180,7 @@ pub fn run_status(
             leader_epoch: read.quorum.leader_epoch,
             high_watermark: read.high_watermark,
             copied_records: read.copied_records,
+            snapshot: read.snapshot,
         },
         &zk,
     );

@@ -47,6 +47,8 @@ pub struct QuorumRead {
     pub high_watermark: i64,
     /// Records of the initial copy, if the replayed log held it.
     pub copied_records: Option<usize>,
+    /// The leader's snapshot (end offset, epoch) the read started from, if any.
+    pub snapshot: Option<(i64, i32)>,
     /// Problems met while replaying (records that did not replay).
     pub warnings: Vec<String>,
 }
@@ -99,6 +101,7 @@ pub async fn read_image(bootstrap: &str, timeout: Duration) -> anyhow::Result<Qu
     let mut last_epoch = 0i32;
     let mut target_hw: Option<i64> = None;
     let mut stalls = 0u32;
+    let mut snapshot_read = None;
     loop {
         let answer = fetch(
             &connection,
@@ -136,6 +139,7 @@ pub async fn read_image(bootstrap: &str, timeout: Duration) -> anyhow::Result<Qu
             warnings.extend(faults.iter().map(ToString::to_string));
             offset = end_offset;
             last_epoch = epoch;
+            snapshot_read = Some((end_offset, epoch));
             continue;
         }
         if offset >= hw {
@@ -206,6 +210,7 @@ pub async fn read_image(bootstrap: &str, timeout: Duration) -> anyhow::Result<Qu
         image,
         high_watermark: target_hw.unwrap_or(0),
         copied_records: counter.copied(),
+        snapshot: snapshot_read,
         warnings,
     })
 }
