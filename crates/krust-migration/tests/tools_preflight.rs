@@ -2,6 +2,7 @@
 //! controller/broker facts: a ready cluster passes; each documented precondition, broken alone,
 //! fails (or warns) with a line naming the fix.
 
+use krust_metadata::MetadataVersion;
 use krust_migration::tools::preflight::{
     BrokerFacts, Check, ControllerFacts, Level, can_start, normalize_zk_connect, preflight,
 };
@@ -64,6 +65,8 @@ fn controller() -> ControllerFacts {
         config_errors: Vec::new(),
         metadata_log_dir: Some("/data/controller".to_owned()),
         formatted_cluster_id: Some(CLUSTER_ID.to_owned()),
+        bootstrap_metadata_version: Some(MetadataVersion::IBP_3_9_IV0),
+        inter_broker_listener: "PLAINTEXT".to_owned(),
     }
 }
 
@@ -315,4 +318,44 @@ fn undecodable_znodes_are_failures_not_panics() {
     assert!(!can_start(&checks));
     assert_eq!(line(&checks, "zookeeper /cluster/id").level, Level::Fail);
     assert!(failures(&checks).iter().any(|f| f.contains("/migration")));
+}
+
+#[test]
+fn the_controller_must_reach_the_brokers_and_bootstrap_a_migration_capable_version() {
+    let mut c = controller();
+    c.inter_broker_listener = "INTERNAL".to_owned();
+    c.bootstrap_metadata_version = Some(MetadataVersion::IBP_3_5_IV2);
+    let checks = run(&c, &[broker(1), broker(2)], &zk_tree());
+    let listener = line(&checks, "controller inter-broker listener");
+    assert_eq!(listener.level, Level::Fail);
+    assert!(
+        listener
+            .found
+            .contains("broker 1 has PLAINTEXT://localhost:9091"),
+        "{listener}"
+    );
+    let mv = line(&checks, "controller metadata.version");
+    assert_eq!(mv.level, Level::Fail);
+    assert!(mv.to_string().contains("3.6-IV1"), "{mv}");
+    // An initial copy already made with 3.5 may go on.
+    let mut t = zk_tree();
+    put(
+        &mut t,
+        "/migration",
+        &String::from_utf8(
+            MigrationZNode {
+                kraft_controller_id: 3000,
+                kraft_controller_epoch: 1,
+                kraft_metadata_offset: 10,
+                kraft_metadata_epoch: 1,
+            }
+            .encode(),
+        )
+        .expect("utf-8"),
+    );
+    let checks = run(&c, &[], &t);
+    assert_eq!(
+        line(&checks, "controller metadata.version").level,
+        Level::Ok
+    );
 }

@@ -120,6 +120,12 @@ pub struct ControllerFacts {
     pub metadata_log_dir: Option<String>,
     /// `cluster.id` of its `meta.properties` there; `None` when not formatted yet.
     pub formatted_cluster_id: Option<String>,
+    /// The metadata.version of its `bootstrap.checkpoint` (`None`: not formatted, or no file).
+    pub bootstrap_metadata_version: Option<MetadataVersion>,
+    /// The listener the controller reaches ZooKeeper-mode brokers on:
+    /// `inter.broker.listener.name`, else the name of `security.inter.broker.protocol`
+    /// (default `PLAINTEXT`).
+    pub inter_broker_listener: String,
 }
 
 /// What the preflight needs from one ZooKeeper-mode broker's `server.properties`.
@@ -318,6 +324,25 @@ fn controller_checks(zookeeper: &str, c: &ControllerFacts, zk: &ClusterZnodes) -
             )
         },
     );
+    match (c.bootstrap_metadata_version, zk.initial_migration_done()) {
+        (None, _) => {}
+        (Some(mv), _) if !mv.is_migration_supported() => out.push(Check::fail(
+            name("metadata.version"),
+            format!("{} in bootstrap.checkpoint", mv.version()),
+            "the migration needs metadata.version 3.4-IV0 or higher (3.6-IV1 to start one): \
+             re-format the controllers with --release-version 3.9",
+        )),
+        (Some(mv), false) if !mv.is_metadata_transaction_supported() => out.push(Check::fail(
+            name("metadata.version"),
+            format!("{} in bootstrap.checkpoint", mv.version()),
+            "a new migration needs metadata.version 3.6-IV1 or higher (metadata transactions): \
+             re-format the controllers with --release-version 3.9",
+        )),
+        (Some(mv), _) => out.push(Check::ok(
+            name("metadata.version"),
+            format!("{} in bootstrap.checkpoint", mv.version()),
+        )),
+    }
     let dir = c
         .metadata_log_dir
         .as_deref()
@@ -570,6 +595,38 @@ fn zookeeper_checks(
                 ),
             ));
         }
+    }
+    let listener = &c.inter_broker_listener;
+    let unreachable: Vec<String> = zk
+        .brokers
+        .values()
+        .filter(|b| {
+            !b.endpoints.iter().any(|e| {
+                e.split_once("://")
+                    .is_some_and(|(name, _)| name.eq_ignore_ascii_case(listener))
+            })
+        })
+        .map(|b| format!("broker {} has {}", b.id, b.endpoints.join(",")))
+        .collect();
+    if !zk.brokers.is_empty() {
+        out.push(if unreachable.is_empty() {
+            Check::ok(
+                "controller inter-broker listener",
+                format!("every registered broker has a {listener} endpoint"),
+            )
+        } else {
+            Check::fail(
+                "controller inter-broker listener",
+                format!(
+                    "{listener} (inter.broker.listener.name or security.inter.broker.protocol) \
+                     but {}",
+                    unreachable.join("; ")
+                ),
+                "set inter.broker.listener.name in the controller's file to the listener the \
+                 brokers use between themselves: the controller sends them LeaderAndIsr and \
+                 UpdateMetadata on it",
+            )
+        });
     }
     let mut controller_ids: BTreeSet<i32> = c.voter_ids.iter().copied().collect();
     if c.node_id >= 0 {

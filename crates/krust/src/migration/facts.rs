@@ -4,13 +4,15 @@
 use std::path::Path;
 
 use anyhow::Context as _;
-use krust_metadata::MetaProperties;
+use krust_metadata::{BOOTSTRAP_FILE_NAME, BootstrapMetadata, MetaProperties, MetadataVersion};
 use krust_migration::tools::preflight::{BrokerFacts, ControllerFacts};
 
 use crate::config::{ConfigError, ServerConfig};
 
 /// Largest `meta.properties` read.
 const MAX_META_PROPERTIES_BYTES: u64 = 64 * 1024;
+/// Largest `bootstrap.checkpoint` read.
+const MAX_BOOTSTRAP_BYTES: u64 = 16 * 1024 * 1024;
 
 fn raw_list(config: &ServerConfig, key: &str) -> Vec<String> {
     config
@@ -68,6 +70,16 @@ pub fn controller_facts(path: &Path) -> anyhow::Result<ControllerFacts> {
         Some(dir) => read_cluster_id(&Path::new(dir).join("meta.properties"))?,
         None => None,
     };
+    let bootstrap_metadata_version = match &metadata_log_dir {
+        Some(dir) => read_bootstrap_version(&Path::new(dir).join(BOOTSTRAP_FILE_NAME))?,
+        None => None,
+    };
+    // As `krust server` (Kafka's `interBrokerListenerName`).
+    let inter_broker_listener = config
+        .get("inter.broker.listener.name")
+        .or(config.get("security.inter.broker.protocol"))
+        .unwrap_or("PLAINTEXT")
+        .to_owned();
     Ok(ControllerFacts {
         file: path.display().to_string(),
         process_roles: raw_list(&config, "process.roles"),
@@ -81,7 +93,21 @@ pub fn controller_facts(path: &Path) -> anyhow::Result<ControllerFacts> {
         config_errors: errors,
         metadata_log_dir,
         formatted_cluster_id,
+        bootstrap_metadata_version,
+        inter_broker_listener,
     })
+}
+
+fn read_bootstrap_version(path: &Path) -> anyhow::Result<Option<MetadataVersion>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let bytes = crate::config::read_bounded(path, MAX_BOOTSTRAP_BYTES)
+        .with_context(|| format!("reading {}", path.display()))?;
+    let bootstrap =
+        BootstrapMetadata::from_checkpoint_bytes(bytes.into(), &path.display().to_string())
+            .with_context(|| format!("parsing {}", path.display()))?;
+    Ok(Some(bootstrap.metadata_version()))
 }
 
 fn read_cluster_id(path: &Path) -> anyhow::Result<Option<String>> {
