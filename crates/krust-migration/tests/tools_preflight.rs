@@ -215,9 +215,11 @@ fn broker_config_rules_use_kafkas_messages() {
     no_quorum.controller_listener_names.clear();
     let mut unmapped = broker(6);
     unmapped.security_protocol_map_names = vec!["PLAINTEXT".to_owned()];
+    let mut elsewhere = broker(7);
+    elsewhere.voter_ids = vec![9000];
     let checks = run(
         &controller(),
-        &[generated, old, jbod, no_quorum, unmapped],
+        &[generated, old, jbod, no_quorum, unmapped, elsewhere],
         &zk_tree(),
     );
     let fails = failures(&checks);
@@ -240,7 +242,13 @@ fn broker_config_rules_use_kafkas_messages() {
     );
     assert!(
         has(
-            "FAIL broker 6 controller.listener.names: CONTROLLER not in listener.security.protocol.map"
+            "FAIL broker 6 controller.listener.names: CONTROLLER not in listener.security.protocol.map — fix: add CONTROLLER:PLAINTEXT"
+        ),
+        "{fails:#?}"
+    );
+    assert!(
+        has(
+            "FAIL broker 7 quorum: controller.quorum.voters of server-7.properties names {9000}, the controller's names {3000}"
         ),
         "{fails:#?}"
     );

@@ -202,6 +202,7 @@ pub fn preflight(
     let mut checks = controller_checks(zookeeper, controller, zk);
     for broker in brokers {
         checks.extend(broker_checks(zookeeper, broker));
+        checks.extend(same_quorum(controller, broker));
     }
     checks.extend(zookeeper_checks(controller, brokers, zk));
     checks
@@ -520,8 +521,12 @@ fn broker_checks(zookeeper: &str, b: &BrokerFacts) -> Vec<Check> {
             name("controller.listener.names"),
             format!("{} not in listener.security.protocol.map", list(&unmapped)),
             format!(
-                "add {}:PLAINTEXT (or its security protocol) to listener.security.protocol.map",
-                unmapped.join(":…,")
+                "add {} (or their security protocols) to listener.security.protocol.map",
+                unmapped
+                    .iter()
+                    .map(|n| format!("{n}:PLAINTEXT"))
+                    .collect::<Vec<_>>()
+                    .join(",")
             ),
         )
     } else {
@@ -544,6 +549,25 @@ fn broker_checks(zookeeper: &str, b: &BrokerFacts) -> Vec<Check> {
         ),
     });
     out
+}
+
+/// A broker registers with the voters of its own file: they must be the controller's.
+fn same_quorum(c: &ControllerFacts, b: &BrokerFacts) -> Option<Check> {
+    if !b.process_roles.is_empty() || b.voter_ids.is_empty() || c.voter_ids.is_empty() {
+        return None;
+    }
+    let ours: BTreeSet<i32> = c.voter_ids.iter().copied().collect();
+    let theirs: BTreeSet<i32> = b.voter_ids.iter().copied().collect();
+    (ours != theirs).then(|| {
+        Check::fail(
+            format!("broker {} quorum", b.broker_id),
+            format!(
+                "controller.quorum.voters of {} names {theirs:?}, the controller's names {ours:?}",
+                b.file
+            ),
+            "give the brokers the controllers' controller.quorum.voters",
+        )
+    })
 }
 
 fn zookeeper_checks(
