@@ -136,6 +136,7 @@ fn quorum(image: MetadataImage) -> QuorumView {
         high_watermark: 100,
         copied_records: None,
         snapshot: None,
+        voter_ids: vec![3000],
     }
 }
 
@@ -166,9 +167,15 @@ fn pre_migration_says_which_brokers_it_waits_for() {
         text.contains("ZkController: ZooKeeper-mode broker 1"),
         "{text}"
     );
-    // A controller without the flag is named too.
+    // A controller without the flag is named too, and a voter without registration.
     let img = image(vec![state(2), controller(3000, false)]);
-    let text = derive_status(&quorum(img), &zk(&[1], None, false)).to_string();
+    let mut view = quorum(img);
+    view.voter_ids.push(3001);
+    let text = derive_status(&view, &zk(&[1], None, false)).to_string();
+    assert!(
+        text.contains("No registration found for controller 3001"),
+        "{text}"
+    );
     assert!(
         text.contains("Controller 3000 has not enabled zookeeper.metadata.migration.enable"),
         "{text}"

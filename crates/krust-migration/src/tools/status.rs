@@ -151,6 +151,8 @@ pub struct QuorumView {
     pub copied_records: Option<usize>,
     /// The leader's snapshot (end offset, epoch) the read started from, if any.
     pub snapshot: Option<(i64, i32)>,
+    /// The quorum's voters (DescribeQuorum).
+    pub voter_ids: Vec<i32>,
 }
 
 /// `krust migration status`'s report.
@@ -223,7 +225,7 @@ pub fn derive_status(quorum: &QuorumView, zk: &ClusterZnodes) -> StatusReport {
         }
         _ => None,
     };
-    let notes = notes(phase, image, zk, &brokers, &controllers);
+    let notes = notes(phase, image, zk, &brokers, &controllers, &quorum.voter_ids);
     StatusReport {
         phase,
         zk_migration_state: image.features.zk_migration_state,
@@ -256,6 +258,7 @@ fn notes(
     zk: &ClusterZnodes,
     brokers: &[BrokerRow],
     controllers: &[(i32, bool)],
+    voter_ids: &[i32],
 ) -> Vec<String> {
     let mut notes = Vec::new();
     match phase {
@@ -273,6 +276,11 @@ fn notes(
                 ));
             }
             if mv.is_controller_registration_supported() {
+                for id in voter_ids {
+                    if !controllers.iter().any(|(c, _)| c == id) {
+                        notes.push(format!("No registration found for controller {id}"));
+                    }
+                }
                 for (id, ready) in controllers {
                     if !ready {
                         notes.push(format!(

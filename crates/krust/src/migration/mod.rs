@@ -181,6 +181,7 @@ pub fn run_status(
             high_watermark: read.high_watermark,
             copied_records: read.copied_records,
             snapshot: read.snapshot,
+            voter_ids: read.quorum.voters.iter().map(|v| v.replica_id.0).collect(),
         },
         &zk,
     );
