@@ -502,15 +502,21 @@ fn none_and_post_migration_images_never_migrate() {
     }
 }
 
+/// The log holds MIGRATION (the copy's transaction committed) but `/migration` does not record
+/// the copy: the previous leader failed between the two. Kafka 3.9 stays INACTIVE for good;
+/// krust continues from the log and records the synced offset in `/migration`.
 #[test]
-fn migration_state_without_a_completed_copy_in_zk_refuses_to_continue() {
+fn a_committed_copy_missing_from_zk_is_continued_from_the_log() {
     let mut sim = driver_harness::Sim::new(SimOptions::default());
-    sim.zk_cluster(&[0], &[("a", vec![0])]);
+    sim.zk_cluster(&[0], &[]);
     sim.bootstrap(Some(ZkMigrationState::Migration), &[0]);
     sim.set_leader(Some(LEADER), 1);
     sim.run_for(Duration::from_secs(5));
-    assert_eq!(sim.state(LEADER), S::Inactive);
-    assert!(sim.zk_writes.is_empty());
+    assert_eq!(sim.state(LEADER), S::DualWrite);
+    assert!(
+        sim.zk_migration().kraft_metadata_offset > 0,
+        "/migration records the synced offset"
+    );
 }
 
 #[test]

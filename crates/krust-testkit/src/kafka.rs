@@ -687,6 +687,23 @@ impl KafkaNode {
         self.set_prop("zookeeper.metadata.migration.enable", "true")
     }
 
+    /// Takes a ZooKeeper-mode broker out of migration mode, as the rollback procedure does
+    /// (Kafka's docs, "Reverting to ZooKeeper mode"): `zookeeper.metadata.migration.enable=false`,
+    /// no `controller.quorum.voters`, no `controller.listener.names`. Restart it to apply.
+    ///
+    /// # Errors
+    /// `Invalid` for a KRaft node; `Io` if `server.properties` cannot be written.
+    pub fn disable_migration(&mut self) -> Result<()> {
+        if !self.role.is_zk_mode() {
+            return Err(HarnessError::Invalid(format!(
+                "node {} is a KRaft node; disable_migration() is for ZooKeeper-mode brokers",
+                self.node_id
+            )));
+        }
+        self.quorum_voters.clear();
+        self.set_prop("zookeeper.metadata.migration.enable", "false")
+    }
+
     /// Stops the node cleanly ([`KafkaNode::terminate`] with [`DEFAULT_STOP_TIMEOUT`]) if it runs,
     /// then starts it again and waits until it is ready. Same ports, same data.
     ///

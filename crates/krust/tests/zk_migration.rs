@@ -13,7 +13,9 @@ use std::time::Duration;
 use krust_metadata::image::features::ZkMigrationState;
 use krust_metadata::records::MetadataRecord;
 use krust_metadata::{ApiMessageAndVersion, MetadataImage, MetadataProvenance};
-use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ZooKeeperServer};
+use krust_testkit::{
+    KafkaDist, KafkaNode, KafkaRole, KrustProcess, ZooKeeperServer, check_acked_records,
+};
 use support::{FAST_TIMEOUTS, Quorum, read_metadata_log, wait_for_quorum};
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -21,6 +23,64 @@ const WAIT: Duration = Duration::from_secs(120);
 const MIGRATION_COMPLETED: &str = "Completed migration of metadata from ZooKeeper to KRaft";
 /// What Kafka 3.9's `BrokerLifecycleManager` logs once its registration is accepted.
 const REGISTERED: &str = "Successfully registered broker";
+
+/// `GET /metrics` on 127.0.0.1:`port`.
+fn scrape_metrics(port: u16) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ =
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body);
+    body
+}
+
+/// The value of an unlabelled sample.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Scrapes until `accept` holds (or [`WAIT`] passes).
+fn scrape_until(port: u16, accept: impl Fn(&str) -> bool) -> Option<String> {
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::time::Instant::now() < deadline {
+        let metrics = scrape_metrics(port);
+        if accept(&metrics) {
+            return Some(metrics);
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    None
+}
+
+/// The data of `path` as `zookeeper-shell get` prints it ("" when missing).
+fn zk_get(zk: &ZooKeeperServer, path: &str) -> String {
+    zk.shell(&["get", path])
+        .map(|o| o.stdout)
+        .unwrap_or_default()
+}
+
+/// Polls `path` until it exists; its data.
+fn wait_for_znode(zk: &ZooKeeperServer, path: &str) -> String {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let data = zk_get(zk, path);
+        if data.contains('{') {
+            return data;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{path} never appeared in ZooKeeper"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
 
 /// The metadata records of a stopped controller's log, decoded.
 fn metadata_records(quorum: &Quorum, id: i32) -> Vec<MetadataRecord> {
@@ -37,12 +97,17 @@ fn metadata_records(quorum: &Quorum, id: i32) -> Vec<MetadataRecord> {
         .collect()
 }
 
-/// Phase 1 and 2 of the migration: a krust controller quorum provisioned with
-/// `zookeeper.metadata.migration.enable=true` sits in PRE_MIGRATION, and Kafka 3.9
-/// ZooKeeper-mode brokers rolled into migration mode register with it as migrating ZooKeeper
-/// brokers (before, krust refused them with BROKER_ID_NOT_REGISTERED).
+/// The whole migration, phases 1–5: a krust controller provisioned with
+/// `zookeeper.metadata.migration.enable=true` sits in PRE_MIGRATION; a Kafka 3.9
+/// ZooKeeper-mode broker rolled into migration mode registers with it as a migrating
+/// ZooKeeper broker; the controller claims `/controller`, copies ZooKeeper's metadata into
+/// its log in a transaction (Kafka's completion line), and dual-writes: a topic created
+/// through the broker lands in ZooKeeper and is served by the broker, which the KRaft
+/// controller now drives with LeaderAndIsr/UpdateMetadata; the broker is rolled into a Kafka
+/// 3.9 KRaft broker on the same log dirs and serves the same records; the controller is
+/// restarted without the flag (POST_MIGRATION) and ZooKeeper is not written again.
 #[test]
-fn zookeeper_brokers_in_migration_mode_register_with_krust_controllers() {
+fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
     let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
     let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
     let mut broker = KafkaNode::builder(&dist)
@@ -55,9 +120,14 @@ fn zookeeper_brokers_in_migration_mode_register_with_krust_controllers() {
     broker
         .create_topic("made-in-zk", 2, &[("retention.ms", "123456789")])
         .expect("create a topic in ZooKeeper mode");
+    broker
+        .console_produce("made-in-zk", "zk-1\nzk-2\nzk-3\n", &[], &[("acks", "all")])
+        .expect("produce in ZooKeeper mode");
 
     let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
     let connect = zk.connect_string();
+    let metrics_port = krust_testkit::free_ports(1).expect("a port")[0].to_string();
+    extra.push(("metrics.port", &metrics_port));
     extra.push(("zookeeper.metadata.migration.enable", "true"));
     extra.push(("zookeeper.connect", &connect));
     let mut quorum = Quorum::in_cluster(1, &extra, broker.cluster_id());
@@ -82,11 +152,132 @@ fn zookeeper_brokers_in_migration_mode_register_with_krust_controllers() {
         .wait_for_line(MIGRATION_COMPLETED, WAIT)
         .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
     println!("{copied}");
+    // Kafka's migration metrics on the controller: MIGRATION, one ZooKeeper broker.
+    let port: u16 = metrics_port.parse().expect("port");
+    let metrics = scrape_until(port, |m| {
+        gauge(m, "kafka_controller_kafkacontroller_zkmigrationstate") == Some(1.0)
+            && gauge(m, "kafka_controller_kafkacontroller_migratingzkbrokercount") == Some(1.0)
+    })
+    .unwrap_or_else(|| panic!("migration metrics\n{}", scrape_metrics(port)));
+    assert!(
+        metrics.contains("kafka_controller_kafkacontroller_zkwritesnapshottimems_count 1"),
+        "one reconciliation recorded:\n{metrics}"
+    );
 
-    quorum.stop_all();
+    // Hybrid phase: the KRaft controller owns /controller and drives the ZooKeeper broker.
+    let owner = zk_get(&zk, "/controller");
+    assert!(
+        owner.contains("\"kraftControllerEpoch\"") && owner.contains("\"brokerid\":1"),
+        "/controller claimed by the KRaft controller: {owner}"
+    );
+    // A topic created through the ZooKeeper broker (forwarded to the KRaft controller) is
+    // dual-written to ZooKeeper, and the broker leads it (LeaderAndIsr from krust).
+    broker
+        .create_topic("made-in-hybrid", 1, &[("retention.ms", "86400000")])
+        .unwrap_or_else(|e| {
+            panic!(
+                "create a topic in the hybrid phase: {e}\n{}",
+                quorum.log_tails()
+            )
+        });
+    let znode = wait_for_znode(&zk, "/brokers/topics/made-in-hybrid");
+    assert!(znode.contains("\"partitions\":{\"0\":[101]}"), "{znode}");
+    let config = wait_for_znode(&zk, "/config/topics/made-in-hybrid");
+    assert!(config.contains("\"retention.ms\":\"86400000\""), "{config}");
+    broker
+        .console_produce("made-in-hybrid", "h-1\nh-2\n", &[], &[("acks", "all")])
+        .unwrap_or_else(|e| panic!("produce in the hybrid phase: {e}\n{}", quorum.log_tails()));
+    let consumed = broker
+        .console_consume("made-in-hybrid", 2, &[], WAIT)
+        .expect("consume in the hybrid phase");
+    assert_eq!(
+        consumed.stdout.lines().collect::<Vec<_>>(),
+        vec!["h-1", "h-2"]
+    );
+    let consumed = broker
+        .console_consume("made-in-zk", 3, &[], WAIT)
+        .expect("consume the records written before the migration");
+    let mut lines: Vec<&str> = consumed.stdout.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(lines, vec!["zk-1", "zk-2", "zk-3"]);
+
+    // Phase 4: the broker is rolled into a KRaft broker on the same log dirs (the ZooKeeper
+    // broker's controlled shutdown goes through the KRaft controller).
     broker
         .terminate(Duration::from_secs(60))
-        .expect("broker stops");
+        .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+    let mut kraft_broker = KafkaNode::builder(&dist)
+        .role(KafkaRole::Broker)
+        .node_id(101)
+        .cluster_id(broker.cluster_id().to_owned())
+        .quorum_voters(quorum.voters.clone())
+        .dir(broker.dir().to_path_buf())
+        .broker_port(broker.broker_port().expect("a broker port"))
+        .start_timeout(WAIT)
+        .build_unformatted()
+        .expect("KRaft broker configured on the ZooKeeper broker's dirs");
+    kraft_broker
+        .start()
+        .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
+    let consumed = kraft_broker
+        .console_consume("made-in-hybrid", 2, &[], WAIT)
+        .expect("consume through the KRaft broker");
+    assert_eq!(
+        consumed.stdout.lines().collect::<Vec<_>>(),
+        vec!["h-1", "h-2"]
+    );
+    // Still dual-writing: a topic created now lands in ZooKeeper too.
+    kraft_broker
+        .create_topic("made-after-roll", 1, &[])
+        .expect("create a topic after the roll");
+    wait_for_znode(&zk, "/brokers/topics/made-after-roll");
+
+    // Phase 5: finalize — the controller restarts without the migration flag and writes
+    // POST_MIGRATION; ZooKeeper is not written again.
+    let props = quorum.node(1).properties();
+    let text = std::fs::read_to_string(&props).expect("controller properties");
+    let text: String = text
+        .lines()
+        .filter(|l| !l.starts_with("zookeeper."))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&props, text).expect("rewrite controller properties");
+    let node = quorum.node(1);
+    let process = node.process.as_mut().expect("started");
+    process
+        .terminate(Duration::from_secs(30))
+        .expect("controller stops");
+    let mark = process.log_mark();
+    process.restart().expect("controller restarts");
+    process
+        .wait_for_line_since(mark, support::STARTED_LINE, WAIT)
+        .expect("controller restarted");
+    let migration_before = zk_get(&zk, "/migration");
+    kraft_broker
+        .create_topic("made-after-finalize", 1, &[])
+        .unwrap_or_else(|e| {
+            panic!(
+                "create a topic after finalizing: {e}\n{}",
+                quorum.log_tails()
+            )
+        });
+    kraft_broker
+        .console_produce("made-after-finalize", "f-1\n", &[], &[("acks", "all")])
+        .expect("produce after finalizing");
+    assert!(
+        !zk_get(&zk, "/brokers/topics/made-after-finalize").contains('{'),
+        "ZooKeeper written after finalization"
+    );
+    assert_eq!(
+        zk_get(&zk, "/migration"),
+        migration_before,
+        "/migration untouched"
+    );
+
+    kraft_broker
+        .terminate(Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("KRaft broker stops: {e}\n{}", quorum.log_tails()));
+    quorum.stop_all();
     let records = metadata_records(&quorum, 1);
     assert!(
         records.iter().any(|r| matches!(
@@ -106,11 +297,272 @@ fn zookeeper_brokers_in_migration_mode_register_with_krust_controllers() {
         .expect("the log replays");
     assert_eq!(
         image.features.zk_migration_state,
-        ZkMigrationState::Migration
+        ZkMigrationState::PostMigration
     );
+    assert!(image.topics.topic_by_name("made-after-finalize").is_some());
     let topic = image
         .topics
         .topic_by_name("made-in-zk")
         .expect("the topic made in ZooKeeper was copied");
     assert_eq!(topic.partitions.len(), 2);
+    assert!(image.topics.topic_by_name("made-in-hybrid").is_some());
+}
+
+/// The output of every controller so far.
+fn controller_logs(quorum: &Quorum) -> String {
+    quorum
+        .nodes
+        .iter()
+        .filter_map(|n| n.process.as_ref().map(KrustProcess::output))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Under load, with faults: two Kafka 3.9 ZooKeeper brokers and three krust controllers; an
+/// idempotent `acks=all` producer writes to an RF-2 topic the whole time. The brokers are rolled
+/// into migration mode, the metadata is copied, the active controller is SIGKILLed in the hybrid
+/// phase (another one claims ZooKeeper, reconciles and keeps dual-writing), then the brokers
+/// are rolled into Kafka KRaft brokers. Every acknowledged record is on both replicas, once, at
+/// its offset.
+#[test]
+fn a_zookeeper_cluster_migrates_under_load_while_the_active_controller_is_killed() {
+    const TOPIC: &str = "acked";
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let mut brokers: Vec<KafkaNode> = [101, 102]
+        .into_iter()
+        .map(|id| {
+            KafkaNode::builder(&dist)
+                .role(KafkaRole::ZkBroker)
+                .node_id(id)
+                .zookeeper(zk.connect_string())
+                .start_timeout(WAIT)
+                .start()
+                .expect("ZooKeeper-mode broker starts")
+        })
+        .collect();
+    let bootstrap = brokers
+        .iter()
+        .map(KafkaNode::bootstrap_servers)
+        .collect::<Vec<_>>()
+        .join(",");
+    dist.create_topic(&bootstrap, TOPIC, 1, 2, &[("min.insync.replicas", "1")])
+        .expect("an RF-2 topic in ZooKeeper mode");
+    let mut producer = dist
+        .start_acked_producer(
+            &bootstrap,
+            &[TOPIC],
+            20,
+            1_000_000,
+            Duration::ZERO,
+            &[("delivery.timeout.ms", "300000")],
+            WAIT,
+        )
+        .expect("acked producer starts");
+    producer
+        .wait_acked(20, WAIT)
+        .expect("records acknowledged in ZooKeeper mode");
+
+    let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    let connect = zk.connect_string();
+    extra.push(("zookeeper.metadata.migration.enable", "true"));
+    extra.push(("zookeeper.connect", &connect));
+    let cluster_id = brokers[0].cluster_id().to_owned();
+    let mut quorum = Quorum::in_cluster(3, &extra, &cluster_id);
+    for id in 1..=3 {
+        let node = quorum.node(id);
+        node.process = Some(cluster::start_server_within(&node.dir, id, WAIT));
+    }
+    wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0)
+        .unwrap_or_else(|| panic!("no leader\n{}", quorum.log_tails()));
+
+    for broker in &mut brokers {
+        broker
+            .enable_migration(&quorum.voters)
+            .expect("broker config");
+        broker.restart().expect("broker restarts in migration mode");
+        let acked = producer.report().acked.len();
+        producer
+            .wait_acked(acked + 20, WAIT)
+            .unwrap_or_else(|e| panic!("producing after a roll: {e}\n{}", quorum.log_tails()));
+    }
+    let deadline = std::time::Instant::now() + WAIT;
+    while !controller_logs(&quorum).contains(MIGRATION_COMPLETED) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no copy\n{}",
+            quorum.log_tails()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
+    // SIGKILL the active controller in the hybrid phase.
+    let before = wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0).expect("leader");
+    quorum.kill(before.leader_id);
+    let survivors: Vec<i32> = (1..=3).filter(|id| *id != before.leader_id).collect();
+    let after = wait_for_quorum(&quorum.bootstrap_without(&[before.leader_id]), WAIT, |q| {
+        q.leader_id > 0 && q.leader_id != before.leader_id
+    })
+    .unwrap_or_else(|| panic!("no new leader\n{}", quorum.log_tails()));
+    assert!(survivors.contains(&after.leader_id));
+    // The new active controller claims ZooKeeper and keeps dual-writing.
+    brokers[0]
+        .create_topic("after-failover", 1, &[])
+        .unwrap_or_else(|e| panic!("create after the failover: {e}\n{}", quorum.log_tails()));
+    wait_for_znode(&zk, "/brokers/topics/after-failover");
+    let owner = zk_get(&zk, "/controller");
+    assert!(
+        owner.contains(&format!("\"brokerid\":{}", after.leader_id)),
+        "/controller claimed by the new leader {}: {owner}",
+        after.leader_id
+    );
+    let acked = producer.report().acked.len();
+    producer
+        .wait_acked(acked + 20, WAIT)
+        .unwrap_or_else(|e| panic!("producing after the failover: {e}\n{}", quorum.log_tails()));
+
+    // Roll the brokers into Kafka KRaft brokers on the same dirs.
+    let mut kraft_brokers = Vec::new();
+    for broker in &mut brokers {
+        broker
+            .terminate(Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+        let mut kraft = KafkaNode::builder(&dist)
+            .role(KafkaRole::Broker)
+            .node_id(broker.node_id())
+            .cluster_id(cluster_id.clone())
+            .quorum_voters(quorum.voters.clone())
+            .dir(broker.dir().to_path_buf())
+            .broker_port(broker.broker_port().expect("a broker port"))
+            .start_timeout(WAIT)
+            .build_unformatted()
+            .expect("KRaft broker configured");
+        kraft
+            .start()
+            .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
+        let acked = producer.report().acked.len();
+        producer
+            .wait_acked(acked + 20, WAIT)
+            .unwrap_or_else(|e| panic!("producing after a roll: {e}\n{}", quorum.log_tails()));
+        kraft_brokers.push(kraft);
+    }
+
+    let report = producer.stop(WAIT).expect("producer stops");
+    assert!(
+        report.failed.is_empty(),
+        "sends failed: {:?}",
+        report.failed
+    );
+    for kraft in &mut kraft_brokers {
+        kraft
+            .terminate(Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("KRaft broker stops: {e}\n{}", quorum.log_tails()));
+    }
+    quorum.stop_all();
+    let dirs: Vec<std::path::PathBuf> = kraft_brokers
+        .iter()
+        .map(|b| b.partition_dir(TOPIC, 0))
+        .collect();
+    let dir_refs: Vec<&std::path::Path> = dirs.iter().map(std::path::PathBuf::as_path).collect();
+    let logs = dist
+        .read_replica_logs(&dir_refs, WAIT)
+        .expect("DumpLogSegments on both replicas");
+    let acked = report.acked_in(TOPIC);
+    assert!(acked.len() >= 100, "only {} acknowledged", acked.len());
+    for log in &logs {
+        assert!(log.problems.is_empty(), "{:?}", log.problems);
+        let problems = check_acked_records(&acked, &log.records);
+        assert!(
+            problems.is_empty(),
+            "{}:\n{}",
+            log.dir.display(),
+            problems.join("\n")
+        );
+    }
+}
+
+/// Rollback from the hybrid phase (Kafka's documented procedure for "brokers in migration
+/// mode", facts §6.14): after the copy and a topic created and a config changed in dual-write,
+/// the controllers are deprovisioned, `/controller` and `/migration` removed, the broker taken
+/// out of migration mode and restarted. It becomes the ZooKeeper controller again and serves
+/// every record and every metadata change made during the migration.
+#[test]
+fn a_migration_rolled_back_from_the_hybrid_phase_leaves_a_working_zookeeper_cluster() {
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let mut broker = KafkaNode::builder(&dist)
+        .role(KafkaRole::ZkBroker)
+        .node_id(101)
+        .zookeeper(zk.connect_string())
+        .start_timeout(WAIT)
+        .start()
+        .expect("ZooKeeper-mode broker starts");
+    broker
+        .create_topic("before", 1, &[])
+        .expect("create a topic in ZooKeeper mode");
+    broker
+        .console_produce("before", "b-1\nb-2\n", &[], &[("acks", "all")])
+        .expect("produce in ZooKeeper mode");
+
+    let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    let connect = zk.connect_string();
+    extra.push(("zookeeper.metadata.migration.enable", "true"));
+    extra.push(("zookeeper.connect", &connect));
+    let mut quorum = Quorum::in_cluster(1, &extra, broker.cluster_id());
+    let node = quorum.node(1);
+    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
+    broker
+        .enable_migration(&quorum.voters)
+        .expect("broker config");
+    broker.restart().expect("broker restarts in migration mode");
+    quorum
+        .node(1)
+        .process
+        .as_mut()
+        .expect("started")
+        .wait_for_line(MIGRATION_COMPLETED, WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
+    broker
+        .create_topic("during", 1, &[("retention.ms", "7200000")])
+        .unwrap_or_else(|e| panic!("create in the hybrid phase: {e}\n{}", quorum.log_tails()));
+    wait_for_znode(&zk, "/brokers/topics/during");
+    broker
+        .console_produce("during", "d-1\nd-2\n", &[], &[("acks", "all")])
+        .expect("produce in the hybrid phase");
+
+    // The rollback: deprovision the quorum, rmr /controller, keep /migration's content for
+    // debugging and rmr it, take the broker out of migration mode, roll it.
+    quorum.stop_all();
+    let migration = zk_get(&zk, "/migration");
+    assert!(migration.contains("kraft_metadata_offset"), "{migration}");
+    for path in ["/controller", "/migration"] {
+        zk.shell(&["deleteall", path])
+            .unwrap_or_else(|e| panic!("zookeeper-shell deleteall {path}: {e}"));
+    }
+    broker.disable_migration().expect("broker config");
+    broker.restart().expect("broker restarts in ZooKeeper mode");
+
+    // A ZooKeeper controller again, with everything the migration did.
+    let owner = wait_for_znode(&zk, "/controller");
+    assert!(
+        owner.contains("\"brokerid\":101") && !owner.contains("kraftControllerEpoch\":1"),
+        "the ZooKeeper broker is the controller again: {owner}"
+    );
+    let config = zk_get(&zk, "/config/topics/during");
+    assert!(config.contains("\"retention.ms\":\"7200000\""), "{config}");
+    for (topic, want) in [("before", ["b-1", "b-2"]), ("during", ["d-1", "d-2"])] {
+        let consumed = broker
+            .console_consume(topic, 2, &[], WAIT)
+            .unwrap_or_else(|e| panic!("consume {topic} after the rollback: {e}"));
+        assert_eq!(consumed.stdout.lines().collect::<Vec<_>>(), want);
+    }
+    broker
+        .create_topic("after", 1, &[])
+        .expect("the ZooKeeper controller creates topics again");
+    broker
+        .console_produce("after", "a-1\n", &[], &[("acks", "all")])
+        .expect("produce after the rollback");
+    broker
+        .terminate(Duration::from_secs(60))
+        .expect("broker stops");
 }

@@ -276,7 +276,21 @@ pub struct MigrationDriver<R, W, P: BrokerPropagator> {
     zk_retries: u64,
     consecutive_zk_failures: u32,
     transitions: VecDeque<MigrationDriverState>,
+    write_timings: VecDeque<WriteTiming>,
 }
+
+/// How long one ZooKeeper write took (Kafka's `ZkWriteSnapshotTimeMs` / `ZkWriteDeltaTimeMs`
+/// histograms), for [`MigrationDriver::take_write_timings`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteTiming {
+    /// A full reconciliation, in ms.
+    Snapshot(u64),
+    /// A delta dual-write that wrote something, in ms.
+    Delta(u64),
+}
+
+/// Timings kept until taken (older ones are dropped).
+const MAX_WRITE_TIMINGS: usize = 1_024;
 
 /// State changes kept for [`MigrationDriver::take_transitions`].
 const MAX_RECORDED_TRANSITIONS: usize = 64;
@@ -327,6 +341,7 @@ where
             dual_write_offset: None,
             last_snapshot_write_ms: None,
             last_delta_write_ms: None,
+            write_timings: VecDeque::new(),
             zk_retries: 0,
             consecutive_zk_failures: 0,
             transitions: VecDeque::new(),
@@ -409,6 +424,12 @@ where
     /// and tests that follow every transition.
     pub fn take_transitions(&mut self) -> Vec<MigrationDriverState> {
         self.transitions.drain(..).collect()
+    }
+
+    /// The ZooKeeper write durations since the last call (at most the last 1,024), oldest
+    /// first: the runtime feeds them to the `ZkWrite*TimeMs` histograms.
+    pub fn take_write_timings(&mut self) -> Vec<WriteTiming> {
+        self.write_timings.drain(..).collect()
     }
 
     /// Kafka's completion log line of the last initial copy done on this node.

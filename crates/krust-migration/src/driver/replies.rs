@@ -219,7 +219,10 @@ where
             }
             (Purpose::RewriteMigration, ZkReply::Wrote(results)) => {
                 self.learn_migration_version(&in_flight.steps, &results);
-                if self.leadership.initial_migration_done() {
+                // The log's MIGRATION state also means the copy is done (see the quorum step).
+                if self.leadership.initial_migration_done()
+                    || self.image.features.zk_migration_state == ZkMigrationState::Migration
+                {
                     self.transition(MigrationDriverState::SyncKraftToZk);
                 } else {
                     self.transition(MigrationDriverState::ZkMigration);
@@ -307,7 +310,9 @@ where
                     if prepared.snapshot {
                         self.record_snapshot_time(now, started);
                     } else if prepared.wrote_something {
-                        self.last_delta_write_ms = Some(millis(now, started));
+                        let ms = millis(now, started);
+                        self.last_delta_write_ms = Some(ms);
+                        self.push_write_timing(WriteTiming::Delta(ms));
                     }
                 }
                 if let Some((full, rpcs)) = prepared.rpcs {
@@ -323,7 +328,16 @@ where
     }
 
     pub(super) fn record_snapshot_time(&mut self, now: Instant, started: Instant) {
-        self.last_snapshot_write_ms = Some(millis(now, started));
+        let ms = millis(now, started);
+        self.last_snapshot_write_ms = Some(ms);
+        self.push_write_timing(WriteTiming::Snapshot(ms));
+    }
+
+    fn push_write_timing(&mut self, timing: WriteTiming) {
+        if self.write_timings.len() >= MAX_WRITE_TIMINGS {
+            self.write_timings.pop_front();
+        }
+        self.write_timings.push_back(timing);
     }
 
     /// Updates `/migration`'s version from the results of a write whose steps set it.

@@ -149,12 +149,16 @@ where
                     );
                     self.transition(MigrationDriverState::BecomeController);
                 } else {
-                    error!(
+                    // The log holds the copy's committed transaction (the loader publishes
+                    // MIGRATION only after its EndTransactionRecord), but `/migration` does not
+                    // record it: the previous leader failed between the commit and that write.
+                    // Kafka 3.9 stops here for good; the log is the truth, so carry on — the
+                    // reconciliation after the claim records the synced offset in `/migration`.
+                    warn!(
                         node_id = self.config.node_id,
-                        "KRaft controller indicates an active migration, but the ZK state does not."
+                        "KRaft controller indicates an active migration, but the ZK state does not. The copy is committed in the metadata log; continuing from the log."
                     );
-                    self.transition(MigrationDriverState::Inactive);
-                    self.waiting_for = Some(WaitReason::MigrationNotAllowed { zk_migration_state });
+                    self.transition(MigrationDriverState::BecomeController);
                 }
             }
             ZkMigrationState::PostMigration => {

@@ -111,6 +111,7 @@ where
     broker_responses: mpsc::UnboundedReceiver<BrokerResponse>,
     status: MigrationStatusHandle,
     kraft_epoch: Option<KraftEpoch>,
+    metrics: Option<super::metrics::MigrationMetrics>,
 }
 
 impl<R, W, P, B> MigrationTask<R, W, P, B>
@@ -139,7 +140,15 @@ where
             broker_responses: rx,
             status: MigrationStatusHandle::default(),
             kraft_epoch: None,
+            metrics: None,
         }
+    }
+
+    /// Feeds `metrics` with the driver's write durations.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: super::metrics::MigrationMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Keeps `epoch` at the metadata log's leader epoch (the KRaft controller epoch the ZooKeeper
@@ -180,6 +189,10 @@ where
         loop {
             self.run_actions(&image).await?;
             self.status.set(self.driver.status());
+            let timings = self.driver.take_write_timings();
+            if let Some(metrics) = &self.metrics {
+                metrics.observe(&timings);
+            }
             let deadline = self
                 .driver
                 .poll_timeout()

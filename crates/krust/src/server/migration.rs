@@ -11,6 +11,7 @@ use krust_metadata::MetadataVersion;
 use krust_migration::driver::{MigrationDriver, MigrationDriverConfig};
 use krust_migration::kafka_seams::{KafkaPropagator, KafkaZkReader, KafkaZkWriter, KraftEpoch};
 use krust_node::controller::ControllerChannel;
+use krust_node::migration::metrics::MigrationMetrics;
 use krust_node::migration::publisher::MetadataEvent;
 use krust_node::migration::runtime::{MigrationStatusHandle, MigrationTask};
 use krust_zk::client::{ZkClient, ZkClientConfig};
@@ -101,15 +102,17 @@ pub fn settings(
 
 /// Starts the migration task: connects to ZooKeeper (retrying until it answers), then runs
 /// the driver for this controller. Resolves with the reason if the migration fails fatally.
+/// The metrics are for `/metrics`.
 pub fn start(
     settings: MigrationSettings,
     node_id: i32,
     voter_ids: BTreeSet<i32>,
     controller: ControllerChannel,
     events: mpsc::UnboundedReceiver<MetadataEvent>,
-) -> (JoinHandle<String>, MigrationStatusHandle) {
+) -> (JoinHandle<String>, MigrationMetrics) {
     let status = MigrationStatusHandle::default();
-    let shared = status.clone();
+    let metrics = MigrationMetrics::new(status.clone());
+    let task_metrics = metrics.clone();
     let task = tokio::spawn(async move {
         let zk = loop {
             match ZkClient::connect(settings.zk.clone()).await {
@@ -149,11 +152,12 @@ pub fn start(
             krust_net::ClientConfig::default(),
         )
         .with_kraft_epoch(kraft_epoch)
-        .with_status(shared);
+        .with_status(status)
+        .with_metrics(task_metrics);
         match task.run(events).await {
             Ok(()) => std::future::pending().await,
             Err(e) => e.to_string(),
         }
     });
-    (task, status)
+    (task, metrics)
 }

@@ -331,16 +331,20 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     let migration_task = match (migration, migration_events, &controller) {
         (Some(settings), Some(events), Some(server)) => {
             let voter_ids = voters.iter().map(|v| v.id.0).collect();
-            let (task, _status) = migration::start(
+            let (task, metrics) = migration::start(
                 settings,
                 node.node_id,
                 voter_ids,
                 server.channel().clone(),
                 events,
             );
-            Some(task)
+            Some((task, metrics))
         }
         _ => None,
+    };
+    let (migration_task, migration_metrics) = match migration_task {
+        Some((task, metrics)) => (Some(task), Some(metrics)),
+        None => (None, None),
     };
     let mut controller_server = None;
     if let Some((listener_name, bind)) = &node.controller_listener {
@@ -420,10 +424,13 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         (None, Some(role)) => role.bootstrap().to_owned(),
         (None, None) => "127.0.0.1:0".to_owned(),
     };
-    let extra_collectors = broker_role
+    let mut extra_collectors: Vec<Arc<dyn krust_metrics::Collector>> = broker_role
         .iter()
         .flat_map(BrokerServer::metrics_collectors)
         .collect();
+    if let Some(metrics) = migration_metrics {
+        extra_collectors.push(Arc::new(metrics));
+    }
     let metrics = metrics_http::start(&config, &metrics_bind, &raft, extra_collectors).await?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;
     let mut sigint = signal(SignalKind::interrupt()).context("installing SIGINT handler")?;
