@@ -14,6 +14,8 @@
 //! - [`kafka_seams`]: the driver's reader/writer seams implemented with [`reader`] and
 //!   [`writer`] (single fenced operations from whole writes).
 //! - [`propagator`]: UpdateMetadata / LeaderAndIsr / StopReplica for ZooKeeper-mode brokers.
+//! - [`tools`]: the operator tools (`krust migration preflight / status / verify /
+//!   rollback-plan`) as pure functions — krust's addition, Kafka has none.
 
 pub mod driver;
 pub mod exec;
@@ -21,4 +23,5 @@ pub mod kafka_seams;
 pub mod propagator;
 pub mod reader;
 pub mod state;
+pub mod tools;
 pub mod writer;

@@ -10,11 +10,14 @@
 //! - [`dump_log`]: `krust dump-log --cluster-metadata-decoder --files …` (`kafka-dump-log.sh`).
 //! - [`metadata_shell`]: `krust metadata-shell --snapshot <file> | --directory <dir> [command]`.
 //! - [`storage`]: `krust storage random-uuid | format | info` (Kafka's `kafka-storage.sh`).
+//! - [`migration`]: `krust migration preflight | status | verify | rollback-plan` (the
+//!   ZooKeeper → KRaft migration's operator tools; krust's addition).
 
 pub mod config;
 pub mod dev;
 pub mod dump_log;
 pub mod metadata_quorum;
 pub mod metadata_shell;
+pub mod migration;
 pub mod server;
 pub mod storage;

@@ -3,7 +3,7 @@
 //!
 //! Exit codes follow Kafka's tools: 0 on success, 1 on any failure (including bad arguments).
 
-use krust::{dev, dump_log, metadata_quorum, metadata_shell, server, storage};
+use krust::{dev, dump_log, metadata_quorum, metadata_shell, migration, server, storage};
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -35,6 +35,78 @@ enum Command {
     Storage {
         #[command(subcommand)]
         command: StorageCommand,
+    },
+    /// Operator tools of the ZooKeeper to KRaft migration (krust's addition; Kafka has none).
+    #[command(long_about = MIGRATION_HELP)]
+    Migration {
+        #[command(subcommand)]
+        command: MigrationCommand,
+    },
+}
+
+const MIGRATION_HELP: &str = "Operator tools of the ZooKeeper to KRaft migration (KIP-866). \
+krust's addition: Kafka 3.9 has no equivalent. They only read ZooKeeper and the quorum.
+
+  preflight      every documented precondition, one `OK|WARN|FAIL <check>: <found>` line each
+                 (with the fix); exit 0 only when the migration can start
+  status         phase, per-broker registration and why the migration waits, records copied,
+                 ZooKeeper write-behind lag, the controller in /controller (--json)
+  verify         ZooKeeper diffed with the quorum's metadata: no output and exit 0 when they
+                 agree, one line per difference and exit 1 otherwise
+  rollback-plan  the documented revert steps for this cluster and its current phase
+
+Example:
+  krust migration preflight --zookeeper zk:2181/kafka --config controller.properties \\
+      --broker-config server-1.properties --broker-config server-2.properties
+  krust migration status --bootstrap-controller ctrl:9093 --zookeeper zk:2181/kafka";
+
+#[derive(Debug, Subcommand)]
+enum MigrationCommand {
+    /// Check every precondition of the migration against ZooKeeper and the config files.
+    Preflight {
+        /// ZooKeeper connect string of the cluster: host:port[,host:port…][/chroot].
+        #[arg(long)]
+        zookeeper: String,
+        /// The KRaft controller's server.properties.
+        #[arg(long, short = 'c')]
+        config: PathBuf,
+        /// A ZooKeeper-mode broker's server.properties (repeatable).
+        #[arg(long = "broker-config")]
+        broker_config: Vec<PathBuf>,
+    },
+    /// Where the migration stands and why it waits.
+    Status {
+        /// A comma-separated list of host:port pairs of controllers to connect to.
+        #[arg(long = "bootstrap-controller")]
+        bootstrap_controller: String,
+        /// ZooKeeper connect string: host:port[,host:port…][/chroot].
+        #[arg(long)]
+        zookeeper: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Diff ZooKeeper's metadata with the quorum's (exit 1 on any difference).
+    Verify {
+        /// ZooKeeper connect string: host:port[,host:port…][/chroot].
+        #[arg(long)]
+        zookeeper: String,
+        /// A comma-separated list of host:port pairs of controllers to connect to.
+        #[arg(long = "bootstrap-controller")]
+        bootstrap_controller: String,
+        /// The controller's server.properties, for password.encoder.secret (password configs
+        /// are compared by presence only without it).
+        #[arg(long, short = 'c')]
+        config: Option<PathBuf>,
+    },
+    /// The documented steps to revert to ZooKeeper mode, for this cluster and phase.
+    RollbackPlan {
+        /// ZooKeeper connect string: host:port[,host:port…][/chroot].
+        #[arg(long)]
+        zookeeper: String,
+        /// Controllers (host:port,…): the phase is then exact (finalization included).
+        #[arg(long = "bootstrap-controller")]
+        bootstrap_controller: Option<String>,
     },
 }
 
@@ -293,6 +365,43 @@ fn main() -> ExitCode {
             )),
         }
         .and_then(|source| metadata_shell::run_metadata_shell(&source, &args.command, &mut stdout)),
+        Command::Migration { command } => match command {
+            MigrationCommand::Preflight {
+                zookeeper,
+                config,
+                broker_config,
+            } => migration::run_preflight(
+                &migration::PreflightArgs {
+                    zookeeper,
+                    config,
+                    broker_configs: broker_config,
+                },
+                &mut stdout,
+            ),
+            MigrationCommand::Status {
+                bootstrap_controller,
+                zookeeper,
+                json,
+            } => migration::run_status(&bootstrap_controller, &zookeeper, json, &mut stdout),
+            MigrationCommand::Verify {
+                zookeeper,
+                bootstrap_controller,
+                config,
+            } => migration::run_verify(
+                &zookeeper,
+                &bootstrap_controller,
+                config.as_ref(),
+                &mut stdout,
+            ),
+            MigrationCommand::RollbackPlan {
+                zookeeper,
+                bootstrap_controller,
+            } => migration::run_rollback_plan(
+                &zookeeper,
+                bootstrap_controller.as_deref(),
+                &mut stdout,
+            ),
+        },
         Command::Storage { command } => match command {
             StorageCommand::RandomUuid => storage::run_random_uuid(&mut stdout),
             StorageCommand::Info { config } => storage::run_info(&config, &mut stdout),
