@@ -500,7 +500,13 @@ impl KafkaNode {
         let props = self.properties_path();
         self.dist
             .tool(class::STORAGE_TOOL)
-            .args(["format", "-t", &self.cluster_id, "-c"])
+            // `--cluster-id=`: a ZooKeeper cluster's id may begin with '-', which Kafka's
+            // StorageTool would take for an option after `-t`.
+            .args([
+                "format".to_owned(),
+                format!("--cluster-id={}", self.cluster_id),
+                "-c".to_owned(),
+            ])
             .arg(props.display().to_string())
             .args(&self.format_args)
             .run()?

@@ -234,8 +234,10 @@ struct FormatCli {
     /// The Kafka configuration file to use.
     #[arg(long, short = 'c')]
     config: PathBuf,
-    /// The cluster ID to use.
-    #[arg(long = "cluster-id", short = 't')]
+    /// The cluster ID to use. A ZooKeeper-mode cluster's id (needed to migrate it) may begin
+    /// with '-' (ZooKeeper-era ids are unfiltered base64): accepted after `-t` too, where
+    /// Kafka's tool needs `--cluster-id=<id>`.
+    #[arg(long = "cluster-id", short = 't', allow_hyphen_values = true)]
     cluster_id: String,
     /// A SCRAM_CREDENTIAL to add to the __cluster_metadata log e.g.
     /// 'SCRAM-SHA-256=[name=alice,password=alice-secret]'

@@ -124,6 +124,19 @@ fn bad_arguments_exit_1_with_usage() {
     assert!(help.stdout.contains("--initial-controllers"));
 }
 
+/// A ZooKeeper cluster's id (what a migration's controllers are formatted with) may begin with
+/// '-'; `-t` takes it as a value.
+#[test]
+fn formats_with_a_cluster_id_beginning_with_a_hyphen() {
+    const ZK_STYLE_ID: &str = "-_4sSd7oRyW0Ax4Ri7Zp1A";
+    let node = Node::new(&controller_props(true));
+    let config = node.config();
+    let out = krust(&["storage", "format", "-t", ZK_STYLE_ID, "-c", &config]);
+    assert_eq!(code(&out), Some(0), "{}", out.stderr);
+    let meta = read_meta(&node.path("meta"));
+    assert_eq!(meta.cluster_id.as_deref(), Some(ZK_STYLE_ID));
+}
+
 #[test]
 fn formats_a_static_controller_then_refuses_to_format_again() {
     let node = Node::new(&controller_props(true));
