@@ -184,6 +184,16 @@ fn broker_registration(broker_id: i32, zk: bool) -> ControllerRequest {
     )
 }
 
+/// CreateTopics of topic `t` (1 partition, RF 1).
+fn create_request() -> ControllerRequest {
+    ControllerRequest::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
+        CreatableTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("t")))
+            .with_num_partitions(1)
+            .with_replication_factor(1),
+    ]))
+}
+
 fn topic_records(name: &str, id: Uuid) -> Vec<MetadataRecord> {
     vec![
         MetadataRecord::Topic(TopicRecord {
@@ -269,12 +279,7 @@ fn migration_needs_metadata_transactions_on_an_empty_log() {
 #[test]
 fn pre_migration_runs_only_registration_heartbeats_and_the_copy() {
     let mut node = Node::start(config(3000, true, MetadataVersion::IBP_3_9_IV0));
-    let create = ControllerRequest::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("t")))
-            .with_num_partitions(1)
-            .with_replication_factor(1),
-    ]));
+    let create = create_request();
     match node.request(create) {
         ControllerResponse::CreateTopics(r) => assert_eq!(
             r.topics[0].error_code,
@@ -350,12 +355,7 @@ fn the_copy_commits_in_a_transaction_and_moves_to_migration() {
             .is_some()
     );
     // Out of pre-migration, ordinary requests run again.
-    let create = ControllerRequest::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
-        CreatableTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("t")))
-            .with_num_partitions(1)
-            .with_replication_factor(1),
-    ]));
+    let create = create_request();
     match node.request(create) {
         ControllerResponse::CreateTopics(r) => assert_ne!(
             r.topics[0].error_code,
@@ -528,14 +528,7 @@ fn admin_writes_wait_while_zookeeper_lags_too_far_behind() {
     let mut node = Node::start(config(3000, true, MetadataVersion::IBP_3_9_IV0));
     node.migration_batch(vec![begin()]);
     node.migration_batch(vec![state(ZkMigrationState::Migration), end()]);
-    let create = || {
-        ControllerRequest::CreateTopics(CreateTopicsRequest::default().with_topics(vec![
-            CreatableTopic::default()
-                .with_name(TopicName(StrBytes::from_static_str("t")))
-                .with_num_partitions(1)
-                .with_replication_factor(1),
-        ]))
-    };
+    let create = create_request;
     node.controller.set_zk_write_behind(101);
     let before = node.log_end();
     match node.request(create()) {
