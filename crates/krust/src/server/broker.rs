@@ -475,7 +475,7 @@ mod tests {
     fn a_v0_dir_that_does_not_match_is_refused_with_kafkas_messages() {
         let root = tempfile::tempdir().expect("tempdir");
         let v0 = dir_with(root.path(), "v0", ZK_BROKER_V0);
-        let err = initialize_log_dirs(&[v0.clone()], &v0, 5, "mYfQ8bLnRVGMy8aEtdJk8Q")
+        let err = initialize_log_dirs(std::slice::from_ref(&v0), &v0, 5, "mYfQ8bLnRVGMy8aEtdJk8Q")
             .expect_err("broker.id 4 is not node 5");
         assert_eq!(
             err.to_string(),
@@ -484,7 +484,7 @@ mod tests {
                 v0.display()
             )
         );
-        let err = initialize_log_dirs(&[v0.clone()], &v0, 4, "otherClusterAAAAAAAAAA")
+        let err = initialize_log_dirs(std::slice::from_ref(&v0), &v0, 4, "otherClusterAAAAAAAAAA")
             .expect_err("another cluster");
         assert_eq!(
             err.to_string(),
@@ -494,14 +494,14 @@ mod tests {
             )
         );
         let no_cluster = dir_with(root.path(), "nc", "version=0\nbroker.id=4\n");
-        let err = initialize_log_dirs(&[no_cluster.clone()], &no_cluster, 4, "c")
+        let err = initialize_log_dirs(std::slice::from_ref(&no_cluster), &no_cluster, 4, "c")
             .expect_err("no cluster.id");
         assert_eq!(
             err.to_string(),
             format!("Error: cluster ID not found in {}", no_cluster.display())
         );
         let no_broker = dir_with(root.path(), "nb", "version=0\ncluster.id=c\n");
-        let err = initialize_log_dirs(&[no_broker.clone()], &no_broker, 4, "c")
+        let err = initialize_log_dirs(std::slice::from_ref(&no_broker), &no_broker, 4, "c")
             .expect_err("no broker.id");
         assert_eq!(
             err.to_string(),
@@ -525,14 +525,24 @@ mod tests {
                 .to_file_text(0),
         );
         let v0 = dir_with(root.path(), "v0", ZK_BROKER_V0);
-        let ids = initialize_log_dirs(&[v0.clone()], &meta_dir, 4, "mYfQ8bLnRVGMy8aEtdJk8Q")
-            .expect("a v1 metadata dir and a v0 log dir of the same node agree");
+        let ids = initialize_log_dirs(
+            std::slice::from_ref(&v0),
+            &meta_dir,
+            4,
+            "mYfQ8bLnRVGMy8aEtdJk8Q",
+        )
+        .expect("a v1 metadata dir and a v0 log dir of the same node agree");
         assert_eq!(ids.len(), 1, "only log dirs are registered");
         assert_ne!(ids[0], id);
         assert_eq!(read_meta(&meta_dir).directory_id, Some(id));
         std::fs::create_dir_all(v0.join(METADATA_PARTITION_DIR)).expect("mkdir");
-        let err = initialize_log_dirs(&[v0.clone()], &meta_dir, 4, "mYfQ8bLnRVGMy8aEtdJk8Q")
-            .expect_err("metadata partition outside the metadata dir");
+        let err = initialize_log_dirs(
+            std::slice::from_ref(&v0),
+            &meta_dir,
+            4,
+            "mYfQ8bLnRVGMy8aEtdJk8Q",
+        )
+        .expect_err("metadata partition outside the metadata dir");
         assert_eq!(
             err.to_string(),
             format!(
