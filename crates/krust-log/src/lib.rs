@@ -98,6 +98,7 @@ pub mod error;
 pub mod fs;
 mod index_file;
 pub mod leader_epoch;
+pub mod legacy;
 pub mod log;
 pub mod offset_index;
 pub mod recovery;
