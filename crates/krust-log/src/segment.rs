@@ -4,6 +4,13 @@
 //! re-reads a range of the file, checks every batch (framing, magic, CRC-32C, increasing
 //! offsets within the segment's 32-bit relative range), rebuilds the index entries for it and
 //! truncates the file at the first bad batch. Reads re-check the CRC of every batch they return.
+//!
+//! Legacy message sets (magic 0 and 1, see [`crate::legacy`]) written by a ZooKeeper-mode
+//! Kafka are recognised by every scan: recovery checks their size and CRC-32 (Kafka's
+//! `LogSegment.recover` with `ensureValid`), indexes them by their offset (their last offset)
+//! and cuts a torn tail; offset and timestamp lookups find them. Reads do not serve them yet:
+//! a read that reaches one fails with [`BatchError::UnsupportedMagic`] (reported, never
+//! served as something else).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -26,6 +33,7 @@ use crate::fs::{
     CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
 };
+use crate::legacy::{LegacyEntry, MAGIC_V1, legacy_magic, peek_entry_size};
 use crate::offset_index::OffsetIndex;
 use crate::time_index::{TimeIndex, TimestampOffset};
 
@@ -91,6 +99,9 @@ pub(crate) struct BatchHeader {
 }
 
 fn parse_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+    if let Some(magic) = legacy_magic(buf) {
+        return parse_legacy_header(buf, magic);
+    }
     let size = peek_batch_size(buf, MAX_BATCH_BYTES)?;
     if buf.len() < RECORD_BATCH_OVERHEAD {
         return Err(BatchError::Truncated {
@@ -111,6 +122,84 @@ fn parse_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         size: size as u64,
         max_timestamp: i64_at(35),
     })
+}
+
+/// A legacy entry's header: its offset is its last offset, and is taken as its base offset too
+/// (a wrapper's first inner offset is not known without decompressing it; lookups go by last
+/// offset). Its max timestamp is its timestamp (magic 1) or `NO_TIMESTAMP` (magic 0).
+fn parse_legacy_header(buf: &[u8], magic: i8) -> Result<BatchHeader, BatchError> {
+    let size = peek_entry_size(buf, MAX_BATCH_BYTES)?;
+    let need = if magic == MAGIC_V1 { 26 } else { 17 };
+    if buf.len() < need {
+        return Err(BatchError::Truncated {
+            need,
+            have: buf.len(),
+        });
+    }
+    let i64_at = |at: usize| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&buf[at..at + 8]);
+        i64::from_be_bytes(a)
+    };
+    let offset = i64_at(0);
+    Ok(BatchHeader {
+        base_offset: offset,
+        last_offset: offset,
+        size: size as u64,
+        max_timestamp: if magic == MAGIC_V1 {
+            i64_at(18)
+        } else {
+            NO_TIMESTAMP
+        },
+    })
+}
+
+/// Size of the batch or legacy entry at the front of `buf` (needs 17 bytes to tell them apart).
+fn peek_size(buf: &[u8]) -> Result<usize, BatchError> {
+    if legacy_magic(buf).is_some() {
+        peek_entry_size(buf, MAX_BATCH_BYTES)
+    } else {
+        peek_batch_size(buf, MAX_BATCH_BYTES)
+    }
+}
+
+/// A v2 batch for a read; a legacy entry is [`BatchError::UnsupportedMagic`] (krust-log does
+/// not serve legacy entries yet), whatever its size field says.
+fn parse_stored_batch(buf: Bytes) -> Result<(RecordBatch, Bytes), BatchError> {
+    if let Some(magic) = legacy_magic(&buf) {
+        return Err(BatchError::UnsupportedMagic { magic });
+    }
+    RecordBatch::parse(buf, MAX_BATCH_BYTES)
+}
+
+/// What recovery needs of one checked batch or legacy entry.
+struct Scanned {
+    base_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    size: usize,
+}
+
+/// Parses and checks (CRC-32C, or CRC-32 for a legacy entry) the batch at the front of `buf`.
+fn parse_scanned(buf: Bytes) -> Result<(Scanned, Bytes), BatchError> {
+    if legacy_magic(&buf).is_some() {
+        let (entry, rest) = LegacyEntry::parse(buf, MAX_BATCH_BYTES)?;
+        let scanned = Scanned {
+            base_offset: entry.offset(),
+            last_offset: entry.offset(),
+            max_timestamp: entry.timestamp(),
+            size: entry.size_in_bytes(),
+        };
+        return Ok((scanned, rest));
+    }
+    let (batch, rest) = RecordBatch::parse(buf, MAX_BATCH_BYTES)?;
+    let scanned = Scanned {
+        base_offset: batch.base_offset(),
+        last_offset: batch.last_offset(),
+        max_timestamp: batch.max_timestamp(),
+        size: batch.size_in_bytes(),
+    };
+    Ok((scanned, rest))
 }
 
 /// Whether an offset index entry for `offset` may point at the batch `header`: the batch
@@ -760,7 +849,7 @@ impl Segment {
         let mut batches = Vec::new();
         let mut used = 0usize;
         while !rest.is_empty() {
-            match RecordBatch::parse(rest.clone(), MAX_BATCH_BYTES) {
+            match parse_stored_batch(rest.clone()) {
                 Ok((batch, tail)) => {
                     if batch.last_offset() >= max_offset_exclusive {
                         break;
@@ -791,7 +880,7 @@ impl Segment {
             Err(source) => return Err(self.corrupt(pos, source)),
         };
         let buf = read_at(&self.file, &self.log_path, pos, header.size as usize)?;
-        RecordBatch::parse(buf, MAX_BATCH_BYTES)
+        parse_stored_batch(buf)
             .map(|(batch, _)| Some(batch))
             .map_err(|source| self.corrupt(pos, source))
     }
@@ -975,7 +1064,8 @@ impl Segment {
         let mut stop = None;
         while pos < end {
             let remaining = end - pos;
-            if buf.len() < LOG_OVERHEAD {
+            // 17 bytes tell a batch from a legacy entry (magic at byte 16).
+            if buf.len() <= LOG_OVERHEAD + 4 {
                 buf = read_at(
                     &self.file,
                     &self.log_path,
@@ -983,7 +1073,7 @@ impl Segment {
                     SCAN_CHUNK_BYTES.min(remaining as usize),
                 )?;
             }
-            let need = match peek_batch_size(&buf, MAX_BATCH_BYTES) {
+            let need = match peek_size(&buf) {
                 Ok(n) => n,
                 Err(e) => {
                     stop = Some((pos, TailDefect::Batch(e)));
@@ -1008,14 +1098,14 @@ impl Segment {
                     need.max(SCAN_CHUNK_BYTES.min(remaining as usize)),
                 )?;
             }
-            let (batch, rest) = match RecordBatch::parse(buf.clone(), MAX_BATCH_BYTES) {
+            let (batch, rest) = match parse_scanned(buf.clone()) {
                 Ok(parsed) => parsed,
                 Err(e) => {
                     stop = Some((pos, TailDefect::Batch(e)));
                     break;
                 }
             };
-            let (base, last) = (batch.base_offset(), batch.last_offset());
+            let (base, last) = (batch.base_offset, batch.last_offset);
             if base < expected_min {
                 stop = Some((
                     pos,
@@ -1028,7 +1118,7 @@ impl Segment {
             }
             if last < base
                 || last - self.base_offset > i64::from(i32::MAX)
-                || pos + batch.size_in_bytes() as u64 > u64::from(u32::MAX)
+                || pos + batch.size as u64 > u64::from(u32::MAX)
             {
                 stop = Some((
                     pos,
@@ -1039,15 +1129,10 @@ impl Segment {
                 ));
                 break;
             }
-            self.index_batch(
-                pos,
-                last,
-                batch.max_timestamp(),
-                batch.size_in_bytes() as u64,
-            );
-            self.next_offset = batch.next_offset();
-            expected_min = batch.next_offset();
-            pos += batch.size_in_bytes() as u64;
+            self.index_batch(pos, last, batch.max_timestamp, batch.size as u64);
+            self.next_offset = last + 1;
+            expected_min = last + 1;
+            pos += batch.size as u64;
             batches += 1;
             buf = rest;
         }
