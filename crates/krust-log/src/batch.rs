@@ -201,9 +201,10 @@ pub enum BatchError {
         /// Bytes available.
         have: usize,
     },
-    /// `batchLength` is negative or too small to hold the 61-byte header.
+    /// `batchLength` is negative or too small to hold the 61-byte header (or, for a legacy
+    /// entry, its 14- or 22-byte header).
     #[error(
-        "invalid batch length {batch_length}: a v2 batch needs at least {min} bytes after the length field"
+        "invalid batch length {batch_length}: a batch needs at least {min} bytes after the length field"
     )]
     InvalidLength {
         /// The `batchLength` field.
@@ -546,12 +547,20 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 /// # Errors
 /// [`BatchError::Truncated`] if fewer than 12 bytes are present, [`BatchError::InvalidLength`]
 /// or [`BatchError::TooLarge`] for a bad length field.
+///
+/// A legacy entry (magic 0 or 1 at byte 16, when 17 bytes are present; see [`crate::legacy`])
+/// is framed by its own, smaller minimum size: framing a Fetch response or a segment read
+/// walks legacy entries too. [`RecordBatch::parse`] still refuses them
+/// ([`BatchError::UnsupportedMagic`]).
 pub fn peek_batch_size(buf: &[u8], max_batch_bytes: usize) -> Result<usize, BatchError> {
     if buf.len() < LOG_OVERHEAD {
         return Err(BatchError::Truncated {
             need: LOG_OVERHEAD,
             have: buf.len(),
         });
+    }
+    if crate::legacy::legacy_magic(buf).is_some() {
+        return crate::legacy::peek_entry_size(buf, max_batch_bytes);
     }
     let batch_length = be_i32(buf, LENGTH_OFFSET);
     let min = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD;

@@ -62,7 +62,9 @@ pub struct AppendInfo {
 pub struct LogReadResult {
     /// The batches' bytes, ready to go into a Fetch response.
     pub bytes: Bytes,
-    /// The same batches, parsed and CRC-checked (they share `bytes`' memory).
+    /// The same batches, parsed and CRC-checked (they share `bytes`' memory). Empty when
+    /// the read starts at a legacy (magic 0/1) entry: such a read holds only legacy entries,
+    /// checked and served as stored (see [`crate::legacy`]); a read never mixes the two.
     pub batches: Vec<RecordBatch>,
 }
 

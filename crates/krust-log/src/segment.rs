@@ -8,9 +8,10 @@
 //! Legacy message sets (magic 0 and 1, see [`crate::legacy`]) written by a ZooKeeper-mode
 //! Kafka are recognised by every scan: recovery checks their size and CRC-32 (Kafka's
 //! `LogSegment.recover` with `ensureValid`), indexes them by their offset (their last offset)
-//! and cuts a torn tail; offset and timestamp lookups find them. Reads do not serve them yet:
-//! a read that reaches one fails with [`BatchError::UnsupportedMagic`] (reported, never
-//! served as something else).
+//! and cuts a torn tail; offset lookups find them. A read serves them as stored (size and
+//! CRC-32 checked), never mixed with v2 batches in one read, and with no parsed
+//! [`RecordBatch`]; a single-batch read (`read_batch_at`, used by timestamp
+//! lookups) fails on one with [`BatchError::UnsupportedMagic`].
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -163,8 +164,7 @@ fn peek_size(buf: &[u8]) -> Result<usize, BatchError> {
     }
 }
 
-/// A v2 batch for a read; a legacy entry is [`BatchError::UnsupportedMagic`] (krust-log does
-/// not serve legacy entries yet), whatever its size field says.
+/// A v2 batch; a legacy entry is [`BatchError::UnsupportedMagic`], whatever its size says.
 fn parse_stored_batch(buf: Bytes) -> Result<(RecordBatch, Bytes), BatchError> {
     if let Some(magic) = legacy_magic(&buf) {
         return Err(BatchError::UnsupportedMagic { magic });
@@ -848,7 +848,14 @@ impl Segment {
         let mut rest = buf.clone();
         let mut batches = Vec::new();
         let mut used = 0usize;
+        if legacy_magic(&rest).is_some() {
+            return self.read_legacy(pos, rest, max_offset_exclusive).map(Some);
+        }
         while !rest.is_empty() {
+            if legacy_magic(&rest).is_some() {
+                // Legacy entries after v2 batches: the next read serves them.
+                break;
+            }
             match parse_stored_batch(rest.clone()) {
                 Ok((batch, tail)) => {
                     if batch.last_offset() >= max_offset_exclusive {
@@ -870,6 +877,39 @@ impl Segment {
             }
         }
         Ok(Some((buf.slice(..used), batches)))
+    }
+
+    /// The legacy entries at the front of `buf` (read at `pos`), each checked (size, CRC-32),
+    /// up to the first v2 batch or entry with offset ≥ `max_offset_exclusive`: their bytes as
+    /// stored, and no v2 batch. Kafka 3.9 serves them as stored to every Fetch version that
+    /// accepts their magic (it only ever converts down, for Fetch v0–v3).
+    fn read_legacy(
+        &self,
+        pos: u64,
+        buf: Bytes,
+        max_offset_exclusive: i64,
+    ) -> Result<(Bytes, Vec<RecordBatch>), LogError> {
+        let mut rest = buf.clone();
+        let mut used = 0usize;
+        while legacy_magic(&rest).is_some() {
+            match LegacyEntry::parse(rest.clone(), MAX_BATCH_BYTES) {
+                Ok((entry, tail)) => {
+                    if entry.offset() >= max_offset_exclusive {
+                        break;
+                    }
+                    used += entry.size_in_bytes();
+                    rest = tail;
+                }
+                Err(BatchError::Truncated { .. }) if used > 0 => break,
+                Err(e) if used == 0 => return Err(self.corrupt(pos, e)),
+                Err(e) => {
+                    warn!(segment = %self.log_path.display(), position = pos + used as u64,
+                        error = %e, "corrupt legacy entry found by a read");
+                    break;
+                }
+            }
+        }
+        Ok((buf.slice(..used), Vec::new()))
     }
 
     /// Reads and CRC-checks the whole batch at `pos`; `None` at the end of the segment.
