@@ -20,6 +20,11 @@
 //! 4. krust broker 4 starts again on that log dir: the console consumer reads the 300 records
 //!    at offsets 0..300, and an idempotent producer appends 20 more after them.
 //!
+//! A second test does the same with old message formats: a ZK broker at
+//! `inter.broker.protocol.version=2.8` writes magic 0 and magic 1 segments (plain and gzip
+//! wrappers, checked with Kafka's `DumpLogSegments`), and the krust broker serves them as
+//! stored to the console consumer.
+//!
 //! Real processes only, 127.0.0.1, every wait bounded, everything killed on drop.
 
 mod support;
@@ -96,7 +101,7 @@ fn zk_broker_with_records(dist: &KafkaDist, zk: &ZooKeeperServer) -> (KafkaNode,
 }
 
 /// Step 2: every file the ZooKeeper-mode broker left, read by krust.
-fn check_zk_broker_files(log_dir: &Path, cluster_id: &str) -> String {
+fn check_zk_broker_files(log_dir: &Path, cluster_id: &str) {
     let meta = read_meta(log_dir);
     assert_eq!(meta.version, MetaPropertiesVersion::V0, "{meta}");
     assert_eq!(meta.node_id, Some(BROKER_ID));
@@ -180,18 +185,21 @@ fn check_zk_broker_files(log_dir: &Path, cluster_id: &str) -> String {
     let last_offsets: i64 = producers.iter().map(|p| p.last_offset).max().unwrap_or(-1);
     assert_eq!(last_offsets, end - 1);
     log.close().expect("close");
-    topic_id
+    assert_eq!(topic_id.len(), 22, "Kafka's base64 topic id");
 }
 
-#[test]
-fn a_krust_broker_takes_over_a_zookeeper_brokers_log_dir_and_serves_every_record() {
-    let dist = dist();
-    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
-    let (zk_broker, cluster_id) = zk_broker_with_records(&dist, &zk);
-    let log_dir = zk_broker.log_dir();
-    let zk_topic_id = check_zk_broker_files(&log_dir, &cluster_id);
+/// The krust side of a takeover (step 3 and 4 of the module docs) of `log_dir`, left by
+/// ZooKeeper-mode broker 4 of `cluster_id`, for `topics` (partition 0 each): returns the
+/// running controller and broker, the broker's bootstrap address and the `directory.id` it
+/// gave the v0 log dir.
+struct Takeover {
+    _root: tempfile::TempDir,
+    _controller: Node,
+    broker: krust_testkit::KrustProcess,
+    bootstrap: String,
+}
 
-    // Step 3: a krust controller of the same cluster; the partition and checkpoints set aside.
+fn take_over(dist: &KafkaDist, log_dir: &Path, cluster_id: &str, topics: &[&str]) -> Takeover {
     let root = tempfile::tempdir().expect("tempdir");
     let ports = free_ports(2).expect("ports");
     let voters = format!("1@127.0.0.1:{}", ports[0]);
@@ -199,13 +207,15 @@ fn a_krust_broker_takes_over_a_zookeeper_brokers_log_dir_and_serves_every_record
         root.path(),
         1,
         &controller_properties(root.path(), 1, ports[0], &voters, ""),
-        &cluster_id,
+        cluster_id,
     );
     controller.start();
     let aside = root.path().join("aside");
     std::fs::create_dir_all(&aside).expect("aside");
-    let partition = log_dir.join(format!("{TOPIC}-0"));
-    std::fs::rename(&partition, aside.join(format!("{TOPIC}-0"))).expect("set partition aside");
+    for topic in topics {
+        let partition = log_dir.join(format!("{topic}-0"));
+        std::fs::rename(&partition, aside.join(format!("{topic}-0"))).expect("set partition aside");
+    }
     for name in CHECKPOINTS {
         std::fs::copy(log_dir.join(name), aside.join(name)).expect("copy checkpoint aside");
     }
@@ -227,80 +237,115 @@ fn a_krust_broker_takes_over_a_zookeeper_brokers_log_dir_and_serves_every_record
     .expect("broker properties");
     // No `krust storage format`: the broker takes the ZK broker's v0 meta.properties.
     let mut broker = start_server_within(&broker_dir, BROKER_ID, WAIT);
-    let meta = read_meta(&log_dir);
+    let meta = read_meta(log_dir);
     assert_eq!(
         meta.version,
         MetaPropertiesVersion::V0,
         "Kafka keeps v0: {meta}"
     );
     assert_eq!(meta.node_id, Some(BROKER_ID));
-    assert_eq!(meta.cluster_id.as_deref(), Some(cluster_id.as_str()));
+    assert_eq!(meta.cluster_id.as_deref(), Some(cluster_id));
     let directory_id = meta.directory_id.expect("a directory.id was added");
 
-    tool_until(
-        &dist,
-        class::TOPIC_COMMAND,
-        &[
-            "--bootstrap-server",
-            &bootstrap,
-            "--create",
-            "--topic",
-            TOPIC,
-            "--replica-assignment",
-            "4",
-        ],
-        WAIT,
-        |_| true,
-    )
-    .unwrap_or_else(|e| panic!("kafka-topics --create: {e}\n{}", broker.log_tail(40)));
-    let describe = tool_until(
-        &dist,
-        class::TOPIC_COMMAND,
-        &[
-            "--bootstrap-server",
-            &bootstrap,
-            "--describe",
-            "--topic",
-            TOPIC,
-        ],
-        WAIT,
-        |out| out.contains("Leader: 4"),
-    )
-    .unwrap_or_else(|e| panic!("kafka-topics --describe: {e}\n{}", broker.log_tail(40)));
-    let topic_id = describe
-        .split("TopicId:")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no TopicId in {describe}"))
-        .to_owned();
-    assert_ne!(topic_id, zk_topic_id, "a fresh id: no migration copied it");
+    let mut topic_ids = Vec::new();
+    for topic in topics {
+        let zk_topic_id = PartitionMetadata::read(&aside.join(format!("{topic}-0")))
+            .expect("partition.metadata")
+            .expect("exists")
+            .topic_id_base64();
+        tool_until(
+            dist,
+            class::TOPIC_COMMAND,
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--create",
+                "--topic",
+                topic,
+                "--replica-assignment",
+                "4",
+            ],
+            WAIT,
+            |_| true,
+        )
+        .unwrap_or_else(|e| panic!("kafka-topics --create: {e}\n{}", broker.log_tail(40)));
+        let describe = tool_until(
+            dist,
+            class::TOPIC_COMMAND,
+            &[
+                "--bootstrap-server",
+                &bootstrap,
+                "--describe",
+                "--topic",
+                topic,
+            ],
+            WAIT,
+            |out| out.contains("Leader: 4"),
+        )
+        .unwrap_or_else(|e| panic!("kafka-topics --describe: {e}\n{}", broker.log_tail(40)));
+        let topic_id = describe
+            .split("TopicId:")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no TopicId in {describe}"))
+            .to_owned();
+        assert_ne!(topic_id, zk_topic_id, "a fresh id: no migration copied it");
+        topic_ids.push(topic_id);
+    }
     let status = broker.terminate(WAIT).expect("SIGTERM");
     assert!(status.success(), "controlled shutdown: {status}");
 
-    // Put the ZK broker's partition and checkpoints back; only the topic id is krust's.
-    std::fs::remove_dir_all(&partition).expect("remove krust's empty partition");
-    std::fs::rename(aside.join(format!("{TOPIC}-0")), &partition).expect("put partition back");
-    std::fs::write(
-        partition.join("partition.metadata"),
-        format!("version: 0\ntopic_id: {topic_id}\n"),
-    )
-    .expect("partition.metadata");
+    // Put the ZK broker's partitions and checkpoints back; only the topic ids are krust's.
+    for (topic, topic_id) in topics.iter().zip(&topic_ids) {
+        let partition = log_dir.join(format!("{topic}-0"));
+        std::fs::remove_dir_all(&partition).expect("remove krust's empty partition");
+        std::fs::rename(aside.join(format!("{topic}-0")), &partition).expect("put partition back");
+        std::fs::write(
+            partition.join("partition.metadata"),
+            format!("version: 0\ntopic_id: {topic_id}\n"),
+        )
+        .expect("partition.metadata");
+    }
     for name in CHECKPOINTS {
         std::fs::copy(aside.join(name), log_dir.join(name)).expect("restore checkpoint");
     }
 
-    // Step 4: the takeover.
+    // The takeover.
     let mark = broker.log_mark();
     broker.restart().expect("restart the krust broker");
     broker
         .wait_for_line_since(mark, support::STARTED_LINE, WAIT)
         .unwrap_or_else(|e| panic!("krust broker restart: {e}\n{}", broker.log_tail(60)));
     assert_eq!(
-        read_meta(&log_dir).directory_id,
+        read_meta(log_dir).directory_id,
         Some(directory_id),
         "the directory id stays"
     );
-    let records = consume_offsets(&dist, &bootstrap, TOPIC, ZK_RECORDS);
+    Takeover {
+        _root: root,
+        _controller: controller,
+        broker,
+        bootstrap,
+    }
+}
+
+/// One Kafka-and-ZooKeeper process test at a time: the machine has two cores.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn a_krust_broker_takes_over_a_zookeeper_brokers_log_dir_and_serves_every_record() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dist = dist();
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let (zk_broker, cluster_id) = zk_broker_with_records(&dist, &zk);
+    let log_dir = zk_broker.log_dir();
+    check_zk_broker_files(&log_dir, &cluster_id);
+    let Takeover {
+        broker, bootstrap, ..
+    } = &mut take_over(&dist, &log_dir, &cluster_id, &[TOPIC]);
+    let records = consume_offsets(&dist, bootstrap, TOPIC, ZK_RECORDS);
     let got: Vec<(i64, String)> = records
         .into_iter()
         .map(|r| (r.offset, r.value.expect("value")))
@@ -314,7 +359,7 @@ fn a_krust_broker_takes_over_a_zookeeper_brokers_log_dir_and_serves_every_record
 
     let input = values(ZK_RECORDS..ZK_RECORDS + KRUST_RECORDS).join("\n") + "\n";
     dist.console_produce(
-        &bootstrap,
+        bootstrap,
         TOPIC,
         &input,
         &[],
@@ -323,7 +368,7 @@ fn a_krust_broker_takes_over_a_zookeeper_brokers_log_dir_and_serves_every_record
     .expect("console producer")
     .ok()
     .unwrap_or_else(|e| panic!("produce to krust: {e}\n{}", broker.log_tail(40)));
-    let all = consume_offsets(&dist, &bootstrap, TOPIC, ZK_RECORDS + KRUST_RECORDS);
+    let all = consume_offsets(&dist, bootstrap, TOPIC, ZK_RECORDS + KRUST_RECORDS);
     let got: Vec<(i64, String)> = all
         .into_iter()
         .map(|r| (r.offset, r.value.expect("value")))
@@ -335,4 +380,117 @@ fn a_krust_broker_takes_over_a_zookeeper_brokers_log_dir_and_serves_every_record
         .collect();
     assert_eq!(got, want, "krust appends after the ZK broker's records");
     drop(zk_broker);
+}
+
+/// Old message formats: the ZooKeeper-mode broker runs `inter.broker.protocol.version=2.8`,
+/// under which Kafka 3.9 still honours a topic's `message.format.version`, and converts what
+/// producers send to magic 0 (`0.9.0`) or magic 1 (`0.10.2`) as it appends: 30 plain messages
+/// then 30 in gzip wrappers per topic. Kafka's `DumpLogSegments` confirms the magic; after the
+/// takeover the krust broker serves all 60 of each topic, at their offsets, to Kafka's console
+/// consumer (a Fetch v15+ answered with the entries as stored, as Kafka 3.9 does).
+#[test]
+fn a_krust_broker_serves_a_zookeeper_brokers_magic0_and_magic1_segments() {
+    let _serial = SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dist = dist();
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let mut node = KafkaNode::builder(&dist)
+        .role(KafkaRole::ZkBroker)
+        .node_id(BROKER_ID)
+        .zookeeper(zk.connect_string())
+        .prop("inter.broker.protocol.version", "2.8")
+        .start_timeout(WAIT)
+        .start()
+        .expect("ZooKeeper-mode broker starts");
+    let topics = [
+        ("old-v0", "0.9.0", "magic: 0"),
+        ("old-v1", "0.10.2", "magic: 1"),
+    ];
+    for (topic, format, _) in topics {
+        node.create_topic(
+            topic,
+            1,
+            &[
+                ("message.format.version", format),
+                ("segment.bytes", "1024"),
+            ],
+        )
+        .expect("create")
+        .ok()
+        .expect("kafka-topics --create");
+        for codec in ["none", "gzip"] {
+            let input: String = (0..30).map(|i| format!("{codec}-{i}\n")).collect();
+            // Idempotence needs magic 2: these producers are the plain kind old formats had.
+            let props = [
+                ("compression.type", codec),
+                ("batch.size", "256"),
+                ("enable.idempotence", "false"),
+                ("acks", "1"),
+            ];
+            node.console_produce(topic, &input, &[], &props)
+                .expect("console producer")
+                .ok()
+                .expect("console producer succeeds");
+        }
+    }
+    let cluster_id = node.cluster_id().to_owned();
+    node.terminate(WAIT).expect("clean stop (SIGTERM)");
+    let log_dir = node.log_dir();
+    for (topic, _, magic) in topics {
+        let dir = log_dir.join(format!("{topic}-0"));
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .expect("partition dir")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"))
+            .map(|p| p.display().to_string())
+            .collect();
+        files.sort();
+        let dump = dist
+            .run_tool(
+                class::DUMP_LOG_SEGMENTS,
+                &["--deep-iteration", "--files", &files.join(",")],
+                WAIT,
+            )
+            .expect("DumpLogSegments")
+            .ok()
+            .expect("DumpLogSegments succeeds");
+        let entries: Vec<&str> = dump
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("offset:"))
+            .collect();
+        assert!(
+            entries.len() > 30 && entries.iter().all(|l| l.contains(magic)),
+            "{topic}: {}",
+            dump.stdout
+        );
+        assert!(entries.iter().any(|l| l.contains("compresscodec: gzip")));
+        assert!(!dump.stdout.contains("isvalid: false"), "{}", dump.stdout);
+    }
+
+    let names: Vec<&str> = topics.iter().map(|(t, _, _)| *t).collect();
+    let Takeover {
+        broker, bootstrap, ..
+    } = &mut take_over(&dist, &log_dir, &cluster_id, &names);
+    for topic in names {
+        let records = consume_offsets(&dist, bootstrap, topic, 60);
+        let got: Vec<(i64, String)> = records
+            .into_iter()
+            .map(|r| (r.offset, r.value.expect("value")))
+            .collect();
+        let want: Vec<(i64, String)> = (0..60)
+            .map(|i| {
+                let value = if i < 30 {
+                    format!("none-{i}")
+                } else {
+                    format!("gzip-{}", i - 30)
+                };
+                (i, value)
+            })
+            .collect();
+        assert_eq!(got, want, "{topic}\n{}", broker.log_tail(40));
+    }
+    drop(node);
 }
