@@ -912,6 +912,16 @@ impl Segment {
         Ok((buf.slice(..used), Vec::new()))
     }
 
+    /// The base offset of the batch or legacy entry at `pos` if it is whole and its CRC
+    /// matches; `None` otherwise.
+    fn checked_base_offset_at(&self, pos: u64) -> Result<Option<i64>, LogError> {
+        let Ok(Some(header)) = self.read_header(pos)? else {
+            return Ok(None);
+        };
+        let buf = read_at(&self.file, &self.log_path, pos, header.size as usize)?;
+        Ok(parse_scanned(buf).ok().map(|(entry, _)| entry.base_offset))
+    }
+
     /// Reads and CRC-checks the whole batch at `pos`; `None` at the end of the segment.
     pub(crate) fn read_batch_at(&self, pos: u64) -> Result<Option<RecordBatch>, LogError> {
         let header = match self.read_header(pos)? {
@@ -991,8 +1001,8 @@ impl Segment {
             // at or before its offset; a wrong entry must not make us cut good data.
             let trusted = u64::from(e.position) < file_len && {
                 self.size = file_len;
-                matches!(self.read_batch_at(u64::from(e.position)),
-                    Ok(Some(b)) if b.base_offset() <= e.offset)
+                matches!(self.checked_base_offset_at(u64::from(e.position)),
+                    Ok(Some(base)) if base <= e.offset)
             };
             if !trusted {
                 warn!(segment = %self.log_path.display(), entry_offset = e.offset,

@@ -305,3 +305,35 @@ fn single_batch_reads_report_legacy_entries() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn legacy_entries_are_indexed_like_kafkas_recovery_indexes_them() {
+    // Kafka's recovery: an offset index entry (the entry's offset → its position) and a time
+    // index entry (max timestamp so far) each time more than index.interval.bytes were read.
+    let (_root, dir) = partition_copy(MAGIC_V1);
+    let config = LogConfig {
+        index_interval_bytes: 100,
+        ..LogConfig::default()
+    };
+    let (log, _) = Log::open_with(&dir, config.clone(), LogOpenOptions::new(0)).expect("open");
+    let segment = log.segments().next().expect("segment 0");
+    // Segment 0: 14 messages of 40/41 bytes: entries after > 100 bytes, at 120, 240, …
+    let offsets = segment.offset_index().entries();
+    assert!(!offsets.is_empty(), "an offset index was rebuilt");
+    let segment0 = Bytes::from(std::fs::read(dir.join("00000000000000000000.log")).expect("log"));
+    for e in &offsets {
+        let (entry, _) = LegacyEntry::parse(segment0.slice(e.position as usize..), usize::MAX)
+            .expect("an index entry points at an entry");
+        assert_eq!(entry.offset(), e.offset);
+    }
+    let times = segment.time_index().entries();
+    assert!(!times.is_empty(), "magic 1 timestamps are indexed");
+    assert!(times.windows(2).all(|w| w[0].timestamp < w[1].timestamp));
+    let recovery_point = log.close().expect("close");
+    assert_eq!(recovery_point, RECORDS);
+    // Reopened from a recovery point inside segment 14: recovery starts at an index entry,
+    // which it checks (CRC-32 of the legacy entry there) and trusts.
+    let (log, report) = Log::open_with(&dir, config, LogOpenOptions::new(20)).expect("reopen");
+    assert_eq!(report.truncated_bytes(), 0);
+    assert_eq!(log.log_end_offset(), RECORDS);
+}
