@@ -4,6 +4,11 @@
 //! `controller.listener.names`; a `0` port is resolved to a free one first, so it can be
 //! advertised), `advertised.listeners`, `inter.broker.listener.name`, the formatted log dirs
 //! and their `directory.id`s, the lifecycle's timing and the listeners' limits.
+//!
+//! Log dirs are checked and completed as Kafka 3.9's `KafkaRaftServer.initializeLogDirs`
+//! does, which is also how a krust broker takes over the log dirs of a ZooKeeper-mode broker
+//! at the end of a KIP-866 migration (`node.id` = its `broker.id`): their v0 `meta.properties`
+//! are accepted as they are and only gain a `directory.id` (see `initialize_log_dirs`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
