@@ -21,9 +21,9 @@
 //!    at offsets 0..300, and an idempotent producer appends 20 more after them.
 //!
 //! A second test does the same with old message formats: a ZK broker at
-//! `inter.broker.protocol.version=2.8` writes magic 0 and magic 1 segments (plain and gzip
-//! wrappers, checked with Kafka's `DumpLogSegments`), and the krust broker serves them as
-//! stored to the console consumer.
+//! `inter.broker.protocol.version=2.8` writes magic 0 and magic 1 segments (plain and
+//! gzip/snappy/lz4 wrappers, checked with Kafka's `DumpLogSegments`), and the krust broker
+//! serves them as stored to the console consumer.
 //!
 //! Real processes only, 127.0.0.1, every wait bounded, everything killed on drop.
 
@@ -382,10 +382,13 @@ fn a_krust_broker_takes_over_a_zookeeper_brokers_log_dir_and_serves_every_record
     drop(zk_broker);
 }
 
+/// Codecs of the old-format producers, in order; 30 records each (`<codec>-<i>`).
+const LEGACY_CODECS: [&str; 4] = ["none", "gzip", "snappy", "lz4"];
+
 /// Old message formats: the ZooKeeper-mode broker runs `inter.broker.protocol.version=2.8`,
 /// under which Kafka 3.9 still honours a topic's `message.format.version`, and converts what
 /// producers send to magic 0 (`0.9.0`) or magic 1 (`0.10.2`) as it appends: 30 plain messages
-/// then 30 in gzip wrappers per topic. Kafka's `DumpLogSegments` confirms the magic; after the
+/// then 30 each in gzip, snappy and lz4 wrappers per topic. Kafka's `DumpLogSegments` confirms the magic; after the
 /// takeover the krust broker serves all 60 of each topic, at their offsets, to Kafka's console
 /// consumer (a Fetch v15+ answered with the entries as stored, as Kafka 3.9 does).
 #[test]
@@ -419,7 +422,7 @@ fn a_krust_broker_serves_a_zookeeper_brokers_magic0_and_magic1_segments() {
         .expect("create")
         .ok()
         .expect("kafka-topics --create");
-        for codec in ["none", "gzip"] {
+        for codec in LEGACY_CODECS {
             let input: String = (0..30).map(|i| format!("{codec}-{i}\n")).collect();
             // Idempotence needs magic 2: these producers are the plain kind old formats had.
             let props = [
@@ -466,7 +469,14 @@ fn a_krust_broker_serves_a_zookeeper_brokers_magic0_and_magic1_segments() {
             "{topic}: {}",
             dump.stdout
         );
-        assert!(entries.iter().any(|l| l.contains("compresscodec: gzip")));
+        for codec in &LEGACY_CODECS[1..] {
+            assert!(
+                entries
+                    .iter()
+                    .any(|l| l.contains(&format!("compresscodec: {codec}"))),
+                "{topic}: no {codec} wrapper"
+            );
+        }
         assert!(!dump.stdout.contains("isvalid: false"), "{}", dump.stdout);
     }
 
@@ -475,19 +485,16 @@ fn a_krust_broker_serves_a_zookeeper_brokers_magic0_and_magic1_segments() {
         broker, bootstrap, ..
     } = &mut take_over(&dist, &log_dir, &cluster_id, &names);
     for topic in names {
-        let records = consume_offsets(&dist, bootstrap, topic, 60);
+        let total = 30 * LEGACY_CODECS.len();
+        let records = consume_offsets(&dist, bootstrap, topic, total);
         let got: Vec<(i64, String)> = records
             .into_iter()
             .map(|r| (r.offset, r.value.expect("value")))
             .collect();
-        let want: Vec<(i64, String)> = (0..60)
+        let want: Vec<(i64, String)> = (0..total)
             .map(|i| {
-                let value = if i < 30 {
-                    format!("none-{i}")
-                } else {
-                    format!("gzip-{}", i - 30)
-                };
-                (i, value)
+                let value = format!("{}-{}", LEGACY_CODECS[i / 30], i % 30);
+                (i as i64, value)
             })
             .collect();
         assert_eq!(got, want, "{topic}\n{}", broker.log_tail(40));
