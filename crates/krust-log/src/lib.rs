@@ -73,8 +73,9 @@
 //! - Legacy message sets (magic 0/1, left by a ZooKeeper-mode Kafka with an old
 //!   `message.format.version`; see [`legacy`]) are recovered, indexed and served as stored,
 //!   but a read holding them has no parsed [`RecordBatch`] (so producer-state replay and the
-//!   cleaner see nothing there), timestamp lookups and the max-timestamp lookup report them
-//!   ([`BatchError::UnsupportedMagic`]) instead of answering, and appends are v2 only.
+//!   cleaner see nothing there; a cleaner pass over them fails), a timestamp lookup landing in
+//!   a legacy wrapper answers with the first offset it can hold (it is not decompressed), and
+//!   appends are v2 only.
 //!
 //! # Layout
 //!

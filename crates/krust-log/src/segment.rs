@@ -10,8 +10,8 @@
 //! `LogSegment.recover` with `ensureValid`), indexes them by their offset (their last offset)
 //! and cuts a torn tail; offset lookups find them. A read serves them as stored (size and
 //! CRC-32 checked), never mixed with v2 batches in one read, and with no parsed
-//! [`RecordBatch`]; a single-batch read (`read_batch_at`, used by timestamp
-//! lookups) fails on one with [`BatchError::UnsupportedMagic`].
+//! [`RecordBatch`]; timestamp lookups answer from their timestamps (magic 1); a single v2
+//! batch read (`read_batch_at`) fails on one with [`BatchError::UnsupportedMagic`].
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -170,6 +170,24 @@ fn parse_stored_batch(buf: Bytes) -> Result<(RecordBatch, Bytes), BatchError> {
         return Err(BatchError::UnsupportedMagic { magic });
     }
     RecordBatch::parse(buf, MAX_BATCH_BYTES)
+}
+
+/// One checked unit of a segment: a v2 batch or a legacy entry.
+#[derive(Debug, Clone)]
+pub(crate) enum StoredEntry {
+    /// A v2 batch (CRC-32C checked).
+    Batch(RecordBatch),
+    /// A magic 0/1 entry (CRC-32 checked).
+    Legacy(LegacyEntry),
+}
+
+impl StoredEntry {
+    pub(crate) fn size_in_bytes(&self) -> usize {
+        match self {
+            StoredEntry::Batch(b) => b.size_in_bytes(),
+            StoredEntry::Legacy(e) => e.size_in_bytes(),
+        }
+    }
 }
 
 /// What recovery needs of one checked batch or legacy entry.
@@ -920,6 +938,25 @@ impl Segment {
         };
         let buf = read_at(&self.file, &self.log_path, pos, header.size as usize)?;
         Ok(parse_scanned(buf).ok().map(|(entry, _)| entry.base_offset))
+    }
+
+    /// Reads and checks the whole batch or legacy entry at `pos`; `None` at the end of the
+    /// segment.
+    pub(crate) fn read_entry_at(&self, pos: u64) -> Result<Option<StoredEntry>, LogError> {
+        let header = match self.read_header(pos)? {
+            Ok(Some(h)) => h,
+            Ok(None) => return Ok(None),
+            Err(source) => return Err(self.corrupt(pos, source)),
+        };
+        let buf = read_at(&self.file, &self.log_path, pos, header.size as usize)?;
+        if legacy_magic(&buf).is_some() {
+            return LegacyEntry::parse(buf, MAX_BATCH_BYTES)
+                .map(|(entry, _)| Some(StoredEntry::Legacy(entry)))
+                .map_err(|source| self.corrupt(pos, source));
+        }
+        RecordBatch::parse(buf, MAX_BATCH_BYTES)
+            .map(|(batch, _)| Some(StoredEntry::Batch(batch)))
+            .map_err(|source| self.corrupt(pos, source))
     }
 
     /// Reads and CRC-checks the whole batch at `pos`; `None` at the end of the segment.

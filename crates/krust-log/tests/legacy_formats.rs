@@ -2,14 +2,15 @@
 //! (`tests/fixtures/kafka-3.9-legacy/`, see its README): krust-log decodes every entry with
 //! Kafka's offsets, sizes and CRCs (from `DumpLogSegments`), including gzip wrappers with
 //! absolute (magic 0) and relative (magic 1) inner offsets; opens the partitions with a full
-//! recovery without cutting a byte; cuts a torn or corrupt tail back to the last whole entry;
-//! and refuses to serve a legacy entry as something else.
+//! recovery without cutting a byte; indexes them; cuts a torn or corrupt tail back to the
+//! last whole entry; serves them as stored (never mixed with v2 batches in one read); and
+//! answers timestamp lookups from their timestamps.
 
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use krust_log::legacy::{LegacyEntry, LegacyRecord, MAGIC_V0, MAGIC_V1};
-use krust_log::{BatchError, Compression, Log, LogConfig, LogError, LogOpenOptions, TimestampType};
+use krust_log::{Compression, Log, LogConfig, LogOpenOptions, TimestampType};
 
 const RECORDS: i64 = 60;
 
@@ -293,17 +294,54 @@ fn reads_serve_legacy_entries_as_stored() {
 }
 
 #[test]
-fn single_batch_reads_report_legacy_entries() {
+fn timestamp_lookups_answer_from_legacy_timestamps() {
     let (_root, dir) = partition_copy(MAGIC_V1);
     let (log, _) = open_recovering(&dir);
-    // Timestamp lookups read single v2 batches: a legacy entry is reported, not misread.
-    match log.offset_for_timestamp(0) {
-        Err(LogError::CorruptSegment {
-            source: BatchError::UnsupportedMagic { magic },
-            ..
-        }) => assert_eq!(magic, MAGIC_V1),
-        other => panic!("{other:?}"),
+    let (shallow, records) = decode(&fixture(MAGIC_V1));
+    // Kafka's exact answer: the first record with a timestamp at or after the target.
+    let exact = |target: i64| {
+        records
+            .iter()
+            .find(|r| r.timestamp >= target)
+            .map(|r| r.offset)
+    };
+    // Plain messages: exact.
+    for record in records.iter().take(30).step_by(7) {
+        let found = log
+            .offset_for_timestamp(record.timestamp)
+            .expect("lookup")
+            .expect("found");
+        assert_eq!(Some(found.offset), exact(record.timestamp), "{record:?}");
+        assert!(found.timestamp >= record.timestamp);
+        assert_eq!(found.leader_epoch, None);
     }
+    // Inside the first gzip wrapper (offsets 30..=43, timestamp = its max): the first offset
+    // the wrapper can hold, at or before Kafka's exact inner answer.
+    let target = records[35].timestamp;
+    let found = log
+        .offset_for_timestamp(target)
+        .expect("lookup")
+        .expect("found");
+    assert_eq!(found.offset, 30);
+    assert!(exact(target).is_some_and(|e| e >= found.offset));
+    // Nothing at or after a future timestamp.
+    assert_eq!(log.offset_for_timestamp(i64::MAX).expect("lookup"), None);
+    // MAX_TIMESTAMP: the entry carrying the largest timestamp (a wrapper: its offset).
+    let max = records.iter().map(|r| r.timestamp).max().expect("records");
+    let found = log
+        .fetch_offset_by_timestamp(krust_log::log::MAX_TIMESTAMP)
+        .expect("lookup")
+        .expect("found");
+    assert_eq!(found.timestamp, max);
+    assert!(
+        shallow.iter().any(|s| s.3 == found.offset),
+        "an entry's offset"
+    );
+
+    // Magic 0 has no timestamps: no answer, as in Kafka.
+    let (_root, dir) = partition_copy(MAGIC_V0);
+    let (log, _) = open_recovering(&dir);
+    assert_eq!(log.offset_for_timestamp(0).expect("lookup"), None);
 }
 
 #[test]
