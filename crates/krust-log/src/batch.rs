@@ -1270,6 +1270,21 @@ mod tests {
     }
 
     #[test]
+    fn legacy_entries_are_framed_but_not_parsed_as_v2() {
+        // A 32-byte magic-0 message (smaller than any v2 batch): framing walks it, parsing
+        // refuses it with INVALID_RECORD (Kafka 3.9 to a Produce v3+ holding magic 0/1).
+        let entry = crate::legacy::encode_entry(0, 7, 0, NO_TIMESTAMP, None, Some(b"none-0"));
+        let mut two = entry.clone();
+        two.extend_from_slice(&entry);
+        assert_eq!(peek_batch_size(&two, MAX_BATCH_BYTES), Ok(32));
+        let err = RecordBatch::parse(Bytes::from(two), MAX_BATCH_BYTES).expect_err("magic 0");
+        assert_eq!(err, BatchError::UnsupportedMagic { magic: 0 });
+        assert_eq!(err.kafka_error_code(), INVALID_RECORD);
+        // Fewer than 17 bytes cannot tell: the v2 rules apply (the entry is cut short anyway).
+        assert!(peek_batch_size(&entry[..16], MAX_BATCH_BYTES).is_err());
+    }
+
+    #[test]
     fn built_batch_parses_back_with_all_header_fields() {
         let mut builder = RecordBatchBuilder::new(100)
             .partition_leader_epoch(7)
