@@ -388,9 +388,10 @@ const LEGACY_CODECS: [&str; 4] = ["none", "gzip", "snappy", "lz4"];
 /// Old message formats: the ZooKeeper-mode broker runs `inter.broker.protocol.version=2.8`,
 /// under which Kafka 3.9 still honours a topic's `message.format.version`, and converts what
 /// producers send to magic 0 (`0.9.0`) or magic 1 (`0.10.2`) as it appends: 30 plain messages
-/// then 30 each in gzip, snappy and lz4 wrappers per topic. Kafka's `DumpLogSegments` confirms the magic; after the
-/// takeover the krust broker serves all 60 of each topic, at their offsets, to Kafka's console
-/// consumer (a Fetch v15+ answered with the entries as stored, as Kafka 3.9 does).
+/// then 30 each in gzip, snappy and lz4 wrappers per topic; then it is SIGKILLed. Kafka's
+/// `DumpLogSegments` confirms the magic; after the takeover (whose log recovery re-checks the
+/// legacy entries) the krust broker serves all 120 of each topic, at their offsets, to Kafka's
+/// console consumer (a Fetch v15+ answered with the entries as stored, as Kafka 3.9 does).
 #[test]
 fn a_krust_broker_serves_a_zookeeper_brokers_magic0_and_magic1_segments() {
     let _serial = SERIAL
@@ -438,8 +439,21 @@ fn a_krust_broker_serves_a_zookeeper_brokers_magic0_and_magic1_segments() {
         }
     }
     let cluster_id = node.cluster_id().to_owned();
-    node.terminate(WAIT).expect("clean stop (SIGTERM)");
+    // A crash, not a clean stop: the krust broker's log recovery re-checks the legacy
+    // segments past Kafka's last recovery-point checkpoint (CRC-32, sizes, offsets).
+    node.kill().expect("SIGKILL");
     let log_dir = node.log_dir();
+    let recovery_points = read_offset_checkpoint(&log_dir.join("recovery-point-offset-checkpoint"))
+        .expect("recovery-point-offset-checkpoint");
+    // Kafka checkpoints the recovery point at each roll: the active segment is past it.
+    let end = (30 * LEGACY_CODECS.len()) as i64;
+    for (topic, _, _) in topics {
+        let tp = TopicPartition::new(topic, 0);
+        assert!(
+            recovery_points.get(&tp).copied().unwrap_or(0) < end,
+            "{topic}: {recovery_points:?}"
+        );
+    }
     for (topic, _, magic) in topics {
         let dir = log_dir.join(format!("{topic}-0"));
         let mut files: Vec<String> = std::fs::read_dir(&dir)
