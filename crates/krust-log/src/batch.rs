@@ -201,9 +201,10 @@ pub enum BatchError {
         /// Bytes available.
         have: usize,
     },
-    /// `batchLength` is negative or too small to hold the 61-byte header.
+    /// `batchLength` is negative or too small to hold the 61-byte header (or, for a legacy
+    /// entry, its 14- or 22-byte header).
     #[error(
-        "invalid batch length {batch_length}: a v2 batch needs at least {min} bytes after the length field"
+        "invalid batch length {batch_length}: a batch needs at least {min} bytes after the length field"
     )]
     InvalidLength {
         /// The `batchLength` field.
@@ -546,12 +547,20 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
 /// # Errors
 /// [`BatchError::Truncated`] if fewer than 12 bytes are present, [`BatchError::InvalidLength`]
 /// or [`BatchError::TooLarge`] for a bad length field.
+///
+/// A legacy entry (magic 0 or 1 at byte 16, when 17 bytes are present; see [`crate::legacy`])
+/// is framed by its own, smaller minimum size: framing a Fetch response or a segment read
+/// walks legacy entries too. [`RecordBatch::parse`] still refuses them
+/// ([`BatchError::UnsupportedMagic`]).
 pub fn peek_batch_size(buf: &[u8], max_batch_bytes: usize) -> Result<usize, BatchError> {
     if buf.len() < LOG_OVERHEAD {
         return Err(BatchError::Truncated {
             need: LOG_OVERHEAD,
             have: buf.len(),
         });
+    }
+    if crate::legacy::legacy_magic(buf).is_some() {
+        return crate::legacy::peek_entry_size(buf, max_batch_bytes);
     }
     let batch_length = be_i32(buf, LENGTH_OFFSET);
     let min = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD;
@@ -1258,6 +1267,21 @@ mod tests {
 
     fn b(s: &str) -> Option<Bytes> {
         Some(Bytes::copy_from_slice(s.as_bytes()))
+    }
+
+    #[test]
+    fn legacy_entries_are_framed_but_not_parsed_as_v2() {
+        // A 32-byte magic-0 message (smaller than any v2 batch): framing walks it, parsing
+        // refuses it with INVALID_RECORD (Kafka 3.9 to a Produce v3+ holding magic 0/1).
+        let entry = crate::legacy::encode_entry(0, 7, 0, NO_TIMESTAMP, None, Some(b"none-0"));
+        let mut two = entry.clone();
+        two.extend_from_slice(&entry);
+        assert_eq!(peek_batch_size(&two, MAX_BATCH_BYTES), Ok(32));
+        let err = RecordBatch::parse(Bytes::from(two), MAX_BATCH_BYTES).expect_err("magic 0");
+        assert_eq!(err, BatchError::UnsupportedMagic { magic: 0 });
+        assert_eq!(err.kafka_error_code(), INVALID_RECORD);
+        // Fewer than 17 bytes cannot tell: the v2 rules apply (the entry is cut short anyway).
+        assert!(peek_batch_size(&entry[..16], MAX_BATCH_BYTES).is_err());
     }
 
     #[test]

@@ -135,9 +135,12 @@ pub(crate) fn read_versioned_entries<T>(
     };
     let text = String::from_utf8_lossy(&text);
     let mut lines = text.lines();
-    let version = lines
-        .next()
-        .ok_or_else(|| parse_err(1, CheckpointDefect::MissingLine))?;
+    // Kafka's `CheckpointFile` creates the file empty when it opens it (a ZooKeeper-mode
+    // broker leaves an empty `cleaner-offset-checkpoint`, a replica that never had a leader an
+    // empty `leader-epoch-checkpoint`) and reads an empty file as no entries.
+    let Some(version) = lines.next() else {
+        return Ok(Vec::new());
+    };
     if version.trim().parse::<i32>() != Ok(CHECKPOINT_VERSION) {
         return Err(parse_err(
             1,
@@ -338,7 +341,7 @@ mod tests {
             ("0\n1\nt 0\n", 3, "missing offset"),
             ("0\n1\nt zero 1\n", 3, "partition not a number"),
             ("0\n1\nt 0 1\nt 1 2\n", 4, "too many entries"),
-            ("", 1, "empty file"),
+            ("\n", 1, "an empty version line"),
         ];
         for (text, line, why) in cases {
             std::fs::write(&path, text).expect("write");
@@ -347,6 +350,19 @@ mod tests {
                 other => panic!("{why}: expected a parse error, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn an_empty_file_has_no_entries_as_in_kafka() {
+        // Kafka's `CheckpointFile` creates its file empty; a ZooKeeper-mode broker leaves an
+        // empty `cleaner-offset-checkpoint` when nothing was cleaned.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("cleaner-offset-checkpoint");
+        std::fs::write(&path, "").expect("write");
+        assert!(read_offset_checkpoint(&path).expect("empty").is_empty());
+        std::fs::write(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE), "").expect("write");
+        let cache = crate::LeaderEpochCache::load(dir.path()).expect("empty epoch checkpoint");
+        assert!(cache.entries().is_empty());
     }
 
     #[test]

@@ -70,12 +70,19 @@
 //! - Bytes below the recovery point are trusted as Kafka trusts them: a sealed segment's index
 //!   is sanity-checked on open (and each entry when a lookup uses it), not re-derived.
 //! - `file.delete.delay.ms` is not applied: segment files are deleted at once.
+//! - Legacy message sets (magic 0/1, left by a ZooKeeper-mode Kafka with an old
+//!   `message.format.version`; see [`legacy`]) are recovered, indexed and served as stored,
+//!   but a read holding them has no parsed [`RecordBatch`] (so producer-state replay and the
+//!   cleaner see nothing there; a cleaner pass over them fails), a timestamp lookup landing in
+//!   a legacy wrapper answers with the first offset it can hold (it is not decompressed), and
+//!   appends are v2 only.
 //!
 //! # Layout
 //!
 //! - [`batch`]: v2 record batch codec (CRC-32C, records, builder, [`BatchReader`]), Kafka error
 //!   codes.
 //! - [`varint`]: zig-zag varints used inside records.
+//! - [`legacy`]: magic 0/1 message sets (CRC-32, wrappers with inner offsets).
 //! - [`log`]: [`Log`] — append (leader/follower), read, timestamp lookup, truncation,
 //!   `delete_records`, roll, flush.
 //! - [`recovery`]: [`Log::open`] / [`Log::open_with`] and crash recovery.
@@ -86,7 +93,8 @@
 //! - [`segment`]: one segment (`.log` + indexes); tail recovery.
 //! - [`offset_index`], [`time_index`]: the two index files (pre-allocated, trimmed on roll).
 //! - [`leader_epoch`]: [`LeaderEpochCache`] and `leader-epoch-checkpoint`.
-//! - [`checkpoint`]: per-log-dir offset checkpoints, `partition.metadata`.
+//! - [`checkpoint`]: per-log-dir offset checkpoints (an empty file is empty, as Kafka creates
+//!   them), `partition.metadata`.
 //! - [`fs`]: [`fs::write_atomically`], segment file names.
 //! - [`config`]: [`LogConfig`] with Kafka's names and defaults.
 //! - [`error`]: [`LogError`] and its Kafka error codes.
@@ -98,6 +106,7 @@ pub mod error;
 pub mod fs;
 mod index_file;
 pub mod leader_epoch;
+pub mod legacy;
 pub mod log;
 pub mod offset_index;
 pub mod recovery;

@@ -13,7 +13,7 @@ use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fs::fsync_dir;
 use crate::leader_epoch::{EpochEndOffset, LeaderEpochCache};
-use crate::segment::{Segment, SpareSegment, SyncHandle};
+use crate::segment::{Segment, SpareSegment, StoredEntry, SyncHandle};
 
 /// Spare segments ([`SpareSegment`]) a log keeps ready: with rolls coming faster than a
 /// background flush makes a spare (small `segment.bytes`, a busy disk: three file creations
@@ -62,7 +62,9 @@ pub struct AppendInfo {
 pub struct LogReadResult {
     /// The batches' bytes, ready to go into a Fetch response.
     pub bytes: Bytes,
-    /// The same batches, parsed and CRC-checked (they share `bytes`' memory).
+    /// The same batches, parsed and CRC-checked (they share `bytes`' memory). Empty when
+    /// the read starts at a legacy (magic 0/1) entry: such a read holds only legacy entries,
+    /// checked and served as stored (see [`crate::legacy`]); a read never mixes the two.
     pub batches: Vec<RecordBatch>,
 }
 
@@ -929,8 +931,21 @@ impl Log {
         let Some((mut pos, _)) = segment.translate_offset(max.offset)? else {
             return Ok(None);
         };
-        while let Some(batch) = segment.read_batch_at(pos)? {
-            pos += batch.size_in_bytes() as u64;
+        while let Some(entry) = segment.read_entry_at(pos)? {
+            pos += entry.size_in_bytes() as u64;
+            let batch = match entry {
+                StoredEntry::Batch(batch) => batch,
+                // A legacy message, or a wrapper (its offset is its last inner offset, as
+                // for a compressed v2 batch).
+                StoredEntry::Legacy(legacy) if legacy.timestamp() == max.timestamp => {
+                    return Ok(Some(TimestampAndOffset {
+                        timestamp: max.timestamp,
+                        offset: legacy.offset(),
+                        leader_epoch: None,
+                    }));
+                }
+                StoredEntry::Legacy(_) => continue,
+            };
             if batch.max_timestamp() != max.timestamp {
                 continue;
             }
@@ -991,13 +1006,39 @@ impl Log {
             return Ok(None);
         };
         // Scan batch by batch from there: the first batch whose maxTimestamp reaches the
-        // target holds the answer.
+        // target holds the answer. `first_possible` is the lowest offset the next entry can
+        // start at (a legacy wrapper's first offset is not stored).
+        let mut first_possible = from;
         loop {
-            let Some(result) = segment.read_batch_at(pos)? else {
+            let Some(entry) = segment.read_entry_at(pos)? else {
                 return Ok(None);
             };
-            let batch = result;
-            pos += batch.size_in_bytes() as u64;
+            pos += entry.size_in_bytes() as u64;
+            let batch = match entry {
+                StoredEntry::Batch(batch) => batch,
+                StoredEntry::Legacy(legacy) => {
+                    let first = first_possible;
+                    first_possible = legacy.offset() + 1;
+                    // Magic 0 has no timestamps (-1): never an answer, as in Kafka.
+                    if legacy.timestamp() < target_timestamp || legacy.offset() < start {
+                        continue;
+                    }
+                    // A message answers with its offset; a wrapper (not decompressed) with
+                    // the first offset it can hold, as a compressed v2 batch answers with
+                    // its base offset.
+                    let offset = if legacy.compression() == Compression::None {
+                        legacy.offset()
+                    } else {
+                        first.max(start)
+                    };
+                    return Ok(Some(TimestampAndOffset {
+                        timestamp: legacy.timestamp(),
+                        offset,
+                        leader_epoch: None,
+                    }));
+                }
+            };
+            first_possible = batch.next_offset();
             if batch.max_timestamp() < target_timestamp || batch.last_offset() < start {
                 continue;
             }

@@ -377,7 +377,12 @@ fn swap_next_offset(path: &Path, base: i64) -> Result<i64, LogError> {
         let mut base_offset = [0u8; 8];
         base_offset.copy_from_slice(&header[..8]);
         let base_offset = i64::from_be_bytes(base_offset);
-        let delta = i32::from_be_bytes([header[23], header[24], header[25], header[26]]);
+        // A legacy entry's offset is its last offset.
+        let delta = if crate::legacy::legacy_magic(&header).is_some() {
+            0
+        } else {
+            i32::from_be_bytes([header[23], header[24], header[25], header[26]])
+        };
         next = next.max(
             base_offset
                 .saturating_add(i64::from(delta))

@@ -4,6 +4,14 @@
 //! re-reads a range of the file, checks every batch (framing, magic, CRC-32C, increasing
 //! offsets within the segment's 32-bit relative range), rebuilds the index entries for it and
 //! truncates the file at the first bad batch. Reads re-check the CRC of every batch they return.
+//!
+//! Legacy message sets (magic 0 and 1, see [`crate::legacy`]) written by a ZooKeeper-mode
+//! Kafka are recognised by every scan: recovery checks their size and CRC-32 (Kafka's
+//! `LogSegment.recover` with `ensureValid`), indexes them by their offset (their last offset)
+//! and cuts a torn tail; offset lookups find them. A read serves them as stored (size and
+//! CRC-32 checked), never mixed with v2 batches in one read, and with no parsed
+//! [`RecordBatch`]; timestamp lookups answer from their timestamps (magic 1); a single v2
+//! batch read (`read_batch_at`) fails on one with [`BatchError::UnsupportedMagic`].
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -26,6 +34,7 @@ use crate::fs::{
     CLEANED_FILE_SUFFIX, DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOG_FILE_SUFFIX,
     TIME_INDEX_FILE_SUFFIX, TXN_INDEX_FILE_SUFFIX,
 };
+use crate::legacy::{LegacyEntry, MAGIC_V1, legacy_magic, peek_entry_size};
 use crate::offset_index::OffsetIndex;
 use crate::time_index::{TimeIndex, TimestampOffset};
 
@@ -91,6 +100,9 @@ pub(crate) struct BatchHeader {
 }
 
 fn parse_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
+    if let Some(magic) = legacy_magic(buf) {
+        return parse_legacy_header(buf, magic);
+    }
     let size = peek_batch_size(buf, MAX_BATCH_BYTES)?;
     if buf.len() < RECORD_BATCH_OVERHEAD {
         return Err(BatchError::Truncated {
@@ -111,6 +123,101 @@ fn parse_header(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         size: size as u64,
         max_timestamp: i64_at(35),
     })
+}
+
+/// A legacy entry's header: its offset is its last offset, and is taken as its base offset too
+/// (a wrapper's first inner offset is not known without decompressing it; lookups go by last
+/// offset). Its max timestamp is its timestamp (magic 1) or `NO_TIMESTAMP` (magic 0).
+fn parse_legacy_header(buf: &[u8], magic: i8) -> Result<BatchHeader, BatchError> {
+    let size = peek_entry_size(buf, MAX_BATCH_BYTES)?;
+    let need = if magic == MAGIC_V1 { 26 } else { 17 };
+    if buf.len() < need {
+        return Err(BatchError::Truncated {
+            need,
+            have: buf.len(),
+        });
+    }
+    let i64_at = |at: usize| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&buf[at..at + 8]);
+        i64::from_be_bytes(a)
+    };
+    let offset = i64_at(0);
+    Ok(BatchHeader {
+        base_offset: offset,
+        last_offset: offset,
+        size: size as u64,
+        max_timestamp: if magic == MAGIC_V1 {
+            i64_at(18)
+        } else {
+            NO_TIMESTAMP
+        },
+    })
+}
+
+/// Size of the batch or legacy entry at the front of `buf` (needs 17 bytes to tell them apart).
+fn peek_size(buf: &[u8]) -> Result<usize, BatchError> {
+    if legacy_magic(buf).is_some() {
+        peek_entry_size(buf, MAX_BATCH_BYTES)
+    } else {
+        peek_batch_size(buf, MAX_BATCH_BYTES)
+    }
+}
+
+/// A v2 batch; a legacy entry is [`BatchError::UnsupportedMagic`], whatever its size says.
+fn parse_stored_batch(buf: Bytes) -> Result<(RecordBatch, Bytes), BatchError> {
+    if let Some(magic) = legacy_magic(&buf) {
+        return Err(BatchError::UnsupportedMagic { magic });
+    }
+    RecordBatch::parse(buf, MAX_BATCH_BYTES)
+}
+
+/// One checked unit of a segment: a v2 batch or a legacy entry.
+#[derive(Debug, Clone)]
+pub(crate) enum StoredEntry {
+    /// A v2 batch (CRC-32C checked).
+    Batch(RecordBatch),
+    /// A magic 0/1 entry (CRC-32 checked).
+    Legacy(LegacyEntry),
+}
+
+impl StoredEntry {
+    pub(crate) fn size_in_bytes(&self) -> usize {
+        match self {
+            StoredEntry::Batch(b) => b.size_in_bytes(),
+            StoredEntry::Legacy(e) => e.size_in_bytes(),
+        }
+    }
+}
+
+/// What recovery needs of one checked batch or legacy entry.
+struct Scanned {
+    base_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    size: usize,
+}
+
+/// Parses and checks (CRC-32C, or CRC-32 for a legacy entry) the batch at the front of `buf`.
+fn parse_scanned(buf: Bytes) -> Result<(Scanned, Bytes), BatchError> {
+    if legacy_magic(&buf).is_some() {
+        let (entry, rest) = LegacyEntry::parse(buf, MAX_BATCH_BYTES)?;
+        let scanned = Scanned {
+            base_offset: entry.offset(),
+            last_offset: entry.offset(),
+            max_timestamp: entry.timestamp(),
+            size: entry.size_in_bytes(),
+        };
+        return Ok((scanned, rest));
+    }
+    let (batch, rest) = RecordBatch::parse(buf, MAX_BATCH_BYTES)?;
+    let scanned = Scanned {
+        base_offset: batch.base_offset(),
+        last_offset: batch.last_offset(),
+        max_timestamp: batch.max_timestamp(),
+        size: batch.size_in_bytes(),
+    };
+    Ok((scanned, rest))
 }
 
 /// Whether an offset index entry for `offset` may point at the batch `header`: the batch
@@ -759,8 +866,15 @@ impl Segment {
         let mut rest = buf.clone();
         let mut batches = Vec::new();
         let mut used = 0usize;
+        if legacy_magic(&rest).is_some() {
+            return self.read_legacy(pos, rest, max_offset_exclusive).map(Some);
+        }
         while !rest.is_empty() {
-            match RecordBatch::parse(rest.clone(), MAX_BATCH_BYTES) {
+            if legacy_magic(&rest).is_some() {
+                // Legacy entries after v2 batches: the next read serves them.
+                break;
+            }
+            match parse_stored_batch(rest.clone()) {
                 Ok((batch, tail)) => {
                     if batch.last_offset() >= max_offset_exclusive {
                         break;
@@ -783,6 +897,68 @@ impl Segment {
         Ok(Some((buf.slice(..used), batches)))
     }
 
+    /// The legacy entries at the front of `buf` (read at `pos`), each checked (size, CRC-32),
+    /// up to the first v2 batch or entry with offset ≥ `max_offset_exclusive`: their bytes as
+    /// stored, and no v2 batch. Kafka 3.9 serves them as stored to every Fetch version that
+    /// accepts their magic (it only ever converts down, for Fetch v0–v3).
+    fn read_legacy(
+        &self,
+        pos: u64,
+        buf: Bytes,
+        max_offset_exclusive: i64,
+    ) -> Result<(Bytes, Vec<RecordBatch>), LogError> {
+        let mut rest = buf.clone();
+        let mut used = 0usize;
+        while legacy_magic(&rest).is_some() {
+            match LegacyEntry::parse(rest.clone(), MAX_BATCH_BYTES) {
+                Ok((entry, tail)) => {
+                    if entry.offset() >= max_offset_exclusive {
+                        break;
+                    }
+                    used += entry.size_in_bytes();
+                    rest = tail;
+                }
+                Err(BatchError::Truncated { .. }) if used > 0 => break,
+                Err(e) if used == 0 => return Err(self.corrupt(pos, e)),
+                Err(e) => {
+                    warn!(segment = %self.log_path.display(), position = pos + used as u64,
+                        error = %e, "corrupt legacy entry found by a read");
+                    break;
+                }
+            }
+        }
+        Ok((buf.slice(..used), Vec::new()))
+    }
+
+    /// The base offset of the batch or legacy entry at `pos` if it is whole and its CRC
+    /// matches; `None` otherwise.
+    fn checked_base_offset_at(&self, pos: u64) -> Result<Option<i64>, LogError> {
+        let Ok(Some(header)) = self.read_header(pos)? else {
+            return Ok(None);
+        };
+        let buf = read_at(&self.file, &self.log_path, pos, header.size as usize)?;
+        Ok(parse_scanned(buf).ok().map(|(entry, _)| entry.base_offset))
+    }
+
+    /// Reads and checks the whole batch or legacy entry at `pos`; `None` at the end of the
+    /// segment.
+    pub(crate) fn read_entry_at(&self, pos: u64) -> Result<Option<StoredEntry>, LogError> {
+        let header = match self.read_header(pos)? {
+            Ok(Some(h)) => h,
+            Ok(None) => return Ok(None),
+            Err(source) => return Err(self.corrupt(pos, source)),
+        };
+        let buf = read_at(&self.file, &self.log_path, pos, header.size as usize)?;
+        if legacy_magic(&buf).is_some() {
+            return LegacyEntry::parse(buf, MAX_BATCH_BYTES)
+                .map(|(entry, _)| Some(StoredEntry::Legacy(entry)))
+                .map_err(|source| self.corrupt(pos, source));
+        }
+        RecordBatch::parse(buf, MAX_BATCH_BYTES)
+            .map(|(batch, _)| Some(StoredEntry::Batch(batch)))
+            .map_err(|source| self.corrupt(pos, source))
+    }
+
     /// Reads and CRC-checks the whole batch at `pos`; `None` at the end of the segment.
     pub(crate) fn read_batch_at(&self, pos: u64) -> Result<Option<RecordBatch>, LogError> {
         let header = match self.read_header(pos)? {
@@ -791,7 +967,7 @@ impl Segment {
             Err(source) => return Err(self.corrupt(pos, source)),
         };
         let buf = read_at(&self.file, &self.log_path, pos, header.size as usize)?;
-        RecordBatch::parse(buf, MAX_BATCH_BYTES)
+        parse_stored_batch(buf)
             .map(|(batch, _)| Some(batch))
             .map_err(|source| self.corrupt(pos, source))
     }
@@ -862,8 +1038,8 @@ impl Segment {
             // at or before its offset; a wrong entry must not make us cut good data.
             let trusted = u64::from(e.position) < file_len && {
                 self.size = file_len;
-                matches!(self.read_batch_at(u64::from(e.position)),
-                    Ok(Some(b)) if b.base_offset() <= e.offset)
+                matches!(self.checked_base_offset_at(u64::from(e.position)),
+                    Ok(Some(base)) if base <= e.offset)
             };
             if !trusted {
                 warn!(segment = %self.log_path.display(), entry_offset = e.offset,
@@ -975,7 +1151,8 @@ impl Segment {
         let mut stop = None;
         while pos < end {
             let remaining = end - pos;
-            if buf.len() < LOG_OVERHEAD {
+            // 17 bytes tell a batch from a legacy entry (magic at byte 16).
+            if buf.len() <= LOG_OVERHEAD + 4 {
                 buf = read_at(
                     &self.file,
                     &self.log_path,
@@ -983,7 +1160,7 @@ impl Segment {
                     SCAN_CHUNK_BYTES.min(remaining as usize),
                 )?;
             }
-            let need = match peek_batch_size(&buf, MAX_BATCH_BYTES) {
+            let need = match peek_size(&buf) {
                 Ok(n) => n,
                 Err(e) => {
                     stop = Some((pos, TailDefect::Batch(e)));
@@ -1008,14 +1185,14 @@ impl Segment {
                     need.max(SCAN_CHUNK_BYTES.min(remaining as usize)),
                 )?;
             }
-            let (batch, rest) = match RecordBatch::parse(buf.clone(), MAX_BATCH_BYTES) {
+            let (batch, rest) = match parse_scanned(buf.clone()) {
                 Ok(parsed) => parsed,
                 Err(e) => {
                     stop = Some((pos, TailDefect::Batch(e)));
                     break;
                 }
             };
-            let (base, last) = (batch.base_offset(), batch.last_offset());
+            let (base, last) = (batch.base_offset, batch.last_offset);
             if base < expected_min {
                 stop = Some((
                     pos,
@@ -1028,7 +1205,7 @@ impl Segment {
             }
             if last < base
                 || last - self.base_offset > i64::from(i32::MAX)
-                || pos + batch.size_in_bytes() as u64 > u64::from(u32::MAX)
+                || pos + batch.size as u64 > u64::from(u32::MAX)
             {
                 stop = Some((
                     pos,
@@ -1039,15 +1216,10 @@ impl Segment {
                 ));
                 break;
             }
-            self.index_batch(
-                pos,
-                last,
-                batch.max_timestamp(),
-                batch.size_in_bytes() as u64,
-            );
-            self.next_offset = batch.next_offset();
-            expected_min = batch.next_offset();
-            pos += batch.size_in_bytes() as u64;
+            self.index_batch(pos, last, batch.max_timestamp, batch.size as u64);
+            self.next_offset = last + 1;
+            expected_min = last + 1;
+            pos += batch.size as u64;
             batches += 1;
             buf = rest;
         }

@@ -4,6 +4,11 @@
 //! `controller.listener.names`; a `0` port is resolved to a free one first, so it can be
 //! advertised), `advertised.listeners`, `inter.broker.listener.name`, the formatted log dirs
 //! and their `directory.id`s, the lifecycle's timing and the listeners' limits.
+//!
+//! Log dirs are checked and completed as Kafka 3.9's `KafkaRaftServer.initializeLogDirs`
+//! does, which is also how a krust broker takes over the log dirs of a ZooKeeper-mode broker
+//! at the end of a KIP-866 migration (`node.id` = its `broker.id`): their v0 `meta.properties`
+//! are accepted as they are and only gain a `directory.id` (see `initialize_log_dirs`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,7 +18,14 @@ use krust_broker::server::lifecycle::{BROKER_HEARTBEAT_INTERVAL_MS_DEFAULT, Life
 use krust_broker::server::{BrokerConfig, Endpoint};
 use krust_node::broker::{BrokerListener, BrokerServerConfig};
 
+use krust_log::fs::write_atomically;
+use krust_metadata::kafka_uuid::random_directory_id;
+use krust_metadata::meta_properties::{META_PROPERTIES_NAME, verify_ensemble};
+
 use crate::config::ServerConfig;
+
+/// The metadata partition's directory, which may only be in the metadata log dir.
+const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
 
 /// `request.timeout.ms` default: bound of one registration/heartbeat through the channel.
 const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
@@ -142,15 +154,85 @@ fn inter_broker_listener_name(
     Ok(name)
 }
 
-/// The `directory.id` of each log dir's `meta.properties` (written by `kafka-storage format`).
-fn log_dir_ids(log_dirs: &[PathBuf]) -> anyhow::Result<Vec<uuid::Uuid>> {
-    let mut ids = Vec::new();
+/// Loads and checks the `meta.properties` of every log dir and gives each a `directory.id`,
+/// as Kafka 3.9's `KafkaRaftServer.initializeLogDirs` does; returns the directory ids in
+/// `log_dirs` order.
+///
+/// The files (of the log dirs and of `metadata_dir`) must agree with each other, with `node_id`
+/// and with `cluster_id` — the metadata dir's, which the Raft client presents to the quorum,
+/// so a dir of another cluster fails here and a quorum of another cluster answers
+/// `INCONSISTENT_CLUSTER_ID` (`MetaPropertiesEnsemble.verify`; messages are Kafka's) — each
+/// must have a node id and a cluster id, and `__cluster_metadata-0` may only live in
+/// `metadata_dir`.
+///
+/// A ZooKeeper-mode broker's log dir taken over by this broker (KIP-866: same `node.id` as its
+/// `broker.id`) holds a **v0** file (`broker.id`, `cluster.id`, and `directory.id` only if the
+/// ZK broker ran with `zookeeper.metadata.migration.enable`). It is accepted as it is: v0's
+/// `broker.id` is the node id. A file without `directory.id` gets a fresh one (not reserved,
+/// not starting with `-`, not used by another dir) and is rewritten *keeping its version*:
+/// Kafka 3.9 never turns a v0 file into v1 — not at start-up and not when the metadata
+/// reaches `ZkMigrationState.POST_MIGRATION` (only `kafka-storage format` writes v1).
+/// The rewrite replaces the file atomically (tmp → fsync → rename → fsync dir) before any log
+/// is opened, so the id registered with the controller is the one on disk.
+fn initialize_log_dirs(
+    log_dirs: &[PathBuf],
+    metadata_dir: &Path,
+    node_id: i32,
+    cluster_id: &str,
+) -> anyhow::Result<Vec<uuid::Uuid>> {
+    let mut all: Vec<&Path> = log_dirs.iter().map(PathBuf::as_path).collect();
+    if !all.contains(&metadata_dir) {
+        all.push(metadata_dir);
+    }
+    let mut loaded = Vec::with_capacity(all.len());
+    for dir in &all {
+        loaded.push((dir.display().to_string(), super::read_meta_properties(dir)?));
+    }
+    verify_ensemble(
+        loaded.iter().map(|(dir, meta)| (dir.as_str(), meta)),
+        Some(cluster_id.to_owned()),
+        Some(node_id),
+    )
+    .map_err(|e| anyhow::anyhow!(e))?;
     for dir in log_dirs {
-        let meta = super::read_meta_properties(dir)?;
-        if let Some(id) = meta.directory_id {
-            ids.push(id);
+        let metadata_partition = dir.join(METADATA_PARTITION_DIR);
+        if dir != metadata_dir && metadata_partition.exists() {
+            bail!(
+                "Found unexpected metadata location in data directory `{}` (the configured metadata directory is {}).",
+                metadata_partition.display(),
+                metadata_dir.display()
+            );
         }
     }
+    let mut taken: Vec<uuid::Uuid> = loaded.iter().filter_map(|(_, m)| m.directory_id).collect();
+    let mut ids = Vec::with_capacity(loaded.len());
+    for (dir, meta) in &mut loaded {
+        if meta.node_id.is_none() {
+            bail!("Error: node ID not found in {dir}");
+        }
+        if meta.cluster_id.is_none() {
+            bail!("Error: cluster ID not found in {dir}");
+        }
+        let id = match meta.directory_id {
+            Some(id) => id,
+            None => {
+                let id = random_directory_id(&mut rand::thread_rng(), &taken);
+                taken.push(id);
+                meta.directory_id = Some(id);
+                tracing::info!("Rewriting {dir}/{META_PROPERTIES_NAME}");
+                let now_secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+                let path = Path::new(dir.as_str()).join(META_PROPERTIES_NAME);
+                write_atomically(&path, meta.to_file_text(now_secs).as_bytes())
+                    .with_context(|| format!("Error while writing {}", path.display()))?;
+                id
+            }
+        };
+        ids.push(id);
+    }
+    // Only the log dirs are registered with the controller (Kafka's `LogManager.directoryIds`).
+    ids.truncate(log_dirs.len());
     Ok(ids)
 }
 
@@ -201,17 +283,12 @@ pub fn broker_server_config(
     let (binds, endpoints) = broker_listeners(config)?;
     let inter_broker = inter_broker_listener_name(config, &endpoints)?;
     let log_dirs: Vec<PathBuf> = config.log_dirs().into_iter().map(PathBuf::from).collect();
-    for dir in &log_dirs {
-        // Each log dir must be formatted for this node and cluster, as the metadata dir.
-        let meta = super::read_meta_properties(dir)?;
-        if meta.cluster_id.as_deref() != Some(cluster_id) {
-            bail!(
-                "Invalid cluster.id in: {}/meta.properties. Expected {cluster_id}, but read {}",
-                dir.display(),
-                meta.cluster_id.as_deref().unwrap_or("")
-            );
-        }
-    }
+    let metadata_dir = config
+        .metadata_log_dir()
+        .map(PathBuf::from)
+        .or_else(|| log_dirs.first().cloned())
+        .context("neither metadata.log.dir nor log.dirs is set")?;
+    let directory_ids = initialize_log_dirs(&log_dirs, &metadata_dir, node_id, cluster_id)?;
     let static_config = std::sync::Arc::new(config.kafka_config()?);
     let rack = config.get("broker.rack").map(str::to_owned);
     let request_timeout = parse_ms(config, "request.timeout.ms", REQUEST_TIMEOUT_MS_DEFAULT)?;
@@ -221,7 +298,7 @@ pub fn broker_server_config(
         incarnation_id: uuid::Uuid::new_v4(),
         listeners: endpoints.clone(),
         rack: rack.clone(),
-        log_dir_ids: log_dir_ids(&log_dirs)?,
+        log_dir_ids: directory_ids,
         previous_broker_epoch: -1,
         heartbeat_interval: parse_ms(
             config,
@@ -346,6 +423,138 @@ mod tests {
         assert!(
             err.to_string().contains("inter.broker.listener.name"),
             "{err}"
+        );
+    }
+
+    /// What a Kafka 3.9 ZooKeeper-mode broker (`broker.id=4`, no migration flag) wrote.
+    const ZK_BROKER_V0: &str = "#\n#Tue Dec 01 19:10:00 UTC 2026\nbroker.id=4\nversion=0\ncluster.id=mYfQ8bLnRVGMy8aEtdJk8Q\n";
+
+    fn dir_with(root: &Path, name: &str, meta: &str) -> PathBuf {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join(META_PROPERTIES_NAME), meta).expect("meta.properties");
+        dir
+    }
+
+    fn read_meta(dir: &Path) -> krust_metadata::MetaProperties {
+        let text = std::fs::read_to_string(dir.join(META_PROPERTIES_NAME)).expect("read");
+        krust_metadata::MetaProperties::parse(&text).expect("parse")
+    }
+
+    #[test]
+    fn a_zookeeper_brokers_v0_dir_is_taken_over_and_given_a_directory_id_staying_v0() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let a = dir_with(root.path(), "a", ZK_BROKER_V0);
+        let b = dir_with(root.path(), "b", ZK_BROKER_V0);
+        let ids = initialize_log_dirs(&[a.clone(), b.clone()], &a, 4, "mYfQ8bLnRVGMy8aEtdJk8Q")
+            .expect("v0 dirs of broker.id 4 are node 4's");
+        assert_eq!(ids.len(), 2);
+        assert_ne!(ids[0], ids[1]);
+        for (dir, id) in [(&a, ids[0]), (&b, ids[1])] {
+            let meta = read_meta(dir);
+            assert_eq!(meta.version, krust_metadata::MetaPropertiesVersion::V0);
+            assert_eq!(meta.node_id, Some(4));
+            assert_eq!(meta.cluster_id.as_deref(), Some("mYfQ8bLnRVGMy8aEtdJk8Q"));
+            assert_eq!(meta.directory_id, Some(id));
+            let text = std::fs::read_to_string(dir.join(META_PROPERTIES_NAME)).expect("read");
+            let keys: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+                .collect();
+            // `Properties.store` order of Kafka's v0 rewrite.
+            assert_eq!(keys, ["broker.id", "directory.id", "version", "cluster.id"]);
+        }
+        // A second start finds the ids and rewrites nothing.
+        let before = std::fs::read(a.join(META_PROPERTIES_NAME)).expect("read");
+        let again =
+            initialize_log_dirs(&[a.clone(), b], &a, 4, "mYfQ8bLnRVGMy8aEtdJk8Q").expect("again");
+        assert_eq!(again, ids);
+        assert_eq!(
+            std::fs::read(a.join(META_PROPERTIES_NAME)).expect("read"),
+            before
+        );
+    }
+
+    #[test]
+    fn a_v0_dir_that_does_not_match_is_refused_with_kafkas_messages() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let v0 = dir_with(root.path(), "v0", ZK_BROKER_V0);
+        let err = initialize_log_dirs(std::slice::from_ref(&v0), &v0, 5, "mYfQ8bLnRVGMy8aEtdJk8Q")
+            .expect_err("broker.id 4 is not node 5");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Stored node id 4 doesn't match previous node id 5 in {}/meta.properties. If you moved your data, make sure your configured node id matches. If you intend to create a new node, you should remove all data in your data directories.",
+                v0.display()
+            )
+        );
+        let err = initialize_log_dirs(std::slice::from_ref(&v0), &v0, 4, "otherClusterAAAAAAAAAA")
+            .expect_err("another cluster");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Invalid cluster.id in: {}/meta.properties. Expected otherClusterAAAAAAAAAA, but read mYfQ8bLnRVGMy8aEtdJk8Q",
+                v0.display()
+            )
+        );
+        let no_cluster = dir_with(root.path(), "nc", "version=0\nbroker.id=4\n");
+        let err = initialize_log_dirs(std::slice::from_ref(&no_cluster), &no_cluster, 4, "c")
+            .expect_err("no cluster.id");
+        assert_eq!(
+            err.to_string(),
+            format!("Error: cluster ID not found in {}", no_cluster.display())
+        );
+        let no_broker = dir_with(root.path(), "nb", "version=0\ncluster.id=c\n");
+        let err = initialize_log_dirs(std::slice::from_ref(&no_broker), &no_broker, 4, "c")
+            .expect_err("no broker.id");
+        assert_eq!(
+            err.to_string(),
+            format!("Error: node ID not found in {}", no_broker.display())
+        );
+        // Nothing was rewritten by a refused start.
+        assert_eq!(
+            std::fs::read_to_string(v0.join(META_PROPERTIES_NAME)).expect("read"),
+            ZK_BROKER_V0
+        );
+    }
+
+    #[test]
+    fn a_v0_dir_next_to_a_formatted_metadata_dir_and_a_stray_metadata_partition() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let id = uuid::Uuid::from_u64_pair(7, 7);
+        let meta_dir = dir_with(
+            root.path(),
+            "meta",
+            &krust_metadata::MetaProperties::v1("mYfQ8bLnRVGMy8aEtdJk8Q", 4, Some(id))
+                .to_file_text(0),
+        );
+        let v0 = dir_with(root.path(), "v0", ZK_BROKER_V0);
+        let ids = initialize_log_dirs(
+            std::slice::from_ref(&v0),
+            &meta_dir,
+            4,
+            "mYfQ8bLnRVGMy8aEtdJk8Q",
+        )
+        .expect("a v1 metadata dir and a v0 log dir of the same node agree");
+        assert_eq!(ids.len(), 1, "only log dirs are registered");
+        assert_ne!(ids[0], id);
+        assert_eq!(read_meta(&meta_dir).directory_id, Some(id));
+        std::fs::create_dir_all(v0.join(METADATA_PARTITION_DIR)).expect("mkdir");
+        let err = initialize_log_dirs(
+            std::slice::from_ref(&v0),
+            &meta_dir,
+            4,
+            "mYfQ8bLnRVGMy8aEtdJk8Q",
+        )
+        .expect_err("metadata partition outside the metadata dir");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "Found unexpected metadata location in data directory `{}/__cluster_metadata-0` (the configured metadata directory is {}).",
+                v0.display(),
+                meta_dir.display()
+            )
         );
     }
 }
