@@ -327,9 +327,9 @@ fn controller_logs(quorum: &Quorum) -> String {
 /// Under load, with faults: two Kafka 3.9 ZooKeeper brokers and three krust controllers; an
 /// idempotent `acks=all` producer writes to an RF-2 topic the whole time. The brokers are rolled
 /// into migration mode, the metadata is copied, the active controller is SIGKILLed in the hybrid
-/// phase (another one claims ZooKeeper, reconciles and keeps dual-writing), then the brokers
-/// are rolled into Kafka KRaft brokers. Every acknowledged record is on both replicas, once, at
-/// its offset.
+/// phase (another one claims ZooKeeper, reconciles and keeps dual-writing), then one broker is
+/// rolled into a krust broker on the ZooKeeper broker's log dir and the other into a Kafka 3.9
+/// KRaft broker. Every acknowledged record is on both replicas, once, at its offset.
 #[test]
 fn a_zookeeper_cluster_migrates_under_load_while_the_active_controller_is_killed() {
     const TOPIC: &str = "acked";
@@ -427,31 +427,57 @@ fn a_zookeeper_cluster_migrates_under_load_while_the_active_controller_is_killed
         .wait_acked(acked + 20, WAIT)
         .unwrap_or_else(|e| panic!("producing after the failover: {e}\n{}", quorum.log_tails()));
 
-    // Roll the brokers into Kafka KRaft brokers on the same dirs.
-    let mut kraft_brokers = Vec::new();
-    for broker in &mut brokers {
-        broker
-            .terminate(Duration::from_secs(120))
-            .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
-        let mut kraft = KafkaNode::builder(&dist)
-            .role(KafkaRole::Broker)
-            .node_id(broker.node_id())
-            .cluster_id(cluster_id.clone())
-            .quorum_voters(quorum.voters.clone())
-            .dir(broker.dir().to_path_buf())
-            .broker_port(broker.broker_port().expect("a broker port"))
-            .start_timeout(WAIT)
-            .build_unformatted()
-            .expect("KRaft broker configured");
-        kraft
-            .start()
-            .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
-        let acked = producer.report().acked.len();
-        producer
-            .wait_acked(acked + 20, WAIT)
-            .unwrap_or_else(|e| panic!("producing after a roll: {e}\n{}", quorum.log_tails()));
-        kraft_brokers.push(kraft);
-    }
+    // Roll the brokers into KRaft brokers on the same dirs: 101 becomes a krust broker (taking
+    // the ZooKeeper broker's log dir as it is), 102 a Kafka 3.9 KRaft broker.
+    let broker_dir = quorum.root.path().join("krust-broker-101");
+    std::fs::create_dir_all(&broker_dir).expect("krust broker dir");
+    let port = brokers[0].broker_port().expect("a broker port");
+    std::fs::write(
+        broker_dir.join("server.properties"),
+        cluster::broker_properties(
+            101,
+            port,
+            &quorum.voters,
+            &format!(
+                "log.dirs={}\noffsets.topic.replication.factor=1\n",
+                brokers[0].log_dir().display()
+            ),
+        ),
+    )
+    .expect("krust broker properties");
+    brokers[0]
+        .terminate(Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+    // No `krust storage format`: the krust broker takes the ZooKeeper broker's meta.properties.
+    let mut krust_broker = cluster::start_server_within(&broker_dir, 101, WAIT);
+    let acked = producer.report().acked.len();
+    producer.wait_acked(acked + 20, WAIT).unwrap_or_else(|e| {
+        panic!(
+            "producing after the krust roll: {e}\n{}\n{}",
+            quorum.log_tails(),
+            krust_broker.log_tail(40)
+        )
+    });
+    brokers[1]
+        .terminate(Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+    let mut kraft = KafkaNode::builder(&dist)
+        .role(KafkaRole::Broker)
+        .node_id(102)
+        .cluster_id(cluster_id.clone())
+        .quorum_voters(quorum.voters.clone())
+        .dir(brokers[1].dir().to_path_buf())
+        .broker_port(brokers[1].broker_port().expect("a broker port"))
+        .start_timeout(WAIT)
+        .build_unformatted()
+        .expect("KRaft broker configured");
+    kraft
+        .start()
+        .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
+    let acked = producer.report().acked.len();
+    producer
+        .wait_acked(acked + 20, WAIT)
+        .unwrap_or_else(|e| panic!("producing after a roll: {e}\n{}", quorum.log_tails()));
 
     let report = producer.stop(WAIT).expect("producer stops");
     assert!(
@@ -459,16 +485,17 @@ fn a_zookeeper_cluster_migrates_under_load_while_the_active_controller_is_killed
         "sends failed: {:?}",
         report.failed
     );
-    for kraft in &mut kraft_brokers {
-        kraft
-            .terminate(Duration::from_secs(120))
-            .unwrap_or_else(|e| panic!("KRaft broker stops: {e}\n{}", quorum.log_tails()));
-    }
+    kraft
+        .terminate(Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("KRaft broker stops: {e}\n{}", quorum.log_tails()));
+    krust_broker
+        .terminate(Duration::from_secs(120))
+        .unwrap_or_else(|e| panic!("krust broker stops: {e}\n{}", krust_broker.log_tail(40)));
     quorum.stop_all();
-    let dirs: Vec<std::path::PathBuf> = kraft_brokers
-        .iter()
-        .map(|b| b.partition_dir(TOPIC, 0))
-        .collect();
+    let dirs = [
+        brokers[0].log_dir().join(format!("{TOPIC}-0")),
+        kraft.partition_dir(TOPIC, 0),
+    ];
     let dir_refs: Vec<&std::path::Path> = dirs.iter().map(std::path::PathBuf::as_path).collect();
     let logs = dist
         .read_replica_logs(&dir_refs, WAIT)
