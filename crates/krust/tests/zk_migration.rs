@@ -207,6 +207,29 @@ fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
     lines.sort_unstable();
     assert_eq!(lines, vec!["zk-1", "zk-2", "zk-3"]);
 
+    // A ZooKeeper broker restarting mid-hybrid registers again (a new broker epoch) and gets a
+    // full resync from the KRaft controller: it serves what it had and what is created next.
+    broker
+        .restart()
+        .unwrap_or_else(|e| panic!("broker restarts mid-hybrid: {e}\n{}", quorum.log_tails()));
+    broker
+        .create_topic("after-restart", 1, &[])
+        .unwrap_or_else(|e| panic!("create after the restart: {e}\n{}", quorum.log_tails()));
+    broker
+        .console_produce("after-restart", "r-1\n", &[], &[("acks", "all")])
+        .expect("produce after the restart");
+    let consumed = broker
+        .console_consume("after-restart", 1, &[], WAIT)
+        .expect("consume after the restart");
+    assert_eq!(consumed.stdout.lines().collect::<Vec<_>>(), vec!["r-1"]);
+    let consumed = broker
+        .console_consume("made-in-hybrid", 2, &[], WAIT)
+        .expect("consume what was there before the restart");
+    assert_eq!(
+        consumed.stdout.lines().collect::<Vec<_>>(),
+        vec!["h-1", "h-2"]
+    );
+
     // Phase 4: the broker is rolled into a KRaft broker on the same log dirs (the ZooKeeper
     // broker's controlled shutdown goes through the KRaft controller).
     broker
