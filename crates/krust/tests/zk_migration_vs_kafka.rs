@@ -13,7 +13,11 @@
 //! construction: topic ids of topics created in the dual-write phase and the salts/keys of SCRAM
 //! users created then (random), ACL record ids (random), controller ids and registrations.
 //! krust runs first; a dual-write change krust's controller refuses is not applied in Kafka's
-//! run either (and is reported).
+//! run either (and is printed). Today krust's controller refuses, through the broker's
+//! forwarding, AlterClientQuotas, AlterUserScramCredentials, CreateAcls and DeleteAcls (not
+//! served yet); when it serves them the comparison covers them with no change here — except
+//! ACLs, which Kafka's controller only accepts with an authorizer of its own
+//! (`SecurityDisabledException: No Authorizer is configured` without one).
 //!
 //! Compared: (1) the images after the copy — the controller's metadata log replayed up to the
 //! end of the migration transaction: topics (names, ids, partitions, replicas, ISR, leader,
@@ -23,7 +27,12 @@
 //! `/kafka-acl*`, `/latest_producer_id_block`, `/admin/delete_topics` after the dual-write
 //! phase: JSON compared with keys sorted, ACL lists sorted, the partition-state znode versions
 //! (= partition epochs) included, the same normalizations, and change notifications created in
-//! the run compared as a multiset of their contents (their sequence names are ignored).
+//! the run compared as a multiset of their contents (their sequence names are ignored). Two
+//! normalizations more: the broker's log dir id in partition directories (the broker picks it
+//! at its first start in migration mode; reserved ids are kept), and config change
+//! notifications Kafka writes for client quota / SCRAM entities whose znode is the same in
+//! both runs — Kafka's reconciliation rewrites every such entity after the copy, krust's only
+//! those that differ (the deliberate deviation documented in `krust_migration::writer`).
 
 #[path = "support/mod.rs"]
 mod cluster;
@@ -589,8 +598,6 @@ struct Run {
     zk: BTreeMap<String, String>,
     /// Each dual-write step and its outcome.
     outcomes: Vec<(&'static str, Result<(), String>)>,
-    /// Steps run after ZooKeeper was read, only to report on, and their outcomes.
-    after: Vec<(&'static str, Result<(), String>)>,
     /// The controller's completion line.
     completed: String,
 }
@@ -621,7 +628,6 @@ fn migrate(
     work: &Path,
     controller: Controller,
     steps: &[&Step],
-    after: &[&Step],
 ) -> Run {
     let zk = ZooKeeperServer::start(dist).expect("zookeeper starts");
     clone_into(&seed.tree, &zk.connect_string());
@@ -705,11 +711,6 @@ fn migrate(
         last = now;
     };
     let zk_view = normalize_zk(&tree, &seed.tree);
-    // Steps only to report on (after ZooKeeper was read).
-    let after: Vec<(&'static str, Result<(), String>)> = after
-        .iter()
-        .map(|s| (s.name, run_step(dist, &bootstrap, &command_config, s)))
-        .collect();
 
     // Stop: the broker first (SIGKILL: no controlled shutdown moves leaders), then the
     // controller, and read its log.
@@ -743,7 +744,6 @@ fn migrate(
         end: image_lines(&end_image, Some((&copied_topics, &copied_users))),
         zk: zk_view,
         outcomes,
-        after,
         completed,
     }
 }
@@ -801,12 +801,22 @@ fn image_lines(
             topic.partitions.len()
         ));
         for (p, r) in &topic.partitions {
+            // A broker's log dir id is chosen by the broker at its first start in migration
+            // mode (random, so different in each run); the reserved ids are kept.
+            let directories: Vec<String> = r
+                .directories
+                .iter()
+                .map(|d| match d.as_u64_pair() {
+                    (0, n) if n < 100 => d.to_string(),
+                    _ => "<broker log dir>".to_owned(),
+                })
+                .collect();
             lines.push(format!(
                 "partition {name}-{p} replicas={:?} directories={:?} isr={:?} leader={} \
                  leader_epoch={} partition_epoch={} adding={:?} removing={:?} elr={:?} \
                  last_known_elr={:?} recovery={:?}",
                 r.replicas,
-                r.directories,
+                directories,
                 r.isr,
                 r.leader,
                 r.leader_epoch,
@@ -973,11 +983,57 @@ fn diff_lines(krust: &[String], kafka: &[String]) -> String {
     out
 }
 
+/// The config change notifications Kafka writes and krust does not, by design: Kafka's
+/// reconciliation rewrites every client quota and SCRAM entity (with a notification), krust's
+/// only those that differ (`krust_migration::writer`'s documented deviation). Allowed when the
+/// entity's znode is the same in both runs.
+fn allowed_extra_notification(
+    entity_path: &str,
+    krust: &BTreeMap<String, String>,
+    kafka: &BTreeMap<String, String>,
+) -> bool {
+    let is_quota_entity = ["users/", "clients/", "ips/"]
+        .iter()
+        .any(|p| entity_path.starts_with(p));
+    let znode = format!("/config/{entity_path}");
+    is_quota_entity && krust.get(&znode).is_some() && krust.get(&znode) == kafka.get(&znode)
+}
+
+/// The entity path of a config change notification as compared.
+fn notification_entity(text: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(text).ok()?;
+    value.get("entity_path")?.as_str().map(str::to_owned)
+}
+
 fn diff_zk(krust: &BTreeMap<String, String>, kafka: &BTreeMap<String, String>) -> String {
     let keys: BTreeSet<&String> = krust.keys().chain(kafka.keys()).collect();
     let mut out = String::new();
     for key in keys {
         let (a, b) = (krust.get(key), kafka.get(key));
+        if key == "/config/changes/<new notifications>" {
+            let lines = |t: Option<&String>| -> Vec<String> {
+                t.map(|t| t.lines().map(str::to_owned).collect())
+                    .unwrap_or_default()
+            };
+            let (mut ka, mut kf) = (lines(a), lines(b));
+            kf.retain(|line| {
+                let keep = match ka.iter().position(|l| l == line) {
+                    Some(i) => {
+                        ka.remove(i);
+                        false
+                    }
+                    None => !notification_entity(line)
+                        .is_some_and(|e| allowed_extra_notification(&e, krust, kafka)),
+                };
+                keep
+            });
+            if !ka.is_empty() || !kf.is_empty() {
+                out.push_str(&format!(
+                    "  {key}\n    krust only: {ka:?}\n    Kafka only: {kf:?}\n"
+                ));
+            }
+            continue;
+        }
         if a != b {
             out.push_str(&format!(
                 "  {key}\n    krust: {}\n    Kafka: {}\n",
@@ -1035,27 +1091,14 @@ fn krust_and_kafka_controllers_migrate_the_same_zookeeper_cluster_into_the_same_
     );
 
     let all: Vec<&Step> = DUAL_WRITE.iter().collect();
-    let krust = migrate(&dist, &seed, work.path(), Controller::Krust, &all, &[]);
+    let krust = migrate(&dist, &seed, work.path(), Controller::Krust, &all);
     let accepted: Vec<&Step> = DUAL_WRITE
         .iter()
         .zip(&krust.outcomes)
         .filter(|(_, (_, outcome))| outcome.is_ok())
         .map(|(s, _)| s)
         .collect();
-    let refused: Vec<&Step> = DUAL_WRITE
-        .iter()
-        .zip(&krust.outcomes)
-        .filter(|(_, (_, outcome))| outcome.is_err())
-        .map(|(s, _)| s)
-        .collect();
-    let kafka = migrate(
-        &dist,
-        &seed,
-        work.path(),
-        Controller::Kafka,
-        &accepted,
-        &refused,
-    );
+    let kafka = migrate(&dist, &seed, work.path(), Controller::Kafka, &accepted);
     drop(seed_broker);
 
     println!("krust: {}\nKafka: {}", krust.completed, kafka.completed);
@@ -1072,9 +1115,6 @@ fn krust_and_kafka_controllers_migrate_the_same_zookeeper_cluster_into_the_same_
     }
     for (name, outcome) in &kafka.outcomes {
         assert!(outcome.is_ok(), "Kafka's run refused {name}: {outcome:?}");
-    }
-    for (name, outcome) in &kafka.after {
-        println!("dual-write {name}, refused by krust, through Kafka's controller: {outcome:?}");
     }
     assert!(
         krust.outcomes[0].1.is_ok(),
