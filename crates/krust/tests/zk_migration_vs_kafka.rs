@@ -1066,8 +1066,8 @@ fn seed_cluster(dist: &KafkaDist, work: &Path) -> (Seed, KafkaNode, ZooKeeperSer
     (seed, broker, zk)
 }
 
-/// The test (see the module docs). Takes about four minutes on a 2-core machine: about twenty
-/// Kafka tool runs and three ZooKeeper/broker pairs.
+/// The test (see the module docs). Takes about two minutes on a 2-core machine (about thirty
+/// Kafka tool runs, three ZooKeeper/broker pairs, two controllers).
 #[test]
 fn krust_and_kafka_controllers_migrate_the_same_zookeeper_cluster_into_the_same_metadata() {
     let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
