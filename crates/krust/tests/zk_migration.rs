@@ -755,3 +755,49 @@ fn dual_writes_block_while_zookeeper_is_down_and_drain_when_it_is_back() {
         .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
     quorum.stop_all();
 }
+
+/// A controller formatted with another cluster's id refuses to migrate the ZooKeeper cluster
+/// (a krust check; Kafka 3.9 compares nothing): the process stops with a message naming
+/// `/cluster/id` and both ids, and nothing is written to ZooKeeper.
+#[test]
+fn a_controller_of_another_cluster_refuses_to_migrate() {
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    for command in [
+        vec!["create", "/cluster", ""],
+        vec![
+            "create",
+            "/cluster/id",
+            r#"{"version":"1","id":"Xwq2gBlhRxGOo0MAQ8yRWQ"}"#,
+        ],
+    ] {
+        zk.shell(&command)
+            .and_then(krust_testkit::ToolOutput::ok)
+            .expect("zookeeper-shell create");
+    }
+    let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    let connect = zk.connect_string();
+    extra.push(("zookeeper.metadata.migration.enable", "true"));
+    extra.push(("zookeeper.connect", &connect));
+    let mut quorum = Quorum::in_cluster(1, &extra, "J8qXRwI-Qyi2G0guFTiuYw");
+    let node = quorum.node(1);
+    let mut process = cluster::spawn_server(&node.dir, 1);
+    let line = process
+        .wait_for_line("refusing to migrate it", WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", process.log_tail(40)));
+    assert!(
+        line.contains("has cluster id Xwq2gBlhRxGOo0MAQ8yRWQ (/cluster/id)")
+            && line.contains("formatted with cluster id J8qXRwI-Qyi2G0guFTiuYw"),
+        "{line}"
+    );
+    let status = process.wait_exit(WAIT).expect("the controller stops");
+    assert!(!status.success(), "a fatal error exits non-zero");
+    for path in ["/migration", "/controller"] {
+        assert!(
+            !zk_get(&zk, path).contains('{'),
+            "{path} written: {}",
+            zk_get(&zk, path)
+        );
+    }
+    drop(quorum);
+}

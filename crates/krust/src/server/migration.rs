@@ -102,11 +102,44 @@ pub fn settings(
     })
 }
 
+/// Refuses to migrate a ZooKeeper cluster whose `/cluster/id` is not the id this controller
+/// was formatted with (a krust check; Kafka 3.9 does not compare them): nothing is written to
+/// either side. A missing `/cluster/id` is left to the driver (a new ZooKeeper cluster has
+/// nothing to migrate yet).
+async fn check_cluster_id(zk: &ZkClient, connect: &str, cluster_id: &str) -> Result<(), String> {
+    use krust_zk::backend::ZkBackend as _;
+    use krust_zk::model::cluster::cluster_id as cluster_id_znode;
+    use krust_zk::model::paths::CLUSTER_ID;
+    use krust_zk::ops::ZkErrorCode;
+    loop {
+        match zk.get_data(CLUSTER_ID).await {
+            Ok((data, _)) => {
+                let found = cluster_id_znode::decode(&data).map_err(|e| {
+                    format!("cannot read the ZooKeeper cluster id at {connect}: {e}")
+                })?;
+                if found != cluster_id {
+                    return Err(format!(
+                        "The ZooKeeper cluster at {connect} has cluster id {found} ({CLUSTER_ID}) but this controller was formatted with cluster id {cluster_id}: refusing to migrate it. Format the controllers with the ZooKeeper cluster's id."
+                    ));
+                }
+                return Ok(());
+            }
+            Err(e) if e.code == ZkErrorCode::NoNode => return Ok(()),
+            Err(e) if e.code.is_retriable() => {
+                warn!(error = %e, "cannot read {CLUSTER_ID}; retrying");
+                tokio::time::sleep(ZK_CONNECT_RETRY).await;
+            }
+            Err(e) => return Err(format!("cannot read {CLUSTER_ID} at {connect}: {e}")),
+        }
+    }
+}
+
 /// Starts the migration task: connects to ZooKeeper (retrying until it answers), then runs
 /// the driver for this controller. Resolves with the reason if the migration fails fatally.
 /// The metrics are for `/metrics`.
 pub fn start(
     settings: MigrationSettings,
+    cluster_id: String,
     node_id: i32,
     voter_ids: BTreeSet<i32>,
     controller: ControllerChannel,
@@ -127,6 +160,9 @@ pub fn start(
             }
         };
         info!(connect = %settings.zk.connect, session_id = zk.session_id(), "connected to ZooKeeper for the migration");
+        if let Err(reason) = check_cluster_id(&zk, &settings.zk.connect, &cluster_id).await {
+            return reason;
+        }
         let seed: u64 = rand::random();
         let kraft_epoch = KraftEpoch::default();
         let mut driver_config = MigrationDriverConfig::new(node_id, voter_ids);

@@ -336,6 +336,7 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             let voter_ids = voters.iter().map(|v| v.id.0).collect();
             let (task, metrics) = migration::start(
                 settings,
+                node.cluster_id.clone(),
                 node.node_id,
                 voter_ids,
                 server.channel().clone(),
