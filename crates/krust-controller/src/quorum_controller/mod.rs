@@ -28,6 +28,8 @@
 //! - `topics`: CreateTopics, CreatePartitions, DeleteTopics.
 //! - `replication`: leadership/ISR moves, AlterPartition, ElectLeaders.
 //! - `responses`: whole-request refusals, NOT_CONTROLLER on failover.
+//! - CreateAcls/DeleteAcls, AlterClientQuotas, AlterUserScramCredentials are built by
+//!   [`crate::acls`], [`crate::client_quotas`] and [`crate::scram`] from the image.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -42,12 +44,14 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{
-    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterConfigsRequest,
-    AlterConfigsResponse, AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest,
-    BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse,
-    ControllerRegistrationRequest, ControllerRegistrationResponse, CreatePartitionsRequest,
-    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterClientQuotasRequest,
+    AlterClientQuotasResponse, AlterConfigsRequest, AlterConfigsResponse, AlterPartitionRequest,
+    AlterPartitionResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest,
+    BrokerRegistrationResponse, ControllerRegistrationRequest, ControllerRegistrationResponse,
+    CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
     IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
     UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateFeaturesRequest,
     UpdateFeaturesResponse,
@@ -73,6 +77,8 @@ use rand::rngs::StdRng;
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use crate::acls::{create_acls, delete_acls};
+use crate::client_quotas::alter_client_quotas;
 use crate::configs::{incremental_alter_configs, legacy_alter_configs};
 use crate::error::{ActivationError, ControllerError};
 use crate::features::{FeatureContext, NodeFeatures, update_features};
@@ -85,6 +91,7 @@ use crate::producer_ids::ProducerIdControl;
 use crate::registration::{
     ImageClusterView, register_broker, register_controller, unregister_broker,
 };
+use crate::scram::alter_user_scram_credentials;
 use crate::topic_names;
 pub use krust_config::TopicValidationDefaults;
 
@@ -155,6 +162,27 @@ pub struct QuorumControllerConfig {
     pub zk_migration_enabled: bool,
 }
 
+/// Settings of the admin APIs served from the image's security parts (ACLs, quotas, SCRAM,
+/// delegation tokens), set with [`QuorumController::with_admin_config`] (kept apart from
+/// [`QuorumControllerConfig`] so existing constructions stay valid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// An authorizer is configured (`authorizer.class.name`, Kafka's
+    /// `org.apache.kafka.metadata.authorizer.StandardAuthorizer`): CreateAcls and DeleteAcls
+    /// are served. Without one Kafka answers them `SECURITY_DISABLED`. krust keeps the ACLs
+    /// either way (it does not authorize on the controller); the default is `true` so the
+    /// ZooKeeper migration's ACL changes work until server.properties sets it.
+    pub authorizer_enabled: bool,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            authorizer_enabled: true,
+        }
+    }
+}
+
 /// One committed batch from the Raft listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedBatch {
@@ -212,6 +240,14 @@ pub enum ControllerRequest {
         /// Its API version.
         version: i16,
     },
+    /// CreateAcls.
+    CreateAcls(CreateAclsRequest),
+    /// DeleteAcls.
+    DeleteAcls(DeleteAclsRequest),
+    /// AlterClientQuotas.
+    AlterClientQuotas(AlterClientQuotasRequest),
+    /// AlterUserScramCredentials.
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
     /// Records of the ZooKeeper migration's initial copy (Kafka's `MigrationRecordConsumer`),
     /// written as one atomic batch. Runs in PRE_MIGRATION; answered once committed. Refused
     /// with NOT_CONTROLLER unless this controller is active in `leader_epoch` (the migration
@@ -253,6 +289,14 @@ pub enum ControllerResponse {
     AllocateProducerIds(AllocateProducerIdsResponse),
     /// UpdateFeatures.
     UpdateFeatures(UpdateFeaturesResponse),
+    /// CreateAcls.
+    CreateAcls(CreateAclsResponse),
+    /// DeleteAcls.
+    DeleteAcls(DeleteAclsResponse),
+    /// AlterClientQuotas.
+    AlterClientQuotas(AlterClientQuotasResponse),
+    /// AlterUserScramCredentials.
+    AlterUserScramCredentials(AlterUserScramCredentialsResponse),
     /// The migration batch is committed: where it ended, or why it was refused.
     MigrationRecords(Result<MigrationBatchCommitted, ControllerError>),
 }
@@ -337,6 +381,7 @@ enum RebalanceSchedule {
 #[derive(Debug)]
 pub struct QuorumController {
     config: QuorumControllerConfig,
+    admin: AdminConfig,
     /// Replay of committed records only.
     committed_image: MetadataImage,
     /// `committed_image` plus this controller's uncommitted writes (equal on a standby).
@@ -363,6 +408,7 @@ impl QuorumController {
         Self {
             sessions: BrokerHeartbeatManager::new(config.heartbeat),
             config,
+            admin: AdminConfig::default(),
             committed_image: MetadataImage::empty(),
             image: MetadataImage::empty(),
             committed_offset: -1,
@@ -374,6 +420,13 @@ impl QuorumController {
             committed_transaction: None,
             image_transaction: None,
         }
+    }
+
+    /// The admin API settings (defaults: [`AdminConfig::default`]).
+    #[must_use]
+    pub fn with_admin_config(mut self, admin: AdminConfig) -> Self {
+        self.admin = admin;
+        self
     }
 
     /// `zookeeper.metadata.migration.enable` on this controller (sent as `ZkMigrationReady`
@@ -1194,6 +1247,40 @@ impl QuorumController {
                     None,
                 )
             }
+            ControllerRequest::CreateAcls(r) => {
+                let (records, response) =
+                    create_acls(&self.image, r, self.admin.authorizer_enabled, &mut self.rng);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::CreateAcls(response)),
+                    None,
+                )
+            }
+            ControllerRequest::DeleteAcls(r) => {
+                let (records, response) =
+                    delete_acls(&self.image, r, self.admin.authorizer_enabled);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::DeleteAcls(response)),
+                    None,
+                )
+            }
+            ControllerRequest::AlterClientQuotas(r) => {
+                let (records, response) = alter_client_quotas(&self.image, r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::AlterClientQuotas(response)),
+                    None,
+                )
+            }
+            ControllerRequest::AlterUserScramCredentials(r) => {
+                let (records, response) = alter_user_scram_credentials(&self.image, r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::AlterUserScramCredentials(response)),
+                    None,
+                )
+            }
             ControllerRequest::MigrationRecords {
                 leader_epoch,
                 records,
@@ -1378,6 +1465,10 @@ fn request_name(request: &ControllerRequest) -> &'static str {
         ControllerRequest::AlterConfigs(_) => "legacyAlterConfigs",
         ControllerRequest::AllocateProducerIds(_) => "allocateProducerIds",
         ControllerRequest::UpdateFeatures { .. } => "updateFeatures",
+        ControllerRequest::CreateAcls(_) => "createAcls",
+        ControllerRequest::DeleteAcls(_) => "deleteAcls",
+        ControllerRequest::AlterClientQuotas(_) => "alterClientQuotas",
+        ControllerRequest::AlterUserScramCredentials(_) => "alterUserScramCredentials",
         ControllerRequest::MigrationRecords { .. } => "ZK Migration Batch",
     }
 }

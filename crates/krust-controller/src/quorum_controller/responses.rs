@@ -2,6 +2,13 @@
 
 use super::*;
 
+use kafka_protocol::messages::alter_client_quotas_response::{
+    EntityData as QuotaEntityData, EntryData as QuotaEntryData,
+};
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
+
 /// The response refusing `request` as a whole with `error`.
 pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> ControllerResponse {
     let (code, message) = error_fields(error);
@@ -103,6 +110,65 @@ pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> C
                     .collect(),
             ),
         ),
+        ControllerRequest::CreateAcls(r) => {
+            ControllerResponse::CreateAcls(CreateAclsResponse::default().with_results(vec![
+                AclCreationResult::default()
+                    .with_error_code(code)
+                    .with_error_message(message.clone());
+                r.creations.len()
+            ]))
+        }
+        ControllerRequest::DeleteAcls(r) => {
+            ControllerResponse::DeleteAcls(DeleteAclsResponse::default().with_filter_results(vec![
+                DeleteAclsFilterResult::default()
+                    .with_error_code(code)
+                    .with_error_message(message.clone());
+                r.filters.len()
+            ]))
+        }
+        ControllerRequest::AlterClientQuotas(r) => ControllerResponse::AlterClientQuotas(
+            AlterClientQuotasResponse::default().with_entries(
+                r.entries
+                    .iter()
+                    .map(|e| {
+                        QuotaEntryData::default()
+                            .with_error_code(code)
+                            .with_error_message(message.clone())
+                            .with_entity(
+                                e.entity
+                                    .iter()
+                                    .map(|d| {
+                                        QuotaEntityData::default()
+                                            .with_entity_type(d.entity_type.clone())
+                                            .with_entity_name(d.entity_name.clone())
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        ControllerRequest::AlterUserScramCredentials(r) => {
+            let users: BTreeSet<&StrBytes> = r
+                .deletions
+                .iter()
+                .map(|d| &d.name)
+                .chain(r.upsertions.iter().map(|u| &u.name))
+                .collect();
+            ControllerResponse::AlterUserScramCredentials(
+                AlterUserScramCredentialsResponse::default().with_results(
+                    users
+                        .into_iter()
+                        .map(|user| {
+                            AlterUserScramCredentialsResult::default()
+                                .with_user(user.clone())
+                                .with_error_code(code)
+                                .with_error_message(message.clone())
+                        })
+                        .collect(),
+                ),
+            )
+        }
         ControllerRequest::IncrementalAlterConfigs(r) => {
             ControllerResponse::IncrementalAlterConfigs(
                 IncrementalAlterConfigsResponse::default().with_responses(
@@ -201,6 +267,39 @@ pub(super) fn error_response(
             }
             ControllerResponse::IncrementalAlterConfigs(r)
         }
+        ControllerResponse::CreateAcls(r) => {
+            let mut r = r.clone();
+            for c in &mut r.results {
+                c.error_code = code;
+                c.error_message = None;
+            }
+            ControllerResponse::CreateAcls(r)
+        }
+        ControllerResponse::DeleteAcls(r) => {
+            let mut r = r.clone();
+            for c in &mut r.filter_results {
+                c.error_code = code;
+                c.error_message = None;
+                c.matching_acls.clear();
+            }
+            ControllerResponse::DeleteAcls(r)
+        }
+        ControllerResponse::AlterClientQuotas(r) => {
+            let mut r = r.clone();
+            for c in &mut r.entries {
+                c.error_code = code;
+                c.error_message = None;
+            }
+            ControllerResponse::AlterClientQuotas(r)
+        }
+        ControllerResponse::AlterUserScramCredentials(r) => {
+            let mut r = r.clone();
+            for c in &mut r.results {
+                c.error_code = code;
+                c.error_message = None;
+            }
+            ControllerResponse::AlterUserScramCredentials(r)
+        }
     }
 }
 
@@ -224,7 +323,11 @@ pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
         | ControllerResponse::DeleteTopics(_)
         | ControllerResponse::CreatePartitions(_)
         | ControllerResponse::IncrementalAlterConfigs(_)
-        | ControllerResponse::AlterConfigs(_) => 0,
+        | ControllerResponse::AlterConfigs(_)
+        | ControllerResponse::CreateAcls(_)
+        | ControllerResponse::DeleteAcls(_)
+        | ControllerResponse::AlterClientQuotas(_)
+        | ControllerResponse::AlterUserScramCredentials(_) => 0,
     };
     code.err()
 }

@@ -36,7 +36,7 @@ const SIZE_PREFIX_BYTES: usize = 4;
 
 /// The controller APIs of Kafka 3.9's controller listener (facts §2.1, `ApiKeys` with the
 /// `controller` listener), with its version ranges.
-const CONTROLLER_APIS: [(ApiKey, i16, i16); 15] =
+const CONTROLLER_APIS: [(ApiKey, i16, i16); 19] =
     krust_net::api_versions::KAFKA_CONTROLLER_API_VERSIONS;
 
 /// The APIs a controller with a running controller task serves: the Raft ones of
@@ -194,6 +194,12 @@ impl ControllerHandler {
             ControllerResponse::AllocateProducerIds(r) => ResponseKind::AllocateProducerIds(r),
             ControllerResponse::UpdateFeatures(r) => ResponseKind::UpdateFeatures(r),
             ControllerResponse::AlterConfigs(r) => ResponseKind::AlterConfigs(r),
+            ControllerResponse::CreateAcls(r) => ResponseKind::CreateAcls(r),
+            ControllerResponse::DeleteAcls(r) => ResponseKind::DeleteAcls(r),
+            ControllerResponse::AlterClientQuotas(r) => ResponseKind::AlterClientQuotas(r),
+            ControllerResponse::AlterUserScramCredentials(r) => {
+                ResponseKind::AlterUserScramCredentials(r)
+            }
             // Only the migration driver on this node asks for these; never over the wire.
             ControllerResponse::MigrationRecords(_) => return None,
         })
@@ -298,6 +304,12 @@ fn forwardable(request: RequestKind, version: i16) -> Option<ControllerRequest> 
         },
         RequestKind::UnregisterBroker(r) => ControllerRequest::UnregisterBroker(r),
         RequestKind::AllocateProducerIds(r) => ControllerRequest::AllocateProducerIds(r),
+        RequestKind::CreateAcls(r) => ControllerRequest::CreateAcls(r),
+        RequestKind::DeleteAcls(r) => ControllerRequest::DeleteAcls(r),
+        RequestKind::AlterClientQuotas(r) => ControllerRequest::AlterClientQuotas(r),
+        RequestKind::AlterUserScramCredentials(r) => {
+            ControllerRequest::AlterUserScramCredentials(r)
+        }
         _ => return None,
     })
 }
