@@ -176,12 +176,18 @@ pub fn create_acls(
         }
         records.clear();
     }
+    // Kafka sets the message only for a failure: a success keeps the schema's default ("").
     let results = results
         .into_iter()
         .map(|r| {
-            AclCreationResult::default()
-                .with_error_code(r.code)
-                .with_error_message(r.message_bytes())
+            let result = AclCreationResult::default();
+            if r.is_failure() {
+                result
+                    .with_error_code(r.code)
+                    .with_error_message(r.message_bytes())
+            } else {
+                result
+            }
         })
         .collect();
     (records, CreateAclsResponse::default().with_results(results))
@@ -295,12 +301,17 @@ pub fn delete_acls(
                 break;
             }
         }
+        // Kafka sets every message explicitly: null on success.
         results.push(if too_many {
             // Kafka's BoundedListTooLongException is not an ApiException: UNKNOWN_SERVER_ERROR
             // with no message (the removals gathered so far stay in the batch, as in Kafka).
-            DeleteAclsFilterResult::default().with_error_code(UNKNOWN_SERVER_ERROR)
+            DeleteAclsFilterResult::default()
+                .with_error_code(UNKNOWN_SERVER_ERROR)
+                .with_error_message(None)
         } else {
-            DeleteAclsFilterResult::default().with_matching_acls(matching)
+            DeleteAclsFilterResult::default()
+                .with_error_message(None)
+                .with_matching_acls(matching)
         });
     }
     (
@@ -311,6 +322,7 @@ pub fn delete_acls(
 
 fn matching_acl(acl: &StandardAcl) -> DeleteAclsMatchingAcl {
     DeleteAclsMatchingAcl::default()
+        .with_error_message(None)
         .with_resource_type(acl.resource_type)
         .with_resource_name(StrBytes::from_string(acl.resource_name.clone()))
         .with_pattern_type(acl.pattern_type)
