@@ -26,6 +26,8 @@
 //! - [`client_quotas`]: AlterClientQuotas → `ClientQuotaRecord`s (`ClientQuotaControlManager`).
 //! - [`scram`]: AlterUserScramCredentials → `UserScramCredentialRecord` /
 //!   `RemoveUserScramCredentialRecord` (`ScramControlManager`).
+//! - [`delegation_tokens`]: Create/Renew/ExpireDelegationToken → `DelegationTokenRecord` /
+//!   `RemoveDelegationTokenRecord` (`DelegationTokenControlManager`).
 //! - [`api_error`]: per-item results (Kafka's `ApiError`) and Java `HashMap` result order.
 //! - [`partition_change`]: one partition's next leader/ISR (`PartitionChangeBuilder`).
 //! - [`topic_names`]: topic name rules.
@@ -37,6 +39,7 @@ pub mod acls;
 pub mod api_error;
 pub mod client_quotas;
 pub mod configs;
+pub mod delegation_tokens;
 pub mod error;
 pub mod features;
 pub mod heartbeat;

@@ -340,6 +340,7 @@ fn acls_without_an_authorizer_are_security_disabled() {
         config(false, MetadataVersion::LATEST_PRODUCTION),
         AdminConfig {
             authorizer_enabled: false,
+            ..AdminConfig::default()
         },
     );
     let (response, records) = node.create_acls(vec![creation(TOPIC, "orders", LITERAL, READ)]);
@@ -735,4 +736,251 @@ fn scram_needs_metadata_version_3_5_iv2() {
         )
     );
     assert!(records.is_empty());
+}
+
+mod delegation_tokens {
+    use super::*;
+
+    use hmac::{Hmac, Mac};
+    use kafka_protocol::messages::create_delegation_token_request::CreatableRenewers;
+    use kafka_protocol::messages::{
+        CreateDelegationTokenRequest, CreateDelegationTokenResponse, ExpireDelegationTokenRequest,
+        RenewDelegationTokenRequest,
+    };
+    use krust_controller::delegation_tokens::{DelegationTokenConfig, Principal, TokenContext};
+
+    const SECRET: &str = "the-secret";
+    const NOW: i64 = 1_700_000_000_000;
+    const DAY: i64 = 86_400_000;
+
+    fn node(secret: Option<&str>, mv: MetadataVersion) -> Node {
+        Node::start_with(
+            config(false, mv),
+            AdminConfig {
+                delegation_tokens: DelegationTokenConfig {
+                    secret_key: secret.map(str::to_owned),
+                    ..DelegationTokenConfig::default()
+                },
+                ..AdminConfig::default()
+            },
+        )
+    }
+
+    fn caller(name: &str, now_ms: i64) -> TokenContext {
+        TokenContext {
+            principal: Principal {
+                principal_type: "User".to_owned(),
+                name: name.to_owned(),
+            },
+            token_authenticated: false,
+            forwarded: true,
+            now_ms,
+        }
+    }
+
+    fn create(
+        node: &mut Node,
+        context: TokenContext,
+        request: CreateDelegationTokenRequest,
+    ) -> (CreateDelegationTokenResponse, Vec<MetadataRecord>) {
+        match node.request(ControllerRequest::CreateDelegationToken { request, context }) {
+            (ControllerResponse::CreateDelegationToken(r), records) => (*r, records),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn renew(
+        node: &mut Node,
+        context: TokenContext,
+        hmac: &[u8],
+        period: i64,
+    ) -> (i16, i64, usize) {
+        let request = RenewDelegationTokenRequest::default()
+            .with_hmac(bytes::Bytes::copy_from_slice(hmac))
+            .with_renew_period_ms(period);
+        match node.request(ControllerRequest::RenewDelegationToken { request, context }) {
+            (ControllerResponse::RenewDelegationToken(r), records) => {
+                (r.error_code, r.expiry_timestamp_ms, records.len())
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn expire(
+        node: &mut Node,
+        context: TokenContext,
+        hmac: &[u8],
+        period: i64,
+    ) -> (i16, i64, Vec<MetadataRecord>) {
+        let request = ExpireDelegationTokenRequest::default()
+            .with_hmac(bytes::Bytes::copy_from_slice(hmac))
+            .with_expiry_time_period_ms(period);
+        match node.request(ControllerRequest::ExpireDelegationToken { request, context }) {
+            (ControllerResponse::ExpireDelegationToken(r), records) => {
+                (r.error_code, r.expiry_timestamp_ms, records)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn with_renewer(
+        request: CreateDelegationTokenRequest,
+        principal_type: &str,
+        name: &str,
+    ) -> CreateDelegationTokenRequest {
+        request.with_renewers(vec![
+            CreatableRenewers::default()
+                .with_principal_type(s(principal_type))
+                .with_principal_name(s(name)),
+        ])
+    }
+
+    #[test]
+    fn a_token_is_created_renewed_and_expired_as_kafka_does() {
+        let mut node = node(Some(SECRET), MetadataVersion::LATEST_PRODUCTION);
+        let request = with_renewer(CreateDelegationTokenRequest::default(), "User", "bob");
+        let (response, records) = create(&mut node, caller("alice", NOW), request);
+        assert_eq!(response.error_code, 0);
+        assert_eq!(response.principal_name.as_str(), "alice");
+        assert_eq!(response.token_requester_principal_name.as_str(), "alice");
+        assert_eq!(response.issue_timestamp_ms, NOW);
+        assert_eq!(response.max_timestamp_ms, NOW + 7 * DAY);
+        assert_eq!(response.expiry_timestamp_ms, NOW + DAY);
+        let token_id = response.token_id.to_string();
+        assert_eq!(token_id.len(), 22, "a Kafka Uuid string");
+        let mut mac = <Hmac<sha2::Sha512> as Mac>::new_from_slice(SECRET.as_bytes()).expect("key");
+        mac.update(token_id.as_bytes());
+        let hmac = mac.finalize().into_bytes().to_vec();
+        assert_eq!(response.hmac.to_vec(), hmac, "HmacSHA512(secret, token id)");
+        let [MetadataRecord::DelegationToken(record)] = records.as_slice() else {
+            panic!("{records:?}");
+        };
+        assert_eq!(record.owner, "User:alice");
+        assert_eq!(record.requester, "User:alice");
+        assert_eq!(record.renewers, vec!["User:bob".to_owned()]);
+        assert_eq!(record.token_id, token_id);
+        assert_eq!(record.expiration_timestamp, NOW + DAY);
+
+        // A renewer renews (capped by the period asked for); a stranger may not.
+        assert_eq!(
+            renew(&mut node, caller("bob", NOW + 10), &hmac, 1000),
+            (0, NOW + 1010, 1)
+        );
+        assert_eq!(
+            renew(&mut node, caller("eve", NOW + 10), &hmac, 1000),
+            (63, 0, 0)
+        );
+        assert_eq!(
+            renew(&mut node, caller("alice", NOW), b"not-a-token", 0),
+            (62, 0, 0)
+        );
+        // After its expiry it cannot be renewed.
+        assert_eq!(
+            renew(&mut node, caller("alice", NOW + 5000), &hmac, 0),
+            (66, 0, 0)
+        );
+        let token = node
+            .controller
+            .image()
+            .delegation_tokens
+            .tokens
+            .get(&token_id)
+            .cloned()
+            .expect("token");
+        assert_eq!(token.expiration_timestamp_ms, NOW + 1010);
+
+        // A negative period removes it at once.
+        let (code, expiry, records) = expire(&mut node, caller("alice", NOW + 20), &hmac, -1);
+        assert_eq!((code, expiry), (0, NOW + 20));
+        assert!(
+            matches!(records.as_slice(), [MetadataRecord::RemoveDelegationToken(r)] if r.token_id == token_id)
+        );
+        assert!(node.controller.image().delegation_tokens.tokens.is_empty());
+    }
+
+    #[test]
+    fn an_owner_may_be_named_and_max_lifetime_shortened() {
+        let mut node = node(Some(SECRET), MetadataVersion::LATEST_PRODUCTION);
+        let request = CreateDelegationTokenRequest::default()
+            .with_owner_principal_type(Some(s("User")))
+            .with_owner_principal_name(Some(s("carol")))
+            .with_max_lifetime_ms(3_600_000);
+        let (response, records) = create(&mut node, caller("admin", NOW), request);
+        assert_eq!(response.error_code, 0);
+        assert_eq!(response.principal_name.as_str(), "carol");
+        assert_eq!(response.token_requester_principal_name.as_str(), "admin");
+        assert_eq!(response.max_timestamp_ms, NOW + 3_600_000);
+        assert_eq!(response.expiry_timestamp_ms, NOW + 3_600_000);
+        let [MetadataRecord::DelegationToken(record)] = records.as_slice() else {
+            panic!("{records:?}");
+        };
+        assert_eq!(record.owner, "User:carol");
+        assert_eq!(record.requester, "User:admin");
+    }
+
+    #[test]
+    fn token_requests_are_refused_with_kafkas_codes() {
+        // No secret: DELEGATION_TOKEN_AUTH_DISABLED.
+        let mut disabled = node(None, MetadataVersion::LATEST_PRODUCTION);
+        let (response, records) = create(
+            &mut disabled,
+            caller("alice", NOW),
+            CreateDelegationTokenRequest::default(),
+        );
+        assert_eq!(response.error_code, 61);
+        assert!(records.is_empty());
+        assert_eq!(renew(&mut disabled, caller("alice", NOW), b"x", 0).0, 61);
+
+        let mut node = node(Some(SECRET), MetadataVersion::LATEST_PRODUCTION);
+        // Straight to the PLAINTEXT controller listener: not allowed, Kafka's error timestamps.
+        let direct = TokenContext {
+            forwarded: false,
+            ..caller("alice", NOW)
+        };
+        let (response, _) = create(
+            &mut node,
+            direct.clone(),
+            CreateDelegationTokenRequest::default(),
+        );
+        assert_eq!(response.error_code, 64);
+        assert_eq!(response.max_timestamp_ms, -1);
+        assert_eq!(renew(&mut node, direct, b"x", 0), (64, -1, 0));
+        // Authenticated with a token: not allowed.
+        let with_token = TokenContext {
+            token_authenticated: true,
+            ..caller("alice", NOW)
+        };
+        assert_eq!(
+            create(
+                &mut node,
+                with_token,
+                CreateDelegationTokenRequest::default()
+            )
+            .0
+            .error_code,
+            64
+        );
+        // A renewer that is not a user.
+        let request = with_renewer(CreateDelegationTokenRequest::default(), "Group", "g");
+        let (response, records) = create(&mut node, caller("alice", NOW), request);
+        assert_eq!(response.error_code, 67);
+        assert!(records.is_empty());
+
+        // metadata.version below 3.6-IV2.
+        let mut old = node_at(MetadataVersion::IBP_3_5_IV2);
+        assert_eq!(
+            create(
+                &mut old,
+                caller("alice", NOW),
+                CreateDelegationTokenRequest::default()
+            )
+            .0
+            .error_code,
+            35
+        );
+    }
+
+    fn node_at(mv: MetadataVersion) -> Node {
+        node(Some(SECRET), mv)
+    }
 }

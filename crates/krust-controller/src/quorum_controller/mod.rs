@@ -49,11 +49,13 @@ use kafka_protocol::messages::{
     AlterPartitionResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest,
     BrokerRegistrationResponse, ControllerRegistrationRequest, ControllerRegistrationResponse,
-    CreateAclsRequest, CreateAclsResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateAclsRequest, CreateAclsResponse, CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse, CreatePartitionsRequest, CreatePartitionsResponse,
     CreateTopicsRequest, CreateTopicsResponse, DeleteAclsRequest, DeleteAclsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
-    UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateFeaturesRequest,
+    ExpireDelegationTokenRequest, ExpireDelegationTokenResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
+    TopicName, UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -80,6 +82,10 @@ use uuid::Uuid;
 use crate::acls::{create_acls, delete_acls};
 use crate::client_quotas::alter_client_quotas;
 use crate::configs::{incremental_alter_configs, legacy_alter_configs};
+use crate::delegation_tokens::{
+    DelegationTokenConfig, TokenContext, create_delegation_token, expire_delegation_token,
+    renew_delegation_token,
+};
 use crate::error::{ActivationError, ControllerError};
 use crate::features::{FeatureContext, NodeFeatures, update_features};
 use crate::heartbeat::{
@@ -173,12 +179,16 @@ pub struct AdminConfig {
     /// either way (it does not authorize on the controller); the default is `true` so the
     /// ZooKeeper migration's ACL changes work until server.properties sets it.
     pub authorizer_enabled: bool,
+    /// `delegation.token.secret.key` (alias `delegation.token.master.key`),
+    /// `delegation.token.max.lifetime.ms`, `delegation.token.expiry.time.ms`.
+    pub delegation_tokens: DelegationTokenConfig,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
         Self {
             authorizer_enabled: true,
+            delegation_tokens: DelegationTokenConfig::default(),
         }
     }
 }
@@ -248,6 +258,27 @@ pub enum ControllerRequest {
     AlterClientQuotas(AlterClientQuotasRequest),
     /// AlterUserScramCredentials.
     AlterUserScramCredentials(AlterUserScramCredentialsRequest),
+    /// CreateDelegationToken, with who asks and the wall clock.
+    CreateDelegationToken {
+        /// The request.
+        request: CreateDelegationTokenRequest,
+        /// The caller and the time.
+        context: TokenContext,
+    },
+    /// RenewDelegationToken.
+    RenewDelegationToken {
+        /// The request.
+        request: RenewDelegationTokenRequest,
+        /// The caller and the time.
+        context: TokenContext,
+    },
+    /// ExpireDelegationToken.
+    ExpireDelegationToken {
+        /// The request.
+        request: ExpireDelegationTokenRequest,
+        /// The caller and the time.
+        context: TokenContext,
+    },
     /// Records of the ZooKeeper migration's initial copy (Kafka's `MigrationRecordConsumer`),
     /// written as one atomic batch. Runs in PRE_MIGRATION; answered once committed. Refused
     /// with NOT_CONTROLLER unless this controller is active in `leader_epoch` (the migration
@@ -297,6 +328,12 @@ pub enum ControllerResponse {
     AlterClientQuotas(AlterClientQuotasResponse),
     /// AlterUserScramCredentials.
     AlterUserScramCredentials(AlterUserScramCredentialsResponse),
+    /// CreateDelegationToken (boxed: the largest response).
+    CreateDelegationToken(Box<CreateDelegationTokenResponse>),
+    /// RenewDelegationToken.
+    RenewDelegationToken(RenewDelegationTokenResponse),
+    /// ExpireDelegationToken.
+    ExpireDelegationToken(ExpireDelegationTokenResponse),
     /// The migration batch is committed: where it ended, or why it was refused.
     MigrationRecords(Result<MigrationBatchCommitted, ControllerError>),
 }
@@ -1281,6 +1318,48 @@ impl QuorumController {
                     None,
                 )
             }
+            ControllerRequest::CreateDelegationToken { request, context } => {
+                let (records, response) = create_delegation_token(
+                    &self.image,
+                    &self.admin.delegation_tokens,
+                    context,
+                    request,
+                    &mut self.rng,
+                );
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::CreateDelegationToken(Box::new(
+                        response,
+                    ))),
+                    None,
+                )
+            }
+            ControllerRequest::RenewDelegationToken { request, context } => {
+                let (records, response) = renew_delegation_token(
+                    &self.image,
+                    &self.admin.delegation_tokens,
+                    context,
+                    request,
+                );
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::RenewDelegationToken(response)),
+                    None,
+                )
+            }
+            ControllerRequest::ExpireDelegationToken { request, context } => {
+                let (records, response) = expire_delegation_token(
+                    &self.image,
+                    &self.admin.delegation_tokens,
+                    context,
+                    request,
+                );
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::ExpireDelegationToken(response)),
+                    None,
+                )
+            }
             ControllerRequest::MigrationRecords {
                 leader_epoch,
                 records,
@@ -1469,6 +1548,9 @@ fn request_name(request: &ControllerRequest) -> &'static str {
         ControllerRequest::DeleteAcls(_) => "deleteAcls",
         ControllerRequest::AlterClientQuotas(_) => "alterClientQuotas",
         ControllerRequest::AlterUserScramCredentials(_) => "alterUserScramCredentials",
+        ControllerRequest::CreateDelegationToken { .. } => "createDelegationToken",
+        ControllerRequest::RenewDelegationToken { .. } => "renewDelegationToken",
+        ControllerRequest::ExpireDelegationToken { .. } => "expireDelegationToken",
         ControllerRequest::MigrationRecords { .. } => "ZK Migration Batch",
     }
 }

@@ -169,6 +169,26 @@ pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> C
                 ),
             )
         }
+        ControllerRequest::CreateDelegationToken { context, .. } => {
+            ControllerResponse::CreateDelegationToken(Box::new(
+                CreateDelegationTokenResponse::default()
+                    .with_error_code(code)
+                    .with_token_requester_principal_type(StrBytes::from_string(
+                        context.principal.principal_type.clone(),
+                    ))
+                    .with_token_requester_principal_name(StrBytes::from_string(
+                        context.principal.name.clone(),
+                    )),
+            ))
+        }
+        ControllerRequest::RenewDelegationToken { .. } => ControllerResponse::RenewDelegationToken(
+            RenewDelegationTokenResponse::default().with_error_code(code),
+        ),
+        ControllerRequest::ExpireDelegationToken { .. } => {
+            ControllerResponse::ExpireDelegationToken(
+                ExpireDelegationTokenResponse::default().with_error_code(code),
+            )
+        }
         ControllerRequest::IncrementalAlterConfigs(r) => {
             ControllerResponse::IncrementalAlterConfigs(
                 IncrementalAlterConfigsResponse::default().with_responses(
@@ -300,6 +320,22 @@ pub(super) fn error_response(
             }
             ControllerResponse::AlterUserScramCredentials(r)
         }
+        ControllerResponse::CreateDelegationToken(r) => {
+            ControllerResponse::CreateDelegationToken(Box::new(
+                CreateDelegationTokenResponse::default()
+                    .with_error_code(code)
+                    .with_principal_type(r.principal_type.clone())
+                    .with_principal_name(r.principal_name.clone())
+                    .with_token_requester_principal_type(r.token_requester_principal_type.clone())
+                    .with_token_requester_principal_name(r.token_requester_principal_name.clone()),
+            ))
+        }
+        ControllerResponse::RenewDelegationToken(_) => ControllerResponse::RenewDelegationToken(
+            RenewDelegationTokenResponse::default().with_error_code(code),
+        ),
+        ControllerResponse::ExpireDelegationToken(_) => ControllerResponse::ExpireDelegationToken(
+            ExpireDelegationTokenResponse::default().with_error_code(code),
+        ),
     }
 }
 
@@ -319,6 +355,9 @@ pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
         ControllerResponse::MigrationRecords(r) => {
             r.as_ref().err().map_or(0, ControllerError::code)
         }
+        ControllerResponse::CreateDelegationToken(r) => r.error_code,
+        ControllerResponse::RenewDelegationToken(r) => r.error_code,
+        ControllerResponse::ExpireDelegationToken(r) => r.error_code,
         ControllerResponse::CreateTopics(_)
         | ControllerResponse::DeleteTopics(_)
         | ControllerResponse::CreatePartitions(_)
