@@ -5,7 +5,9 @@
 //!
 //! 1. the oracle: one Apache Kafka 3.9 KRaft controller with `StandardAuthorizer`
 //!    (`super.users=User:ANONYMOUS`, so the PLAINTEXT test client may do everything);
-//! 2. one `krust server` controller.
+//! 2. one `krust server` controller;
+//! 3. one `krust server` controller under an Apache Kafka 3.9 broker, which forwards the
+//!    requests in Envelopes (as the ZooKeeper migration's brokers do).
 //!
 //! Every response must equal the oracle's — codes, messages, and the order of results (Kafka
 //! lists quota and SCRAM results in `HashMap` order; only DeleteAcls' matching ACLs, listed in
@@ -458,14 +460,15 @@ fn high_watermark(controller: &str) -> i64 {
     }
 }
 
-/// Each request's outcome and how many records it wrote.
-fn run(controller: &str) -> Vec<(String, Outcome, i64)> {
+/// Each request's outcome and how many records it wrote, sent to `target` (the controller
+/// itself, or a broker that forwards to it).
+fn run(target: &str, controller: &str) -> Vec<(String, Outcome, i64)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
     let client = Client::new(
-        controller.to_owned(),
+        target.to_owned(),
         ClientConfig {
             client_id: "controller-admin-vs-kafka".to_owned(),
             request_timeout: REQUEST_TIMEOUT,
@@ -528,7 +531,8 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
             .start_timeout(WAIT)
             .start()
             .expect("Kafka 3.9 controller");
-        run(&format!("127.0.0.1:{port}"))
+        let controller = format!("127.0.0.1:{port}");
+        run(&controller, &controller)
     };
     let written: i64 = oracle.iter().map(|(_, _, n)| n).sum();
     assert!(written >= 20, "the oracle wrote only {written} records");
@@ -544,19 +548,58 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
         );
         let mut node = support::write_node(dir.path(), 1, &text, &random_kafka_uuid());
         node.start();
-        let result = run(&format!("127.0.0.1:{port}"));
+        let controller = format!("127.0.0.1:{port}");
+        let result = run(&controller, &controller);
+        drop(node);
+        result
+    };
+    // The same requests through an Apache Kafka 3.9 broker, which forwards them to a krust
+    // controller in Envelopes (the path of the ZooKeeper migration's hybrid phase).
+    let forwarded = {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ports = free_ports(2).expect("ports");
+        let voters = format!("11@127.0.0.1:{}", ports[0]);
+        let cluster_id = random_kafka_uuid();
+        let text = support::controller_properties(
+            dir.path(),
+            11,
+            ports[0],
+            &voters,
+            "metadata.max.idle.interval.ms=0\n",
+        );
+        let mut node = support::write_node(dir.path(), 11, &text, &cluster_id);
+        node.start();
+        let broker = KafkaNode::builder(&dist)
+            .role(KafkaRole::Broker)
+            .node_id(1)
+            .cluster_id(cluster_id)
+            .broker_port(ports[1])
+            .quorum_voters(voters)
+            .prop("metadata.max.idle.interval.ms", "0")
+            .start_timeout(WAIT)
+            .start()
+            .unwrap_or_else(|e| panic!("Kafka broker on a krust controller: {e}"));
+        let result = run(
+            &format!("127.0.0.1:{}", ports[1]),
+            &format!("127.0.0.1:{}", ports[0]),
+        );
+        drop(broker);
         drop(node);
         result
     };
     let mut failures = Vec::new();
-    for ((label, want, want_records), (_, have, have_records)) in oracle.iter().zip(&got) {
-        if want != have {
-            failures.push(format!("{label}:\n  kafka {want:#?}\n  krust {have:#?}"));
-        }
-        if want_records != have_records {
-            failures.push(format!(
-                "{label}: kafka wrote {want_records} records, krust {have_records}"
-            ));
+    for (kind, got) in [("direct", &got), ("through a Kafka broker", &forwarded)] {
+        for ((label, want, want_records), (_, have, have_records)) in oracle.iter().zip(got) {
+            if want != have {
+                failures.push(format!(
+                    "[{kind}] {label}:\n  kafka {want:#?}\n  krust {have:#?}"
+                ));
+            }
+            if want_records != have_records {
+                failures.push(format!(
+                    "[{kind}] {label}: kafka wrote {want_records} records, krust {have_records}"
+                ));
+            }
         }
     }
     assert!(
