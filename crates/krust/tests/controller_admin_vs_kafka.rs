@@ -9,6 +9,9 @@
 //! 3. one `krust server` controller under an Apache Kafka 3.9 broker, which forwards the
 //!    requests in Envelopes (as the ZooKeeper migration's brokers do).
 //!
+//! Afterwards a Kafka 3.9 broker replaying krust's records (3.) must describe the same ACLs,
+//! quotas and SCRAM credentials as the oracle's own broker (the oracle is a combined node).
+//!
 //! Every response must equal the oracle's — codes, messages, and the order of results (Kafka
 //! lists quota and SCRAM results in `HashMap` order; only DeleteAcls' matching ACLs, listed in
 //! the order of Kafka's internal hash table, are compared as sets) — and every request must
@@ -30,7 +33,8 @@ use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterUserScramCredentialsRequest, CreateAclsRequest,
-    DeleteAclsRequest, ResponseKind,
+    DeleteAclsRequest, DescribeAclsRequest, DescribeClientQuotasRequest,
+    DescribeUserScramCredentialsRequest, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust::metadata_quorum::{Bootstrap, describe};
@@ -445,6 +449,114 @@ async fn send(client: &Client, request: &Request) -> Outcome {
     }
 }
 
+/// What a broker serves from its metadata image afterwards: every ACL (DescribeAcls), every
+/// quota (DescribeClientQuotas), every SCRAM credential (DescribeUserScramCredentials),
+/// flattened and sorted.
+async fn describe_state(client: &Client) -> Vec<String> {
+    let mut state = Vec::new();
+    let acls = DescribeAclsRequest::default()
+        .with_resource_type_filter(ANY)
+        .with_resource_name_filter(None)
+        .with_pattern_type_filter(ANY)
+        .with_principal_filter(None)
+        .with_host_filter(None)
+        .with_operation(ANY)
+        .with_permission_type(ANY);
+    match client.send(acls, 3).await {
+        Ok(ResponseKind::DescribeAcls(r)) => {
+            state.push(format!("acls error {}", r.error_code));
+            for res in &r.resources {
+                for a in &res.acls {
+                    state.push(format!(
+                        "acl {}:{}:{} {} {} {} {}",
+                        res.resource_type,
+                        res.resource_name.as_str(),
+                        res.pattern_type,
+                        a.principal.as_str(),
+                        a.host.as_str(),
+                        a.operation,
+                        a.permission_type
+                    ));
+                }
+            }
+        }
+        other => panic!("DescribeAcls: {other:?}"),
+    }
+    match client
+        .send(
+            DescribeClientQuotasRequest::default().with_components(Vec::new()),
+            1,
+        )
+        .await
+    {
+        Ok(ResponseKind::DescribeClientQuotas(r)) => {
+            state.push(format!("quotas error {}", r.error_code));
+            for e in r.entries.iter().flatten() {
+                let mut entity: Vec<String> = e
+                    .entity
+                    .iter()
+                    .map(|d| format!("{}={:?}", d.entity_type.as_str(), d.entity_name.as_deref()))
+                    .collect();
+                entity.sort();
+                for v in &e.values {
+                    state.push(format!("quota {entity:?} {}={}", v.key.as_str(), v.value));
+                }
+            }
+        }
+        other => panic!("DescribeClientQuotas: {other:?}"),
+    }
+    match client
+        .send(
+            DescribeUserScramCredentialsRequest::default().with_users(None),
+            0,
+        )
+        .await
+    {
+        Ok(ResponseKind::DescribeUserScramCredentials(r)) => {
+            state.push(format!("scram error {}", r.error_code));
+            for u in &r.results {
+                for c in &u.credential_infos {
+                    state.push(format!(
+                        "scram {} {} {} {}",
+                        u.user.as_str(),
+                        u.error_code,
+                        c.mechanism,
+                        c.iterations
+                    ));
+                }
+            }
+        }
+        other => panic!("DescribeUserScramCredentials: {other:?}"),
+    }
+    state.sort();
+    state
+}
+
+/// [`describe_state`] of the broker at `broker`, once it equals `want` (the broker follows the
+/// metadata log) or the wait ends.
+fn state_of(broker: &str, want: Option<&[String]>) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = Client::new(
+        broker.to_owned(),
+        ClientConfig {
+            client_id: "controller-admin-vs-kafka".to_owned(),
+            request_timeout: REQUEST_TIMEOUT,
+            ..ClientConfig::default()
+        },
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = runtime.block_on(describe_state(&client));
+        if want.is_none_or(|w| w == state.as_slice()) || Instant::now() > deadline {
+            return state;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// The committed end of the metadata log, as the active controller reports it.
 fn high_watermark(controller: &str) -> i64 {
     let deadline = Instant::now() + WAIT;
@@ -514,13 +626,15 @@ fn run(target: &str, controller: &str) -> Vec<(String, Outcome, i64)> {
 fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
     let dist = KafkaDist::locate().expect("Kafka 3.9");
     // One at a time: the machine has two cores.
-    let oracle = {
-        let port = free_ports(1).expect("port")[0];
+    let (oracle, oracle_state) = {
+        let ports = free_ports(2).expect("ports");
+        let port = ports[0];
         let _kafka = KafkaNode::builder(&dist)
-            .role(KafkaRole::Controller)
+            .role(KafkaRole::Combined)
             .node_id(1)
             .cluster_id(random_kafka_uuid())
             .controller_port(port)
+            .broker_port(ports[1])
             .quorum_voters(format!("1@127.0.0.1:{port}"))
             .prop("metadata.max.idle.interval.ms", "0")
             .prop(
@@ -532,8 +646,13 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
             .start()
             .expect("Kafka 3.9 controller");
         let controller = format!("127.0.0.1:{port}");
-        run(&controller, &controller)
+        let outcomes = run(&controller, &controller);
+        (outcomes, state_of(&format!("127.0.0.1:{}", ports[1]), None))
     };
+    assert!(
+        oracle_state.len() >= 12,
+        "the oracle's broker describes little: {oracle_state:#?}"
+    );
     let written: i64 = oracle.iter().map(|(_, _, n)| n).sum();
     assert!(written >= 20, "the oracle wrote only {written} records");
     let got = {
@@ -555,7 +674,7 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
     };
     // The same requests through an Apache Kafka 3.9 broker, which forwards them to a krust
     // controller in Envelopes (the path of the ZooKeeper migration's hybrid phase).
-    let forwarded = {
+    let (forwarded, forwarded_state) = {
         let dir = tempfile::tempdir().expect("tempdir");
         let ports = free_ports(2).expect("ports");
         let voters = format!("11@127.0.0.1:{}", ports[0]);
@@ -576,16 +695,20 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
             .broker_port(ports[1])
             .quorum_voters(voters)
             .prop("metadata.max.idle.interval.ms", "0")
+            .prop(
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            )
+            .prop("super.users", "User:ANONYMOUS")
             .start_timeout(WAIT)
             .start()
             .unwrap_or_else(|e| panic!("Kafka broker on a krust controller: {e}"));
-        let result = run(
-            &format!("127.0.0.1:{}", ports[1]),
-            &format!("127.0.0.1:{}", ports[0]),
-        );
+        let broker_address = format!("127.0.0.1:{}", ports[1]);
+        let result = run(&broker_address, &format!("127.0.0.1:{}", ports[0]));
+        let state = state_of(&broker_address, Some(&oracle_state));
         drop(broker);
         drop(node);
-        result
+        (result, state)
     };
     let mut failures = Vec::new();
     for (kind, got) in [("direct", &got), ("through a Kafka broker", &forwarded)] {
@@ -601,6 +724,12 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
                 ));
             }
         }
+    }
+    // What a Kafka broker replaying krust's records serves equals what the oracle's serves.
+    if forwarded_state != oracle_state {
+        failures.push(format!(
+            "state described by the brokers:\n  kafka {oracle_state:#?}\n  krust {forwarded_state:#?}"
+        ));
     }
     assert!(
         failures.is_empty(),
