@@ -114,6 +114,8 @@ pub struct TokenContext {
     pub forwarded: bool,
     /// Wall-clock time in milliseconds since the epoch.
     pub now_ms: i64,
+    /// The request's API version (CreateDelegationToken names the requester from v3 on).
+    pub api_version: i16,
 }
 
 impl TokenContext {
@@ -191,13 +193,19 @@ pub fn create_delegation_token(
         },
         _ => context.principal.clone(),
     };
-    let response = CreateDelegationTokenResponse::default()
+    let mut response = CreateDelegationTokenResponse::default()
         .with_principal_type(StrBytes::from_string(owner.principal_type.clone()))
-        .with_principal_name(StrBytes::from_string(owner.name.clone()))
-        .with_token_requester_principal_type(StrBytes::from_string(
-            context.principal.principal_type.clone(),
-        ))
-        .with_token_requester_principal_name(StrBytes::from_string(context.principal.name.clone()));
+        .with_principal_name(StrBytes::from_string(owner.name.clone()));
+    // Kafka's `prepareResponse` names the requester only for versions above 2.
+    if context.api_version > 2 {
+        response = response
+            .with_token_requester_principal_type(StrBytes::from_string(
+                context.principal.principal_type.clone(),
+            ))
+            .with_token_requester_principal_name(StrBytes::from_string(
+                context.principal.name.clone(),
+            ));
+    }
     if !context.allowed() {
         // Refused by ControllerApis before the controller: Kafka's error timestamps.
         return (

@@ -775,6 +775,7 @@ mod delegation_tokens {
             token_authenticated: false,
             forwarded: true,
             now_ms,
+            api_version: 3,
         }
     }
 

@@ -33,8 +33,9 @@ use kafka_protocol::messages::create_acls_request::AclCreation;
 use kafka_protocol::messages::delete_acls_request::DeleteAclsFilter;
 use kafka_protocol::messages::{
     AlterClientQuotasRequest, AlterUserScramCredentialsRequest, CreateAclsRequest,
-    DeleteAclsRequest, DescribeAclsRequest, DescribeClientQuotasRequest,
-    DescribeUserScramCredentialsRequest, ResponseKind,
+    CreateDelegationTokenRequest, DeleteAclsRequest, DescribeAclsRequest,
+    DescribeClientQuotasRequest, DescribeUserScramCredentialsRequest, ExpireDelegationTokenRequest,
+    RenewDelegationTokenRequest, ResponseKind,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust::metadata_quorum::{Bootstrap, describe};
@@ -557,6 +558,69 @@ fn state_of(broker: &str, want: Option<&[String]>) -> Vec<String> {
     }
 }
 
+/// CreateDelegationToken, RenewDelegationToken and ExpireDelegationToken with no
+/// `delegation.token.secret.key` anywhere, flattened: straight to a controller they are not
+/// allowed (PLAINTEXT), forwarded by a broker they reach the controller and find tokens
+/// disabled — with the forwarded principal as owner and requester.
+fn token_outcomes(target: &str) -> Vec<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let client = Client::new(
+        target.to_owned(),
+        ClientConfig {
+            client_id: "controller-admin-vs-kafka".to_owned(),
+            request_timeout: REQUEST_TIMEOUT,
+            ..ClientConfig::default()
+        },
+    );
+    runtime.block_on(async {
+        let mut out = Vec::new();
+        for version in [1, 3] {
+            let create = CreateDelegationTokenRequest::default().with_max_lifetime_ms(1000);
+            match client.send(create, version).await {
+                Ok(ResponseKind::CreateDelegationToken(r)) => out.push(format!(
+                    "create v{version}: {} {}:{} {}:{} {} {} {} {:?} {}",
+                    r.error_code,
+                    r.principal_type.as_str(),
+                    r.principal_name.as_str(),
+                    r.token_requester_principal_type.as_str(),
+                    r.token_requester_principal_name.as_str(),
+                    r.issue_timestamp_ms,
+                    r.expiry_timestamp_ms,
+                    r.max_timestamp_ms,
+                    r.token_id.as_str(),
+                    r.hmac.len()
+                )),
+                other => panic!("CreateDelegationToken: {other:?}"),
+            }
+        }
+        let renew = RenewDelegationTokenRequest::default()
+            .with_hmac(bytes::Bytes::from_static(b"no-such-token"))
+            .with_renew_period_ms(1000);
+        match client.send(renew, 2).await {
+            Ok(ResponseKind::RenewDelegationToken(r)) => {
+                out.push(format!("renew: {} {}", r.error_code, r.expiry_timestamp_ms));
+            }
+            other => panic!("RenewDelegationToken: {other:?}"),
+        }
+        let expire = ExpireDelegationTokenRequest::default()
+            .with_hmac(bytes::Bytes::from_static(b"no-such-token"))
+            .with_expiry_time_period_ms(-1);
+        match client.send(expire, 2).await {
+            Ok(ResponseKind::ExpireDelegationToken(r)) => {
+                out.push(format!(
+                    "expire: {} {}",
+                    r.error_code, r.expiry_timestamp_ms
+                ));
+            }
+            other => panic!("ExpireDelegationToken: {other:?}"),
+        }
+        out
+    })
+}
+
 /// The committed end of the metadata log, as the active controller reports it.
 fn high_watermark(controller: &str) -> i64 {
     let deadline = Instant::now() + WAIT;
@@ -626,6 +690,8 @@ fn run(target: &str, controller: &str) -> Vec<(String, Outcome, i64)> {
 fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
     let dist = KafkaDist::locate().expect("Kafka 3.9");
     // One at a time: the machine has two cores.
+    // Token outcomes: the oracle's first, then krust's in the same order.
+    let mut tokens: Vec<(&str, Vec<String>)> = Vec::new();
     let (oracle, oracle_state) = {
         let ports = free_ports(2).expect("ports");
         let port = ports[0];
@@ -647,7 +713,10 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
             .expect("Kafka 3.9 controller");
         let controller = format!("127.0.0.1:{port}");
         let outcomes = run(&controller, &controller);
-        (outcomes, state_of(&format!("127.0.0.1:{}", ports[1]), None))
+        let broker = format!("127.0.0.1:{}", ports[1]);
+        tokens.push(("direct", token_outcomes(&controller)));
+        tokens.push(("through a Kafka broker", token_outcomes(&broker)));
+        (outcomes, state_of(&broker, None))
     };
     assert!(
         oracle_state.len() >= 12,
@@ -669,6 +738,7 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
         node.start();
         let controller = format!("127.0.0.1:{port}");
         let result = run(&controller, &controller);
+        tokens.push(("direct", token_outcomes(&controller)));
         drop(node);
         result
     };
@@ -706,6 +776,7 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
         let broker_address = format!("127.0.0.1:{}", ports[1]);
         let result = run(&broker_address, &format!("127.0.0.1:{}", ports[0]));
         let state = state_of(&broker_address, Some(&oracle_state));
+        tokens.push(("through a Kafka broker", token_outcomes(&broker_address)));
         drop(broker);
         drop(node);
         (result, state)
@@ -723,6 +794,15 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
                     "[{kind}] {label}: kafka wrote {want_records} records, krust {have_records}"
                 ));
             }
+        }
+    }
+    // Kafka's direct and forwarded token answers, then krust's.
+    let (kafka_tokens, krust_tokens) = tokens.split_at(2);
+    for ((kind, want), (_, have)) in kafka_tokens.iter().zip(krust_tokens) {
+        if want != have {
+            failures.push(format!(
+                "[{kind}] delegation tokens:\n  kafka {want:#?}\n  krust {have:#?}"
+            ));
         }
     }
     // What a Kafka broker replaying krust's records serves equals what the oracle's serves.

@@ -170,16 +170,17 @@ pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> C
             )
         }
         ControllerRequest::CreateDelegationToken { context, .. } => {
-            ControllerResponse::CreateDelegationToken(Box::new(
-                CreateDelegationTokenResponse::default()
-                    .with_error_code(code)
+            let mut response = CreateDelegationTokenResponse::default().with_error_code(code);
+            if context.api_version > 2 {
+                response = response
                     .with_token_requester_principal_type(StrBytes::from_string(
                         context.principal.principal_type.clone(),
                     ))
                     .with_token_requester_principal_name(StrBytes::from_string(
                         context.principal.name.clone(),
-                    )),
-            ))
+                    ));
+            }
+            ControllerResponse::CreateDelegationToken(Box::new(response))
         }
         ControllerRequest::RenewDelegationToken { .. } => ControllerResponse::RenewDelegationToken(
             RenewDelegationTokenResponse::default().with_error_code(code),

@@ -342,7 +342,7 @@ impl Caller {
     }
 
     /// The token APIs' context, stamped with this node's wall clock.
-    fn token_context(&self) -> TokenContext {
+    fn token_context(&self, api_version: i16) -> TokenContext {
         let now_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -351,6 +351,7 @@ impl Caller {
             token_authenticated: self.token_authenticated,
             forwarded: self.forwarded,
             now_ms,
+            api_version,
         }
     }
 }
@@ -379,15 +380,15 @@ fn forwardable(request: RequestKind, version: i16, caller: &Caller) -> Option<Co
         }
         RequestKind::CreateDelegationToken(request) => ControllerRequest::CreateDelegationToken {
             request,
-            context: caller.token_context(),
+            context: caller.token_context(version),
         },
         RequestKind::RenewDelegationToken(request) => ControllerRequest::RenewDelegationToken {
             request,
-            context: caller.token_context(),
+            context: caller.token_context(version),
         },
         RequestKind::ExpireDelegationToken(request) => ControllerRequest::ExpireDelegationToken {
             request,
-            context: caller.token_context(),
+            context: caller.token_context(version),
         },
         _ => return None,
     })
