@@ -7,7 +7,8 @@
 //!    (`super.users=User:ANONYMOUS`, so the PLAINTEXT test client may do everything);
 //! 2. one `krust server` controller;
 //! 3. one `krust server` controller under an Apache Kafka 3.9 broker, which forwards the
-//!    requests in Envelopes (as the ZooKeeper migration's brokers do).
+//!    requests in Envelopes (as the ZooKeeper migration's brokers do);
+//! 4. `krust dev` (a krust broker forwarding to its krust controller).
 //!
 //! Afterwards a Kafka 3.9 broker replaying krust's records (3.) must describe the same ACLs,
 //! quotas and SCRAM credentials as the oracle's own broker (the oracle is a combined node).
@@ -40,7 +41,10 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use krust::metadata_quorum::{Bootstrap, describe};
 use krust_net::{Client, ClientConfig};
-use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, free_ports, random_kafka_uuid};
+use krust_testkit::{
+    KRUST_DEV_READY_TIMEOUT, KafkaDist, KafkaNode, KafkaRole, KrustProcess, free_ports,
+    random_kafka_uuid,
+};
 
 const WAIT: Duration = Duration::from_secs(120);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -781,8 +785,47 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
         drop(node);
         (result, state)
     };
+    // And through a krust broker (`krust dev`: a combined krust node), which forwards them too.
+    let through_krust = {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_ports(1).expect("port")[0];
+        let data_dir = dir.path().join("data");
+        let args: Vec<String> = vec![
+            "dev".into(),
+            "--data-dir".into(),
+            data_dir.display().to_string(),
+            "--port".into(),
+            port.to_string(),
+            "--override".into(),
+            "metadata.max.idle.interval.ms=0".into(),
+        ];
+        let mut process = KrustProcess::builder(support::KRUST)
+            .name("krust-dev")
+            .args(&args)
+            .env("RUST_LOG", "info,krust_net=warn")
+            .dir(dir.path().to_path_buf())
+            .start()
+            .expect("start krust dev");
+        process
+            .wait_for_line("krust dev ready", KRUST_DEV_READY_TIMEOUT)
+            .unwrap_or_else(|e| panic!("krust dev: {e}\n{}", process.log_tail(40)));
+        let props =
+            std::fs::read_to_string(data_dir.join("server.properties")).expect("dev config");
+        let voters = props
+            .lines()
+            .find_map(|l| l.strip_prefix("controller.quorum.voters="))
+            .expect("voters");
+        let controller = voters.split_once('@').expect("id@host:port").1.to_owned();
+        let result = run(&format!("127.0.0.1:{port}"), &controller);
+        drop(process);
+        result
+    };
     let mut failures = Vec::new();
-    for (kind, got) in [("direct", &got), ("through a Kafka broker", &forwarded)] {
+    for (kind, got) in [
+        ("direct", &got),
+        ("through a Kafka broker", &forwarded),
+        ("through a krust broker", &through_krust),
+    ] {
         for ((label, want, want_records), (_, have, have_records)) in oracle.iter().zip(got) {
             if want != have {
                 failures.push(format!(
