@@ -917,6 +917,23 @@ mod delegation_tokens {
         };
         assert_eq!(record.owner, "User:carol");
         assert_eq!(record.requester, "User:admin");
+
+        // Below v3 the response has no requester fields: Kafka leaves them at their defaults.
+        let v1 = TokenContext {
+            api_version: 1,
+            ..caller("admin", NOW)
+        };
+        let (response, records) = create(&mut node, v1, CreateDelegationTokenRequest::default());
+        assert_eq!(response.error_code, 0);
+        assert_eq!(response.principal_name.as_str(), "admin");
+        assert!(response.token_requester_principal_name.is_empty());
+        let [MetadataRecord::DelegationToken(record)] = records.as_slice() else {
+            panic!("{records:?}");
+        };
+        assert_eq!(
+            record.requester, "User:admin",
+            "the record names the requester"
+        );
     }
 
     #[test]
