@@ -21,13 +21,25 @@
 //!   above to the image: committed batches in, atomic record batches and (commit-gated)
 //!   responses out; bootstrap, no-ops, topics, AlterPartition, leadership moves.
 //! - [`configs`]: IncrementalAlterConfigs for topics and brokers → `ConfigRecord`s.
+//! - [`acls`]: CreateAcls / DeleteAcls → `AccessControlEntryRecord` /
+//!   `RemoveAccessControlEntryRecord` (`AclControlManager`).
+//! - [`client_quotas`]: AlterClientQuotas → `ClientQuotaRecord`s (`ClientQuotaControlManager`).
+//! - [`scram`]: AlterUserScramCredentials → `UserScramCredentialRecord` /
+//!   `RemoveUserScramCredentialRecord` (`ScramControlManager`).
+//! - [`delegation_tokens`]: Create/Renew/ExpireDelegationToken → `DelegationTokenRecord` /
+//!   `RemoveDelegationTokenRecord` (`DelegationTokenControlManager`).
+//! - [`api_error`]: per-item results (Kafka's `ApiError`) and Java `HashMap` result order.
 //! - [`partition_change`]: one partition's next leader/ISR (`PartitionChangeBuilder`).
 //! - [`topic_names`]: topic name rules.
 //! - [`error`]: [`ControllerError`] and its Kafka error codes.
 //!
 //! [`ApiMessageAndVersion`]: krust_metadata::ApiMessageAndVersion
 
+pub mod acls;
+pub mod api_error;
+pub mod client_quotas;
 pub mod configs;
+pub mod delegation_tokens;
 pub mod error;
 pub mod features;
 pub mod heartbeat;
@@ -36,11 +48,12 @@ pub mod placement;
 pub mod producer_ids;
 pub mod quorum_controller;
 pub mod registration;
+pub mod scram;
 pub mod topic_names;
 
 pub use error::ActivationError;
 pub use error::ControllerError;
 pub use quorum_controller::{
-    CommittedBatch, ControllerAction, ControllerRequest, ControllerResponse,
+    AdminConfig, CommittedBatch, ControllerAction, ControllerRequest, ControllerResponse,
     MigrationBatchCommitted, QuorumController, QuorumControllerConfig, RequestId,
 };

@@ -13,7 +13,7 @@ pub use crate::error_codes::INVALID_REQUEST;
 
 /// Kafka 3.9's version ranges of the admin and controller APIs a controller listener serves
 /// (and a broker forwards to it), the one place krust writes them down.
-pub const KAFKA_CONTROLLER_API_VERSIONS: [(ApiKey, i16, i16); 15] = [
+pub const KAFKA_CONTROLLER_API_VERSIONS: [(ApiKey, i16, i16); 22] = [
     (ApiKey::CreateTopics, 0, 7),
     (ApiKey::DeleteTopics, 0, 6),
     (ApiKey::CreatePartitions, 0, 3),
@@ -29,6 +29,13 @@ pub const KAFKA_CONTROLLER_API_VERSIONS: [(ApiKey, i16, i16); 15] = [
     (ApiKey::AllocateProducerIds, 0, 0),
     (ApiKey::ControllerRegistration, 0, 0),
     (ApiKey::DescribeCluster, 0, 1),
+    (ApiKey::CreateAcls, 0, 3),
+    (ApiKey::DeleteAcls, 0, 3),
+    (ApiKey::AlterClientQuotas, 0, 1),
+    (ApiKey::AlterUserScramCredentials, 0, 0),
+    (ApiKey::CreateDelegationToken, 0, 3),
+    (ApiKey::RenewDelegationToken, 0, 2),
+    (ApiKey::ExpireDelegationToken, 0, 2),
 ];
 
 /// Kafka 3.9's version range of `api_key` among [`KAFKA_CONTROLLER_API_VERSIONS`].

@@ -1,6 +1,7 @@
 //! Admin requests a broker forwards to the active controller in an `Envelope` (KIP-590):
 //! CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs,
-//! ElectLeaders and UpdateFeatures, with the original request header and principal.
+//! ElectLeaders, UpdateFeatures, CreateAcls, DeleteAcls, AlterClientQuotas and
+//! AlterUserScramCredentials, with the original request header and principal.
 //!
 //! CONTRACT (used by [`super::apis`]): [`Forwarder::forwarded_apis`] lists the APIs and
 //! versions forwarded; [`Forwarder::forward`] answers one of them.
@@ -14,8 +15,8 @@
 //! client gets the API's own error response ([`error_response`]): `REQUEST_TIMED_OUT` on
 //! timeout, the envelope's error code otherwise.
 //!
-//! Only the forwardable APIs the krust controller serves are listed: CreateAcls/DeleteAcls, quotas, SCRAM and reassignments are not served by it yet, so the
-//! broker does not advertise them either.
+//! Only the forwardable APIs the krust controller serves are listed: delegation tokens (which
+//! need SASL on the broker) and reassignments are not, so the broker does not advertise them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,7 +50,7 @@ pub const FORWARDING_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
 /// The forwarded APIs; the broker advertises Kafka 3.9's ranges, which the krust controller
 /// listener serves in full.
-const FORWARDED: [ApiKey; 7] = [
+const FORWARDED: [ApiKey; 11] = [
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
@@ -57,6 +58,10 @@ const FORWARDED: [ApiKey; 7] = [
     ApiKey::IncrementalAlterConfigs,
     ApiKey::AlterConfigs,
     ApiKey::UpdateFeatures,
+    ApiKey::CreateAcls,
+    ApiKey::DeleteAcls,
+    ApiKey::AlterClientQuotas,
+    ApiKey::AlterUserScramCredentials,
 ];
 
 /// Forwards admin requests to the controller.
@@ -324,6 +329,77 @@ pub fn error_response(
         RequestKind::UpdateFeatures(_) => ResponseKind::UpdateFeatures(
             UpdateFeaturesResponse::default().with_error_code(error_code),
         ),
+        RequestKind::CreateAcls(r) => ResponseKind::CreateAcls(
+            kafka_protocol::messages::CreateAclsResponse::default().with_results(vec![
+                kafka_protocol::messages::create_acls_response::AclCreationResult::default()
+                    .with_error_code(error_code)
+                    .with_error_message(None);
+                r.creations.len()
+            ]),
+        ),
+        RequestKind::DeleteAcls(r) => ResponseKind::DeleteAcls(
+            kafka_protocol::messages::DeleteAclsResponse::default().with_filter_results(vec![
+                kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult::default()
+                    .with_error_code(error_code)
+                    .with_error_message(None);
+                r.filters.len()
+            ]),
+        ),
+        // Kafka: every entry's entity with the error.
+        RequestKind::AlterClientQuotas(r) => {
+            use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
+            ResponseKind::AlterClientQuotas(
+                kafka_protocol::messages::AlterClientQuotasResponse::default().with_entries(
+                    r.entries
+                        .iter()
+                        .map(|e| {
+                            EntryData::default()
+                                .with_error_code(error_code)
+                                .with_error_message(None)
+                                .with_entity(
+                                    e.entity
+                                        .iter()
+                                        .map(|d| {
+                                            EntityData::default()
+                                                .with_entity_type(d.entity_type.clone())
+                                                .with_entity_name(d.entity_name.clone())
+                                        })
+                                        .collect(),
+                                )
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        // Kafka: one result per distinct user of the deletions and upsertions.
+        RequestKind::AlterUserScramCredentials(r) => {
+            use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+            let mut users: Vec<&StrBytes> = Vec::new();
+            for name in r
+                .deletions
+                .iter()
+                .map(|d| &d.name)
+                .chain(r.upsertions.iter().map(|u| &u.name))
+            {
+                if !users.contains(&name) {
+                    users.push(name);
+                }
+            }
+            ResponseKind::AlterUserScramCredentials(
+                kafka_protocol::messages::AlterUserScramCredentialsResponse::default()
+                    .with_results(
+                        users
+                            .into_iter()
+                            .map(|user| {
+                                AlterUserScramCredentialsResult::default()
+                                    .with_user(user.clone())
+                                    .with_error_code(error_code)
+                                    .with_error_message(None)
+                            })
+                            .collect(),
+                    ),
+            )
+        }
         _ => return None,
     })
 }
@@ -608,6 +684,33 @@ mod tests {
                         .with_feature(StrBytes::from_static_str("metadata.version"))
                         .with_max_version_level(21),
                 ]),
+            ),
+            ApiKey::CreateAcls => RequestKind::CreateAcls(
+                kafka_protocol::messages::CreateAclsRequest::default().with_creations(vec![
+                    kafka_protocol::messages::create_acls_request::AclCreation::default(),
+                ]),
+            ),
+            ApiKey::DeleteAcls => RequestKind::DeleteAcls(
+                kafka_protocol::messages::DeleteAclsRequest::default().with_filters(vec![
+                    kafka_protocol::messages::delete_acls_request::DeleteAclsFilter::default(),
+                ]),
+            ),
+            ApiKey::AlterClientQuotas => RequestKind::AlterClientQuotas(
+                kafka_protocol::messages::AlterClientQuotasRequest::default().with_entries(vec![
+                    kafka_protocol::messages::alter_client_quotas_request::EntryData::default()
+                        .with_entity(vec![
+                            kafka_protocol::messages::alter_client_quotas_request::EntityData::default()
+                                .with_entity_type(StrBytes::from_static_str("user"))
+                                .with_entity_name(None),
+                        ]),
+                ]),
+            ),
+            ApiKey::AlterUserScramCredentials => RequestKind::AlterUserScramCredentials(
+                kafka_protocol::messages::AlterUserScramCredentialsRequest::default()
+                    .with_upsertions(vec![
+                        kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
+                            .with_name(StrBytes::from_static_str("alice")),
+                    ]),
             ),
             other => panic!("not a forwarded API: {other:?}"),
         }

@@ -28,6 +28,8 @@
 //! - `topics`: CreateTopics, CreatePartitions, DeleteTopics.
 //! - `replication`: leadership/ISR moves, AlterPartition, ElectLeaders.
 //! - `responses`: whole-request refusals, NOT_CONTROLLER on failover.
+//! - CreateAcls/DeleteAcls, AlterClientQuotas, AlterUserScramCredentials are built by
+//!   [`crate::acls`], [`crate::client_quotas`] and [`crate::scram`] from the image.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -42,14 +44,18 @@ use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaE
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{
-    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterConfigsRequest,
-    AlterConfigsResponse, AlterPartitionRequest, AlterPartitionResponse, BrokerHeartbeatRequest,
-    BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse,
-    ControllerRegistrationRequest, ControllerRegistrationResponse, CreatePartitionsRequest,
-    CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse, DeleteTopicsRequest,
-    DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
-    IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, TopicName,
-    UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateFeaturesRequest,
+    AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterClientQuotasRequest,
+    AlterClientQuotasResponse, AlterConfigsRequest, AlterConfigsResponse, AlterPartitionRequest,
+    AlterPartitionResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
+    BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest,
+    BrokerRegistrationResponse, ControllerRegistrationRequest, ControllerRegistrationResponse,
+    CreateAclsRequest, CreateAclsResponse, CreateDelegationTokenRequest,
+    CreateDelegationTokenResponse, CreatePartitionsRequest, CreatePartitionsResponse,
+    CreateTopicsRequest, CreateTopicsResponse, DeleteAclsRequest, DeleteAclsResponse,
+    DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
+    ExpireDelegationTokenRequest, ExpireDelegationTokenResponse, IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
+    TopicName, UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 };
 use kafka_protocol::protocol::StrBytes;
@@ -73,7 +79,13 @@ use rand::rngs::StdRng;
 use tracing::{info, warn};
 use uuid::Uuid;
 
+use crate::acls::{create_acls, delete_acls};
+use crate::client_quotas::alter_client_quotas;
 use crate::configs::{incremental_alter_configs, legacy_alter_configs};
+use crate::delegation_tokens::{
+    DelegationTokenConfig, TokenContext, create_delegation_token, expire_delegation_token,
+    renew_delegation_token,
+};
 use crate::error::{ActivationError, ControllerError};
 use crate::features::{FeatureContext, NodeFeatures, update_features};
 use crate::heartbeat::{
@@ -85,6 +97,7 @@ use crate::producer_ids::ProducerIdControl;
 use crate::registration::{
     ImageClusterView, register_broker, register_controller, unregister_broker,
 };
+use crate::scram::alter_user_scram_credentials;
 use crate::topic_names;
 pub use krust_config::TopicValidationDefaults;
 
@@ -159,6 +172,30 @@ pub struct QuorumControllerConfig {
     pub max_zk_write_behind: Option<u64>,
 }
 
+/// Settings of the admin APIs served from the image's security parts (ACLs, quotas, SCRAM,
+/// delegation tokens), set with [`QuorumController::with_admin_config`] (kept apart from
+/// [`QuorumControllerConfig`] so existing constructions stay valid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminConfig {
+    /// An authorizer is configured (`authorizer.class.name`, Kafka's
+    /// `org.apache.kafka.metadata.authorizer.StandardAuthorizer`): CreateAcls and DeleteAcls
+    /// are served. Without one Kafka answers them `SECURITY_DISABLED`; `krust server` sets this
+    /// from `authorizer.class.name` as Kafka does. (The default, `true`, is for embedders.)
+    pub authorizer_enabled: bool,
+    /// `delegation.token.secret.key` (alias `delegation.token.master.key`),
+    /// `delegation.token.max.lifetime.ms`, `delegation.token.expiry.time.ms`.
+    pub delegation_tokens: DelegationTokenConfig,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self {
+            authorizer_enabled: true,
+            delegation_tokens: DelegationTokenConfig::default(),
+        }
+    }
+}
+
 /// One committed batch from the Raft listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommittedBatch {
@@ -216,6 +253,35 @@ pub enum ControllerRequest {
         /// Its API version.
         version: i16,
     },
+    /// CreateAcls.
+    CreateAcls(CreateAclsRequest),
+    /// DeleteAcls.
+    DeleteAcls(DeleteAclsRequest),
+    /// AlterClientQuotas.
+    AlterClientQuotas(AlterClientQuotasRequest),
+    /// AlterUserScramCredentials.
+    AlterUserScramCredentials(AlterUserScramCredentialsRequest),
+    /// CreateDelegationToken, with who asks and the wall clock.
+    CreateDelegationToken {
+        /// The request.
+        request: CreateDelegationTokenRequest,
+        /// The caller and the time.
+        context: TokenContext,
+    },
+    /// RenewDelegationToken.
+    RenewDelegationToken {
+        /// The request.
+        request: RenewDelegationTokenRequest,
+        /// The caller and the time.
+        context: TokenContext,
+    },
+    /// ExpireDelegationToken.
+    ExpireDelegationToken {
+        /// The request.
+        request: ExpireDelegationTokenRequest,
+        /// The caller and the time.
+        context: TokenContext,
+    },
     /// Records of the ZooKeeper migration's initial copy (Kafka's `MigrationRecordConsumer`),
     /// written as one atomic batch. Runs in PRE_MIGRATION; answered once committed. Refused
     /// with NOT_CONTROLLER unless this controller is active in `leader_epoch` (the migration
@@ -257,6 +323,20 @@ pub enum ControllerResponse {
     AllocateProducerIds(AllocateProducerIdsResponse),
     /// UpdateFeatures.
     UpdateFeatures(UpdateFeaturesResponse),
+    /// CreateAcls.
+    CreateAcls(CreateAclsResponse),
+    /// DeleteAcls.
+    DeleteAcls(DeleteAclsResponse),
+    /// AlterClientQuotas.
+    AlterClientQuotas(AlterClientQuotasResponse),
+    /// AlterUserScramCredentials.
+    AlterUserScramCredentials(AlterUserScramCredentialsResponse),
+    /// CreateDelegationToken (boxed: the largest response).
+    CreateDelegationToken(Box<CreateDelegationTokenResponse>),
+    /// RenewDelegationToken.
+    RenewDelegationToken(RenewDelegationTokenResponse),
+    /// ExpireDelegationToken.
+    ExpireDelegationToken(ExpireDelegationTokenResponse),
     /// The migration batch is committed: where it ended, or why it was refused.
     MigrationRecords(Result<MigrationBatchCommitted, ControllerError>),
 }
@@ -341,6 +421,7 @@ enum RebalanceSchedule {
 #[derive(Debug)]
 pub struct QuorumController {
     config: QuorumControllerConfig,
+    admin: AdminConfig,
     /// Replay of committed records only.
     committed_image: MetadataImage,
     /// `committed_image` plus this controller's uncommitted writes (equal on a standby).
@@ -370,6 +451,7 @@ impl QuorumController {
         Self {
             sessions: BrokerHeartbeatManager::new(config.heartbeat),
             config,
+            admin: AdminConfig::default(),
             committed_image: MetadataImage::empty(),
             image: MetadataImage::empty(),
             committed_offset: -1,
@@ -388,6 +470,13 @@ impl QuorumController {
     /// with `max_zk_write_behind`, admin writes are refused while it is above the bound.
     pub fn set_zk_write_behind(&mut self, lag: i64) {
         self.zk_write_behind = lag;
+    }
+
+    /// The admin API settings (defaults: [`AdminConfig::default`]).
+    #[must_use]
+    pub fn with_admin_config(mut self, admin: AdminConfig) -> Self {
+        self.admin = admin;
+        self
     }
 
     /// `zookeeper.metadata.migration.enable` on this controller (sent as `ZkMigrationReady`
@@ -1223,6 +1312,82 @@ impl QuorumController {
                     None,
                 )
             }
+            ControllerRequest::CreateAcls(r) => {
+                let (records, response) =
+                    create_acls(&self.image, r, self.admin.authorizer_enabled, &mut self.rng);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::CreateAcls(response)),
+                    None,
+                )
+            }
+            ControllerRequest::DeleteAcls(r) => {
+                let (records, response) =
+                    delete_acls(&self.image, r, self.admin.authorizer_enabled);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::DeleteAcls(response)),
+                    None,
+                )
+            }
+            ControllerRequest::AlterClientQuotas(r) => {
+                let (records, response) = alter_client_quotas(&self.image, r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::AlterClientQuotas(response)),
+                    None,
+                )
+            }
+            ControllerRequest::AlterUserScramCredentials(r) => {
+                let (records, response) = alter_user_scram_credentials(&self.image, r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::AlterUserScramCredentials(response)),
+                    None,
+                )
+            }
+            ControllerRequest::CreateDelegationToken { request, context } => {
+                let (records, response) = create_delegation_token(
+                    &self.image,
+                    &self.admin.delegation_tokens,
+                    context,
+                    request,
+                    &mut self.rng,
+                );
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::CreateDelegationToken(Box::new(
+                        response,
+                    ))),
+                    None,
+                )
+            }
+            ControllerRequest::RenewDelegationToken { request, context } => {
+                let (records, response) = renew_delegation_token(
+                    &self.image,
+                    &self.admin.delegation_tokens,
+                    context,
+                    request,
+                );
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::RenewDelegationToken(response)),
+                    None,
+                )
+            }
+            ControllerRequest::ExpireDelegationToken { request, context } => {
+                let (records, response) = expire_delegation_token(
+                    &self.image,
+                    &self.admin.delegation_tokens,
+                    context,
+                    request,
+                );
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::ExpireDelegationToken(response)),
+                    None,
+                )
+            }
             ControllerRequest::MigrationRecords {
                 leader_epoch,
                 records,
@@ -1403,6 +1568,13 @@ fn bounded_by_write_behind(request: &ControllerRequest) -> bool {
             | ControllerRequest::IncrementalAlterConfigs(_)
             | ControllerRequest::AlterConfigs(_)
             | ControllerRequest::UpdateFeatures { .. }
+            | ControllerRequest::CreateAcls(_)
+            | ControllerRequest::DeleteAcls(_)
+            | ControllerRequest::AlterClientQuotas(_)
+            | ControllerRequest::AlterUserScramCredentials(_)
+            | ControllerRequest::CreateDelegationToken { .. }
+            | ControllerRequest::RenewDelegationToken { .. }
+            | ControllerRequest::ExpireDelegationToken { .. }
     )
 }
 
@@ -1422,6 +1594,13 @@ fn request_name(request: &ControllerRequest) -> &'static str {
         ControllerRequest::AlterConfigs(_) => "legacyAlterConfigs",
         ControllerRequest::AllocateProducerIds(_) => "allocateProducerIds",
         ControllerRequest::UpdateFeatures { .. } => "updateFeatures",
+        ControllerRequest::CreateAcls(_) => "createAcls",
+        ControllerRequest::DeleteAcls(_) => "deleteAcls",
+        ControllerRequest::AlterClientQuotas(_) => "alterClientQuotas",
+        ControllerRequest::AlterUserScramCredentials(_) => "alterUserScramCredentials",
+        ControllerRequest::CreateDelegationToken { .. } => "createDelegationToken",
+        ControllerRequest::RenewDelegationToken { .. } => "renewDelegationToken",
+        ControllerRequest::ExpireDelegationToken { .. } => "expireDelegationToken",
         ControllerRequest::MigrationRecords { .. } => "ZK Migration Batch",
     }
 }

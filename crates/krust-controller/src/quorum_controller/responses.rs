@@ -2,6 +2,13 @@
 
 use super::*;
 
+use kafka_protocol::messages::alter_client_quotas_response::{
+    EntityData as QuotaEntityData, EntryData as QuotaEntryData,
+};
+use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
+use kafka_protocol::messages::create_acls_response::AclCreationResult;
+use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
+
 /// The response refusing `request` as a whole with `error`.
 pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> ControllerResponse {
     let (code, message) = error_fields(error);
@@ -103,6 +110,86 @@ pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> C
                     .collect(),
             ),
         ),
+        ControllerRequest::CreateAcls(r) => {
+            ControllerResponse::CreateAcls(CreateAclsResponse::default().with_results(vec![
+                AclCreationResult::default()
+                    .with_error_code(code)
+                    .with_error_message(message.clone());
+                r.creations.len()
+            ]))
+        }
+        ControllerRequest::DeleteAcls(r) => {
+            ControllerResponse::DeleteAcls(DeleteAclsResponse::default().with_filter_results(vec![
+                DeleteAclsFilterResult::default()
+                    .with_error_code(code)
+                    .with_error_message(message.clone());
+                r.filters.len()
+            ]))
+        }
+        ControllerRequest::AlterClientQuotas(r) => ControllerResponse::AlterClientQuotas(
+            AlterClientQuotasResponse::default().with_entries(
+                r.entries
+                    .iter()
+                    .map(|e| {
+                        QuotaEntryData::default()
+                            .with_error_code(code)
+                            .with_error_message(message.clone())
+                            .with_entity(
+                                e.entity
+                                    .iter()
+                                    .map(|d| {
+                                        QuotaEntityData::default()
+                                            .with_entity_type(d.entity_type.clone())
+                                            .with_entity_name(d.entity_name.clone())
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            ),
+        ),
+        ControllerRequest::AlterUserScramCredentials(r) => {
+            let users: BTreeSet<&StrBytes> = r
+                .deletions
+                .iter()
+                .map(|d| &d.name)
+                .chain(r.upsertions.iter().map(|u| &u.name))
+                .collect();
+            ControllerResponse::AlterUserScramCredentials(
+                AlterUserScramCredentialsResponse::default().with_results(
+                    users
+                        .into_iter()
+                        .map(|user| {
+                            AlterUserScramCredentialsResult::default()
+                                .with_user(user.clone())
+                                .with_error_code(code)
+                                .with_error_message(message.clone())
+                        })
+                        .collect(),
+                ),
+            )
+        }
+        ControllerRequest::CreateDelegationToken { context, .. } => {
+            let mut response = CreateDelegationTokenResponse::default().with_error_code(code);
+            if context.api_version > 2 {
+                response = response
+                    .with_token_requester_principal_type(StrBytes::from_string(
+                        context.principal.principal_type.clone(),
+                    ))
+                    .with_token_requester_principal_name(StrBytes::from_string(
+                        context.principal.name.clone(),
+                    ));
+            }
+            ControllerResponse::CreateDelegationToken(Box::new(response))
+        }
+        ControllerRequest::RenewDelegationToken { .. } => ControllerResponse::RenewDelegationToken(
+            RenewDelegationTokenResponse::default().with_error_code(code),
+        ),
+        ControllerRequest::ExpireDelegationToken { .. } => {
+            ControllerResponse::ExpireDelegationToken(
+                ExpireDelegationTokenResponse::default().with_error_code(code),
+            )
+        }
         ControllerRequest::IncrementalAlterConfigs(r) => {
             ControllerResponse::IncrementalAlterConfigs(
                 IncrementalAlterConfigsResponse::default().with_responses(
@@ -201,6 +288,55 @@ pub(super) fn error_response(
             }
             ControllerResponse::IncrementalAlterConfigs(r)
         }
+        ControllerResponse::CreateAcls(r) => {
+            let mut r = r.clone();
+            for c in &mut r.results {
+                c.error_code = code;
+                c.error_message = None;
+            }
+            ControllerResponse::CreateAcls(r)
+        }
+        ControllerResponse::DeleteAcls(r) => {
+            let mut r = r.clone();
+            for c in &mut r.filter_results {
+                c.error_code = code;
+                c.error_message = None;
+                c.matching_acls.clear();
+            }
+            ControllerResponse::DeleteAcls(r)
+        }
+        ControllerResponse::AlterClientQuotas(r) => {
+            let mut r = r.clone();
+            for c in &mut r.entries {
+                c.error_code = code;
+                c.error_message = None;
+            }
+            ControllerResponse::AlterClientQuotas(r)
+        }
+        ControllerResponse::AlterUserScramCredentials(r) => {
+            let mut r = r.clone();
+            for c in &mut r.results {
+                c.error_code = code;
+                c.error_message = None;
+            }
+            ControllerResponse::AlterUserScramCredentials(r)
+        }
+        ControllerResponse::CreateDelegationToken(r) => {
+            ControllerResponse::CreateDelegationToken(Box::new(
+                CreateDelegationTokenResponse::default()
+                    .with_error_code(code)
+                    .with_principal_type(r.principal_type.clone())
+                    .with_principal_name(r.principal_name.clone())
+                    .with_token_requester_principal_type(r.token_requester_principal_type.clone())
+                    .with_token_requester_principal_name(r.token_requester_principal_name.clone()),
+            ))
+        }
+        ControllerResponse::RenewDelegationToken(_) => ControllerResponse::RenewDelegationToken(
+            RenewDelegationTokenResponse::default().with_error_code(code),
+        ),
+        ControllerResponse::ExpireDelegationToken(_) => ControllerResponse::ExpireDelegationToken(
+            ExpireDelegationTokenResponse::default().with_error_code(code),
+        ),
     }
 }
 
@@ -220,11 +356,18 @@ pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
         ControllerResponse::MigrationRecords(r) => {
             r.as_ref().err().map_or(0, ControllerError::code)
         }
+        ControllerResponse::CreateDelegationToken(r) => r.error_code,
+        ControllerResponse::RenewDelegationToken(r) => r.error_code,
+        ControllerResponse::ExpireDelegationToken(r) => r.error_code,
         ControllerResponse::CreateTopics(_)
         | ControllerResponse::DeleteTopics(_)
         | ControllerResponse::CreatePartitions(_)
         | ControllerResponse::IncrementalAlterConfigs(_)
-        | ControllerResponse::AlterConfigs(_) => 0,
+        | ControllerResponse::AlterConfigs(_)
+        | ControllerResponse::CreateAcls(_)
+        | ControllerResponse::DeleteAcls(_)
+        | ControllerResponse::AlterClientQuotas(_)
+        | ControllerResponse::AlterUserScramCredentials(_) => 0,
     };
     code.err()
 }

@@ -6,6 +6,7 @@
 //! which brokers forward their clients' admin requests. Raft requests go to the driver, the
 //! controller APIs to the [`ControllerChannel`]; the cores pick every error code.
 
+use kafka_protocol::messages::DefaultPrincipalData;
 use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::describe_quorum_response::{Listener, Node};
@@ -13,7 +14,9 @@ use kafka_protocol::messages::{
     ApiKey, ApiVersionsResponse, BrokerId, DescribeClusterRequest, DescribeClusterResponse,
     EnvelopeRequest, EnvelopeResponse, RequestKind, ResponseKind,
 };
+use kafka_protocol::protocol::Decodable;
 use kafka_protocol::protocol::StrBytes;
+use krust_controller::delegation_tokens::{Principal, TokenContext};
 use krust_controller::{ControllerRequest, ControllerResponse};
 use krust_net::codec::{IncomingRequest, decode_request, encode_response};
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
@@ -36,7 +39,7 @@ const SIZE_PREFIX_BYTES: usize = 4;
 
 /// The controller APIs of Kafka 3.9's controller listener (facts §2.1, `ApiKeys` with the
 /// `controller` listener), with its version ranges.
-const CONTROLLER_APIS: [(ApiKey, i16, i16); 15] =
+const CONTROLLER_APIS: [(ApiKey, i16, i16); 22] =
     krust_net::api_versions::KAFKA_CONTROLLER_API_VERSIONS;
 
 /// The APIs a controller with a running controller task serves: the Raft ones of
@@ -194,6 +197,15 @@ impl ControllerHandler {
             ControllerResponse::AllocateProducerIds(r) => ResponseKind::AllocateProducerIds(r),
             ControllerResponse::UpdateFeatures(r) => ResponseKind::UpdateFeatures(r),
             ControllerResponse::AlterConfigs(r) => ResponseKind::AlterConfigs(r),
+            ControllerResponse::CreateAcls(r) => ResponseKind::CreateAcls(r),
+            ControllerResponse::DeleteAcls(r) => ResponseKind::DeleteAcls(r),
+            ControllerResponse::AlterClientQuotas(r) => ResponseKind::AlterClientQuotas(r),
+            ControllerResponse::AlterUserScramCredentials(r) => {
+                ResponseKind::AlterUserScramCredentials(r)
+            }
+            ControllerResponse::CreateDelegationToken(r) => ResponseKind::CreateDelegationToken(*r),
+            ControllerResponse::RenewDelegationToken(r) => ResponseKind::RenewDelegationToken(r),
+            ControllerResponse::ExpireDelegationToken(r) => ResponseKind::ExpireDelegationToken(r),
             // Only the migration driver on this node asks for these; never over the wire.
             ControllerResponse::MigrationRecords(_) => return None,
         })
@@ -211,7 +223,8 @@ impl ControllerHandler {
                 return refuse(INVALID_REQUEST);
             }
         };
-        let Some(inner) = forwardable(*body, header.api_version) else {
+        let caller = Caller::forwarded(request.request_principal.as_ref());
+        let Some(inner) = forwardable(*body, header.api_version, &caller) else {
             return refuse(INVALID_REQUEST);
         };
         let Some(response) = self.call_controller(inner).await else {
@@ -282,9 +295,70 @@ impl ControllerHandler {
     }
 }
 
+/// Who sent a controller API request, for the APIs that depend on it (delegation tokens).
+#[derive(Debug, Clone)]
+struct Caller {
+    principal: Principal,
+    token_authenticated: bool,
+    forwarded: bool,
+}
+
+impl Caller {
+    /// A request straight to this (PLAINTEXT) listener: `User:ANONYMOUS`.
+    fn direct() -> Self {
+        Self {
+            principal: Principal::anonymous(),
+            token_authenticated: false,
+            forwarded: false,
+        }
+    }
+
+    /// A request in an Envelope: the client's principal as the broker serialized it (a
+    /// version-prefixed `DefaultPrincipalData`); `User:ANONYMOUS` if it cannot be read.
+    fn forwarded(principal: Option<&bytes::Bytes>) -> Self {
+        let decoded = principal.and_then(|bytes| {
+            let mut buf = bytes.clone();
+            if buf.len() < 2 {
+                return None;
+            }
+            let version = i16::from_be_bytes([buf[0], buf[1]]);
+            let _ = buf.split_to(2);
+            DefaultPrincipalData::decode(&mut buf, version).ok()
+        });
+        match decoded {
+            Some(data) => Self {
+                principal: Principal {
+                    principal_type: data._type.to_string(),
+                    name: data.name.to_string(),
+                },
+                token_authenticated: data.token_authenticated,
+                forwarded: true,
+            },
+            None => Self {
+                forwarded: true,
+                ..Self::direct()
+            },
+        }
+    }
+
+    /// The token APIs' context, stamped with this node's wall clock.
+    fn token_context(&self, api_version: i16) -> TokenContext {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        TokenContext {
+            principal: self.principal.clone(),
+            token_authenticated: self.token_authenticated,
+            forwarded: self.forwarded,
+            now_ms,
+            api_version,
+        }
+    }
+}
+
 /// A forwardable controller API (Kafka 3.9 `ApiKeys` forwardable flag) as a controller
 /// request; `None` for anything else.
-fn forwardable(request: RequestKind, version: i16) -> Option<ControllerRequest> {
+fn forwardable(request: RequestKind, version: i16, caller: &Caller) -> Option<ControllerRequest> {
     Some(match request {
         RequestKind::CreateTopics(r) => ControllerRequest::CreateTopics(r),
         RequestKind::DeleteTopics(r) => ControllerRequest::DeleteTopics(r),
@@ -298,6 +372,24 @@ fn forwardable(request: RequestKind, version: i16) -> Option<ControllerRequest> 
         },
         RequestKind::UnregisterBroker(r) => ControllerRequest::UnregisterBroker(r),
         RequestKind::AllocateProducerIds(r) => ControllerRequest::AllocateProducerIds(r),
+        RequestKind::CreateAcls(r) => ControllerRequest::CreateAcls(r),
+        RequestKind::DeleteAcls(r) => ControllerRequest::DeleteAcls(r),
+        RequestKind::AlterClientQuotas(r) => ControllerRequest::AlterClientQuotas(r),
+        RequestKind::AlterUserScramCredentials(r) => {
+            ControllerRequest::AlterUserScramCredentials(r)
+        }
+        RequestKind::CreateDelegationToken(request) => ControllerRequest::CreateDelegationToken {
+            request,
+            context: caller.token_context(version),
+        },
+        RequestKind::RenewDelegationToken(request) => ControllerRequest::RenewDelegationToken {
+            request,
+            context: caller.token_context(version),
+        },
+        RequestKind::ExpireDelegationToken(request) => ControllerRequest::ExpireDelegationToken {
+            request,
+            context: caller.token_context(version),
+        },
         _ => return None,
     })
 }
@@ -310,7 +402,7 @@ fn controller_request(request: RequestKind, version: i16) -> Option<ControllerRe
         RequestKind::BrokerHeartbeat(r) => ControllerRequest::BrokerHeartbeat(r),
         RequestKind::ControllerRegistration(r) => ControllerRequest::ControllerRegistration(r),
         RequestKind::AlterPartition(r) => ControllerRequest::AlterPartition(r),
-        other => return forwardable(other, version),
+        other => return forwardable(other, version, &Caller::direct()),
     })
 }
 

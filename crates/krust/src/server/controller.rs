@@ -126,3 +126,28 @@ fn max_zk_write_behind(config: &ServerConfig) -> anyhow::Result<Option<u64>> {
         ),
     }
 }
+
+/// The controller's admin API settings: `authorizer.class.name` (CreateAcls/DeleteAcls are
+/// served only with an authorizer, as Kafka's controller does) and the delegation-token keys.
+pub fn admin_config(
+    config: &ServerConfig,
+) -> anyhow::Result<krust_controller::quorum_controller::AdminConfig> {
+    let defaults = krust_controller::delegation_tokens::DelegationTokenConfig::default();
+    let secret_key = config
+        .get("delegation.token.secret.key")
+        .or_else(|| config.get("delegation.token.master.key"))
+        .filter(|k| !k.is_empty())
+        .map(str::to_owned);
+    Ok(krust_controller::quorum_controller::AdminConfig {
+        authorizer_enabled: config
+            .get("authorizer.class.name")
+            .is_some_and(|c| !c.trim().is_empty()),
+        delegation_tokens: krust_controller::delegation_tokens::DelegationTokenConfig {
+            secret_key,
+            max_lifetime_ms: config
+                .typed("delegation.token.max.lifetime.ms", defaults.max_lifetime_ms)?,
+            expiry_time_ms: config
+                .typed("delegation.token.expiry.time.ms", defaults.expiry_time_ms)?,
+        },
+    })
+}

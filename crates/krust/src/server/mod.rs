@@ -306,7 +306,8 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     let zk_write_behind = Arc::new(std::sync::atomic::AtomicI64::new(0));
     let (controller, controller_publishers) = match (controller_config, controller_events) {
         (Some(qc_config), Some(events)) => {
-            let qc = krust_controller::QuorumController::new(qc_config, rand::random());
+            let qc = krust_controller::QuorumController::new(qc_config, rand::random())
+                .with_admin_config(controller::admin_config(&config)?);
             let (listener_name, _) = node.controller_listener.clone().unwrap_or_default();
             let mut builder = ControllerServer::builder(
                 qc,
