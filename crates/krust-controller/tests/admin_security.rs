@@ -47,6 +47,7 @@ fn config(migration: bool, mv: MetadataVersion) -> QuorumControllerConfig {
         leader_imbalance_check_interval_ms: Some(300_000),
         topic_validation_defaults: krust_config::TopicValidationDefaults::default(),
         zk_migration_enabled: migration,
+        max_zk_write_behind: None,
     }
 }
 

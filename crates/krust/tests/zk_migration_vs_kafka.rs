@@ -844,9 +844,11 @@ fn image_lines(
     }
     for ((mechanism, user), c) in &image.scram.credentials {
         let random = match created {
+            // A user created in the run: the client (Kafka's ConfigCommand) drew the salt at
+            // random, and its length too (`ScramFormatter.secureRandomBytes`: 130 random bits
+            // in base 36, 25 or 26 characters), so only the key lengths are comparable.
             Some((_, users)) if !users.contains(user) => format!(
-                "salt=<{} bytes> stored_key=<{} bytes> server_key=<{} bytes>",
-                c.salt.len(),
+                "salt=<random> stored_key=<{} bytes> server_key=<{} bytes>",
                 c.stored_key.len(),
                 c.server_key.len()
             ),
