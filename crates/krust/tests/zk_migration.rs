@@ -24,6 +24,51 @@ const MIGRATION_COMPLETED: &str = "Completed migration of metadata from ZooKeepe
 /// What Kafka 3.9's `BrokerLifecycleManager` logs once its registration is accepted.
 const REGISTERED: &str = "Successfully registered broker";
 
+/// A ZooKeeper-mode Kafka 3.9 broker `id` on `zk`, started.
+fn zk_broker(dist: &KafkaDist, zk: &ZooKeeperServer, id: i32) -> KafkaNode {
+    KafkaNode::builder(dist)
+        .role(KafkaRole::ZkBroker)
+        .node_id(id)
+        .zookeeper(zk.connect_string())
+        .start_timeout(WAIT)
+        .start()
+        .expect("ZooKeeper-mode broker starts")
+}
+
+/// One krust controller (node 1) of cluster `cluster_id` with `extra` settings (the migration
+/// ones among them), started.
+fn migrating_controller(extra: &[(&str, &str)], cluster_id: &str) -> Quorum {
+    let mut quorum = Quorum::in_cluster(1, extra, cluster_id);
+    let node = quorum.node(1);
+    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
+    quorum
+}
+
+/// Restarts `broker` in migration mode, registering with `quorum`.
+fn roll_into_migration_mode(broker: &mut KafkaNode, quorum: &Quorum) {
+    broker
+        .enable_migration(&quorum.voters)
+        .expect("broker config");
+    broker.restart().unwrap_or_else(|e| {
+        panic!(
+            "broker restarts in migration mode: {e}\n{}",
+            quorum.log_tails()
+        )
+    });
+}
+
+/// Waits for controller 1's completion line of the copy; the line.
+fn wait_for_copy(quorum: &mut Quorum) -> String {
+    let tails = quorum.log_tails();
+    quorum
+        .node(1)
+        .process
+        .as_mut()
+        .expect("started")
+        .wait_for_line(MIGRATION_COMPLETED, WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{tails}"))
+}
+
 /// `GET /metrics` on 127.0.0.1:`port`.
 fn scrape_metrics(port: u16) -> String {
     use std::io::{Read as _, Write as _};
@@ -110,13 +155,7 @@ fn metadata_records(quorum: &Quorum, id: i32) -> Vec<MetadataRecord> {
 fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
     let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
     let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
-    let mut broker = KafkaNode::builder(&dist)
-        .role(KafkaRole::ZkBroker)
-        .node_id(101)
-        .zookeeper(zk.connect_string())
-        .start_timeout(WAIT)
-        .start()
-        .expect("ZooKeeper-mode broker starts");
+    let mut broker = zk_broker(&dist, &zk, 101);
     broker
         .create_topic("made-in-zk", 2, &[("retention.ms", "123456789")])
         .expect("create a topic in ZooKeeper mode");
@@ -130,28 +169,16 @@ fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
     extra.push(("metrics.port", &metrics_port));
     extra.push(("zookeeper.metadata.migration.enable", "true"));
     extra.push(("zookeeper.connect", &connect));
-    let mut quorum = Quorum::in_cluster(1, &extra, broker.cluster_id());
-    let node = quorum.node(1);
-    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
+    let mut quorum = migrating_controller(&extra, broker.cluster_id());
     wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0)
         .unwrap_or_else(|| panic!("no leader\n{}", quorum.log_tails()));
 
-    broker
-        .enable_migration(&quorum.voters)
-        .expect("broker config");
-    broker.restart().expect("broker restarts in migration mode");
+    roll_into_migration_mode(&mut broker, &quorum);
     broker
         .wait_for_log(REGISTERED, WAIT)
         .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
     // Every broker registered: the controller claims ZooKeeper and copies its metadata.
-    let copied = quorum
-        .node(1)
-        .process
-        .as_mut()
-        .expect("started")
-        .wait_for_line(MIGRATION_COMPLETED, WAIT)
-        .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
-    println!("{copied}");
+    println!("{}", wait_for_copy(&mut quorum));
     // Kafka's migration metrics on the controller: MIGRATION, one ZooKeeper broker.
     let port: u16 = metrics_port.parse().expect("port");
     let metrics = scrape_until(port, |m| {
@@ -546,13 +573,7 @@ fn a_zookeeper_cluster_migrates_under_load_while_the_active_controller_is_killed
 fn a_migration_rolled_back_from_the_hybrid_phase_leaves_a_working_zookeeper_cluster() {
     let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
     let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
-    let mut broker = KafkaNode::builder(&dist)
-        .role(KafkaRole::ZkBroker)
-        .node_id(101)
-        .zookeeper(zk.connect_string())
-        .start_timeout(WAIT)
-        .start()
-        .expect("ZooKeeper-mode broker starts");
+    let mut broker = zk_broker(&dist, &zk, 101);
     broker
         .create_topic("before", 1, &[])
         .expect("create a topic in ZooKeeper mode");
@@ -564,20 +585,9 @@ fn a_migration_rolled_back_from_the_hybrid_phase_leaves_a_working_zookeeper_clus
     let connect = zk.connect_string();
     extra.push(("zookeeper.metadata.migration.enable", "true"));
     extra.push(("zookeeper.connect", &connect));
-    let mut quorum = Quorum::in_cluster(1, &extra, broker.cluster_id());
-    let node = quorum.node(1);
-    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
-    broker
-        .enable_migration(&quorum.voters)
-        .expect("broker config");
-    broker.restart().expect("broker restarts in migration mode");
-    quorum
-        .node(1)
-        .process
-        .as_mut()
-        .expect("started")
-        .wait_for_line(MIGRATION_COMPLETED, WAIT)
-        .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
+    let mut quorum = migrating_controller(&extra, broker.cluster_id());
+    roll_into_migration_mode(&mut broker, &quorum);
+    wait_for_copy(&mut quorum);
     broker
         .create_topic("during", 1, &[("retention.ms", "7200000")])
         .unwrap_or_else(|e| panic!("create in the hybrid phase: {e}\n{}", quorum.log_tails()));
@@ -631,13 +641,7 @@ fn a_migration_rolled_back_from_the_hybrid_phase_leaves_a_working_zookeeper_clus
 fn dual_writes_block_while_zookeeper_is_down_and_drain_when_it_is_back() {
     let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
     let mut zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
-    let mut broker = KafkaNode::builder(&dist)
-        .role(KafkaRole::ZkBroker)
-        .node_id(101)
-        .zookeeper(zk.connect_string())
-        .start_timeout(WAIT)
-        .start()
-        .expect("ZooKeeper-mode broker starts");
+    let mut broker = zk_broker(&dist, &zk, 101);
     let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
     let connect = zk.connect_string();
     let metrics_port = krust_testkit::free_ports(1).expect("a port")[0].to_string();
@@ -648,20 +652,9 @@ fn dual_writes_block_while_zookeeper_is_down_and_drain_when_it_is_back() {
         "zookeeper.metadata.migration.write.behind.max.records",
         "40",
     ));
-    let mut quorum = Quorum::in_cluster(1, &extra, broker.cluster_id());
-    let node = quorum.node(1);
-    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
-    broker
-        .enable_migration(&quorum.voters)
-        .expect("broker config");
-    broker.restart().expect("broker restarts in migration mode");
-    quorum
-        .node(1)
-        .process
-        .as_mut()
-        .expect("started")
-        .wait_for_line(MIGRATION_COMPLETED, WAIT)
-        .unwrap_or_else(|e| panic!("{e}\n{}", quorum.log_tails()));
+    let mut quorum = migrating_controller(&extra, broker.cluster_id());
+    roll_into_migration_mode(&mut broker, &quorum);
+    wait_for_copy(&mut quorum);
     let port: u16 = metrics_port.parse().expect("port");
     let lag = |m: &str| gauge(m, "kafka_controller_kafkacontroller_zkwritebehindlag");
 
