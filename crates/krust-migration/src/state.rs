@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use serde_json::{Map, Value};
+use krust_zk::model::cluster::{ControllerRegistration, MigrationZNode, controller_epoch};
 
 /// The ZooKeeper path of the migration state znode.
 pub const MIGRATION_PATH: &str = "/migration";
@@ -288,18 +288,17 @@ impl ZkMigrationLeadershipState {
         self.with_zk_controller(-1, UNKNOWN_ZK_VERSION)
     }
 
-    /// The `/migration` JSON (version 0) for this state.
+    /// The `/migration` JSON (version 0) for this state, Kafka's bytes
+    /// ([`krust_zk::model::cluster::MigrationZNode`]).
     #[must_use]
     pub fn to_migration_json(&self) -> Vec<u8> {
-        format!(
-            "{{\"version\":0,\"kraft_controller_id\":{},\"kraft_controller_epoch\":{},\
-             \"kraft_metadata_offset\":{},\"kraft_metadata_epoch\":{}}}",
-            self.kraft_controller_id,
-            self.kraft_controller_epoch,
-            self.kraft_metadata_offset,
-            self.kraft_metadata_epoch
-        )
-        .into_bytes()
+        MigrationZNode {
+            kraft_controller_id: self.kraft_controller_id,
+            kraft_controller_epoch: self.kraft_controller_epoch,
+            kraft_metadata_offset: self.kraft_metadata_offset,
+            kraft_metadata_epoch: self.kraft_metadata_epoch,
+        }
+        .encode()
     }
 
     /// The state `/migration` holds (`data` read at `version` with `mtime_ms`); no ZooKeeper
@@ -312,19 +311,12 @@ impl ZkMigrationLeadershipState {
         version: i32,
         mtime_ms: i64,
     ) -> Result<Self, ZnodeError> {
-        let object = json_object(MIGRATION_PATH, data)?;
-        let znode_version = int_field(MIGRATION_PATH, &object, "version")?;
-        if znode_version != 0 {
-            return Err(ZnodeError::UnsupportedVersion {
-                path: MIGRATION_PATH,
-                version: znode_version,
-            });
-        }
+        let znode = MigrationZNode::decode(data)?;
         Ok(Self {
-            kraft_controller_id: i32_field(MIGRATION_PATH, &object, "kraft_controller_id")?,
-            kraft_controller_epoch: i32_field(MIGRATION_PATH, &object, "kraft_controller_epoch")?,
-            kraft_metadata_offset: int_field(MIGRATION_PATH, &object, "kraft_metadata_offset")?,
-            kraft_metadata_epoch: i32_field(MIGRATION_PATH, &object, "kraft_metadata_epoch")?,
+            kraft_controller_id: znode.kraft_controller_id,
+            kraft_controller_epoch: znode.kraft_controller_epoch,
+            kraft_metadata_offset: znode.kraft_metadata_offset,
+            kraft_metadata_epoch: znode.kraft_metadata_epoch,
             last_updated_time_ms: mtime_ms,
             migration_zk_version: version,
             ..Self::EMPTY
@@ -374,45 +366,24 @@ impl ControllerZnode {
     /// Kafka's version-2 JSON: `{"version":2,"brokerid":…,"timestamp":"<ms>","kraftControllerEpoch":…}`.
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
-        format!(
-            "{{\"version\":2,\"brokerid\":{},\"timestamp\":\"{}\",\"kraftControllerEpoch\":{}}}",
-            self.broker_id,
-            self.timestamp_ms,
-            self.kraft_controller_epoch.unwrap_or(-1)
-        )
-        .into_bytes()
+        ControllerRegistration {
+            broker_id: self.broker_id,
+            timestamp_ms: self.timestamp_ms,
+            kraft_controller_epoch: self.kraft_controller_epoch,
+        }
+        .encode()
     }
 
-    /// Parses `/controller`.
+    /// Parses `/controller` (version 1 or 2).
     ///
     /// # Errors
     /// [`ZnodeError`] naming `/controller`.
     pub fn from_json(data: &[u8]) -> Result<Self, ZnodeError> {
-        let object = json_object(CONTROLLER_PATH, data)?;
-        let broker_id = i32_field(CONTROLLER_PATH, &object, "brokerid")?;
-        // Kafka writes the timestamp as a string; accept a number too.
-        let timestamp_ms = match object.get("timestamp") {
-            Some(Value::String(s)) => s.parse::<i64>().map_err(|_| ZnodeError::InvalidField {
-                path: CONTROLLER_PATH,
-                field: "timestamp",
-            })?,
-            Some(Value::Number(n)) => n.as_i64().ok_or(ZnodeError::InvalidField {
-                path: CONTROLLER_PATH,
-                field: "timestamp",
-            })?,
-            _ => -1,
-        };
-        let kraft_controller_epoch = match object.get("kraftControllerEpoch") {
-            None | Some(Value::Null) => None,
-            Some(_) => {
-                let epoch = i32_field(CONTROLLER_PATH, &object, "kraftControllerEpoch")?;
-                (epoch >= 0).then_some(epoch)
-            }
-        };
+        let znode = ControllerRegistration::decode(data)?;
         Ok(Self {
-            broker_id,
-            timestamp_ms,
-            kraft_controller_epoch,
+            broker_id: znode.broker_id,
+            timestamp_ms: znode.timestamp_ms,
+            kraft_controller_epoch: znode.kraft_controller_epoch,
         })
     }
 }
@@ -420,86 +391,20 @@ impl ControllerZnode {
 /// `/controller_epoch`'s content: the epoch as UTF-8 decimal text.
 #[must_use]
 pub fn encode_controller_epoch(epoch: i32) -> Vec<u8> {
-    epoch.to_string().into_bytes()
+    controller_epoch::encode(epoch)
 }
 
 /// Parses `/controller_epoch`.
 ///
 /// # Errors
-/// [`ZnodeError::InvalidField`] naming `/controller_epoch`.
+/// [`ZnodeError`] naming `/controller_epoch`.
 pub fn decode_controller_epoch(data: &[u8]) -> Result<i32, ZnodeError> {
-    std::str::from_utf8(data)
-        .ok()
-        .and_then(|s| s.trim().parse::<i32>().ok())
-        .ok_or(ZnodeError::InvalidField {
-            path: CONTROLLER_EPOCH_PATH,
-            field: "epoch",
-        })
+    controller_epoch::decode(data)
 }
 
-/// A znode whose content is not what Kafka writes. Remedy: inspect the znode (`zookeeper-shell
-/// get <path>`); something other than Kafka wrote it, or it is corrupt.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ZnodeError {
-    /// Not a JSON object.
-    #[error("{path}: not a JSON object")]
-    NotJson {
-        /// The znode.
-        path: &'static str,
-    },
-    /// A required field is absent.
-    #[error("{path}: missing field {field}")]
-    MissingField {
-        /// The znode.
-        path: &'static str,
-        /// The field.
-        field: &'static str,
-    },
-    /// A field has the wrong type or range.
-    #[error("{path}: invalid field {field}")]
-    InvalidField {
-        /// The znode.
-        path: &'static str,
-        /// The field.
-        field: &'static str,
-    },
-    /// A JSON version this code does not know.
-    #[error("{path}: unsupported version {version}")]
-    UnsupportedVersion {
-        /// The znode.
-        path: &'static str,
-        /// The version found.
-        version: i64,
-    },
-}
-
-fn json_object(path: &'static str, data: &[u8]) -> Result<Map<String, Value>, ZnodeError> {
-    match serde_json::from_slice::<Value>(data) {
-        Ok(Value::Object(map)) => Ok(map),
-        _ => Err(ZnodeError::NotJson { path }),
-    }
-}
-
-fn int_field(
-    path: &'static str,
-    object: &Map<String, Value>,
-    field: &'static str,
-) -> Result<i64, ZnodeError> {
-    object
-        .get(field)
-        .ok_or(ZnodeError::MissingField { path, field })?
-        .as_i64()
-        .ok_or(ZnodeError::InvalidField { path, field })
-}
-
-fn i32_field(
-    path: &'static str,
-    object: &Map<String, Value>,
-    field: &'static str,
-) -> Result<i32, ZnodeError> {
-    i32::try_from(int_field(path, object, field)?)
-        .map_err(|_| ZnodeError::InvalidField { path, field })
-}
+/// A znode whose content is not what Kafka writes: krust-zk's model error, which names the
+/// znode.
+pub use krust_zk::model::ZNodeError as ZnodeError;
 
 #[cfg(test)]
 mod tests {
@@ -580,7 +485,8 @@ mod tests {
         let json = state.to_migration_json();
         assert_eq!(
             std::str::from_utf8(&json).expect("utf8"),
-            r#"{"version":0,"kraft_controller_id":3000,"kraft_controller_epoch":7,"kraft_metadata_offset":1234,"kraft_metadata_epoch":7}"#
+            // Kafka's bytes: the key order of its Scala `HashMap` (krust-zk's golden tests).
+            r#"{"version":0,"kraft_metadata_offset":1234,"kraft_controller_id":3000,"kraft_metadata_epoch":7,"kraft_controller_epoch":7}"#
         );
         let back = ZkMigrationLeadershipState::from_migration_json(&json, 4, 99).expect("decodes");
         assert_eq!(back, state.with_migration_zk_version(4, 99));
@@ -590,47 +496,25 @@ mod tests {
 
     #[test]
     fn bad_znodes_are_typed_errors_naming_the_znode() {
-        let cases: &[(&[u8], ZnodeError)] = &[
-            (b"", ZnodeError::NotJson { path: MIGRATION_PATH }),
-            (b"[1]", ZnodeError::NotJson { path: MIGRATION_PATH }),
-            (
-                br#"{"version":1}"#,
-                ZnodeError::UnsupportedVersion {
-                    path: MIGRATION_PATH,
-                    version: 1,
-                },
-            ),
-            (
-                br#"{"version":0,"kraft_controller_id":1,"kraft_controller_epoch":1,"kraft_metadata_epoch":1}"#,
-                ZnodeError::MissingField {
-                    path: MIGRATION_PATH,
-                    field: "kraft_metadata_offset",
-                },
-            ),
-            (
-                br#"{"version":0,"kraft_controller_id":"x","kraft_controller_epoch":1,"kraft_metadata_offset":1,"kraft_metadata_epoch":1}"#,
-                ZnodeError::InvalidField {
-                    path: MIGRATION_PATH,
-                    field: "kraft_controller_id",
-                },
-            ),
+        let cases: &[&[u8]] = &[
+            b"",
+            b"[1]",
+            br#"{"version":1}"#,
+            br#"{"version":0,"kraft_controller_id":1,"kraft_controller_epoch":1,"kraft_metadata_epoch":1}"#,
+            br#"{"version":0,"kraft_controller_id":"x","kraft_controller_epoch":1,"kraft_metadata_offset":1,"kraft_metadata_epoch":1}"#,
         ];
-        for (data, expected) in cases {
-            assert_eq!(
-                ZkMigrationLeadershipState::from_migration_json(data, 0, 0).as_ref(),
-                Err(expected),
-                "{}",
-                String::from_utf8_lossy(data)
-            );
+        for data in cases {
+            let error = ZkMigrationLeadershipState::from_migration_json(data, 0, 0)
+                .expect_err(&String::from_utf8_lossy(data));
+            assert_eq!(error.path(), MIGRATION_PATH, "{error}");
         }
-        assert_eq!(
-            decode_controller_epoch(b"x1"),
-            Err(ZnodeError::InvalidField {
-                path: CONTROLLER_EPOCH_PATH,
-                field: "epoch"
-            })
-        );
-        assert!(ControllerZnode::from_json(b"{}").is_err());
+        let version = ZkMigrationLeadershipState::from_migration_json(br#"{"version":1}"#, 0, 0)
+            .expect_err("version 1");
+        assert!(version.to_string().contains('1'), "{version}");
+        let error = decode_controller_epoch(b"x1").expect_err("not a number");
+        assert_eq!(error.path(), CONTROLLER_EPOCH_PATH);
+        let error = ControllerZnode::from_json(b"{}").expect_err("no brokerid");
+        assert_eq!(error.path(), CONTROLLER_PATH);
     }
 
     #[test]
