@@ -57,6 +57,25 @@ fn roll_into_migration_mode(broker: &mut KafkaNode, quorum: &Quorum) {
     });
 }
 
+/// A Kafka 3.9 KRaft broker taking over the stopped ZooKeeper broker `zk_broker`: same id, port
+/// and dirs (not formatted: it keeps the ZooKeeper broker's `meta.properties`), started.
+fn kraft_broker_on(dist: &KafkaDist, zk_broker: &KafkaNode, quorum: &Quorum) -> KafkaNode {
+    let mut kraft = KafkaNode::builder(dist)
+        .role(KafkaRole::Broker)
+        .node_id(zk_broker.node_id())
+        .cluster_id(zk_broker.cluster_id().to_owned())
+        .quorum_voters(quorum.voters.clone())
+        .dir(zk_broker.dir().to_path_buf())
+        .broker_port(zk_broker.broker_port().expect("a broker port"))
+        .start_timeout(WAIT)
+        .build_unformatted()
+        .expect("KRaft broker configured on the ZooKeeper broker's dirs");
+    kraft
+        .start()
+        .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
+    kraft
+}
+
 /// Waits for controller 1's completion line of the copy; the line.
 fn wait_for_copy(quorum: &mut Quorum) -> String {
     let tails = quorum.log_tails();
@@ -262,19 +281,7 @@ fn a_zookeeper_cluster_migrates_onto_krust_controllers() {
     broker
         .terminate(Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
-    let mut kraft_broker = KafkaNode::builder(&dist)
-        .role(KafkaRole::Broker)
-        .node_id(101)
-        .cluster_id(broker.cluster_id().to_owned())
-        .quorum_voters(quorum.voters.clone())
-        .dir(broker.dir().to_path_buf())
-        .broker_port(broker.broker_port().expect("a broker port"))
-        .start_timeout(WAIT)
-        .build_unformatted()
-        .expect("KRaft broker configured on the ZooKeeper broker's dirs");
-    kraft_broker
-        .start()
-        .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
+    let mut kraft_broker = kraft_broker_on(&dist, &broker, &quorum);
     let consumed = kraft_broker
         .console_consume("made-in-hybrid", 2, &[], WAIT)
         .expect("consume through the KRaft broker");
@@ -511,19 +518,7 @@ fn a_zookeeper_cluster_migrates_under_load_while_the_active_controller_is_killed
     brokers[1]
         .terminate(Duration::from_secs(120))
         .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
-    let mut kraft = KafkaNode::builder(&dist)
-        .role(KafkaRole::Broker)
-        .node_id(102)
-        .cluster_id(cluster_id.clone())
-        .quorum_voters(quorum.voters.clone())
-        .dir(brokers[1].dir().to_path_buf())
-        .broker_port(brokers[1].broker_port().expect("a broker port"))
-        .start_timeout(WAIT)
-        .build_unformatted()
-        .expect("KRaft broker configured");
-    kraft
-        .start()
-        .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
+    let mut kraft = kraft_broker_on(&dist, &brokers[1], &quorum);
     let acked = producer.report().acked.len();
     producer
         .wait_acked(acked + 20, WAIT)
@@ -830,19 +825,7 @@ fn a_migration_rolled_back_after_the_brokers_went_kraft_leaves_a_working_zookeep
     broker
         .terminate(Duration::from_secs(60))
         .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
-    let mut kraft = KafkaNode::builder(&dist)
-        .role(KafkaRole::Broker)
-        .node_id(101)
-        .cluster_id(broker.cluster_id().to_owned())
-        .quorum_voters(quorum.voters.clone())
-        .dir(broker.dir().to_path_buf())
-        .broker_port(broker.broker_port().expect("a broker port"))
-        .start_timeout(WAIT)
-        .build_unformatted()
-        .expect("KRaft broker configured");
-    kraft
-        .start()
-        .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
+    let mut kraft = kraft_broker_on(&dist, &broker, &quorum);
     kraft
         .console_produce("before", "k-1\n", &[], &[("acks", "all")])
         .expect("produce through the KRaft broker");
