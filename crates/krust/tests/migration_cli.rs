@@ -348,14 +348,29 @@ fn a_kraft_quorum_with_snapshots_is_no_migration() {
         std::thread::sleep(Duration::from_millis(200));
     }
     let bootstrap = quorum.node(1).address();
-    let out = krust(&[
-        "migration",
-        "status",
-        "--bootstrap-controller",
-        &bootstrap,
-        "--zookeeper",
-        &connect,
-    ]);
+    // The controller registers itself some time after it wins the election, and the first
+    // snapshot can precede that registration: wait until the image lists it.
+    let status = || {
+        krust(&[
+            "migration",
+            "status",
+            "--bootstrap-controller",
+            &bootstrap,
+            "--zookeeper",
+            &connect,
+        ])
+    };
+    let deadline = Instant::now() + WAIT;
+    let mut out = status();
+    while out.success() && out.stdout.contains("Controllers: (none registered yet)") {
+        assert!(
+            Instant::now() < deadline,
+            "the controller never registered: {}",
+            text(&out)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+        out = status();
+    }
     println!("{}", out.stdout);
     assert!(out.success(), "{}", text(&out));
     assert!(out.stdout.contains("Phase: NONE"), "{}", text(&out));
