@@ -108,6 +108,20 @@ fn equal_metadata_has_no_difference() {
     assert_eq!(lines(&t, &kraft(&t, &[])), Vec::<String>::new());
 }
 
+/// Dual-write stores the block starting at the quorum's next id (Kafka's `writeProducerId`):
+/// ZooKeeper's next id is then one block ahead, which is agreement, not drift.
+#[test]
+fn the_producer_id_block_dual_write_stores_agrees() {
+    let mut t = cluster();
+    put(
+        &mut t,
+        "/latest_producer_id_block",
+        r#"{"version":1,"broker":-1,"block_start":"1000","block_end":"1999"}"#,
+        1,
+    );
+    assert_eq!(lines(&t, &kraft(&cluster(), &[])), Vec::<String>::new());
+}
+
 #[test]
 fn partition_topic_and_config_drift_is_reported() {
     let t = cluster();
@@ -141,7 +155,7 @@ fn partition_topic_and_config_drift_is_reported() {
     put(
         &mut drifted,
         "/latest_producer_id_block",
-        r#"{"version":1,"broker":1,"block_start":"1000","block_end":"1999"}"#,
+        r#"{"version":1,"broker":1,"block_start":"5000","block_end":"5999"}"#,
         1,
     );
     put(
@@ -158,7 +172,7 @@ fn partition_topic_and_config_drift_is_reported() {
     );
     assert!(has("client quota user=alice:"), "{diffs:#?}");
     assert!(
-        has("producer ids next block: zookeeper=2000 kraft=1000"),
+        has("producer ids next block: zookeeper=6000 kraft=1000"),
         "{diffs:#?}"
     );
     assert!(

@@ -21,6 +21,7 @@ use krust_metadata::image::configs::ConfigResourceType;
 use krust_metadata::image::topics::PartitionRegistration;
 use krust_metadata::{MetadataDelta, MetadataImage, MetadataProvenance, MetadataVersion};
 use krust_zk::model::password::{PasswordEncoder, is_password_config};
+use krust_zk::model::topics::PRODUCER_ID_BLOCK_SIZE;
 use krust_zk::tree::ZkTree;
 use rand::SeedableRng as _;
 
@@ -226,11 +227,19 @@ pub fn diff_images(
         &|_, n| format!("present x{n}"),
         &|_, a, b| a == b,
     );
-    d.field(
-        "producer ids next block",
-        &zk.producer_ids.next_producer_id,
-        &kraft.producer_ids.next_producer_id,
-    );
+    // ZooKeeper holds the last block handed out; the copy takes the id after it as the next
+    // one. Dual-write (Kafka's `writeProducerId`) stores the block *starting* at the quorum's
+    // next id, so ZooKeeper's next id is then one block ahead. Both states agree: neither side
+    // can hand out an id the other already did.
+    let zk_next = zk.producer_ids.next_producer_id;
+    let kraft_next = kraft.producer_ids.next_producer_id;
+    if zk_next != kraft_next && zk_next != kraft_next.saturating_add(PRODUCER_ID_BLOCK_SIZE) {
+        d.push(
+            "producer ids next block",
+            format!("{zk_next:?}"),
+            format!("{kraft_next:?}"),
+        );
+    }
     let tokens = |image: &MetadataImage| -> BTreeMap<String, String> {
         image
             .delegation_tokens
