@@ -147,7 +147,7 @@ fn pre_migration_says_which_brokers_it_waits_for() {
         controller(3000, true),
         broker(1, true, false),
     ]);
-    let report = derive_status(&quorum(img.clone()), &zk(&[1, 2], None, false));
+    let report = derive_status(&quorum(img.clone()), Some(&zk(&[1, 2], None, false)));
     assert_eq!(report.phase, Phase::PreMigration);
     let text = report.to_string();
     assert!(text.contains("Phase: PRE_MIGRATION"), "{text}");
@@ -171,7 +171,7 @@ fn pre_migration_says_which_brokers_it_waits_for() {
     let img = image(vec![state(2), controller(3000, false)]);
     let mut view = quorum(img);
     view.voter_ids.push(3001);
-    let text = derive_status(&view, &zk(&[1], None, false)).to_string();
+    let text = derive_status(&view, Some(&zk(&[1], None, false))).to_string();
     assert!(
         text.contains("No registration found for controller 3001"),
         "{text}"
@@ -199,7 +199,7 @@ fn migration_hybrid_reports_the_lag_and_the_json() {
         broker(2, false, true),
         broker(3, true, false),
     ]);
-    let report = derive_status(&quorum(img), &zk(&[1, 3], Some(copied_at(90)), true));
+    let report = derive_status(&quorum(img), Some(&zk(&[1, 3], Some(copied_at(90)), true)));
     assert_eq!(report.phase, Phase::MigrationHybrid);
     assert_eq!(
         report.zk_write_behind_lag,
@@ -228,6 +228,32 @@ fn migration_hybrid_reports_the_lag_and_the_json() {
     assert_eq!(json["zkController"]["epoch"], 5);
 }
 
+/// Without `--zookeeper` the quorum's side is reported and the ZooKeeper side says it was not
+/// read, instead of "absent" or "none".
+#[test]
+fn status_without_zookeeper_says_what_it_did_not_read() {
+    let img = image(vec![
+        state(1),
+        controller(3000, true),
+        broker(1, true, false),
+    ]);
+    let report = derive_status(&quorum(img), None);
+    assert_eq!(report.phase, Phase::MigrationHybrid);
+    assert_eq!(report.zk_write_behind_lag, None);
+    let text = report.to_string();
+    for line in [
+        "ZkMigrationZnode: not read (no --zookeeper)",
+        "ZkWriteBehindLag: unknown (no --zookeeper)",
+        "ZkController: not read (no --zookeeper)",
+        "Broker 1: registered as a ZooKeeper-mode broker, unfenced\n",
+        "Note: ZooKeeper was not read (no --zookeeper)",
+    ] {
+        assert!(text.contains(line), "{line:?} in\n{text}");
+    }
+    assert!(!text.contains("/migration says no copy"), "{text}");
+    assert_eq!(report.to_json()["zookeeperRead"], false);
+}
+
 #[test]
 fn all_kraft_then_post_migration() {
     let img = image(vec![
@@ -237,7 +263,7 @@ fn all_kraft_then_post_migration() {
         broker(3, false, false),
     ]);
     let z = zk(&[], Some(copied_at(99)), true);
-    let report = derive_status(&quorum(img.clone()), &z);
+    let report = derive_status(&quorum(img.clone()), Some(&z));
     assert_eq!(report.phase, Phase::MigrationAllKraft);
     assert_eq!(report.zk_write_behind_lag, Some(0));
     let plan = rollback_plan(ZK, &z, Some(&img));
@@ -258,7 +284,7 @@ fn all_kraft_then_post_migration() {
 
     let done = image(vec![state(1), state(3), broker(1, false, false)]);
     assert_eq!(
-        derive_status(&quorum(done.clone()), &z).phase,
+        derive_status(&quorum(done.clone()), Some(&z)).phase,
         Phase::PostMigration
     );
     let plan = rollback_plan(ZK, &z, Some(&done));

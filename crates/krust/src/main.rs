@@ -79,9 +79,11 @@ enum MigrationCommand {
         /// A comma-separated list of host:port pairs of controllers to connect to.
         #[arg(long = "bootstrap-controller")]
         bootstrap_controller: String,
-        /// ZooKeeper connect string: host:port[,host:port…][/chroot].
+        /// ZooKeeper connect string: host:port[,host:port…][/chroot]. Without it the
+        /// ZooKeeper side (/migration, /controller, /brokers/ids, the write-behind lag) is not
+        /// shown.
         #[arg(long)]
-        zookeeper: String,
+        zookeeper: Option<String>,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -384,7 +386,12 @@ fn main() -> ExitCode {
                 bootstrap_controller,
                 zookeeper,
                 json,
-            } => migration::run_status(&bootstrap_controller, &zookeeper, json, &mut stdout),
+            } => migration::run_status(
+                &bootstrap_controller,
+                zookeeper.as_deref(),
+                json,
+                &mut stdout,
+            ),
             MigrationCommand::Verify {
                 zookeeper,
                 bootstrap_controller,

@@ -187,11 +187,18 @@ pub struct StatusReport {
     pub controllers: Vec<(i32, bool)>,
     /// Why the migration does not move on, or what the operator does next.
     pub notes: Vec<String>,
+    /// Whether ZooKeeper was read (`--zookeeper`); without it the ZooKeeper side of the report
+    /// (`/migration`, `/controller`, `/brokers/ids`, the write-behind lag) is unknown.
+    pub zookeeper_read: bool,
 }
 
-/// Derives the status from what the quorum and ZooKeeper hold.
+/// Derives the status from what the quorum and ZooKeeper hold (`zk`: `None` when ZooKeeper was
+/// not read — after finalization it may be gone).
 #[must_use]
-pub fn derive_status(quorum: &QuorumView, zk: &ClusterZnodes) -> StatusReport {
+pub fn derive_status(quorum: &QuorumView, zk: Option<&ClusterZnodes>) -> StatusReport {
+    let unread = ClusterZnodes::default();
+    let zookeeper_read = zk.is_some();
+    let zk = zk.unwrap_or(&unread);
     let image = &quorum.image;
     let phase = Phase::of(image);
     let mut ids: BTreeSet<i32> = image.cluster.brokers.keys().copied().collect();
@@ -225,7 +232,21 @@ pub fn derive_status(quorum: &QuorumView, zk: &ClusterZnodes) -> StatusReport {
         }
         _ => None,
     };
-    let notes = notes(phase, image, zk, &brokers, &controllers, &quorum.voter_ids);
+    let mut notes = notes(
+        phase,
+        image,
+        zookeeper_read.then_some(zk),
+        &brokers,
+        &controllers,
+        &quorum.voter_ids,
+    );
+    if !zookeeper_read && !matches!(phase, Phase::NotMigrating | Phase::PostMigration) {
+        notes.push(
+            "ZooKeeper was not read (no --zookeeper): /migration, /controller, /brokers/ids and \
+             the write-behind lag are not shown"
+                .to_owned(),
+        );
+    }
     StatusReport {
         phase,
         zk_migration_state: image.features.zk_migration_state,
@@ -245,6 +266,7 @@ pub fn derive_status(quorum: &QuorumView, zk: &ClusterZnodes) -> StatusReport {
         brokers,
         controllers,
         notes,
+        zookeeper_read,
     }
 }
 
@@ -255,7 +277,7 @@ fn ids_text(ids: &[i32]) -> String {
 fn notes(
     phase: Phase,
     image: &MetadataImage,
-    zk: &ClusterZnodes,
+    zk: Option<&ClusterZnodes>,
     brokers: &[BrokerRow],
     controllers: &[(i32, bool)],
     voter_ids: &[i32],
@@ -294,7 +316,7 @@ fn notes(
                     "No brokers are known to KRaft, waiting for brokers to register.".to_owned(),
                 );
             }
-            if zk.brokers.is_empty() {
+            if zk.is_some_and(|zk| zk.brokers.is_empty()) {
                 notes.push(
                     "No brokers are registered in ZK, waiting for brokers to register.".to_owned(),
                 );
@@ -332,7 +354,7 @@ fn notes(
             }
         }
         Phase::MigrationHybrid => {
-            if !zk.initial_migration_done() {
+            if zk.is_some_and(|zk| !zk.initial_migration_done()) {
                 notes.push(
                     "the image says MIGRATION but /migration says no copy was made: the driver \
                      refuses to go on (was /migration removed by hand?)"
@@ -394,6 +416,9 @@ impl fmt::Display for StatusReport {
             None => writeln!(f, "LastCommittedOffset: {}", self.last_committed_offset)?,
         }
         match self.migration {
+            None if !self.zookeeper_read => {
+                writeln!(f, "ZkMigrationZnode: not read (no --zookeeper)")?;
+            }
             None => writeln!(f, "ZkMigrationZnode: absent")?,
             Some(m) => writeln!(
                 f,
@@ -407,6 +432,14 @@ impl fmt::Display for StatusReport {
         }
         match self.zk_write_behind_lag {
             Some(lag) => writeln!(f, "ZkWriteBehindLag: {lag}")?,
+            None if !self.zookeeper_read
+                && matches!(
+                    self.phase,
+                    Phase::MigrationHybrid | Phase::MigrationAllKraft
+                ) =>
+            {
+                writeln!(f, "ZkWriteBehindLag: unknown (no --zookeeper)")?;
+            }
             None => writeln!(f, "ZkWriteBehindLag: n/a (not dual-writing)")?,
         }
         match self.copied_records {
@@ -421,6 +454,9 @@ impl fmt::Display for StatusReport {
                 writeln!(f, "ZkController: KRaft controller {id} (epoch {epoch})")?;
             }
             (None, Some(id)) => writeln!(f, "ZkController: ZooKeeper-mode broker {id}")?,
+            (None, None) if !self.zookeeper_read => {
+                writeln!(f, "ZkController: not read (no --zookeeper)")?;
+            }
             (None, None) => writeln!(f, "ZkController: none")?,
         }
         let controllers: Vec<String> = self
@@ -486,6 +522,7 @@ impl StatusReport {
                 })),
             })).collect::<Vec<_>>(),
             "notes": self.notes,
+            "zookeeperRead": self.zookeeper_read,
         })
     }
 }

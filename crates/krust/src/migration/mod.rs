@@ -10,7 +10,7 @@
 //! ```text
 //! krust migration preflight --zookeeper zk1:2181/kafka --config controller.properties \
 //!     [--broker-config server-1.properties]...
-//! krust migration status --bootstrap-controller c1:9093 --zookeeper zk1:2181/kafka [--json]
+//! krust migration status --bootstrap-controller c1:9093 [--zookeeper zk1:2181/kafka] [--json]
 //! krust migration verify --zookeeper zk1:2181/kafka --bootstrap-controller c1:9093 \
 //!     [--config controller.properties]
 //! krust migration rollback-plan --zookeeper zk1:2181/kafka [--bootstrap-controller c1:9093]
@@ -161,13 +161,16 @@ pub fn run_preflight(args: &PreflightArgs, out: &mut dyn Write) -> anyhow::Resul
 /// ZooKeeper or the quorum cannot be read.
 pub fn run_status(
     bootstrap_controller: &str,
-    zookeeper: &str,
+    zookeeper: Option<&str>,
     json: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<i32> {
     let (read, zk) = block_on(async {
         let read = read_quorum(bootstrap_controller).await?;
-        let zk = read_cluster(zookeeper).await?;
+        let zk = match zookeeper {
+            Some(zookeeper) => Some(read_cluster(zookeeper).await?),
+            None => None,
+        };
         Ok((read, zk))
     })?;
     for warning in &read.warnings {
@@ -183,7 +186,7 @@ pub fn run_status(
             snapshot: read.snapshot,
             voter_ids: read.quorum.voters.iter().map(|v| v.replica_id.0).collect(),
         },
-        &zk,
+        zk.as_ref(),
     );
     if json {
         writeln!(out, "{}", report.to_json())?;
