@@ -37,6 +37,9 @@
 //!   producer writing numbered records in the background and reporting each acknowledged one
 //!   ([`AckedProducer`]), for no-loss checks while brokers crash; [`KafkaDist::read_replica_logs`]
 //!   and [`check_acked_records`] (`replica_logs.rs`) check them against each replica's log files.
+//! - [`KafkaDist::start_group_consumer`] (`group_consumer.rs`): a Kafka consumer in a group
+//!   that consumes and commits in the background and reports what it consumed and committed
+//!   ([`GroupConsumer`]), for "the group never reprocesses a committed offset" checks.
 //! - [`KrustProcess`] (`krust.rs`): a `krust` binary (or any other) under supervision.
 //! - [`ManagedProcess`] (`process.rs`): the shared building block — log file, log-line and port
 //!   waits, signals, kill on drop.
@@ -157,6 +160,7 @@ mod clients;
 mod dist;
 mod dump_log;
 mod error;
+mod group_consumer;
 mod kafka;
 mod krust;
 mod ports;
@@ -180,6 +184,9 @@ pub use dump_log::{
     DumpLog, DumpParseError, DumpedBatch, DumpedFile, DumpedRecord, parse_dump_log,
 };
 pub use error::{HarnessError, Result};
+pub use group_consumer::{
+    ConsumedValues, GroupConsumer, GroupConsumerReport, parse_group_consumer_report,
+};
 pub use kafka::{
     BROKER_LISTENER, CONTROLLER_LISTENER, DEFAULT_START_TIMEOUT, DEFAULT_STOP_TIMEOUT,
     KAFKA_STARTED_LINE, KafkaCluster, KafkaClusterBuilder, KafkaNode, KafkaNodeBuilder, KafkaRole,

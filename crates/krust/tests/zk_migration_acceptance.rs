@@ -1,0 +1,962 @@
+//! The whole KIP-866 migration of a ZooKeeper cluster as an operator runs it, under load:
+//! three Apache Kafka 3.9 ZooKeeper-mode brokers over a real ZooKeeper (the one in Kafka 3.9's
+//! jars) holding every kind of metadata — topics (one compacted, one with configs), per-broker
+//! and `<default>` broker configs, client quotas, SCRAM users, literal and prefixed ACLs, a
+//! delegation token — while an idempotent `acks=all` producer and a consumer group run the
+//! whole time. Three krust controllers are provisioned; `krust migration preflight` passes;
+//! the brokers are rolled into migration mode; the metadata is copied; topics are created and
+//! deleted, partitions added, configs, quotas, SCRAM users and ACLs changed through the brokers
+//! in dual-write, and `krust migration verify` is empty after each change; the brokers are
+//! rolled into KRaft brokers (krust brokers in one test, Kafka 3.9 KRaft brokers in the other);
+//! the controllers are rolled without the migration settings (finalization) and ZooKeeper is
+//! not written again. No acknowledged record is lost, every record stays at its offset, and
+//! the group never consumes again an offset it had committed.
+
+#[path = "support/mod.rs"]
+mod cluster;
+#[path = "quorum_support/mod.rs"]
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use krust_testkit::{
+    AckedProducer, GroupConsumer, KafkaDist, KafkaNode, KafkaRole, KrustProcess, ToolOutput,
+    ZooKeeperServer, class, parse_group_consumer_report, run_binary,
+};
+use support::{FAST_TIMEOUTS, KRUST, Quorum, wait_for_quorum};
+
+const WAIT: Duration = Duration::from_secs(120);
+/// What the migration driver logs once the metadata is copied into the log (Kafka's line).
+const MIGRATION_COMPLETED: &str = "Completed migration of metadata from ZooKeeper to KRaft";
+/// `kafka-configs.sh` (still Scala in 3.9).
+const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
+/// `kafka-acls.sh` (still Scala in 3.9).
+const ACL_COMMAND: &str = "kafka.admin.AclCommand";
+const BROKER_IDS: [i32; 3] = [101, 102, 103];
+/// The topic the producer writes and the group consumes (RF 3, `min.insync.replicas=2`).
+const TOPIC: &str = "acked";
+const GROUP: &str = "acceptance-group";
+/// The ZooKeeper brokers' authorizer (Kafka's docs: ZooKeeper brokers keep `AclAuthorizer`
+/// during the migration); the tools connect as ANONYMOUS over PLAINTEXT, a super user.
+const ZK_AUTHORIZER: &[(&str, &str)] = &[
+    (
+        "authorizer.class.name",
+        "kafka.security.authorizer.AclAuthorizer",
+    ),
+    ("super.users", "User:ANONYMOUS"),
+];
+/// The delegation-token secret, the same on every node (Kafka requires it cluster-wide).
+const TOKEN_SECRET: &str = "acceptance-token-secret";
+/// The broker settings of the test, on ZooKeeper and KRaft brokers alike: the consumer offsets
+/// replicated on all three brokers, so that a roll never takes the group's coordinator away.
+const BROKER_TUNING: &[(&str, &str)] = &[
+    ("offsets.topic.replication.factor", "3"),
+    ("offsets.topic.num.partitions", "1"),
+    ("delegation.token.secret.key", TOKEN_SECRET),
+];
+/// The admin client settings of every tool run: a refused request fails in seconds.
+const COMMAND_CONFIG: &str = "default.api.timeout.ms=30000\nrequest.timeout.ms=15000\n";
+
+/// What the ZooKeeper-mode brokers are rolled into.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    KrustBrokers,
+    KafkaKraftBrokers,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Tool {
+    Topics,
+    Configs,
+    Acls,
+}
+
+/// One change made with a Kafka tool through the brokers.
+struct Step {
+    name: &'static str,
+    tool: Tool,
+    args: &'static [&'static str],
+}
+
+const fn step(name: &'static str, tool: Tool, args: &'static [&'static str]) -> Step {
+    Step { name, tool, args }
+}
+
+/// The ZooKeeper cluster's metadata, made in ZooKeeper mode.
+const SEED: &[Step] = &[
+    step(
+        "the produced topic",
+        Tool::Topics,
+        &[
+            "--create",
+            "--topic",
+            TOPIC,
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "3",
+            "--config",
+            "min.insync.replicas=2",
+        ],
+    ),
+    step(
+        "a compacted topic",
+        Tool::Topics,
+        &[
+            "--create",
+            "--topic",
+            "t-compact",
+            "--partitions",
+            "2",
+            "--replication-factor",
+            "3",
+            "--config",
+            "cleanup.policy=compact",
+        ],
+    ),
+    step(
+        "a topic with configs",
+        Tool::Topics,
+        &[
+            "--create",
+            "--topic",
+            "t-conf",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "2",
+            "--config",
+            "retention.ms=3600000",
+            "--config",
+            "max.message.bytes=200000",
+        ],
+    ),
+    step(
+        "a topic deleted in dual-write",
+        Tool::Topics,
+        &[
+            "--create",
+            "--topic",
+            "t-doomed",
+            "--partitions",
+            "2",
+            "--replication-factor",
+            "2",
+        ],
+    ),
+    step(
+        "a <default> broker config",
+        Tool::Configs,
+        &[
+            "--alter",
+            "--entity-type",
+            "brokers",
+            "--entity-default",
+            "--add-config",
+            "log.cleaner.backoff.ms=16000",
+        ],
+    ),
+    step(
+        "a per-broker config",
+        Tool::Configs,
+        &[
+            "--alter",
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            "101",
+            "--add-config",
+            "log.cleaner.min.compaction.lag.ms=1000",
+        ],
+    ),
+    step(
+        "a user quota",
+        Tool::Configs,
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+            "--add-config",
+            "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+        ],
+    ),
+    step(
+        "a client-id quota",
+        Tool::Configs,
+        &[
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "reporting",
+            "--add-config",
+            "request_percentage=50",
+        ],
+    ),
+    step(
+        "an ip quota",
+        Tool::Configs,
+        &[
+            "--alter",
+            "--entity-type",
+            "ips",
+            "--entity-name",
+            "127.0.0.2",
+            "--add-config",
+            "connection_creation_rate=20",
+        ],
+    ),
+    step(
+        "SCRAM users",
+        Tool::Configs,
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+            "--add-config",
+            "SCRAM-SHA-256=[iterations=4096,password=alice-secret],SCRAM-SHA-512=[password=alice-secret]",
+        ],
+    ),
+    step(
+        "a literal ACL",
+        Tool::Acls,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--operation",
+            "Read",
+            "--operation",
+            "Describe",
+            "--topic",
+            TOPIC,
+        ],
+    ),
+    step(
+        "a prefixed ACL",
+        Tool::Acls,
+        &[
+            "--add",
+            "--deny-principal",
+            "User:mallory",
+            "--operation",
+            "Write",
+            "--topic",
+            "t-",
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    ),
+];
+
+/// The changes made in the hybrid phase, each followed by an empty `verify`.
+const DUAL_WRITES: &[Step] = &[
+    step(
+        "create a topic",
+        Tool::Topics,
+        &[
+            "--create",
+            "--topic",
+            "dw-new",
+            "--partitions",
+            "2",
+            "--replication-factor",
+            "3",
+            "--config",
+            "cleanup.policy=compact",
+        ],
+    ),
+    step(
+        "add partitions",
+        Tool::Topics,
+        &["--alter", "--topic", "dw-new", "--partitions", "4"],
+    ),
+    step(
+        "delete a topic",
+        Tool::Topics,
+        &["--delete", "--topic", "t-doomed"],
+    ),
+    step(
+        "change a topic config",
+        Tool::Configs,
+        &[
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "t-conf",
+            "--add-config",
+            "retention.ms=7200000",
+            "--delete-config",
+            "max.message.bytes",
+        ],
+    ),
+    step(
+        "change a broker config",
+        Tool::Configs,
+        &[
+            "--alter",
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            "102",
+            "--add-config",
+            "log.cleaner.min.compaction.lag.ms=2000",
+        ],
+    ),
+    step(
+        "change a quota",
+        Tool::Configs,
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "alice",
+            "--add-config",
+            "producer_byte_rate=524288",
+            "--delete-config",
+            "consumer_byte_rate",
+        ],
+    ),
+    step(
+        "add a SCRAM user",
+        Tool::Configs,
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "bob",
+            "--add-config",
+            "SCRAM-SHA-512=[password=bob-secret]",
+        ],
+    ),
+    step(
+        "add an ACL",
+        Tool::Acls,
+        &[
+            "--add",
+            "--allow-principal",
+            "User:bob",
+            "--operation",
+            "Write",
+            "--topic",
+            "dw-new",
+        ],
+    ),
+    step(
+        "remove an ACL",
+        Tool::Acls,
+        &[
+            "--remove",
+            "--force",
+            "--deny-principal",
+            "User:mallory",
+            "--operation",
+            "Write",
+            "--topic",
+            "t-",
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+    ),
+];
+
+/// The delegation token of the seed (see [`seed_token`]).
+const TOKEN_ID: &str = "acceptance-token-1";
+
+fn krust(args: &[&str]) -> ToolOutput {
+    run_binary(KRUST, args, None, Duration::from_secs(90)).expect("run krust")
+}
+
+fn text(out: &ToolOutput) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status, out.stdout, out.stderr
+    )
+}
+
+/// Runs `step` through `bootstrap`; the tool's complaint when it fails.
+fn run_step(
+    dist: &KafkaDist,
+    bootstrap: &str,
+    command_config: &Path,
+    step: &Step,
+) -> Result<(), String> {
+    let command_config = command_config.display().to_string();
+    let class = match step.tool {
+        Tool::Topics => class::TOPIC_COMMAND,
+        Tool::Configs => CONFIG_COMMAND,
+        Tool::Acls => ACL_COMMAND,
+    };
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--command-config",
+        &command_config,
+    ];
+    args.extend_from_slice(step.args);
+    dist.run_tool(class, &args, WAIT)
+        .and_then(|o| o.ok())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// A delegation token as Kafka 3.9's `DelegationTokenManagerZk` stores it. Creating one with
+/// Kafka's tool needs a SASL-authenticated connection (Kafka refuses token requests over
+/// PLAINTEXT), so the seed writes the znode a ZooKeeper broker would have written.
+fn seed_token(connect: &str) {
+    use krust_zk::backend::ZkBackend as _;
+    use krust_zk::model::tokens::DelegationTokenZNode;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis() as i64;
+    let token = DelegationTokenZNode {
+        token_id: TOKEN_ID.to_owned(),
+        owner: "User:alice".to_owned(),
+        token_requester: "User:alice".to_owned(),
+        renewers: vec!["User:bob".to_owned()],
+        issue_timestamp_ms: now,
+        max_timestamp_ms: now + 7 * 24 * 3_600_000,
+        expiry_timestamp_ms: now + 24 * 3_600_000,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let client = krust_zk::client::ZkClient::connect(
+            krust_zk::client::ZkClientConfig::new(connect)
+                .with_connection_timeout(Duration::from_secs(10)),
+        )
+        .await
+        .expect("ZooKeeper session");
+        for path in ["/delegation_token", "/delegation_token/tokens"] {
+            // Kafka's brokers create the parents at start-up; tolerate either.
+            let _ = client
+                .apply(&krust_zk::ops::ZkOp::Create {
+                    path: path.to_owned(),
+                    data: Vec::new(),
+                    mode: krust_zk::ops::CreateMode::Persistent,
+                })
+                .await;
+        }
+        client
+            .apply(&krust_zk::ops::ZkOp::Create {
+                path: format!("/delegation_token/tokens/{TOKEN_ID}"),
+                data: token.encode(),
+                mode: krust_zk::ops::CreateMode::Persistent,
+            })
+            .await
+            .expect("the token znode");
+    });
+}
+
+/// The data of `path` as `zookeeper-shell get` prints it ("" when missing).
+fn zk_get(zk: &ZooKeeperServer, path: &str) -> String {
+    zk.shell(&["get", path])
+        .map(|o| o.stdout)
+        .unwrap_or_default()
+}
+
+/// `krust migration verify` until it is empty: dual-write is asynchronous (the log moves first,
+/// ZooKeeper follows), so a change shows in the diff until its write lands; it must land within
+/// [`WAIT`]. Panics with the last diff otherwise.
+fn verify_converges(connect: &str, bootstrap: &str, after: &str, logs: impl Fn() -> String) {
+    let args = [
+        "migration",
+        "verify",
+        "--zookeeper",
+        connect,
+        "--bootstrap-controller",
+        bootstrap,
+    ];
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let out = krust(&args);
+        if out.success() && out.stdout.trim().is_empty() {
+            return;
+        }
+        assert!(
+            !out.stderr.contains("panicked"),
+            "verify after {after}: {}",
+            text(&out)
+        );
+        assert!(
+            Instant::now() < deadline,
+            "ZooKeeper and the KRaft image still differ after {after}:\n{}\n{}",
+            text(&out),
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// Waits until `producer` has `more` acknowledged records beyond what it has now.
+fn keeps_producing(
+    producer: &mut AckedProducer,
+    more: usize,
+    after: &str,
+    logs: impl Fn() -> String,
+) {
+    let acked = producer.report().acked.len();
+    producer
+        .wait_acked(acked + more, WAIT)
+        .unwrap_or_else(|e| panic!("producing after {after}: {e}\n{}", logs()));
+}
+
+/// Waits until the group has committed past the producer's last acknowledged offset.
+fn keeps_consuming(
+    consumer: &mut GroupConsumer,
+    producer: &AckedProducer,
+    after: &str,
+    logs: impl Fn() -> String,
+) {
+    let last = producer
+        .report()
+        .acked_in(TOPIC)
+        .iter()
+        .map(|r| r.offset)
+        .max()
+        .unwrap_or(-1);
+    consumer
+        .wait_committed(TOPIC, 0, last + 1, WAIT)
+        .unwrap_or_else(|e| panic!("consuming after {after}: {e}\n{}", logs()));
+}
+
+/// The output of every controller so far.
+fn controller_logs(quorum: &Quorum) -> String {
+    quorum
+        .nodes
+        .iter()
+        .filter_map(|n| n.process.as_ref().map(KrustProcess::output))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A broker after the roll out of ZooKeeper mode.
+enum KraftBroker {
+    Krust(Box<KrustProcess>),
+    Kafka(Box<KafkaNode>),
+}
+
+impl KraftBroker {
+    fn stop(&mut self) {
+        match self {
+            KraftBroker::Krust(p) => {
+                p.terminate(Duration::from_secs(60))
+                    .expect("krust broker stops");
+            }
+            KraftBroker::Kafka(n) => n
+                .terminate(Duration::from_secs(60))
+                .expect("KRaft broker stops"),
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        match self {
+            KraftBroker::Krust(p) => p.log_tail(30),
+            KraftBroker::Kafka(n) => krust_testkit::log_tail(&n.log_path(), 30),
+        }
+    }
+}
+
+/// Rolls the stopped ZooKeeper broker `zk_broker` into a KRaft broker of `target` on the same
+/// id, port and log dir, not formatted (it takes the ZooKeeper broker's `meta.properties`).
+fn roll_out_of_zookeeper(
+    dist: &KafkaDist,
+    target: Target,
+    zk_broker: &KafkaNode,
+    quorum: &Quorum,
+) -> KraftBroker {
+    let id = zk_broker.node_id();
+    let port = zk_broker.broker_port().expect("a broker port");
+    match target {
+        Target::KrustBrokers => {
+            let dir = quorum.root.path().join(format!("krust-broker-{id}"));
+            std::fs::create_dir_all(&dir).expect("krust broker dir");
+            let mut rest = format!("log.dirs={}\n", zk_broker.log_dir().display());
+            for (k, v) in BROKER_TUNING {
+                rest.push_str(&format!("{k}={v}\n"));
+            }
+            std::fs::write(
+                dir.join("server.properties"),
+                cluster::broker_properties(id, port, &quorum.voters, &rest),
+            )
+            .expect("krust broker properties");
+            KraftBroker::Krust(Box::new(cluster::start_server_within(&dir, id, WAIT)))
+        }
+        Target::KafkaKraftBrokers => {
+            let mut builder = KafkaNode::builder(dist)
+                .role(KafkaRole::Broker)
+                .node_id(id)
+                .cluster_id(zk_broker.cluster_id().to_owned())
+                .quorum_voters(quorum.voters.clone())
+                .dir(zk_broker.dir().to_path_buf())
+                .broker_port(port)
+                .start_timeout(WAIT);
+            for (k, v) in BROKER_TUNING {
+                builder = builder.prop(*k, v);
+            }
+            let mut node = builder
+                .build_unformatted()
+                .expect("KRaft broker configured on the ZooKeeper broker's dirs");
+            node.start()
+                .unwrap_or_else(|e| panic!("KRaft broker starts: {e}\n{}", quorum.log_tails()));
+            KraftBroker::Kafka(Box::new(node))
+        }
+    }
+}
+
+/// The scenario of the module doc, rolled into `target` brokers.
+fn migrate_a_whole_cluster(target: Target) {
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let connect = zk.connect_string();
+    let work = tempfile::tempdir().expect("tempdir");
+    let command_config = work.path().join("command.properties");
+    std::fs::write(&command_config, COMMAND_CONFIG).expect("command config");
+
+    // Phase 0: the ZooKeeper cluster, its metadata, the clients.
+    let mut brokers: Vec<KafkaNode> = BROKER_IDS
+        .into_iter()
+        .map(|id| {
+            let mut builder = KafkaNode::builder(&dist)
+                .role(KafkaRole::ZkBroker)
+                .node_id(id)
+                .zookeeper(connect.clone())
+                .start_timeout(WAIT);
+            for (k, v) in ZK_AUTHORIZER.iter().chain(BROKER_TUNING) {
+                builder = builder.prop(*k, v);
+            }
+            builder.start().expect("ZooKeeper-mode broker starts")
+        })
+        .collect();
+    let bootstrap = brokers
+        .iter()
+        .map(KafkaNode::bootstrap_servers)
+        .collect::<Vec<_>>()
+        .join(",");
+    for s in SEED {
+        run_step(&dist, &bootstrap, &command_config, s)
+            .unwrap_or_else(|e| panic!("seed step {}: {e}", s.name));
+    }
+    seed_token(&connect);
+    let mut producer = dist
+        .start_acked_producer(
+            &bootstrap,
+            &[TOPIC],
+            20,
+            1_000_000,
+            Duration::ZERO,
+            &[("delivery.timeout.ms", "600000")],
+            WAIT,
+        )
+        .expect("acked producer starts");
+    producer
+        .wait_acked(20, WAIT)
+        .expect("records acknowledged in ZooKeeper mode");
+    let mut consumer = dist
+        .start_group_consumer(
+            &bootstrap,
+            GROUP,
+            TOPIC,
+            &[("session.timeout.ms", "10000")],
+            WAIT,
+        )
+        .expect("group consumer starts");
+    keeps_consuming(&mut consumer, &producer, "the start", String::new);
+
+    // Phase 1: provision three krust controllers; preflight passes with the brokers' files as
+    // they will run in migration mode.
+    let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    extra.push(("zookeeper.metadata.migration.enable", "true"));
+    extra.push(("zookeeper.connect", &connect));
+    extra.push((
+        "authorizer.class.name",
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    ));
+    extra.push(("super.users", "User:ANONYMOUS"));
+    extra.push(("delegation.token.secret.key", TOKEN_SECRET));
+    let cluster_id = brokers[0].cluster_id().to_owned();
+    let mut quorum = Quorum::in_cluster(3, &extra, &cluster_id);
+    for broker in &mut brokers {
+        broker
+            .enable_migration(&quorum.voters)
+            .expect("broker config");
+    }
+    let controller_props = quorum.node(1).properties().display().to_string();
+    let broker_files: Vec<String> = brokers
+        .iter()
+        .map(|b| b.properties_path().display().to_string())
+        .collect();
+    let mut preflight = vec![
+        "migration",
+        "preflight",
+        "--zookeeper",
+        &connect,
+        "--config",
+        &controller_props,
+    ];
+    for file in &broker_files {
+        preflight.push("--broker-config");
+        preflight.push(file);
+    }
+    let out = krust(&preflight);
+    println!("{}", out.stdout);
+    assert!(out.success(), "preflight: {}", text(&out));
+    assert!(
+        out.stdout.contains("The migration can start."),
+        "{}",
+        text(&out)
+    );
+    for id in 1..=3 {
+        let node = quorum.node(id);
+        node.process = Some(cluster::start_server_within(&node.dir, id, WAIT));
+    }
+    wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0)
+        .unwrap_or_else(|| panic!("no leader\n{}", quorum.log_tails()));
+    let controllers = quorum
+        .nodes
+        .iter()
+        .map(support::Node::address)
+        .collect::<Vec<_>>()
+        .join(",");
+
+    // Phase 2: roll the brokers into migration mode, one at a time, under load.
+    for broker in &mut brokers {
+        broker.restart().unwrap_or_else(|e| {
+            panic!(
+                "broker restarts in migration mode: {e}\n{}",
+                quorum.log_tails()
+            )
+        });
+        keeps_producing(&mut producer, 20, "a roll into migration mode", || {
+            quorum.log_tails()
+        });
+    }
+
+    // Phase 3: the copy.
+    let deadline = Instant::now() + WAIT;
+    while !controller_logs(&quorum).contains(MIGRATION_COMPLETED) {
+        assert!(Instant::now() < deadline, "no copy\n{}", quorum.log_tails());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    verify_converges(&connect, &controllers, "the copy", || quorum.log_tails());
+    let status = krust(&[
+        "migration",
+        "status",
+        "--bootstrap-controller",
+        &controllers,
+        "--zookeeper",
+        &connect,
+    ]);
+    assert!(status.success(), "{}", text(&status));
+    assert!(
+        status.stdout.contains("ZkMigrationState: MIGRATION"),
+        "{}",
+        text(&status)
+    );
+
+    // Phase 4: dual-write, each change checked with verify, the clients running throughout.
+    for s in DUAL_WRITES {
+        run_step(&dist, &bootstrap, &command_config, s)
+            .unwrap_or_else(|e| panic!("dual-write step {}: {e}\n{}", s.name, quorum.log_tails()));
+        verify_converges(&connect, &controllers, s.name, || quorum.log_tails());
+    }
+    assert!(
+        zk_get(&zk, "/brokers/topics/dw-new").contains("\"3\""),
+        "dw-new has its 4 partitions in ZooKeeper"
+    );
+    assert!(
+        !zk_get(&zk, "/brokers/topics/t-doomed").contains('{'),
+        "t-doomed deleted from ZooKeeper"
+    );
+    keeps_producing(&mut producer, 20, "the dual-writes", || quorum.log_tails());
+    keeps_consuming(&mut consumer, &producer, "the dual-writes", || {
+        quorum.log_tails()
+    });
+
+    // Phase 5: roll the brokers out of ZooKeeper mode, one at a time, under load.
+    let mut kraft_brokers = Vec::new();
+    for broker in &mut brokers {
+        broker
+            .terminate(Duration::from_secs(120))
+            .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+        let kraft = roll_out_of_zookeeper(&dist, target, broker, &quorum);
+        kraft_brokers.push(kraft);
+        let tails = |kraft_brokers: &[KraftBroker]| {
+            let brokers: Vec<String> = kraft_brokers.iter().map(KraftBroker::log_tail).collect();
+            format!("{}\n{}", quorum.log_tails(), brokers.join("\n"))
+        };
+        keeps_producing(&mut producer, 20, "a roll out of ZooKeeper mode", || {
+            tails(&kraft_brokers)
+        });
+    }
+    keeps_consuming(&mut consumer, &producer, "the KRaft roll", || {
+        quorum.log_tails()
+    });
+    // A new member of the group resumes from the offsets the group committed before and during
+    // the rolls: the KRaft brokers' group coordinator serves what the ZooKeeper brokers wrote.
+    consumer.stop(WAIT).expect("consumer stops");
+    let mut outputs = vec![consumer.output()];
+    let mut consumer = dist
+        .start_group_consumer(
+            &bootstrap,
+            GROUP,
+            TOPIC,
+            &[("session.timeout.ms", "10000")],
+            WAIT,
+        )
+        .expect("a new group consumer starts");
+    keeps_consuming(&mut consumer, &producer, "a new group member", || {
+        quorum.log_tails()
+    });
+    // Still dual-writing until finalization.
+    let after_roll = step(
+        "create a topic after the roll",
+        Tool::Topics,
+        &[
+            "--create",
+            "--topic",
+            "after-roll",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "3",
+        ],
+    );
+    run_step(&dist, &bootstrap, &command_config, &after_roll)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", after_roll.name, quorum.log_tails()));
+    verify_converges(&connect, &controllers, after_roll.name, || {
+        quorum.log_tails()
+    });
+
+    // Phase 6: finalize — the controllers are rolled without the migration settings. Until the
+    // last one is rolled, a controller that still has them may lead and dual-write.
+    for id in 1..=3 {
+        let props = quorum.node(id).properties();
+        let text: String = std::fs::read_to_string(&props)
+            .expect("controller properties")
+            .lines()
+            .filter(|l| !l.starts_with("zookeeper."))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&props, text).expect("rewrite controller properties");
+        let process = quorum.node(id).process.as_mut().expect("started");
+        process
+            .terminate(Duration::from_secs(30))
+            .expect("controller stops");
+        let mark = process.log_mark();
+        process.restart().expect("controller restarts");
+        process
+            .wait_for_line_since(mark, support::STARTED_LINE, WAIT)
+            .expect("controller restarted");
+        wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0)
+            .unwrap_or_else(|| panic!("no leader\n{}", quorum.log_tails()));
+    }
+    let migration_before = zk_get(&zk, "/migration");
+    let finalized = step(
+        "create a topic after finalizing",
+        Tool::Topics,
+        &[
+            "--create",
+            "--topic",
+            "after-finalize",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "3",
+        ],
+    );
+    run_step(&dist, &bootstrap, &command_config, &finalized)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", finalized.name, quorum.log_tails()));
+    let status = krust(&[
+        "migration",
+        "status",
+        "--bootstrap-controller",
+        &controllers,
+    ]);
+    assert!(status.success(), "{}", text(&status));
+    assert!(
+        status.stdout.contains("ZkMigrationState: POST_MIGRATION"),
+        "{}",
+        text(&status)
+    );
+    keeps_producing(&mut producer, 20, "finalization", || quorum.log_tails());
+    assert!(
+        !zk_get(&zk, "/brokers/topics/after-finalize").contains('{'),
+        "ZooKeeper written after finalization"
+    );
+    assert_eq!(
+        zk_get(&zk, "/migration"),
+        migration_before,
+        "/migration untouched after finalization"
+    );
+
+    // The clients: nothing lost, nothing moved, no committed offset consumed again.
+    let report = producer.stop(WAIT).expect("producer stops");
+    assert!(
+        report.failed.is_empty(),
+        "sends failed: {:?}",
+        report.failed
+    );
+    keeps_consuming(&mut consumer, &producer, "the producer stopped", || {
+        quorum.log_tails()
+    });
+    consumer.stop(WAIT).expect("consumer stops");
+    outputs.push(consumer.output());
+    let consumed = parse_group_consumer_report(&outputs.concat());
+    assert!(
+        consumed.assignments >= 2,
+        "both members were assigned the partition"
+    );
+    assert!(
+        consumed.reprocessed.is_empty(),
+        "the group consumed committed offsets again: {:?}",
+        consumed.reprocessed
+    );
+    let (values, problems) = consumed.values();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let acked = report.acked_in(TOPIC);
+    assert!(acked.len() >= 100, "only {} acknowledged", acked.len());
+    let mut missing = Vec::new();
+    for record in &acked {
+        match values.get(&(TOPIC.to_owned(), record.partition, record.offset)) {
+            Some(v) if *v == record.value.to_string() => {}
+            other => missing.push(format!(
+                "record {} acknowledged at offset {}, consumed there as {other:?}",
+                record.value, record.offset
+            )),
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+    println!(
+        "{target:?}: {} records acknowledged and consumed at their offsets; {} rebalances seen, {} commit errors",
+        acked.len(),
+        consumed.assignments,
+        consumed.errors.len()
+    );
+
+    for broker in &mut kraft_brokers {
+        broker.stop();
+    }
+    quorum.stop_all();
+}
+
+#[test]
+fn a_whole_zookeeper_cluster_migrates_onto_krust_controllers_and_krust_brokers() {
+    migrate_a_whole_cluster(Target::KrustBrokers);
+}
+
+#[test]
+fn a_whole_zookeeper_cluster_migrates_onto_krust_controllers_and_kafka_kraft_brokers() {
+    migrate_a_whole_cluster(Target::KafkaKraftBrokers);
+}
