@@ -185,6 +185,9 @@ pub enum ControllerError {
         /// Kafka's message.
         reason: String,
     },
+    /// A reassignment cancelled where none runs (`NO_REASSIGNMENT_IN_PROGRESS`).
+    #[error("No partition reassignment is in progress.")]
+    NoReassignmentInProgress,
     /// A bad topic config (`INVALID_CONFIG`).
     #[error("{reason}")]
     InvalidConfig {
@@ -275,6 +278,7 @@ impl ControllerError {
             Self::InvalidReplicationFactor { .. } => ResponseError::InvalidReplicationFactor,
             Self::InvalidReplicaAssignment { .. } => ResponseError::InvalidReplicaAssignment,
             Self::InvalidConfig { .. } => ResponseError::InvalidConfig,
+            Self::NoReassignmentInProgress => ResponseError::NoReassignmentInProgress,
             Self::UnknownTopicOrPartition { .. } => ResponseError::UnknownTopicOrPartition,
             Self::UnknownTopicId { .. } => ResponseError::UnknownTopicId,
             Self::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,

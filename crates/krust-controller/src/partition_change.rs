@@ -1,6 +1,7 @@
 //! One partition's next state as a `PartitionChangeRecord` (Kafka 3.9 `PartitionChangeBuilder`,
-//! without reassignment and ELR): leader election from the target ISR, the unclean fallback,
-//! the ISR change, and the leader epoch bump rules.
+//! without ELR): leader election from the target ISR, the unclean fallback, the ISR change,
+//! partition reassignment (KIP-455: target replicas with adding/removing replicas, completed
+//! once the ISR holds every target replica), and the leader epoch bump rules.
 //!
 //! Epochs are not written here: replaying a `PartitionChangeRecord` bumps the partition epoch,
 //! and bumps the leader epoch whenever the record's `Leader` field is set (facts §3.3). So a
@@ -36,6 +37,16 @@ pub struct PartitionChangeBuilder<'a> {
     election: Election,
     target_isr: Vec<i32>,
     target_leader_recovery_state: LeaderRecoveryState,
+    target_replicas: Vec<i32>,
+    target_removing: Vec<i32>,
+    target_adding: Vec<i32>,
+    /// The log directory of a replica new to the partition.
+    default_dir: &'a dyn Fn(i32) -> Uuid,
+}
+
+/// A new replica's directory when the caller gives no rule: not known yet.
+fn unassigned(_replica: i32) -> Uuid {
+    krust_metadata::kafka_uuid::DIRECTORY_ID_UNASSIGNED
 }
 
 impl<'a> PartitionChangeBuilder<'a> {
@@ -58,7 +69,79 @@ impl<'a> PartitionChangeBuilder<'a> {
             election: Election::Online,
             target_isr: partition.isr.clone(),
             target_leader_recovery_state: partition.leader_recovery_state,
+            target_replicas: partition.replicas.clone(),
+            target_removing: partition.removing_replicas.clone(),
+            target_adding: partition.adding_replicas.clone(),
+            default_dir: &unassigned,
         }
+    }
+
+    /// The replica list to move to (a reassignment's full list: target plus removing).
+    #[must_use]
+    pub fn with_target_replicas(mut self, replicas: Vec<i32>) -> Self {
+        self.target_replicas = replicas;
+        self
+    }
+
+    /// The replicas a reassignment removes.
+    #[must_use]
+    pub fn with_target_removing(mut self, removing: Vec<i32>) -> Self {
+        self.target_removing = removing;
+        self
+    }
+
+    /// The replicas a reassignment adds.
+    #[must_use]
+    pub fn with_target_adding(mut self, adding: Vec<i32>) -> Self {
+        self.target_adding = adding;
+        self
+    }
+
+    /// The log directory of a replica new to the partition (Kafka's `DefaultDirProvider`).
+    #[must_use]
+    pub fn with_default_dir(mut self, default_dir: &'a dyn Fn(i32) -> Uuid) -> Self {
+        self.default_dir = default_dir;
+        self
+    }
+
+    /// Kafka's `completeReassignmentIfNeeded`: once the target ISR holds every replica that
+    /// stays (and at least one), the removing replicas leave the replica list and the ISR,
+    /// and adding/removing are cleared.
+    fn complete_reassignment_if_needed(&mut self) {
+        if self.target_removing.is_empty() && self.target_adding.is_empty() {
+            return;
+        }
+        let removing = &self.target_removing;
+        let isr: Vec<i32> = self
+            .target_isr
+            .iter()
+            .copied()
+            .filter(|r| !removing.contains(r))
+            .collect();
+        let replicas: Vec<i32> = self
+            .target_replicas
+            .iter()
+            .copied()
+            .filter(|r| !removing.contains(r))
+            .collect();
+        if isr.is_empty() || replicas.is_empty() || !replicas.iter().all(|r| isr.contains(r)) {
+            return;
+        }
+        self.target_isr = isr;
+        self.target_replicas = replicas;
+        self.target_removing.clear();
+        self.target_adding.clear();
+    }
+
+    /// The directory of `replica` after the change: its current one, or the default for a
+    /// replica new to the partition.
+    fn directory_of(&self, replica: i32) -> Uuid {
+        self.partition
+            .replicas
+            .iter()
+            .position(|&r| r == replica)
+            .and_then(|i| self.partition.directories.get(i).copied())
+            .unwrap_or_else(|| (self.default_dir)(replica))
     }
 
     /// The election kind.
@@ -88,7 +171,7 @@ impl<'a> PartitionChangeBuilder<'a> {
 
     /// `(leader, unclean)`.
     fn elect_leader(&self) -> (i32, bool) {
-        let replicas = &self.partition.replicas;
+        let replicas = &self.target_replicas;
         let current = self.partition.leader;
         if self.election == Election::Preferred {
             if let Some(&preferred) = replicas.first()
@@ -121,7 +204,8 @@ impl<'a> PartitionChangeBuilder<'a> {
 
     /// The record, or `None` when nothing would change.
     #[must_use]
-    pub fn build(self) -> Option<ApiMessageAndVersion> {
+    pub fn build(mut self) -> Option<ApiMessageAndVersion> {
+        self.complete_reassignment_if_needed();
         let mut record = PartitionChangeRecord {
             topic_id: self.topic_id,
             partition_id: self.partition_id,
@@ -139,6 +223,16 @@ impl<'a> PartitionChangeBuilder<'a> {
                     record.leader_recovery_state = LeaderRecoveryState::Recovering.value();
                 }
             }
+        }
+        // A replica leaving the partition must be fenced: a new leader epoch.
+        if record.leader == NO_LEADER_CHANGE
+            && !self
+                .partition
+                .replicas
+                .iter()
+                .all(|r| self.target_replicas.contains(r))
+        {
+            record.leader = self.partition.leader;
         }
         let shrinks = self
             .partition
@@ -165,9 +259,34 @@ impl<'a> PartitionChangeBuilder<'a> {
         {
             record.leader_recovery_state = self.target_leader_recovery_state.value();
         }
+        if !self.target_replicas.is_empty() {
+            if self.metadata_version.is_directory_assignment_supported() {
+                let directories: Vec<Uuid> = self
+                    .target_replicas
+                    .iter()
+                    .map(|&r| self.directory_of(r))
+                    .collect();
+                if directories != self.partition.directories {
+                    record.directories = Some(directories);
+                }
+            }
+            if self.target_replicas != self.partition.replicas {
+                record.replicas = Some(self.target_replicas.clone());
+            }
+        }
+        if self.target_removing != self.partition.removing_replicas {
+            record.removing_replicas = Some(self.target_removing.clone());
+        }
+        if self.target_adding != self.partition.adding_replicas {
+            record.adding_replicas = Some(self.target_adding.clone());
+        }
         if record.leader == NO_LEADER_CHANGE
             && record.isr.is_none()
             && record.leader_recovery_state == -1
+            && record.replicas.is_none()
+            && record.removing_replicas.is_none()
+            && record.adding_replicas.is_none()
+            && record.directories.is_none()
         {
             return None;
         }

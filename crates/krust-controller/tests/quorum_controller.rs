@@ -1953,3 +1953,167 @@ fn legacy_alter_configs_with_a_huge_request_answers_every_resource() {
     );
     assert_eq!(sim.log.len(), before, "nothing written");
 }
+
+/// One partition's AlterPartitionReassignments (`None`: cancel).
+fn reassign(sim: &mut Sim, topic: &str, replicas: Option<&[i32]>) -> (i16, Option<String>) {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{
+        ReassignablePartition, ReassignableTopic,
+    };
+    let request = kafka_protocol::messages::AlterPartitionReassignmentsRequest::default()
+        .with_topics(vec![
+            ReassignableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_partitions(vec![
+                    ReassignablePartition::default()
+                        .with_partition_index(0)
+                        .with_replicas(replicas.map(|r| r.iter().copied().map(BrokerId).collect())),
+                ]),
+        ]);
+    match sim.request(ControllerRequest::AlterPartitionReassignments(request)) {
+        ControllerResponse::AlterPartitionReassignments(r) => {
+            assert_eq!(r.error_code, 0, "{r:?}");
+            let p = &r.responses[0].partitions[0];
+            (
+                p.error_code,
+                p.error_message.as_ref().map(ToString::to_string),
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// One reassigning partition as ListPartitionReassignments reports it: (topic, partition,
+/// replicas, adding, removing).
+type Ongoing = (String, i32, Vec<i32>, Vec<i32>, Vec<i32>);
+
+/// The reassigning partitions as ListPartitionReassignments reports them.
+fn list_reassignments(sim: &mut Sim) -> Vec<Ongoing> {
+    let request = kafka_protocol::messages::ListPartitionReassignmentsRequest::default();
+    match sim.request(ControllerRequest::ListPartitionReassignments(request)) {
+        ControllerResponse::ListPartitionReassignments(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    let ids = |v: &[BrokerId]| v.iter().map(|b| b.0).collect::<Vec<_>>();
+                    (
+                        t.name.to_string(),
+                        p.partition_index,
+                        ids(&p.replicas),
+                        ids(&p.adding_replicas),
+                        ids(&p.removing_replicas),
+                    )
+                })
+            })
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// KIP-455 as Kafka 3.9's controller runs it: the target replicas join the replica list with
+/// adding/removing set; the AlterPartition that brings the new replica into the ISR completes
+/// the reassignment (the removed leader moves, NEW_LEADER_ELECTED to the requester); a
+/// cancellation reverts; bad targets are refused with Kafka's codes and messages and write
+/// nothing.
+#[test]
+fn partition_reassignment_moves_a_replica_and_completes_on_the_isr() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(4);
+    let assign = topic("t", -1, -1).with_assignments(vec![
+        CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(1), BrokerId(2), BrokerId(3)]),
+    ]);
+    assert_eq!(sim.create(assign, false).topics[0].error_code, 0);
+    let id = sim.image().topics.topic_by_name("t").expect("exists").id;
+
+    let refusals: [(&str, Option<&[i32]>, i16, &str); 5] = [
+        (
+            "t",
+            Some(&[]),
+            39,
+            "The manual partition assignment includes an empty replica list.",
+        ),
+        (
+            "t",
+            Some(&[1, 9]),
+            39,
+            "The manual partition assignment includes broker 9, but no such broker is registered.",
+        ),
+        (
+            "t",
+            Some(&[2, 2]),
+            39,
+            "The manual partition assignment includes the broker 2 more than once.",
+        ),
+        ("nope", Some(&[1]), 3, "Unable to find a topic named nope."),
+        ("t", None, 85, "No partition reassignment is in progress."),
+    ];
+    for (name, replicas, code, message) in refusals {
+        let before = sim.log.len();
+        assert_eq!(
+            reassign(&mut sim, name, replicas),
+            (code, Some(message.to_owned())),
+            "{name} {replicas:?}"
+        );
+        assert_eq!(sim.log.len(), before, "{message}: no records");
+    }
+
+    // 1,2,3 → 4,2,3: broker 4 is added, the leader 1 removed.
+    assert_eq!(reassign(&mut sim, "t", Some(&[4, 2, 3])), (0, None));
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(p.replicas, vec![4, 2, 3, 1]);
+    assert_eq!(p.adding_replicas, vec![4]);
+    assert_eq!(p.removing_replicas, vec![1]);
+    assert_eq!(
+        p.leader, 1,
+        "the leader stays until the new replica caught up"
+    );
+    assert_eq!(
+        p.leader_epoch, 0,
+        "no replica has left yet: the leader epoch stays"
+    );
+    assert_eq!(
+        list_reassignments(&mut sim),
+        vec![("t".to_owned(), 0, vec![4, 2, 3, 1], vec![4], vec![1])]
+    );
+
+    // The leader adds broker 4 to the ISR: the reassignment completes and 1 leaves, so
+    // leadership moves and the requester hears NEW_LEADER_ELECTED (108).
+    let response = sim.request(alter(
+        1,
+        epochs[&1],
+        id,
+        0,
+        p.partition_epoch,
+        &[1, 2, 3, 4],
+    ));
+    assert_eq!(partition_code(&response), 108);
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(p.replicas, vec![4, 2, 3]);
+    assert_eq!(p.isr, vec![2, 3, 4]);
+    assert!(p.adding_replicas.is_empty() && p.removing_replicas.is_empty());
+    assert_eq!(p.leader, 4, "the first target replica in the ISR");
+    assert!(list_reassignments(&mut sim).is_empty());
+
+    // A reassignment that only reorders completes at once.
+    assert_eq!(reassign(&mut sim, "t", Some(&[2, 3, 4])), (0, None));
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(p.replicas, vec![2, 3, 4]);
+    assert!(list_reassignments(&mut sim).is_empty());
+
+    // Cancelling a reassignment in flight reverts to the original replicas.
+    assert_eq!(reassign(&mut sim, "t", Some(&[1, 2, 3])), (0, None));
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(p.replicas, vec![1, 2, 3, 4]);
+    assert_eq!(
+        (p.adding_replicas.clone(), p.removing_replicas.clone()),
+        (vec![1], vec![4])
+    );
+    assert_eq!(reassign(&mut sim, "t", None), (0, None));
+    let p = sim.image().topics.topic(id).expect("exists").partitions[&0].clone();
+    assert_eq!(p.replicas, vec![2, 3, 4]);
+    assert_eq!(p.isr, vec![2, 3, 4]);
+    assert!(p.adding_replicas.is_empty() && p.removing_replicas.is_empty());
+    assert!(list_reassignments(&mut sim).is_empty());
+}

@@ -1,7 +1,8 @@
 //! Admin requests a broker forwards to the active controller in an `Envelope` (KIP-590):
 //! CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs,
-//! ElectLeaders, UpdateFeatures, CreateAcls, DeleteAcls, AlterClientQuotas and
-//! AlterUserScramCredentials, with the original request header and principal.
+//! ElectLeaders, UpdateFeatures, CreateAcls, DeleteAcls, AlterClientQuotas,
+//! AlterUserScramCredentials, AlterPartitionReassignments and ListPartitionReassignments, with
+//! the original request header and principal.
 //!
 //! CONTRACT (used by [`super::apis`]): [`Forwarder::forwarded_apis`] lists the APIs and
 //! versions forwarded; [`Forwarder::forward`] answers one of them.
@@ -16,7 +17,7 @@
 //! timeout, the envelope's error code otherwise.
 //!
 //! Only the forwardable APIs the krust controller serves are listed: delegation tokens (which
-//! need SASL on the broker) and reassignments are not, so the broker does not advertise them.
+//! need SASL on the broker) are not, so the broker does not advertise them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,7 +51,7 @@ pub const FORWARDING_TIMEOUT_DEFAULT: Duration = Duration::from_secs(30);
 
 /// The forwarded APIs; the broker advertises Kafka 3.9's ranges, which the krust controller
 /// listener serves in full.
-const FORWARDED: [ApiKey; 11] = [
+const FORWARDED: [ApiKey; 13] = [
     ApiKey::CreateTopics,
     ApiKey::DeleteTopics,
     ApiKey::CreatePartitions,
@@ -62,6 +63,8 @@ const FORWARDED: [ApiKey; 11] = [
     ApiKey::DeleteAcls,
     ApiKey::AlterClientQuotas,
     ApiKey::AlterUserScramCredentials,
+    ApiKey::AlterPartitionReassignments,
+    ApiKey::ListPartitionReassignments,
 ];
 
 /// Forwards admin requests to the controller.
@@ -400,6 +403,39 @@ pub fn error_response(
                     ),
             )
         }
+        // Kafka's `getErrorResponse`: the error at the top and on every partition.
+        RequestKind::AlterPartitionReassignments(r) => {
+            use kafka_protocol::messages::alter_partition_reassignments_response::{
+                ReassignablePartitionResponse, ReassignableTopicResponse,
+            };
+            ResponseKind::AlterPartitionReassignments(
+                kafka_protocol::messages::AlterPartitionReassignmentsResponse::default()
+                    .with_error_code(error_code)
+                    .with_responses(
+                        r.topics
+                            .iter()
+                            .map(|t| {
+                                ReassignableTopicResponse::default()
+                                    .with_name(t.name.clone())
+                                    .with_partitions(
+                                        t.partitions
+                                            .iter()
+                                            .map(|p| {
+                                                ReassignablePartitionResponse::default()
+                                                    .with_partition_index(p.partition_index)
+                                                    .with_error_code(error_code)
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+            )
+        }
+        RequestKind::ListPartitionReassignments(_) => ResponseKind::ListPartitionReassignments(
+            kafka_protocol::messages::ListPartitionReassignmentsResponse::default()
+                .with_error_code(error_code),
+        ),
         _ => return None,
     })
 }
@@ -711,6 +747,19 @@ mod tests {
                         kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion::default()
                             .with_name(StrBytes::from_static_str("alice")),
                     ]),
+            ),
+            ApiKey::AlterPartitionReassignments => RequestKind::AlterPartitionReassignments(
+                kafka_protocol::messages::AlterPartitionReassignmentsRequest::default()
+                    .with_topics(vec![
+                        kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic::default()
+                            .with_name(name())
+                            .with_partitions(vec![
+                                kafka_protocol::messages::alter_partition_reassignments_request::ReassignablePartition::default(),
+                            ]),
+                    ]),
+            ),
+            ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
+                kafka_protocol::messages::ListPartitionReassignmentsRequest::default(),
             ),
             other => panic!("not a forwarded API: {other:?}"),
         }

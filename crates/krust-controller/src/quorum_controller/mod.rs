@@ -27,6 +27,7 @@
 //!   responses) and request dispatch (registration, heartbeats, producer ids, features).
 //! - `topics`: CreateTopics, CreatePartitions, DeleteTopics.
 //! - `replication`: leadership/ISR moves, AlterPartition, ElectLeaders.
+//! - `reassignment`: AlterPartitionReassignments, ListPartitionReassignments (KIP-455).
 //! - `responses`: whole-request refusals, NOT_CONTROLLER on failover.
 //! - CreateAcls/DeleteAcls, AlterClientQuotas, AlterUserScramCredentials are built by
 //!   [`crate::acls`], [`crate::client_quotas`] and [`crate::scram`] from the image.
@@ -45,7 +46,8 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{
     AllocateProducerIdsRequest, AllocateProducerIdsResponse, AlterClientQuotasRequest,
-    AlterClientQuotasResponse, AlterConfigsRequest, AlterConfigsResponse, AlterPartitionRequest,
+    AlterClientQuotasResponse, AlterConfigsRequest, AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, AlterPartitionRequest,
     AlterPartitionResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
     BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest,
     BrokerRegistrationResponse, ControllerRegistrationRequest, ControllerRegistrationResponse,
@@ -54,7 +56,8 @@ use kafka_protocol::messages::{
     CreateTopicsRequest, CreateTopicsResponse, DeleteAclsRequest, DeleteAclsResponse,
     DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
     ExpireDelegationTokenRequest, ExpireDelegationTokenResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
+    IncrementalAlterConfigsResponse, ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
     TopicName, UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateFeaturesRequest,
     UpdateFeaturesResponse,
 };
@@ -101,6 +104,7 @@ use crate::scram::alter_user_scram_credentials;
 use crate::topic_names;
 pub use krust_config::TopicValidationDefaults;
 
+mod reassignment;
 mod replication;
 mod responses;
 mod topics;
@@ -240,6 +244,10 @@ pub enum ControllerRequest {
     CreatePartitions(CreatePartitionsRequest),
     /// ElectLeaders.
     ElectLeaders(ElectLeadersRequest),
+    /// AlterPartitionReassignments.
+    AlterPartitionReassignments(AlterPartitionReassignmentsRequest),
+    /// ListPartitionReassignments (read-only: answered from the image, no records).
+    ListPartitionReassignments(ListPartitionReassignmentsRequest),
     /// IncrementalAlterConfigs (topic and broker resources).
     IncrementalAlterConfigs(IncrementalAlterConfigsRequest),
     /// The legacy AlterConfigs (whole config set of topic and broker resources).
@@ -337,6 +345,10 @@ pub enum ControllerResponse {
     RenewDelegationToken(RenewDelegationTokenResponse),
     /// ExpireDelegationToken.
     ExpireDelegationToken(ExpireDelegationTokenResponse),
+    /// AlterPartitionReassignments.
+    AlterPartitionReassignments(AlterPartitionReassignmentsResponse),
+    /// ListPartitionReassignments.
+    ListPartitionReassignments(ListPartitionReassignmentsResponse),
     /// The migration batch is committed: where it ended, or why it was refused.
     MigrationRecords(Result<MigrationBatchCommitted, ControllerError>),
 }
@@ -1375,6 +1387,21 @@ impl QuorumController {
                     None,
                 )
             }
+            ControllerRequest::AlterPartitionReassignments(r) => {
+                let (records, response) = self.alter_partition_reassignments(r);
+                (
+                    records,
+                    Reply::Ready(ControllerResponse::AlterPartitionReassignments(response)),
+                    None,
+                )
+            }
+            ControllerRequest::ListPartitionReassignments(r) => (
+                Vec::new(),
+                Reply::Ready(ControllerResponse::ListPartitionReassignments(
+                    self.list_partition_reassignments(r),
+                )),
+                None,
+            ),
             ControllerRequest::ExpireDelegationToken { request, context } => {
                 let (records, response) = expire_delegation_token(
                     &self.image,
@@ -1565,6 +1592,7 @@ fn bounded_by_write_behind(request: &ControllerRequest) -> bool {
             | ControllerRequest::DeleteTopics(_)
             | ControllerRequest::CreatePartitions(_)
             | ControllerRequest::ElectLeaders(_)
+            | ControllerRequest::AlterPartitionReassignments(_)
             | ControllerRequest::IncrementalAlterConfigs(_)
             | ControllerRequest::AlterConfigs(_)
             | ControllerRequest::UpdateFeatures { .. }
@@ -1590,6 +1618,8 @@ fn request_name(request: &ControllerRequest) -> &'static str {
         ControllerRequest::AlterPartition(_) => "alterPartition",
         ControllerRequest::CreatePartitions(_) => "createPartitions",
         ControllerRequest::ElectLeaders(_) => "electLeaders",
+        ControllerRequest::AlterPartitionReassignments(_) => "alterPartitionReassignments",
+        ControllerRequest::ListPartitionReassignments(_) => "listPartitionReassignments",
         ControllerRequest::IncrementalAlterConfigs(_) => "incrementalAlterConfigs",
         ControllerRequest::AlterConfigs(_) => "legacyAlterConfigs",
         ControllerRequest::AllocateProducerIds(_) => "allocateProducerIds",

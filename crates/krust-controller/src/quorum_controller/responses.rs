@@ -5,6 +5,9 @@ use super::*;
 use kafka_protocol::messages::alter_client_quotas_response::{
     EntityData as QuotaEntityData, EntryData as QuotaEntryData,
 };
+use kafka_protocol::messages::alter_partition_reassignments_response::{
+    ReassignablePartitionResponse, ReassignableTopicResponse,
+};
 use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserScramCredentialsResult;
 use kafka_protocol::messages::create_acls_response::AclCreationResult;
 use kafka_protocol::messages::delete_acls_response::DeleteAclsFilterResult;
@@ -85,6 +88,42 @@ pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> C
                     .collect(),
             ),
         ),
+        // Kafka's `AlterPartitionReassignmentsRequest.getErrorResponse`: the error at the top
+        // and on every partition.
+        ControllerRequest::AlterPartitionReassignments(r) => {
+            ControllerResponse::AlterPartitionReassignments(
+                AlterPartitionReassignmentsResponse::default()
+                    .with_error_code(code)
+                    .with_error_message(message.clone())
+                    .with_responses(
+                        r.topics
+                            .iter()
+                            .map(|t| {
+                                ReassignableTopicResponse::default()
+                                    .with_name(t.name.clone())
+                                    .with_partitions(
+                                        t.partitions
+                                            .iter()
+                                            .map(|p| {
+                                                ReassignablePartitionResponse::default()
+                                                    .with_partition_index(p.partition_index)
+                                                    .with_error_code(code)
+                                                    .with_error_message(message.clone())
+                                            })
+                                            .collect(),
+                                    )
+                            })
+                            .collect(),
+                    ),
+            )
+        }
+        ControllerRequest::ListPartitionReassignments(_) => {
+            ControllerResponse::ListPartitionReassignments(
+                ListPartitionReassignmentsResponse::default()
+                    .with_error_code(code)
+                    .with_error_message(message),
+            )
+        }
         ControllerRequest::ElectLeaders(_) => {
             ControllerResponse::ElectLeaders(ElectLeadersResponse::default().with_error_code(code))
         }
@@ -337,6 +376,24 @@ pub(super) fn error_response(
         ControllerResponse::ExpireDelegationToken(_) => ControllerResponse::ExpireDelegationToken(
             ExpireDelegationTokenResponse::default().with_error_code(code),
         ),
+        ControllerResponse::AlterPartitionReassignments(r) => {
+            let mut r = r.clone();
+            let message = Some(StrBytes::from_string(error.to_string()));
+            r.error_code = code;
+            r.error_message.clone_from(&message);
+            for p in r.responses.iter_mut().flat_map(|t| t.partitions.iter_mut()) {
+                p.error_code = code;
+                p.error_message.clone_from(&message);
+            }
+            ControllerResponse::AlterPartitionReassignments(r)
+        }
+        ControllerResponse::ListPartitionReassignments(_) => {
+            ControllerResponse::ListPartitionReassignments(
+                ListPartitionReassignmentsResponse::default()
+                    .with_error_code(code)
+                    .with_error_message(Some(StrBytes::from_string(error.to_string()))),
+            )
+        }
     }
 }
 
@@ -359,6 +416,8 @@ pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
         ControllerResponse::CreateDelegationToken(r) => r.error_code,
         ControllerResponse::RenewDelegationToken(r) => r.error_code,
         ControllerResponse::ExpireDelegationToken(r) => r.error_code,
+        ControllerResponse::AlterPartitionReassignments(r) => r.error_code,
+        ControllerResponse::ListPartitionReassignments(r) => r.error_code,
         ControllerResponse::CreateTopics(_)
         | ControllerResponse::DeleteTopics(_)
         | ControllerResponse::CreatePartitions(_)

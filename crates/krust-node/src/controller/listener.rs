@@ -39,7 +39,7 @@ const SIZE_PREFIX_BYTES: usize = 4;
 
 /// The controller APIs of Kafka 3.9's controller listener (facts §2.1, `ApiKeys` with the
 /// `controller` listener), with its version ranges.
-const CONTROLLER_APIS: [(ApiKey, i16, i16); 22] =
+const CONTROLLER_APIS: [(ApiKey, i16, i16); 24] =
     krust_net::api_versions::KAFKA_CONTROLLER_API_VERSIONS;
 
 /// The APIs a controller with a running controller task serves: the Raft ones of
@@ -206,6 +206,12 @@ impl ControllerHandler {
             ControllerResponse::CreateDelegationToken(r) => ResponseKind::CreateDelegationToken(*r),
             ControllerResponse::RenewDelegationToken(r) => ResponseKind::RenewDelegationToken(r),
             ControllerResponse::ExpireDelegationToken(r) => ResponseKind::ExpireDelegationToken(r),
+            ControllerResponse::AlterPartitionReassignments(r) => {
+                ResponseKind::AlterPartitionReassignments(r)
+            }
+            ControllerResponse::ListPartitionReassignments(r) => {
+                ResponseKind::ListPartitionReassignments(r)
+            }
             // Only the migration driver on this node asks for these; never over the wire.
             ControllerResponse::MigrationRecords(_) => return None,
         })
@@ -364,6 +370,12 @@ fn forwardable(request: RequestKind, version: i16, caller: &Caller) -> Option<Co
         RequestKind::DeleteTopics(r) => ControllerRequest::DeleteTopics(r),
         RequestKind::CreatePartitions(r) => ControllerRequest::CreatePartitions(r),
         RequestKind::ElectLeaders(r) => ControllerRequest::ElectLeaders(r),
+        RequestKind::AlterPartitionReassignments(r) => {
+            ControllerRequest::AlterPartitionReassignments(r)
+        }
+        RequestKind::ListPartitionReassignments(r) => {
+            ControllerRequest::ListPartitionReassignments(r)
+        }
         RequestKind::IncrementalAlterConfigs(r) => ControllerRequest::IncrementalAlterConfigs(r),
         RequestKind::AlterConfigs(r) => ControllerRequest::AlterConfigs(r),
         RequestKind::UpdateFeatures(r) => ControllerRequest::UpdateFeatures {
