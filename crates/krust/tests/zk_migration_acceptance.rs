@@ -960,3 +960,171 @@ fn a_whole_zookeeper_cluster_migrates_onto_krust_controllers_and_krust_brokers()
 fn a_whole_zookeeper_cluster_migrates_onto_krust_controllers_and_kafka_kraft_brokers() {
     migrate_a_whole_cluster(Target::KafkaKraftBrokers);
 }
+
+/// `kafka-reassign-partitions.sh` (the tools module in 3.9).
+const REASSIGN_COMMAND: &str = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+
+/// Reassignment in the hybrid phase (KAFKA-16120, KAFKA-16121): a partition of a ZooKeeper
+/// broker is moved to another ZooKeeper broker with Kafka's `kafka-reassign-partitions`,
+/// forwarded by the broker to the krust controller. The controller adds the new replica, the
+/// propagator tells it to follow (LeaderAndIsr on the replica change, not only on a new leader
+/// epoch), the leader's AlterPartition completes the move, and the old broker gets
+/// StopReplica(delete): no stray replica stays behind. ZooKeeper holds the new assignment
+/// (`verify` empty) and every record is served by the new replica.
+#[test]
+fn a_partition_reassigned_in_the_hybrid_phase_moves_and_leaves_no_stray_replica() {
+    const MOVING: &str = "moving";
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let connect = zk.connect_string();
+    let work = tempfile::tempdir().expect("tempdir");
+    let mut brokers: Vec<KafkaNode> = [101, 102]
+        .into_iter()
+        .map(|id| {
+            KafkaNode::builder(&dist)
+                .role(KafkaRole::ZkBroker)
+                .node_id(id)
+                .zookeeper(connect.clone())
+                .start_timeout(WAIT)
+                .start()
+                .expect("ZooKeeper-mode broker starts")
+        })
+        .collect();
+    let bootstrap = brokers
+        .iter()
+        .map(KafkaNode::bootstrap_servers)
+        .collect::<Vec<_>>()
+        .join(",");
+    dist.tool(class::TOPIC_COMMAND)
+        .args([
+            "--bootstrap-server",
+            &bootstrap,
+            "--create",
+            "--topic",
+            MOVING,
+            "--replica-assignment",
+            "101",
+        ])
+        .run()
+        .and_then(|o| o.ok())
+        .expect("a topic on broker 101");
+    let records: String = (0..50).map(|i| format!("r-{i}\n")).collect();
+    dist.console_produce(&bootstrap, MOVING, &records, &[], &[("acks", "all")])
+        .expect("records in ZooKeeper mode");
+
+    let mut extra: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    extra.push(("zookeeper.metadata.migration.enable", "true"));
+    extra.push(("zookeeper.connect", &connect));
+    let cluster_id = brokers[0].cluster_id().to_owned();
+    let mut quorum = Quorum::in_cluster(1, &extra, &cluster_id);
+    let node = quorum.node(1);
+    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
+    let controllers = quorum.node(1).address();
+    for broker in &mut brokers {
+        broker
+            .enable_migration(&quorum.voters)
+            .expect("broker config");
+        broker.restart().unwrap_or_else(|e| {
+            panic!(
+                "broker restarts in migration mode: {e}\n{}",
+                quorum.log_tails()
+            )
+        });
+    }
+    quorum
+        .node(1)
+        .process
+        .as_mut()
+        .expect("started")
+        .wait_for_line(MIGRATION_COMPLETED, WAIT)
+        .unwrap_or_else(|e| panic!("no copy: {e}\n{}", quorum.log_tails()));
+    verify_converges(&connect, &controllers, "the copy", || quorum.log_tails());
+
+    // Move the partition from 101 to 102, as an operator does.
+    let plan = work.path().join("reassignment.json");
+    std::fs::write(
+        &plan,
+        format!(r#"{{"version":1,"partitions":[{{"topic":"{MOVING}","partition":0,"replicas":[102]}}]}}"#),
+    )
+    .expect("reassignment plan");
+    let plan = plan.display().to_string();
+    let reassign = |action: &str| {
+        dist.tool(REASSIGN_COMMAND)
+            .args([
+                "--bootstrap-server",
+                &bootstrap,
+                "--reassignment-json-file",
+                &plan,
+                action,
+            ])
+            .run()
+            .and_then(|o| o.ok())
+            .unwrap_or_else(|e| panic!("reassign {action}: {e}\n{}", quorum.log_tails()))
+    };
+    let executed = reassign("--execute");
+    assert!(
+        executed
+            .stdout
+            .contains("Successfully started partition reassignment for moving-0"),
+        "{}",
+        executed.stdout
+    );
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let verified = reassign("--verify");
+        if verified
+            .stdout
+            .contains("Reassignment of partition moving-0 is completed.")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the reassignment never completed:\n{}\n{}",
+            verified.stdout,
+            quorum.log_tails()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    verify_converges(&connect, &controllers, "the reassignment", || {
+        quorum.log_tails()
+    });
+    let topic = zk_get(&zk, &format!("/brokers/topics/{MOVING}"));
+    assert!(
+        topic.contains(r#""partitions":{"0":[102]}"#)
+            && topic.contains(r#""adding_replicas":{}"#)
+            && topic.contains(r#""removing_replicas":{}"#),
+        "ZooKeeper holds the new assignment: {topic}"
+    );
+    // KAFKA-16120: the old replica is deleted (Kafka renames it `moving-0.<id>-delete` first).
+    let old = brokers[0].log_dir().join(format!("{MOVING}-0"));
+    let deadline = Instant::now() + WAIT;
+    while old.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "a stray replica stays on broker 101: {}\n{}",
+            old.display(),
+            quorum.log_tails()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let consumed = dist
+        .console_consume(
+            &brokers[1].bootstrap_servers(),
+            MOVING,
+            50,
+            &[],
+            Duration::from_secs(60),
+        )
+        .expect("the moved partition is served by broker 102");
+    let got: Vec<&str> = consumed.stdout.lines().collect();
+    let want: Vec<String> = (0..50).map(|i| format!("r-{i}")).collect();
+    assert_eq!(got, want);
+
+    for broker in &mut brokers {
+        broker
+            .terminate(Duration::from_secs(60))
+            .expect("broker stops");
+    }
+    quorum.stop_all();
+}
