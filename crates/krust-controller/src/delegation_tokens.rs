@@ -55,7 +55,13 @@ pub struct DelegationTokenConfig {
     pub max_lifetime_ms: i64,
     /// `delegation.token.expiry.time.ms`.
     pub expiry_time_ms: i64,
+    /// `delegation.token.expiry.check.interval.ms`: how often the active controller removes
+    /// expired tokens.
+    pub expiry_check_interval_ms: u64,
 }
+
+/// `delegation.token.expiry.check.interval.ms` default (1 hour).
+pub const DELEGATION_TOKEN_EXPIRY_CHECK_INTERVAL_MS_DEFAULT: u64 = 3_600_000;
 
 impl Default for DelegationTokenConfig {
     fn default() -> Self {
@@ -63,6 +69,7 @@ impl Default for DelegationTokenConfig {
             secret_key: None,
             max_lifetime_ms: DELEGATION_TOKEN_MAX_LIFETIME_MS_DEFAULT,
             expiry_time_ms: DELEGATION_TOKEN_EXPIRY_TIME_MS_DEFAULT,
+            expiry_check_interval_ms: DELEGATION_TOKEN_EXPIRY_CHECK_INTERVAL_MS_DEFAULT,
         }
     }
 }
@@ -304,6 +311,34 @@ pub fn renew_delegation_token(
         vec![token_record(id, token, expiry)],
         RenewDelegationTokenResponse::default().with_expiry_timestamp_ms(expiry),
     )
+}
+
+/// Kafka's periodic `sweepExpiredDelegationTokens`: a `RemoveDelegationTokenRecord` for every
+/// token whose expiry or maximum lifetime is past at `now_ms` (wall clock).
+#[must_use]
+pub fn sweep_expired_delegation_tokens(
+    image: &MetadataImage,
+    now_ms: i64,
+) -> Vec<ApiMessageAndVersion> {
+    image
+        .delegation_tokens
+        .tokens
+        .iter()
+        .filter(|(_, t)| t.max_timestamp_ms < now_ms || t.expiration_timestamp_ms < now_ms)
+        .map(|(id, t)| {
+            tracing::info!(
+                "Delegation token expired for token: {id} for owner: {}",
+                t.owner
+            );
+            ApiMessageAndVersion::new(
+                MetadataRecord::RemoveDelegationToken(RemoveDelegationTokenRecord {
+                    token_id: id.clone(),
+                    ..RemoveDelegationTokenRecord::default()
+                }),
+                0,
+            )
+        })
+        .collect()
 }
 
 /// The records and the response of one ExpireDelegationToken.

@@ -837,6 +837,82 @@ mod delegation_tokens {
         ])
     }
 
+    /// The wall clock of [`expired_tokens_are_swept_every_check_interval`]: two days after
+    /// `NOW`, when a token issued at `NOW` with the default one-day expiry has expired.
+    fn two_days_later() -> i64 {
+        NOW + 2 * DAY
+    }
+
+    /// Kafka's `sweepExpiredDelegationTokens`: every `delegation.token.expiry.check.interval.ms`
+    /// the active controller removes the tokens past their expiry, and only those.
+    #[test]
+    fn expired_tokens_are_swept_every_check_interval() {
+        let now = Instant::now();
+        let mut node = Node {
+            controller: QuorumController::new(config(false, MetadataVersion::LATEST_PRODUCTION), 7)
+                .with_admin_config(AdminConfig {
+                    delegation_tokens: DelegationTokenConfig {
+                        secret_key: Some(SECRET.to_owned()),
+                        expiry_check_interval_ms: 1000,
+                        ..DelegationTokenConfig::default()
+                    },
+                    ..AdminConfig::default()
+                })
+                .with_wall_clock(two_days_later),
+            log: Vec::new(),
+            responses: Vec::new(),
+            now,
+        };
+        node.controller
+            .handle_leader_change(now, true, 1, 0)
+            .expect("activation");
+        node.drain();
+        let (old, _) = create(
+            &mut node,
+            caller("alice", NOW),
+            CreateDelegationTokenRequest::default(),
+        );
+        let (young, _) = create(
+            &mut node,
+            caller("alice", NOW + 2 * DAY - 1000),
+            CreateDelegationTokenRequest::default(),
+        );
+        assert_eq!((old.error_code, young.error_code), (0, 0));
+        let due = node
+            .controller
+            .poll_timeout()
+            .expect("a sweep is scheduled");
+        assert!(
+            due <= now + std::time::Duration::from_millis(1000),
+            "{due:?}"
+        );
+        // Not yet due: nothing is swept.
+        node.controller
+            .handle_timeout(now + std::time::Duration::from_millis(500));
+        node.drain();
+        assert_eq!(node.controller.image().delegation_tokens.tokens.len(), 2);
+        let before = node.log.len();
+        node.now = now + std::time::Duration::from_millis(1000);
+        node.controller.handle_timeout(node.now);
+        node.drain();
+        let swept: Vec<&MetadataRecord> = node.log[before..]
+            .iter()
+            .flat_map(|b| b.records.iter().map(|r| &r.record))
+            .filter(|r| !matches!(r, MetadataRecord::NoOp(_)))
+            .collect();
+        let [MetadataRecord::RemoveDelegationToken(removed)] = swept.as_slice() else {
+            panic!("one removal: {swept:?}");
+        };
+        assert_eq!(removed.token_id, old.token_id.to_string());
+        let tokens = &node.controller.image().delegation_tokens.tokens;
+        assert!(tokens.contains_key(young.token_id.as_str()), "{tokens:?}");
+        assert_eq!(tokens.len(), 1);
+        assert!(
+            node.controller.poll_timeout().is_some(),
+            "the next sweep is scheduled"
+        );
+    }
+
     #[test]
     fn a_token_is_created_renewed_and_expired_as_kafka_does() {
         let mut node = node(Some(SECRET), MetadataVersion::LATEST_PRODUCTION);

@@ -410,6 +410,8 @@ struct ActiveState {
     next_noop: Option<Instant>,
     /// When the next periodic unclean election pass is due.
     next_unclean_check: Option<Instant>,
+    /// When expired delegation tokens are next removed.
+    next_token_sweep: Option<Instant>,
     /// Partitions whose leader is not their preferred replica (Kafka's
     /// `imbalancedPartitions`), kept up to date by every write.
     imbalanced: BTreeSet<(Uuid, i32)>,
@@ -453,6 +455,15 @@ pub struct QuorumController {
     /// Records committed to the log but not yet written to ZooKeeper (the migration driver's
     /// `ZkWriteBehindLag`), as last reported.
     zk_write_behind: i64,
+    /// The wall clock in ms since the epoch (delegation tokens expire by it).
+    wall_clock_ms: fn() -> i64,
+}
+
+/// The system clock in ms since the Unix epoch.
+fn system_clock_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 impl QuorumController {
@@ -475,7 +486,16 @@ impl QuorumController {
             committed_transaction: None,
             image_transaction: None,
             zk_write_behind: 0,
+            wall_clock_ms: system_clock_ms,
         }
+    }
+
+    /// Reads the wall clock (ms since the Unix epoch) from `clock` instead of the system's
+    /// (tests).
+    #[must_use]
+    pub fn with_wall_clock(mut self, clock: fn() -> i64) -> Self {
+        self.wall_clock_ms = clock;
+        self
     }
 
     /// The migration driver's write-behind lag (records committed but not yet in ZooKeeper);
@@ -694,6 +714,7 @@ impl QuorumController {
             pending: VecDeque::new(),
             next_noop: None,
             next_unclean_check: None,
+            next_token_sweep: None,
             imbalanced: imbalanced_partitions(&self.image),
             rebalance: RebalanceSchedule::Deferred,
         });
@@ -701,6 +722,7 @@ impl QuorumController {
         self.write(now, activation);
         self.schedule_noop(now);
         self.schedule_unclean_check(now);
+        self.schedule_token_sweep(now);
         self.maybe_schedule_rebalance(now);
         Ok(())
     }
@@ -845,6 +867,22 @@ impl QuorumController {
         }
     }
 
+    /// Kafka's `maybeScheduleNextExpiredDelegationTokenSweep`: only with tokens enabled (a
+    /// secret key) at a metadata.version that has them.
+    fn schedule_token_sweep(&mut self, now: Instant) {
+        let tokens = &self.admin.delegation_tokens;
+        let enabled = tokens.secret_key.is_some()
+            && self
+                .image
+                .metadata_version()
+                .is_delegation_token_supported();
+        let at = (enabled && tokens.expiry_check_interval_ms > 0)
+            .then(|| now + Duration::from_millis(tokens.expiry_check_interval_ms));
+        if let Some(active) = &mut self.active {
+            active.next_token_sweep = at;
+        }
+    }
+
     fn schedule_noop(&mut self, now: Instant) {
         let interval = self.config.metadata_max_idle_interval_ms;
         if let Some(active) = &mut self.active {
@@ -864,6 +902,7 @@ impl QuorumController {
             self.sessions.poll_timeout(),
             active.next_noop,
             active.next_unclean_check,
+            active.next_token_sweep,
             rebalance,
         ]
         .into_iter()
@@ -899,6 +938,19 @@ impl QuorumController {
             let records = self.unclean_elections(MAX_ELECTIONS_PER_PASS);
             self.write(now, records);
             self.schedule_unclean_check(now);
+        }
+        let sweep_due = self
+            .active
+            .as_ref()
+            .and_then(|a| a.next_token_sweep)
+            .is_some_and(|t| now >= t);
+        if sweep_due {
+            let records = crate::delegation_tokens::sweep_expired_delegation_tokens(
+                &self.image,
+                (self.wall_clock_ms)(),
+            );
+            self.write(now, records);
+            self.schedule_token_sweep(now);
         }
         let rebalance_due = self
             .active

@@ -148,6 +148,14 @@ pub fn admin_config(
                 .typed("delegation.token.max.lifetime.ms", defaults.max_lifetime_ms)?,
             expiry_time_ms: config
                 .typed("delegation.token.expiry.time.ms", defaults.expiry_time_ms)?,
+            // Kafka's definition: a LONG of at least 1.
+            expiry_check_interval_ms: config
+                .typed::<i64>(
+                    "delegation.token.expiry.check.interval.ms",
+                    i64::try_from(defaults.expiry_check_interval_ms).unwrap_or(i64::MAX),
+                )?
+                .max(1)
+                .unsigned_abs(),
         },
     })
 }
