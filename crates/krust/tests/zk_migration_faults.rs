@@ -398,3 +398,125 @@ fn killing_the_active_controller_mid_copy_aborts_the_copy_and_the_next_leader_re
     );
     assert!(!zk_get(&zk, "/migration").is_empty());
 }
+
+/// Sends `signal` (`STOP`, `CONT`) to controller `id`'s process.
+fn signal(quorum: &mut Quorum, id: i32, signal: &str) {
+    let pid = quorum
+        .node(id)
+        .process
+        .as_ref()
+        .and_then(krust_testkit::KrustProcess::pid)
+        .expect("a running controller");
+    let status = std::process::Command::new("kill")
+        .args([format!("-{signal}"), pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// Waits until ZooKeeper's `/controller` names KRaft controller `id`; the znode.
+fn wait_for_zk_controller(zk: &ZooKeeperServer, quorum: &Quorum, id: i32) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let owner = zk_get(zk, "/controller");
+        if owner.contains(&format!("\"brokerid\":{id},")) && owner.contains("kraftControllerEpoch")
+        {
+            return owner;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/controller never claimed by {id}: {owner}\n{}",
+            quorum.log_tails()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Waits for the copy's completion line in any controller's log.
+fn wait_for_copy_anywhere(quorum: &Quorum) {
+    let deadline = Instant::now() + WAIT;
+    while !controller_logs(quorum, &[1, 2, 3]).contains(MIGRATION_COMPLETED) {
+        assert!(Instant::now() < deadline, "no copy\n{}", quorum.log_tails());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// KAFKA-16667: leadership moves away from controller A and back to A, with dual-writes in
+/// between, and A must not keep the `/migration` version it knew from its first term. Each
+/// dual-write bumps `/migration`'s znode version (facts §6.7), so A's remembered version is
+/// stale when it leads again; Kafka 3.9 re-reads `/migration` on every KRaft leader event
+/// (`KRaftLeaderEvent` → `getOrCreateMigrationRecoveryState`). A driver that did not would
+/// have every fenced write fail with BADVERSION, forever: the topic created after A returns
+/// would never reach ZooKeeper.
+///
+/// How leadership moves, deterministically: A (the leader) is frozen (SIGSTOP) until another
+/// controller X leads and dual-writes; A resumes as a follower and catches up; then the third
+/// controller Y is frozen while X and A commit a dual-write, so Y's log is behind A's; X is
+/// killed and Y resumed at once. Raft's vote rule (a voter refuses a candidate whose log is
+/// behind its own) leaves A as the only controller that can win: Y cannot get A's vote.
+#[test]
+fn leadership_back_on_a_former_leader_does_not_write_with_a_stale_migration_version() {
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let mut broker = zk_broker(&dist, &zk, 101);
+    let mut quorum = migrating_quorum(&zk, broker.cluster_id(), &[]);
+    // A frozen controller keeps its connections open: the broker's requests to it (heartbeats,
+    // forwarded CreateTopics) fail over only once they time out, after
+    // `controller.socket.timeout.ms` (30 s by default, as long as the admin client waits).
+    broker
+        .set_prop("controller.socket.timeout.ms", 5_000)
+        .expect("broker config");
+    migration::roll_into_migration_mode(&mut broker, &quorum);
+    wait_for_copy_anywhere(&quorum);
+    let first = wait_for_quorum(&quorum.bootstrap(), WAIT, |q| q.leader_id > 0).expect("leader");
+    let a = first.leader_id;
+    wait_for_zk_controller(&zk, &quorum, a);
+    create_and_see_in_zookeeper(&broker, &zk, &quorum, "first-term");
+    let migration_in_first_term = zk_get(&zk, "/migration");
+
+    // A frozen: X leads, claims ZooKeeper and dual-writes.
+    signal(&mut quorum, a, "STOP");
+    let second = wait_for_quorum(&quorum.bootstrap_without(&[a]), WAIT, |q| {
+        q.leader_id > 0 && q.leader_id != a
+    })
+    .unwrap_or_else(|| panic!("no leader without {a}\n{}", quorum.log_tails()));
+    let x = second.leader_id;
+    let y = (1..=3)
+        .find(|id| *id != a && *id != x)
+        .expect("a third controller");
+    wait_for_zk_controller(&zk, &quorum, x);
+    create_and_see_in_zookeeper(&broker, &zk, &quorum, "while-a-is-frozen");
+    assert_ne!(zk_get(&zk, "/migration"), migration_in_first_term);
+
+    // A back, as a follower that caught up with X.
+    signal(&mut quorum, a, "CONT");
+    wait_for_quorum(&quorum.bootstrap_without(&[a]), WAIT, |q| {
+        q.leader_id == x
+            && q.voters
+                .iter()
+                .any(|v| v.replica_id.0 == a && v.log_end_offset >= q.high_watermark)
+    })
+    .unwrap_or_else(|| panic!("{a} never caught up with {x}\n{}", quorum.log_tails()));
+
+    // Y frozen while X and A commit; then X killed and Y resumed: only A can win.
+    signal(&mut quorum, y, "STOP");
+    create_and_see_in_zookeeper(&broker, &zk, &quorum, "while-y-is-frozen");
+    quorum.kill(x);
+    signal(&mut quorum, y, "CONT");
+    let third = wait_for_quorum(&quorum.bootstrap_without(&[x]), WAIT, |q| {
+        q.leader_id > 0 && q.leader_epoch > second.leader_epoch
+    })
+    .unwrap_or_else(|| panic!("no leader after {x} died\n{}", quorum.log_tails()));
+    assert_eq!(third.leader_id, a, "only {a} has the whole log");
+    wait_for_zk_controller(&zk, &quorum, a);
+
+    // A dual-writes with the version it read again: the topic lands, ZooKeeper equals the image.
+    create_and_see_in_zookeeper(&broker, &zk, &quorum, "a-leads-again");
+    let out = verify_until_equal(&zk, &controllers(&quorum, &[a, y]));
+    assert!(out.success() && out.stdout.is_empty(), "{}", text(&out));
+    broker
+        .terminate(Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+    quorum.stop_all();
+}
+
