@@ -520,3 +520,161 @@ fn leadership_back_on_a_former_leader_does_not_write_with_a_stale_migration_vers
     quorum.stop_all();
 }
 
+/// A TCP proxy in front of ZooKeeper that can cut its clients off: every connection through it
+/// is closed and new ones are closed on accept while it is cut, so the clients' sessions expire
+/// on the server (which keeps running) exactly as behind a network partition.
+struct CuttableProxy {
+    port: u16,
+    cut: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    open: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl CuttableProxy {
+    /// Listens on a free loopback port, forwarding to 127.0.0.1:`target`. Its accept thread
+    /// lives as long as the test process (a blocked `accept` cannot be interrupted portably).
+    fn start(target: u16) -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind proxy");
+        let port = listener.local_addr().expect("proxy address").port();
+        let cut = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (cut2, open2) = (cut.clone(), open.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if cut2.load(Ordering::SeqCst) {
+                    drop(client);
+                    continue;
+                }
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                let pipes = [
+                    (client.try_clone(), server.try_clone()),
+                    (server.try_clone(), client.try_clone()),
+                ];
+                {
+                    let mut open = open2.lock().expect("lock");
+                    open.push(client);
+                    open.push(server);
+                }
+                for pipe in pipes {
+                    if let (Ok(mut from), Ok(mut to)) = pipe {
+                        std::thread::spawn(move || {
+                            let _ = std::io::copy(&mut from, &mut to);
+                            let _ = to.shutdown(std::net::Shutdown::Both);
+                        });
+                    }
+                }
+            }
+        });
+        Self { port, cut, open }
+    }
+
+    fn connect_string(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Closes every connection and refuses new ones until [`Self::heal`].
+    fn cut(&self) {
+        self.cut.store(true, std::sync::atomic::Ordering::SeqCst);
+        for stream in self.open.lock().expect("lock").drain(..) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn heal(&self) {
+        self.cut.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// The ids of the ZooKeeper sessions a krust process logged as established, in order.
+fn krust_zk_sessions(log: &str) -> Vec<i64> {
+    log.lines()
+        .filter(|l| l.contains("ZooKeeper session established"))
+        .filter_map(|l| {
+            let rest = &l[l.find("session=")? + "session=".len()..];
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect()
+}
+
+/// ZooKeeper session expiry in dual-write (Kafka: `retryMigrationRequestsUntilConnected`
+/// retries through a new session; `/controller` is persistent, so the claim survives the
+/// session, facts §6.6–§6.7). The controller reaches ZooKeeper through a proxy that is cut
+/// until ZooKeeper itself logs the expiry of the controller's session (a 4 s
+/// `zookeeper.session.timeout.ms`, ZooKeeper's minimum at its 2 s tick); meanwhile a topic is
+/// created (the log goes on). Healed, the controller opens a new session, `/controller` is
+/// still its own claim, the waiting change and a new one land in ZooKeeper, and verify finds
+/// ZooKeeper equal to the quorum.
+#[test]
+fn dual_write_resumes_after_the_zookeeper_session_expired() {
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let proxy = CuttableProxy::start(zk.port());
+    let mut broker = zk_broker(&dist, &zk, 101);
+    let mut settings: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    let connect = proxy.connect_string();
+    settings.push(("zookeeper.metadata.migration.enable", "true"));
+    settings.push(("zookeeper.connect", &connect));
+    settings.push(("zookeeper.session.timeout.ms", "4000"));
+    let mut quorum = Quorum::in_cluster(1, &settings, broker.cluster_id());
+    let node = quorum.node(1);
+    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
+    migration::roll_into_migration_mode(&mut broker, &quorum);
+    wait_for_copy_anywhere(&quorum);
+    let owner = wait_for_zk_controller(&zk, &quorum, 1);
+    create_and_see_in_zookeeper(&broker, &zk, &quorum, "before-expiry");
+    let log = quorum.node(1).process.as_ref().expect("started").output();
+    let session = *krust_zk_sessions(&log).last().expect("a session");
+
+    // Cut until ZooKeeper expires the session (it logs "Expiring session 0x…, timeout of …").
+    proxy.cut();
+    let expiring = format!("Expiring session 0x{session:x}");
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(zk.log_path())
+        .unwrap_or_default()
+        .contains(&expiring)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "ZooKeeper never expired session 0x{session:x}\n{}",
+            krust_testkit::log_tail(zk.log_path(), 30)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    broker
+        .create_topic("during-expiry", 1, &[])
+        .unwrap_or_else(|e| panic!("create while cut off: {e}\n{}", quorum.log_tails()));
+    assert!(
+        !zk_get(&zk, "/brokers/topics/during-expiry").contains('{'),
+        "written to ZooKeeper through a cut proxy"
+    );
+    proxy.heal();
+
+    wait_for_znode(&zk, "/brokers/topics/during-expiry");
+    let log = quorum.node(1).process.as_ref().expect("started").output();
+    assert!(
+        log.contains("new ZooKeeper session replaces the ended one"),
+        "a new session\n{}",
+        quorum.log_tails()
+    );
+    assert!(
+        krust_zk_sessions(&log).last() != Some(&session),
+        "a new session id"
+    );
+    assert_eq!(
+        zk_get(&zk, "/controller"),
+        owner,
+        "the claim survived the session"
+    );
+    create_and_see_in_zookeeper(&broker, &zk, &quorum, "after-expiry");
+    let out = verify_until_equal(&zk, &controllers(&quorum, &[1]));
+    assert!(out.success() && out.stdout.is_empty(), "{}", text(&out));
+    broker
+        .terminate(Duration::from_secs(60))
+        .unwrap_or_else(|e| panic!("broker stops: {e}\n{}", quorum.log_tails()));
+    quorum.stop_all();
+}
+
