@@ -678,3 +678,148 @@ fn dual_write_resumes_after_the_zookeeper_session_expired() {
     quorum.stop_all();
 }
 
+/// A ZooKeeper broker whose `broker.id` is a controller's `node.id` (brokers and controllers
+/// share one id space, KIP-866; facts §6.1 — Kafka 3.9 has no check for it).
+///
+/// Kafka 3.9 (the oracle, run first): the broker registers, the controller copies ("Saw 1
+/// brokers in the migrated metadata [7]") and claims `/controller` with `brokerid` 7 — which
+/// is the broker's own id, so the broker's ZooKeeper-mode `KafkaController` takes itself for
+/// the active controller, handles CreateTopics locally instead of forwarding it, and fails it:
+/// "Cannot set entity configs for topics … directly when there is a KRaft controller". The
+/// hybrid phase is broken for admin writes.
+///
+/// krust does better: `krust migration preflight` fails the "node ids" check naming the id,
+/// the running controller's driver stays in WAIT_FOR_BROKERS with an error naming the ids and
+/// never touches ZooKeeper (`/controller` stays the ZooKeeper broker's, nothing is copied),
+/// and `krust migration status` says why.
+#[test]
+fn a_zookeeper_broker_with_a_controller_node_id_is_refused_before_zookeeper_is_touched() {
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+
+    // Kafka 3.9 with broker.id 7 = controller node.id 7.
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let mut broker = zk_broker(&dist, &zk, 7);
+    broker.create_topic("made-in-zk", 1, &[]).expect("topic");
+    let mut controller = KafkaNode::builder(&dist)
+        .role(krust_testkit::KafkaRole::Controller)
+        .node_id(7)
+        .cluster_id(broker.cluster_id().to_owned())
+        .zookeeper(zk.connect_string())
+        .migration()
+        .start_timeout(WAIT)
+        .start()
+        .expect("Kafka's migrating controller starts");
+    broker
+        .enable_migration(controller.quorum_voters())
+        .expect("broker config");
+    broker
+        .restart()
+        .expect("the broker restarts in migration mode");
+    let line = controller
+        .wait_for_log(MIGRATION_COMPLETED, WAIT)
+        .expect("Kafka copies despite the collision");
+    assert!(
+        line.contains("Saw 1 brokers in the migrated metadata [7]"),
+        "{line}"
+    );
+    let owner = zk_get(&zk, "/controller");
+    assert!(
+        owner.contains("\"brokerid\":7,") && owner.contains("kraftControllerEpoch"),
+        "{owner}"
+    );
+    let created = broker.create_topic("after", 1, &[]);
+    let Err(e) = created else {
+        panic!("Kafka 3.9 served a CreateTopics it fails with the ids colliding");
+    };
+    assert!(
+        e.to_string()
+            .contains("directly when there is a KRaft controller"),
+        "{e}"
+    );
+    broker.kill().expect("broker killed");
+    controller.kill().expect("controller killed");
+    drop(zk);
+
+    // krust with broker.id 1 = controller node.id 1.
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let connect = zk.connect_string();
+    let mut broker = zk_broker(&dist, &zk, 1);
+    broker.create_topic("made-in-zk", 1, &[]).expect("topic");
+    let mut settings: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    settings.push(("zookeeper.metadata.migration.enable", "true"));
+    settings.push(("zookeeper.connect", &connect));
+    let mut quorum = Quorum::in_cluster(1, &settings, broker.cluster_id());
+    let controller_props = quorum.node(1).properties().display().to_string();
+    let base = std::fs::read_to_string(broker.properties_path()).expect("broker properties");
+    let broker_file = quorum
+        .root
+        .path()
+        .join("broker-in-migration-mode.properties");
+    std::fs::write(
+        &broker_file,
+        format!(
+            "{base}\ncontroller.quorum.voters={}\ncontroller.listener.names=CONTROLLER\n\
+             zookeeper.metadata.migration.enable=true\n",
+            quorum.voters
+        ),
+    )
+    .expect("write");
+    let out = krust(&[
+        "migration",
+        "preflight",
+        "--zookeeper",
+        &connect,
+        "--config",
+        &controller_props,
+        "--broker-config",
+        &broker_file.display().to_string(),
+    ]);
+    println!("{}", out.stdout);
+    assert!(!out.success(), "{}", text(&out));
+    assert!(
+        out.stdout.lines().any(|l| l.starts_with("FAIL node ids")
+            && l.contains("[1] are both controller and broker ids")),
+        "{}",
+        text(&out)
+    );
+
+    let node = quorum.node(1);
+    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
+    migration::roll_into_migration_mode(&mut broker, &quorum);
+    let process = quorum.node(1).process.as_mut().expect("started");
+    let line = process
+        .wait_for_line("have the node ids of KRaft controllers", WAIT)
+        .unwrap_or_else(|e| panic!("{e}\n{}", process.log_tail(40)));
+    assert!(line.contains("ZooKeeper brokers {1}"), "{line}");
+    let status = krust(&[
+        "migration",
+        "status",
+        "--bootstrap-controller",
+        &controllers(&quorum, &[1]),
+        "--zookeeper",
+        &connect,
+    ]);
+    println!("{}", status.stdout);
+    assert!(
+        status
+            .stdout
+            .contains("ZooKeeper brokers 1 have the node ids of KRaft controllers"),
+        "{}",
+        text(&status)
+    );
+    let owner = zk_get(&zk, "/controller");
+    assert!(
+        owner.contains("\"brokerid\":1,") && !owner.contains("kraftControllerEpoch\":1"),
+        "/controller is still the ZooKeeper broker's: {owner}"
+    );
+    let output = quorum.node(1).process.as_ref().expect("started").output();
+    assert!(!output.contains(MIGRATION_COMPLETED), "copied anyway");
+    assert!(
+        !output.contains("Claimed ZK controller leadership"),
+        "claimed anyway"
+    );
+    // A ZooKeeper-mode broker in migration mode stops through the KRaft controller, which it
+    // cannot reach as a broker here: it is killed.
+    broker.kill().expect("broker killed");
+    quorum.stop_all();
+}

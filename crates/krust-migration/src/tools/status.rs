@@ -323,6 +323,19 @@ fn notes(
                     ids_text(&assignment_missing)
                 ));
             }
+            let collisions: Vec<i32> = brokers
+                .iter()
+                .filter(|b| (b.in_zk || b.in_assignments) && voter_ids.contains(&b.id))
+                .map(|b| b.id)
+                .collect();
+            if !collisions.is_empty() {
+                notes.push(format!(
+                    "ZooKeeper brokers {} have the node ids of KRaft controllers: brokers and \
+                     controllers share one id space, so the migration will not start; give the \
+                     controllers node ids no broker uses",
+                    ids_text(&collisions)
+                ));
+            }
             if notes.is_empty() {
                 notes.push(
                     "every broker has registered: the active controller claims /controller and \
