@@ -823,3 +823,56 @@ fn a_zookeeper_broker_with_a_controller_node_id_is_refused_before_zookeeper_is_t
     broker.kill().expect("broker killed");
     quorum.stop_all();
 }
+
+/// A ZooKeeper-mode broker started without the migration settings in the hybrid phase (facts
+/// §6.4, §6.11): Kafka 3.9's driver no longer waits for brokers once the copy is done and only
+/// drives brokers registered with the quorum, and `/controller` is the KRaft controller's
+/// persistent claim, so the newcomer cannot become the ZooKeeper controller either: it gets no
+/// metadata at all. Dual-write goes on for the others; `krust migration status` names the
+/// broker and how to fix it (before the copy, the same broker is what the migration waits for:
+/// `migration_cli.rs`).
+#[test]
+fn a_zookeeper_broker_without_the_migration_settings_in_the_hybrid_phase_is_named_by_status() {
+    let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
+    let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
+    let connect = zk.connect_string();
+    let mut broker = zk_broker(&dist, &zk, 101);
+    let mut settings: Vec<(&str, &str)> = FAST_TIMEOUTS.to_vec();
+    settings.push(("zookeeper.metadata.migration.enable", "true"));
+    settings.push(("zookeeper.connect", &connect));
+    let mut quorum = Quorum::in_cluster(1, &settings, broker.cluster_id());
+    let node = quorum.node(1);
+    node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
+    migration::roll_into_migration_mode(&mut broker, &quorum);
+    wait_for_copy_anywhere(&quorum);
+    let owner = wait_for_zk_controller(&zk, &quorum, 1);
+
+    let mut late = zk_broker(&dist, &zk, 102);
+    wait_for_znode(&zk, "/brokers/ids/102");
+    assert_eq!(zk_get(&zk, "/controller"), owner, "the claim stays");
+    create_and_see_in_zookeeper(&broker, &zk, &quorum, "while-102-is-up");
+    let status = krust(&[
+        "migration",
+        "status",
+        "--bootstrap-controller",
+        &controllers(&quorum, &[1]),
+        "--zookeeper",
+        &connect,
+    ]);
+    println!("{}", status.stdout);
+    assert!(status.success(), "{}", text(&status));
+    for expected in [
+        "Phase: MIGRATION (hybrid",
+        "Broker 102: NOT registered with the quorum",
+        "ZooKeeper brokers 102 are in /brokers/ids but not registered with the quorum",
+    ] {
+        assert!(
+            status.stdout.contains(expected),
+            "{expected}\n{}",
+            text(&status)
+        );
+    }
+    late.kill().expect("late broker killed");
+    broker.kill().expect("broker killed");
+    quorum.stop_all();
+}

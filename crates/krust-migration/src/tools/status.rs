@@ -357,6 +357,23 @@ fn notes(
                 .filter(|b| b.kraft.is_some_and(|k| k.zk_mode))
                 .map(|b| b.id)
                 .collect();
+            // A ZooKeeper-mode broker up without the migration settings: the KRaft controller
+            // only drives brokers registered with the quorum (facts §6.11), and `/controller`
+            // is the KRaft controller's persistent claim, so it gets no metadata at all.
+            let unregistered: Vec<i32> = brokers
+                .iter()
+                .filter(|b| b.in_zk && b.kraft.is_none())
+                .map(|b| b.id)
+                .collect();
+            if !unregistered.is_empty() {
+                notes.push(format!(
+                    "ZooKeeper brokers {} are in /brokers/ids but not registered with the quorum: \
+                     the KRaft controller sends them no metadata; restart them with \
+                     zookeeper.metadata.migration.enable=true, controller.quorum.voters and \
+                     controller.listener.names",
+                    ids_text(&unregistered)
+                ));
+            }
             notes.push(format!(
                 "next: roll brokers {} into KRaft mode (process.roles=broker, node.id, no \
                  zookeeper.connect)",
