@@ -209,6 +209,48 @@ fn waits_for_a_zk_registered_broker_and_for_one_only_in_an_assignment() {
     assert_eq!(sim.driver(LEADER).status().migrating_zk_broker_count, 4);
 }
 
+/// A ZooKeeper broker whose `broker.id` is a controller's node id (brokers and controllers
+/// share one id space, KIP-866). Kafka 3.9 migrates anyway and the broker then takes itself for
+/// the controller named in `/controller`; krust's driver stays in WAIT_FOR_BROKERS, names the
+/// ids, and leaves ZooKeeper untouched — even once that broker registered as migrating.
+#[test]
+fn a_zookeeper_broker_with_a_controller_node_id_stops_the_migration_before_zookeeper_is_touched() {
+    let mut sim = driver_harness::Sim::new(SimOptions::default());
+    sim.zk_cluster(&[0, 3001], &[("a", vec![0, 3001])]);
+    sim.bootstrap(Some(ZkMigrationState::PreMigration), &[0, 3001]);
+    sim.set_leader(Some(LEADER), 1);
+    sim.run_for(Duration::from_secs(5));
+
+    assert_eq!(sim.state(LEADER), S::WaitForBrokers);
+    let status = sim.driver(LEADER).status();
+    let Some(WaitReason::Brokers(wait)) = status.waiting_for.clone() else {
+        panic!("not waiting for brokers: {status:?}");
+    };
+    assert!(wait.missing.is_empty(), "both brokers registered: {wait:?}");
+    assert_eq!(
+        wait.controller_ids.iter().copied().collect::<Vec<_>>(),
+        vec![3001]
+    );
+    let shown = status.waiting_for.expect("reason").to_string();
+    assert!(
+        shown.contains("ZooKeeper brokers {3001} have the node ids of KRaft controllers"),
+        "{shown}"
+    );
+    assert!(
+        sim.zk
+            .get("/controller")
+            .expect("zk controller")
+            .0
+            .starts_with(b"{\"version\":1"),
+        "the ZooKeeper controller was left alone"
+    );
+    assert_eq!(
+        sim.zk_migration().kraft_metadata_offset,
+        -1,
+        "nothing copied"
+    );
+}
+
 #[test]
 fn waits_for_every_quorum_controller_to_register_migration_ready() {
     let mut sim = driver_harness::Sim::new(SimOptions::default());

@@ -254,6 +254,33 @@ fn status_without_zookeeper_says_what_it_did_not_read() {
     assert_eq!(report.to_json()["zookeeperRead"], false);
 }
 
+/// A ZooKeeper-mode broker up in the hybrid phase without the migration settings (in
+/// `/brokers/ids`, never registered with the quorum) gets no metadata from the KRaft
+/// controller: the status names it and says how to fix it.
+#[test]
+fn migration_hybrid_names_a_zookeeper_broker_that_is_not_in_migration_mode() {
+    let img = image(vec![
+        state(1),
+        controller(3000, true),
+        broker(1, true, false),
+        broker(2, true, false),
+        broker(3, true, false),
+    ]);
+    let text = derive_status(
+        &quorum(img),
+        Some(&zk(&[1, 3, 4], Some(copied_at(90)), true)),
+    )
+    .to_string();
+    assert!(
+        text.contains("ZooKeeper brokers 4 are in /brokers/ids but not registered with the quorum"),
+        "{text}"
+    );
+    assert!(
+        text.contains("next: roll brokers 1,2,3 into KRaft mode"),
+        "{text}"
+    );
+}
+
 #[test]
 fn all_kraft_then_post_migration() {
     let img = image(vec![

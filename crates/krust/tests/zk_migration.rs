@@ -5,6 +5,8 @@
 
 #[path = "support/mod.rs"]
 mod cluster;
+#[path = "support/migration.rs"]
+mod migration;
 #[path = "quorum_support/mod.rs"]
 mod support;
 
@@ -12,28 +14,15 @@ use std::time::Duration;
 
 use krust_metadata::image::features::ZkMigrationState;
 use krust_metadata::records::MetadataRecord;
-use krust_metadata::{ApiMessageAndVersion, MetadataImage, MetadataProvenance};
+use krust_metadata::{MetadataImage, MetadataProvenance};
 use krust_testkit::{
     KafkaDist, KafkaNode, KafkaRole, KrustProcess, ZooKeeperServer, check_acked_records,
 };
-use support::{FAST_TIMEOUTS, Quorum, read_metadata_log, wait_for_quorum};
-
-const WAIT: Duration = Duration::from_secs(120);
-/// What the migration driver logs once the metadata is copied into the log (Kafka's line).
-const MIGRATION_COMPLETED: &str = "Completed migration of metadata from ZooKeeper to KRaft";
-/// What Kafka 3.9's `BrokerLifecycleManager` logs once its registration is accepted.
-const REGISTERED: &str = "Successfully registered broker";
-
-/// A ZooKeeper-mode Kafka 3.9 broker `id` on `zk`, started.
-fn zk_broker(dist: &KafkaDist, zk: &ZooKeeperServer, id: i32) -> KafkaNode {
-    KafkaNode::builder(dist)
-        .role(KafkaRole::ZkBroker)
-        .node_id(id)
-        .zookeeper(zk.connect_string())
-        .start_timeout(WAIT)
-        .start()
-        .expect("ZooKeeper-mode broker starts")
-}
+use migration::{
+    MIGRATION_COMPLETED, REGISTERED, WAIT, metadata_records, roll_into_migration_mode,
+    wait_for_znode, zk_broker, zk_get,
+};
+use support::{FAST_TIMEOUTS, Quorum, wait_for_quorum};
 
 /// One krust controller (node 1) of cluster `cluster_id` with `extra` settings (the migration
 /// ones among them), started.
@@ -42,19 +31,6 @@ fn migrating_controller(extra: &[(&str, &str)], cluster_id: &str) -> Quorum {
     let node = quorum.node(1);
     node.process = Some(cluster::start_server_within(&node.dir, 1, WAIT));
     quorum
-}
-
-/// Restarts `broker` in migration mode, registering with `quorum`.
-fn roll_into_migration_mode(broker: &mut KafkaNode, quorum: &Quorum) {
-    broker
-        .enable_migration(&quorum.voters)
-        .expect("broker config");
-    broker.restart().unwrap_or_else(|e| {
-        panic!(
-            "broker restarts in migration mode: {e}\n{}",
-            quorum.log_tails()
-        )
-    });
 }
 
 /// A Kafka 3.9 KRaft broker taking over the stopped ZooKeeper broker `zk_broker`: same id, port
@@ -121,44 +97,6 @@ fn scrape_until(port: u16, accept: impl Fn(&str) -> bool) -> Option<String> {
         std::thread::sleep(Duration::from_millis(200));
     }
     None
-}
-
-/// The data of `path` as `zookeeper-shell get` prints it ("" when missing).
-fn zk_get(zk: &ZooKeeperServer, path: &str) -> String {
-    zk.shell(&["get", path])
-        .map(|o| o.stdout)
-        .unwrap_or_default()
-}
-
-/// Polls `path` until it exists; its data.
-fn wait_for_znode(zk: &ZooKeeperServer, path: &str) -> String {
-    let deadline = std::time::Instant::now() + WAIT;
-    loop {
-        let data = zk_get(zk, path);
-        if data.contains('{') {
-            return data;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{path} never appeared in ZooKeeper"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-}
-
-/// The metadata records of a stopped controller's log, decoded.
-fn metadata_records(quorum: &Quorum, id: i32) -> Vec<MetadataRecord> {
-    let node = quorum.nodes.iter().find(|n| n.id == id).expect("node");
-    read_metadata_log(&node.data_dir())
-        .into_iter()
-        .filter(|r| !r.control)
-        .filter_map(|r| r.value)
-        .map(|v| {
-            ApiMessageAndVersion::decode(&v)
-                .expect("a metadata record")
-                .record
-        })
-        .collect()
 }
 
 /// The whole migration, phases 1–5: a krust controller provisioned with

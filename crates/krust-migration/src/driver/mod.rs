@@ -202,6 +202,22 @@ enum AppendKind {
     Complete,
 }
 
+impl CopyAppend {
+    /// What the copy waits for while this batch commits, in the words of Kafka 3.9's
+    /// `FutureUtils.waitWithLogging` calls in `KRaftMigrationDriver.MigrateMetadataEvent`
+    /// ("Waiting for …" / "Finished waiting for …").
+    fn wait_action(&self) -> String {
+        match self.kind {
+            AppendKind::Begin => "the metadata layer to begin the migration transaction".to_owned(),
+            AppendKind::Data => format!(
+                "the metadata layer to commit {} migration records",
+                self.records
+            ),
+            AppendKind::Complete => "the metadata layer to complete the migration".to_owned(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct InFlight<Rpcs> {
     id: RequestId,
@@ -538,6 +554,11 @@ where
             return;
         };
         let waited = now.saturating_duration_since(in_flight.issued_at);
+        info!(
+            node_id = self.config.node_id,
+            "Finished waiting for {}",
+            append.wait_action()
+        );
         let Some(copy) = self.copy.as_mut() else {
             return;
         };

@@ -169,7 +169,8 @@ where
                 Ok(wait)
                     if !wait.no_brokers_in_kraft
                         && !wait.no_brokers_in_zk
-                        && wait.missing.is_empty() =>
+                        && wait.missing.is_empty()
+                        && wait.controller_ids.is_empty() =>
                 {
                     info!(
                         node_id = self.config.node_id,
@@ -178,8 +179,13 @@ where
                     self.transition(MigrationDriverState::BecomeController);
                 }
                 Ok(wait) => {
+                    let collision = !wait.controller_ids.is_empty();
                     let reason = WaitReason::Brokers(wait);
-                    info!(node_id = self.config.node_id, "{reason}");
+                    if collision {
+                        error!(node_id = self.config.node_id, "{reason}");
+                    } else {
+                        info!(node_id = self.config.node_id, "{reason}");
+                    }
                     self.waiting_for = Some(reason);
                 }
                 Err(e) => self.last_error = Some(e),

@@ -97,6 +97,11 @@ where
             records: records.len(),
             counts: records.iter().map(|r| r.record.record_type()).collect(),
         };
+        info!(
+            node_id = self.config.node_id,
+            "Waiting for {}",
+            append.wait_action()
+        );
         let id = self.next_id();
         self.in_flight = Some(InFlight {
             id,

@@ -119,6 +119,13 @@ pub struct BrokerWait {
     pub no_brokers_in_zk: bool,
     /// Not yet registered with KRaft as a migrating ZooKeeper broker, by id.
     pub missing: BTreeMap<i32, MissingBroker>,
+    /// ZooKeeper broker ids (in `/brokers/ids` or a topic assignment) that are also controller
+    /// node ids. Brokers and controllers share one id space (KIP-866); Kafka 3.9 checks nothing
+    /// and migrates anyway, after which the broker whose `broker.id` is the `brokerid` in
+    /// `/controller` takes itself for the controller and fails admin requests ("Cannot set
+    /// entity configs for topics … directly when there is a KRaft controller"). krust waits
+    /// here instead, before touching ZooKeeper, until the ids are made distinct.
+    pub controller_ids: BTreeSet<i32>,
 }
 
 /// Where a missing broker id was found.
@@ -173,6 +180,13 @@ impl fmt::Display for WaitReason {
             Self::ControllerQuorum(QuorumNotReady::NotMigrationReady(id)) => write!(
                 f,
                 "Controller {id} has not enabled zookeeper.metadata.migration.enable"
+            ),
+            Self::Brokers(wait) if !wait.controller_ids.is_empty() => write!(
+                f,
+                "ZooKeeper brokers {:?} have the node ids of KRaft controllers: brokers and \
+                 controllers share one id space, so the migration will not start. Give the \
+                 controllers node ids no broker uses (krust migration preflight checks this).",
+                wait.controller_ids
             ),
             Self::Brokers(wait) if wait.no_brokers_in_kraft => {
                 f.write_str("No brokers are known to KRaft, waiting for brokers to register.")

@@ -218,6 +218,18 @@ where
             no_brokers_in_zk: zk_ids.is_empty(),
             ..BrokerWait::default()
         };
+        let controller_ids: BTreeSet<i32> = self
+            .config
+            .quorum_voter_ids
+            .iter()
+            .copied()
+            .chain(self.image.cluster.controllers.keys().copied())
+            .collect();
+        wait.controller_ids = zk_ids
+            .union(&assignment_ids)
+            .filter(|id| controller_ids.contains(id))
+            .copied()
+            .collect();
         for id in zk_ids.difference(&migrating) {
             wait.missing.insert(*id, MissingBroker::ZkRegistered);
         }

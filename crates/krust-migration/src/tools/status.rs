@@ -345,6 +345,19 @@ fn notes(
                     ids_text(&assignment_missing)
                 ));
             }
+            let collisions: Vec<i32> = brokers
+                .iter()
+                .filter(|b| (b.in_zk || b.in_assignments) && voter_ids.contains(&b.id))
+                .map(|b| b.id)
+                .collect();
+            if !collisions.is_empty() {
+                notes.push(format!(
+                    "ZooKeeper brokers {} have the node ids of KRaft controllers: brokers and \
+                     controllers share one id space, so the migration will not start; give the \
+                     controllers node ids no broker uses",
+                    ids_text(&collisions)
+                ));
+            }
             if notes.is_empty() {
                 notes.push(
                     "every broker has registered: the active controller claims /controller and \
@@ -366,6 +379,23 @@ fn notes(
                 .filter(|b| b.kraft.is_some_and(|k| k.zk_mode))
                 .map(|b| b.id)
                 .collect();
+            // A ZooKeeper-mode broker up without the migration settings: the KRaft controller
+            // only drives brokers registered with the quorum (facts §6.11), and `/controller`
+            // is the KRaft controller's persistent claim, so it gets no metadata at all.
+            let unregistered: Vec<i32> = brokers
+                .iter()
+                .filter(|b| b.in_zk && b.kraft.is_none())
+                .map(|b| b.id)
+                .collect();
+            if !unregistered.is_empty() {
+                notes.push(format!(
+                    "ZooKeeper brokers {} are in /brokers/ids but not registered with the quorum: \
+                     the KRaft controller sends them no metadata; restart them with \
+                     zookeeper.metadata.migration.enable=true, controller.quorum.voters and \
+                     controller.listener.names",
+                    ids_text(&unregistered)
+                ));
+            }
             notes.push(format!(
                 "next: roll brokers {} into KRaft mode (process.roles=broker, node.id, no \
                  zookeeper.connect)",

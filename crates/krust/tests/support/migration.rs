@@ -1,0 +1,86 @@
+//! Shared scaffolding of the ZooKeeper → KRaft migration process tests (`zk_migration.rs`,
+//! `zk_migration_faults.rs`): a Kafka 3.9 ZooKeeper-mode broker, its roll into migration mode,
+//! znode reads through `zookeeper-shell`, and a stopped controller's metadata log, decoded.
+//!
+//! Include it as `#[path = "support/migration.rs"] mod migration;` next to
+//! `#[path = "support/mod.rs"] mod cluster;` and `#[path = "quorum_support/mod.rs"] mod support;`.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::time::{Duration, Instant};
+
+use krust_metadata::ApiMessageAndVersion;
+use krust_metadata::records::MetadataRecord;
+use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ZooKeeperServer};
+
+use crate::support::{Quorum, read_metadata_log};
+
+/// How long a migration step (a JVM start, the copy, a dual-write) may take on a loaded 2-core
+/// machine.
+pub const WAIT: Duration = Duration::from_secs(120);
+/// What the migration driver logs once the metadata is copied into the log (Kafka's line).
+pub const MIGRATION_COMPLETED: &str = "Completed migration of metadata from ZooKeeper to KRaft";
+/// What Kafka 3.9's `BrokerLifecycleManager` logs once its registration is accepted.
+pub const REGISTERED: &str = "Successfully registered broker";
+
+/// A ZooKeeper-mode Kafka 3.9 broker `id` on `zk`, started.
+pub fn zk_broker(dist: &KafkaDist, zk: &ZooKeeperServer, id: i32) -> KafkaNode {
+    KafkaNode::builder(dist)
+        .role(KafkaRole::ZkBroker)
+        .node_id(id)
+        .zookeeper(zk.connect_string())
+        .start_timeout(WAIT)
+        .start()
+        .expect("ZooKeeper-mode broker starts")
+}
+
+/// Restarts `broker` in migration mode, registering with `quorum`.
+pub fn roll_into_migration_mode(broker: &mut KafkaNode, quorum: &Quorum) {
+    broker
+        .enable_migration(&quorum.voters)
+        .expect("broker config");
+    broker.restart().unwrap_or_else(|e| {
+        panic!(
+            "broker restarts in migration mode: {e}\n{}",
+            quorum.log_tails()
+        )
+    });
+}
+
+/// The data of `path` as `zookeeper-shell get` prints it ("" when missing).
+pub fn zk_get(zk: &ZooKeeperServer, path: &str) -> String {
+    zk.shell(&["get", path])
+        .map(|o| o.stdout)
+        .unwrap_or_default()
+}
+
+/// Polls `path` until it exists; its data.
+pub fn wait_for_znode(zk: &ZooKeeperServer, path: &str) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let data = zk_get(zk, path);
+        if data.contains('{') {
+            return data;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{path} never appeared in ZooKeeper"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The metadata records of a stopped controller's log, decoded, in log order.
+pub fn metadata_records(quorum: &Quorum, id: i32) -> Vec<MetadataRecord> {
+    let node = quorum.nodes.iter().find(|n| n.id == id).expect("node");
+    read_metadata_log(&node.data_dir())
+        .into_iter()
+        .filter(|r| !r.control)
+        .filter_map(|r| r.value)
+        .map(|v| {
+            ApiMessageAndVersion::decode(&v)
+                .expect("a metadata record")
+                .record
+        })
+        .collect()
+}
