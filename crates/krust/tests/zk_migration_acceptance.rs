@@ -14,6 +14,8 @@
 
 #[path = "support/mod.rs"]
 mod cluster;
+#[path = "support/migration.rs"]
+mod migration;
 #[path = "quorum_support/mod.rs"]
 mod support;
 
@@ -21,14 +23,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use krust_testkit::{
-    AckedProducer, GroupConsumer, KafkaDist, KafkaNode, KafkaRole, KrustProcess, ToolOutput,
-    ZooKeeperServer, class, parse_group_consumer_report, run_binary,
+    AckedProducer, GroupConsumer, KafkaDist, KafkaNode, KafkaRole, KrustProcess, ZooKeeperServer,
+    class, parse_group_consumer_report,
 };
-use support::{FAST_TIMEOUTS, KRUST, Quorum, wait_for_quorum};
+use migration::{MIGRATION_COMPLETED, WAIT, krust, text, verify_until_equal, zk_broker, zk_get};
+use support::{FAST_TIMEOUTS, Quorum, wait_for_quorum};
 
-const WAIT: Duration = Duration::from_secs(120);
-/// What the migration driver logs once the metadata is copied into the log (Kafka's line).
-const MIGRATION_COMPLETED: &str = "Completed migration of metadata from ZooKeeper to KRaft";
 /// `kafka-configs.sh` (still Scala in 3.9).
 const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
 /// `kafka-acls.sh` (still Scala in 3.9).
@@ -371,17 +371,6 @@ const DUAL_WRITES: &[Step] = &[
 /// The delegation token of the seed (see [`seed_token`]).
 const TOKEN_ID: &str = "acceptance-token-1";
 
-fn krust(args: &[&str]) -> ToolOutput {
-    run_binary(KRUST, args, None, Duration::from_secs(90)).expect("run krust")
-}
-
-fn text(out: &ToolOutput) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status, out.stdout, out.stderr
-    )
-}
-
 /// Runs `step` through `bootstrap`; the tool's complaint when it fails.
 fn run_step(
     dist: &KafkaDist,
@@ -459,44 +448,17 @@ fn seed_token(connect: &str) {
     });
 }
 
-/// The data of `path` as `zookeeper-shell get` prints it ("" when missing).
-fn zk_get(zk: &ZooKeeperServer, path: &str) -> String {
-    zk.shell(&["get", path])
-        .map(|o| o.stdout)
-        .unwrap_or_default()
-}
-
 /// `krust migration verify` until it is empty: dual-write is asynchronous (the log moves first,
 /// ZooKeeper follows), so a change shows in the diff until its write lands; it must land within
-/// [`WAIT`]. Panics with the last diff otherwise.
-fn verify_converges(connect: &str, bootstrap: &str, after: &str, logs: impl Fn() -> String) {
-    let args = [
-        "migration",
-        "verify",
-        "--zookeeper",
-        connect,
-        "--bootstrap-controller",
-        bootstrap,
-    ];
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let out = krust(&args);
-        if out.success() && out.stdout.trim().is_empty() {
-            return;
-        }
-        assert!(
-            !out.stderr.contains("panicked"),
-            "verify after {after}: {}",
-            text(&out)
-        );
-        assert!(
-            Instant::now() < deadline,
-            "ZooKeeper and the KRaft image still differ after {after}:\n{}\n{}",
-            text(&out),
-            logs()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    }
+/// [`WAIT`].
+fn verify_converges(zk: &ZooKeeperServer, bootstrap: &str, after: &str, logs: impl Fn() -> String) {
+    let out = verify_until_equal(zk, bootstrap);
+    assert!(
+        out.success() && out.stdout.is_empty(),
+        "ZooKeeper and the KRaft image still differ after {after}:\n{}\n{}",
+        text(&out),
+        logs()
+    );
 }
 
 /// Waits until `producer` has `more` acknowledged records beyond what it has now.
@@ -749,7 +711,7 @@ fn migrate_a_whole_cluster(target: Target) {
         assert!(Instant::now() < deadline, "no copy\n{}", quorum.log_tails());
         std::thread::sleep(Duration::from_millis(200));
     }
-    verify_converges(&connect, &controllers, "the copy", || quorum.log_tails());
+    verify_converges(&zk, &controllers, "the copy", || quorum.log_tails());
     let status = krust(&[
         "migration",
         "status",
@@ -769,7 +731,7 @@ fn migrate_a_whole_cluster(target: Target) {
     for s in DUAL_WRITES {
         run_step(&dist, &bootstrap, &command_config, s)
             .unwrap_or_else(|e| panic!("dual-write step {}: {e}\n{}", s.name, quorum.log_tails()));
-        verify_converges(&connect, &controllers, s.name, || quorum.log_tails());
+        verify_converges(&zk, &controllers, s.name, || quorum.log_tails());
     }
     assert!(
         zk_get(&zk, "/brokers/topics/dw-new").contains("\"3\""),
@@ -835,9 +797,7 @@ fn migrate_a_whole_cluster(target: Target) {
     );
     run_step(&dist, &bootstrap, &command_config, &after_roll)
         .unwrap_or_else(|e| panic!("{}: {e}\n{}", after_roll.name, quorum.log_tails()));
-    verify_converges(&connect, &controllers, after_roll.name, || {
-        quorum.log_tails()
-    });
+    verify_converges(&zk, &controllers, after_roll.name, || quorum.log_tails());
 
     // Phase 6: finalize — the controllers are rolled without the migration settings. Until the
     // last one is rolled, a controller that still has them may lead and dual-write.
@@ -980,15 +940,7 @@ fn a_partition_reassigned_in_the_hybrid_phase_moves_and_leaves_no_stray_replica(
     let work = tempfile::tempdir().expect("tempdir");
     let mut brokers: Vec<KafkaNode> = [101, 102]
         .into_iter()
-        .map(|id| {
-            KafkaNode::builder(&dist)
-                .role(KafkaRole::ZkBroker)
-                .node_id(id)
-                .zookeeper(connect.clone())
-                .start_timeout(WAIT)
-                .start()
-                .expect("ZooKeeper-mode broker starts")
-        })
+        .map(|id| zk_broker(&dist, &zk, id))
         .collect();
     let bootstrap = brokers
         .iter()
@@ -1038,7 +990,7 @@ fn a_partition_reassigned_in_the_hybrid_phase_moves_and_leaves_no_stray_replica(
         .expect("started")
         .wait_for_line(MIGRATION_COMPLETED, WAIT)
         .unwrap_or_else(|e| panic!("no copy: {e}\n{}", quorum.log_tails()));
-    verify_converges(&connect, &controllers, "the copy", || quorum.log_tails());
+    verify_converges(&zk, &controllers, "the copy", || quorum.log_tails());
 
     // Move the partition from 101 to 102, as an operator does.
     let plan = work.path().join("reassignment.json");
@@ -1086,9 +1038,7 @@ fn a_partition_reassigned_in_the_hybrid_phase_moves_and_leaves_no_stray_replica(
         );
         std::thread::sleep(Duration::from_millis(500));
     }
-    verify_converges(&connect, &controllers, "the reassignment", || {
-        quorum.log_tails()
-    });
+    verify_converges(&zk, &controllers, "the reassignment", || quorum.log_tails());
     let topic = zk_get(&zk, &format!("/brokers/topics/{MOVING}"));
     assert!(
         topic.contains(r#""partitions":{"0":[102]}"#)

@@ -21,45 +21,12 @@ use std::time::{Duration, Instant};
 
 use krust_metadata::records::MetadataRecord;
 use krust_metadata::{MetadataImage, MetadataProvenance};
-use krust_testkit::{KafkaDist, KafkaNode, ToolOutput, ZooKeeperServer, run_binary};
-use migration::{MIGRATION_COMPLETED, WAIT, metadata_records, wait_for_znode, zk_broker, zk_get};
-use support::{FAST_TIMEOUTS, KRUST, Quorum, wait_for_quorum};
-
-/// `krust <args>`, bounded.
-fn krust(args: &[&str]) -> ToolOutput {
-    run_binary(KRUST, args, None, Duration::from_secs(90)).expect("run krust")
-}
-
-/// `krust migration verify` against `zk` and the controllers at `bootstrap`, run until it
-/// reports no difference (dual-write is asynchronous: a change committed in the log reaches
-/// ZooKeeper a little later) or [`WAIT`] passes; the last run.
-fn verify_until_equal(zk: &ZooKeeperServer, bootstrap: &str) -> ToolOutput {
-    let connect = zk.connect_string();
-    let args = [
-        "migration",
-        "verify",
-        "--zookeeper",
-        &connect,
-        "--bootstrap-controller",
-        bootstrap,
-    ];
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let out = krust(&args);
-        if (out.success() && out.stdout.is_empty()) || Instant::now() > deadline {
-            return out;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-}
-
-/// The output of a tool run, for a failure message.
-fn text(out: &ToolOutput) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}--- stderr\n{}",
-        out.status, out.stdout, out.stderr
-    )
-}
+use krust_testkit::{KafkaDist, KafkaNode, ZooKeeperServer};
+use migration::{
+    MIGRATION_COMPLETED, WAIT, krust, metadata_records, text, verify_until_equal, wait_for_znode,
+    zk_broker, zk_get,
+};
+use support::{FAST_TIMEOUTS, Quorum, wait_for_quorum};
 
 /// The controllers `ids` of `quorum` as `--bootstrap-controller`.
 fn controllers(quorum: &Quorum, ids: &[i32]) -> String {

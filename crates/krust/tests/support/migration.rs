@@ -1,6 +1,7 @@
 //! Shared scaffolding of the ZooKeeper → KRaft migration process tests (`zk_migration.rs`,
-//! `zk_migration_faults.rs`): a Kafka 3.9 ZooKeeper-mode broker, its roll into migration mode,
-//! znode reads through `zookeeper-shell`, and a stopped controller's metadata log, decoded.
+//! `zk_migration_faults.rs`, `zk_migration_acceptance.rs`): a Kafka 3.9 ZooKeeper-mode broker, its roll into migration mode,
+//! znode reads through `zookeeper-shell`, a stopped controller's metadata log, decoded, and
+//! `krust migration verify` run until ZooKeeper and the quorum agree.
 //!
 //! Include it as `#[path = "support/migration.rs"] mod migration;` next to
 //! `#[path = "support/mod.rs"] mod cluster;` and `#[path = "quorum_support/mod.rs"] mod support;`.
@@ -11,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use krust_metadata::ApiMessageAndVersion;
 use krust_metadata::records::MetadataRecord;
-use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ZooKeeperServer};
+use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ToolOutput, ZooKeeperServer, run_binary};
 
-use crate::support::{Quorum, read_metadata_log};
+use crate::support::{KRUST, Quorum, read_metadata_log};
 
 /// How long a migration step (a JVM start, the copy, a dual-write) may take on a loaded 2-core
 /// machine.
@@ -83,4 +84,40 @@ pub fn metadata_records(quorum: &Quorum, id: i32) -> Vec<MetadataRecord> {
                 .record
         })
         .collect()
+}
+
+/// `krust <args>`, bounded.
+pub fn krust(args: &[&str]) -> ToolOutput {
+    run_binary(KRUST, args, None, Duration::from_secs(90)).expect("run krust")
+}
+
+/// `krust migration verify` against `zk` and the controllers at `bootstrap`, run until it
+/// reports no difference (dual-write is asynchronous: a change committed in the log reaches
+/// ZooKeeper a little later) or [`WAIT`] passes; the last run.
+pub fn verify_until_equal(zk: &ZooKeeperServer, bootstrap: &str) -> ToolOutput {
+    let connect = zk.connect_string();
+    let args = [
+        "migration",
+        "verify",
+        "--zookeeper",
+        &connect,
+        "--bootstrap-controller",
+        bootstrap,
+    ];
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let out = krust(&args);
+        if (out.success() && out.stdout.is_empty()) || Instant::now() > deadline {
+            return out;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The output of a tool run, for a failure message.
+pub fn text(out: &ToolOutput) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}--- stderr\n{}",
+        out.status, out.stdout, out.stderr
+    )
 }
