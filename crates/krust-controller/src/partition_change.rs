@@ -1,6 +1,7 @@
 //! One partition's next state as a `PartitionChangeRecord` (Kafka 3.9 `PartitionChangeBuilder`,
 //! without reassignment and ELR): leader election from the target ISR, the unclean fallback,
-//! the ISR change, and the leader epoch bump rules.
+//! the ISR change, the leader epoch bump rules, and replica directory assignments (KIP-858,
+//! from metadata.version 3.7-IV2).
 //!
 //! Epochs are not written here: replaying a `PartitionChangeRecord` bumps the partition epoch,
 //! and bumps the leader epoch whenever the record's `Leader` field is set (facts §3.3). So a
@@ -36,6 +37,8 @@ pub struct PartitionChangeBuilder<'a> {
     election: Election,
     target_isr: Vec<i32>,
     target_leader_recovery_state: LeaderRecoveryState,
+    /// Replicas whose log directory changes (AssignReplicasToDirs), last one wins.
+    target_directories: Vec<(i32, Uuid)>,
 }
 
 impl<'a> PartitionChangeBuilder<'a> {
@@ -58,7 +61,33 @@ impl<'a> PartitionChangeBuilder<'a> {
             election: Election::Online,
             target_isr: partition.isr.clone(),
             target_leader_recovery_state: partition.leader_recovery_state,
+            target_directories: Vec::new(),
         }
+    }
+
+    /// Assigns `replica` to log directory `directory` (Kafka's `setDirectory`). Written only
+    /// at metadata.versions with directory assignment, and only if it changes something.
+    #[must_use]
+    pub fn with_directory(mut self, replica: i32, directory: Uuid) -> Self {
+        self.target_directories.push((replica, directory));
+        self
+    }
+
+    /// The directories after the change, one per replica, as Kafka's `setAssignmentChanges`
+    /// builds them (replicas never change here, so none needs a default directory).
+    fn target_directories(&self) -> Vec<Uuid> {
+        self.partition
+            .replicas
+            .iter()
+            .zip(&self.partition.directories)
+            .map(|(replica, current)| {
+                self.target_directories
+                    .iter()
+                    .rev()
+                    .find(|(r, _)| r == replica)
+                    .map_or(*current, |(_, d)| *d)
+            })
+            .collect()
     }
 
     /// The election kind.
@@ -165,9 +194,16 @@ impl<'a> PartitionChangeBuilder<'a> {
         {
             record.leader_recovery_state = self.target_leader_recovery_state.value();
         }
+        if self.metadata_version.is_directory_assignment_supported() {
+            let directories = self.target_directories();
+            if directories != self.partition.directories {
+                record.directories = Some(directories);
+            }
+        }
         if record.leader == NO_LEADER_CHANGE
             && record.isr.is_none()
             && record.leader_recovery_state == -1
+            && record.directories.is_none()
         {
             return None;
         }
@@ -284,6 +320,36 @@ mod tests {
         )
         .expect("a change");
         assert_eq!(old.leader, 1, "same leader, epoch bumped");
+    }
+
+    #[test]
+    fn a_directory_assignment_changes_only_that_replicas_directory() {
+        let p = partition(&[1, 2, 3], &[1, 2, 3], 1);
+        let acceptable = |_| true;
+        let dir = Uuid::from_u64_pair(7, 9);
+        let c = change(
+            PartitionChangeBuilder::new(&p, Uuid::nil(), 0, &acceptable, MV)
+                .with_directory(2, dir)
+                .build(),
+        )
+        .expect("a change");
+        assert_eq!(c.directories, Some(vec![Uuid::nil(), dir, Uuid::nil()]));
+        assert_eq!(c.leader, NO_LEADER_CHANGE);
+        assert_eq!(c.isr, None);
+        let same = PartitionChangeBuilder::new(&p, Uuid::nil(), 0, &acceptable, MV)
+            .with_directory(2, Uuid::nil())
+            .build();
+        assert_eq!(same, None, "the same directory again changes nothing");
+        let old = PartitionChangeBuilder::new(
+            &p,
+            Uuid::nil(),
+            0,
+            &acceptable,
+            MetadataVersion::IBP_3_7_IV1,
+        )
+        .with_directory(2, dir)
+        .build();
+        assert_eq!(old, None, "no directories before 3.7-IV2");
     }
 
     #[test]

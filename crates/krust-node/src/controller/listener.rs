@@ -3,8 +3,9 @@
 //! DescribeQuorum), DescribeCluster (KIP-919: what `--bootstrap-controller` admin clients
 //! ask first) and, with a controller task attached, the controller APIs (facts §2.1: broker
 //! registration and heartbeats, admin requests, AlterPartition, …) including Envelope, in
-//! which brokers forward their clients' admin requests. Raft requests go to the driver, the
-//! controller APIs to the [`ControllerChannel`]; the cores pick every error code.
+//! which brokers forward their clients' admin requests, and AssignReplicasToDirs (KIP-858).
+//! Raft requests go to the driver, the controller APIs to the [`ControllerChannel`]; the
+//! cores pick every error code.
 
 use kafka_protocol::messages::DefaultPrincipalData;
 use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
@@ -39,7 +40,7 @@ const SIZE_PREFIX_BYTES: usize = 4;
 
 /// The controller APIs of Kafka 3.9's controller listener (facts §2.1, `ApiKeys` with the
 /// `controller` listener), with its version ranges.
-const CONTROLLER_APIS: [(ApiKey, i16, i16); 22] =
+const CONTROLLER_APIS: [(ApiKey, i16, i16); 23] =
     krust_net::api_versions::KAFKA_CONTROLLER_API_VERSIONS;
 
 /// The APIs a controller with a running controller task serves: the Raft ones of
@@ -189,6 +190,7 @@ impl ControllerHandler {
             ControllerResponse::CreateTopics(r) => ResponseKind::CreateTopics(r),
             ControllerResponse::DeleteTopics(r) => ResponseKind::DeleteTopics(r),
             ControllerResponse::AlterPartition(r) => ResponseKind::AlterPartition(r),
+            ControllerResponse::AssignReplicasToDirs(r) => ResponseKind::AssignReplicasToDirs(r),
             ControllerResponse::CreatePartitions(r) => ResponseKind::CreatePartitions(r),
             ControllerResponse::ElectLeaders(r) => ResponseKind::ElectLeaders(r),
             ControllerResponse::IncrementalAlterConfigs(r) => {
@@ -402,6 +404,7 @@ fn controller_request(request: RequestKind, version: i16) -> Option<ControllerRe
         RequestKind::BrokerHeartbeat(r) => ControllerRequest::BrokerHeartbeat(r),
         RequestKind::ControllerRegistration(r) => ControllerRequest::ControllerRegistration(r),
         RequestKind::AlterPartition(r) => ControllerRequest::AlterPartition(r),
+        RequestKind::AssignReplicasToDirs(r) => ControllerRequest::AssignReplicasToDirs(r),
         other => return forwardable(other, version, &Caller::direct()),
     })
 }
