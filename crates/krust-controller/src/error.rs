@@ -237,6 +237,24 @@ pub enum ControllerError {
         /// The new leader (-1 for none).
         leader: i32,
     },
+    /// AssignReplicasToDirs below metadata.version 3.7-IV2 (`UNSUPPORTED_VERSION`). Remedy:
+    /// upgrade the metadata.version; until then brokers do not send it.
+    #[error("Directory assignment is not supported yet.")]
+    DirectoryAssignmentNotSupported,
+    /// AssignReplicasToDirs for a partition the broker is not a replica of
+    /// (`NOT_LEADER_OR_FOLLOWER`). Remedy: none; the broker learns its replicas from the
+    /// metadata.
+    #[error(
+        "AssignReplicasToDirsRequest from broker {broker_id} references non assigned partition {topic}-{partition}"
+    )]
+    NotAssignedReplica {
+        /// The requesting broker.
+        broker_id: i32,
+        /// The topic name.
+        topic: String,
+        /// The partition index.
+        partition: i32,
+    },
     /// AlterPartition naming a replica that may not join the ISR (not registered, fenced, in
     /// controlled shutdown, or with another broker epoch). `INELIGIBLE_REPLICA`, 107.
     #[error("Ineligible replicas in the new ISR: {replicas:?}")]
@@ -256,9 +274,10 @@ impl ControllerError {
             | Self::AllBrokersFenced => ResponseError::InvalidReplicationFactor,
             Self::InconsistentClusterId { .. } => ResponseError::InconsistentClusterId,
             Self::DuplicateBrokerRegistration { .. } => ResponseError::DuplicateBrokerRegistration,
-            Self::UnsupportedFinalizedFeature { .. } | Self::ControllerRegistrationNotSupported => {
-                ResponseError::UnsupportedVersion
-            }
+            Self::UnsupportedFinalizedFeature { .. }
+            | Self::ControllerRegistrationNotSupported
+            | Self::DirectoryAssignmentNotSupported => ResponseError::UnsupportedVersion,
+            Self::NotAssignedReplica { .. } => ResponseError::NotLeaderOrFollower,
             Self::InvalidRegistration { .. } => ResponseError::Unknown(INVALID_REGISTRATION),
             Self::InvalidMigrationRecords { .. } => ResponseError::UnknownServerError,
             Self::ZkWriteBehind { .. } => ResponseError::RequestTimedOut,

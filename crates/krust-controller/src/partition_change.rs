@@ -1,7 +1,8 @@
 //! One partition's next state as a `PartitionChangeRecord` (Kafka 3.9 `PartitionChangeBuilder`,
 //! without ELR): leader election from the target ISR, the unclean fallback, the ISR change,
 //! partition reassignment (KIP-455: target replicas with adding/removing replicas, completed
-//! once the ISR holds every target replica), and the leader epoch bump rules.
+//! once the ISR holds every target replica), the leader epoch bump rules, and replica directory
+//! assignments (KIP-858, from metadata.version 3.7-IV2).
 //!
 //! Epochs are not written here: replaying a `PartitionChangeRecord` bumps the partition epoch,
 //! and bumps the leader epoch whenever the record's `Leader` field is set (facts §3.3). So a
@@ -40,6 +41,8 @@ pub struct PartitionChangeBuilder<'a> {
     target_replicas: Vec<i32>,
     target_removing: Vec<i32>,
     target_adding: Vec<i32>,
+    /// Replicas whose log directory changes (AssignReplicasToDirs), last one wins.
+    target_directories: Vec<(i32, Uuid)>,
     /// The log directory of a replica new to the partition.
     default_dir: &'a dyn Fn(i32) -> Uuid,
 }
@@ -72,8 +75,17 @@ impl<'a> PartitionChangeBuilder<'a> {
             target_replicas: partition.replicas.clone(),
             target_removing: partition.removing_replicas.clone(),
             target_adding: partition.adding_replicas.clone(),
+            target_directories: Vec::new(),
             default_dir: &unassigned,
         }
+    }
+
+    /// Assigns `replica` to log directory `directory` (Kafka's `setDirectory`). Written only
+    /// at metadata.versions with directory assignment, and only if it changes something.
+    #[must_use]
+    pub fn with_directory(mut self, replica: i32, directory: Uuid) -> Self {
+        self.target_directories.push((replica, directory));
+        self
     }
 
     /// The replica list to move to (a reassignment's full list: target plus removing).
@@ -133,9 +145,17 @@ impl<'a> PartitionChangeBuilder<'a> {
         self.target_adding.clear();
     }
 
-    /// The directory of `replica` after the change: its current one, or the default for a
-    /// replica new to the partition.
+    /// The directory of `replica` after the change: the one assigned by [`Self::with_directory`],
+    /// else its current one, else the default for a replica new to the partition.
     fn directory_of(&self, replica: i32) -> Uuid {
+        if let Some((_, assigned)) = self
+            .target_directories
+            .iter()
+            .rev()
+            .find(|(r, _)| *r == replica)
+        {
+            return *assigned;
+        }
         self.partition
             .replicas
             .iter()
@@ -403,6 +423,36 @@ mod tests {
         )
         .expect("a change");
         assert_eq!(old.leader, 1, "same leader, epoch bumped");
+    }
+
+    #[test]
+    fn a_directory_assignment_changes_only_that_replicas_directory() {
+        let p = partition(&[1, 2, 3], &[1, 2, 3], 1);
+        let acceptable = |_| true;
+        let dir = Uuid::from_u64_pair(7, 9);
+        let c = change(
+            PartitionChangeBuilder::new(&p, Uuid::nil(), 0, &acceptable, MV)
+                .with_directory(2, dir)
+                .build(),
+        )
+        .expect("a change");
+        assert_eq!(c.directories, Some(vec![Uuid::nil(), dir, Uuid::nil()]));
+        assert_eq!(c.leader, NO_LEADER_CHANGE);
+        assert_eq!(c.isr, None);
+        let same = PartitionChangeBuilder::new(&p, Uuid::nil(), 0, &acceptable, MV)
+            .with_directory(2, Uuid::nil())
+            .build();
+        assert_eq!(same, None, "the same directory again changes nothing");
+        let old = PartitionChangeBuilder::new(
+            &p,
+            Uuid::nil(),
+            0,
+            &acceptable,
+            MetadataVersion::IBP_3_7_IV1,
+        )
+        .with_directory(2, dir)
+        .build();
+        assert_eq!(old, None, "no directories before 3.7-IV2");
     }
 
     #[test]

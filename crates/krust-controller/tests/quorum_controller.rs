@@ -221,6 +221,11 @@ impl Sim {
     }
 
     fn register(&mut self, broker_id: i32) -> i64 {
+        let dir = Uuid::from_u64_pair(7, u64::try_from(broker_id).unwrap_or(0) + 1000);
+        self.register_with_dirs(broker_id, vec![dir])
+    }
+
+    fn register_with_dirs(&mut self, broker_id: i32, log_dirs: Vec<Uuid>) -> i64 {
         let request = BrokerRegistrationRequest::default()
             .with_broker_id(BrokerId(broker_id))
             .with_cluster_id(StrBytes::from_static_str(CLUSTER_ID))
@@ -241,10 +246,7 @@ impl Sim {
                     .with_min_supported_version(1)
                     .with_max_supported_version(21),
             ])
-            .with_log_dirs(vec![Uuid::from_u64_pair(
-                7,
-                u64::try_from(broker_id).unwrap_or(0) + 1000,
-            )]);
+            .with_log_dirs(log_dirs);
         match self.request(ControllerRequest::BrokerRegistration(request)) {
             ControllerResponse::BrokerRegistration(r) => {
                 assert_eq!(r.error_code, 0, "registration of {broker_id}");
@@ -2116,4 +2118,249 @@ fn partition_reassignment_moves_a_replica_and_completes_on_the_isr() {
     assert_eq!(p.isr, vec![2, 3, 4]);
     assert!(p.adding_replicas.is_empty() && p.removing_replicas.is_empty());
     assert!(list_reassignments(&mut sim).is_empty());
+}
+
+/// One AssignReplicasToDirs of `(directory, topic id, partitions)` entries.
+fn assign_dirs(
+    broker_id: i32,
+    broker_epoch: i64,
+    entries: &[(Uuid, Uuid, &[i32])],
+) -> ControllerRequest {
+    use kafka_protocol::messages::assign_replicas_to_dirs_request::{
+        DirectoryData, PartitionData as DirPartition, TopicData,
+    };
+    let directories = entries
+        .iter()
+        .map(|&(dir, topic_id, partitions)| {
+            DirectoryData::default().with_id(dir).with_topics(vec![
+                TopicData::default()
+                    .with_topic_id(topic_id)
+                    .with_partitions(
+                        partitions
+                            .iter()
+                            .map(|&p| DirPartition::default().with_partition_index(p))
+                            .collect(),
+                    ),
+            ])
+        })
+        .collect();
+    ControllerRequest::AssignReplicasToDirs(
+        kafka_protocol::messages::AssignReplicasToDirsRequest::default()
+            .with_broker_id(BrokerId(broker_id))
+            .with_broker_epoch(broker_epoch)
+            .with_directories(directories),
+    )
+}
+
+/// The AssignReplicasToDirs response as (top-level code, [(dir, topic, [(partition, code)])]).
+#[allow(clippy::type_complexity)]
+fn dirs_outcome(response: ControllerResponse) -> (i16, Vec<(Uuid, Uuid, Vec<(i32, i16)>)>) {
+    let ControllerResponse::AssignReplicasToDirs(r) = response else {
+        panic!("not an AssignReplicasToDirs response: {response:?}");
+    };
+    let entries = r
+        .directories
+        .iter()
+        .flat_map(|d| {
+            d.topics.iter().map(|t| {
+                (
+                    d.id,
+                    t.topic_id,
+                    t.partitions
+                        .iter()
+                        .map(|p| (p.partition_index, p.error_code))
+                        .collect(),
+                )
+            })
+        })
+        .collect();
+    (r.error_code, entries)
+}
+
+/// KIP-858 as Kafka 3.9's `handleAssignReplicasToDirs`: the broker epoch is checked first
+/// (STALE_BROKER_EPOCH for the whole request), then each partition (UNKNOWN_TOPIC_ID,
+/// UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER when the broker holds no replica);
+/// an accepted one gets a `PartitionChangeRecord` with the new directory, which bumps the
+/// partition epoch but not the leader epoch; a refused request writes nothing.
+#[test]
+fn assign_replicas_to_dirs_records_directories_and_refuses_what_kafka_refuses() {
+    let mut sim = Sim::new();
+    let first = Uuid::from_u64_pair(7, 1);
+    let second = Uuid::from_u64_pair(7, 2);
+    let epoch1 = sim.register_with_dirs(1, vec![first, second]);
+    let epoch2 = sim.register(2);
+    for (id, epoch) in [(1, epoch1), (2, epoch2)] {
+        assert!(!sim.heartbeat(id, epoch).is_fenced);
+    }
+    let on = |brokers: &[i32]| {
+        CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(brokers.iter().copied().map(BrokerId).collect())
+    };
+    assert_eq!(
+        sim.create(
+            topic("both", -1, -1).with_assignments(vec![on(&[1, 2])]),
+            false
+        )
+        .topics[0]
+            .error_code,
+        0
+    );
+    assert_eq!(
+        sim.create(
+            topic("other", -1, -1).with_assignments(vec![on(&[2])]),
+            false
+        )
+        .topics[0]
+            .error_code,
+        0
+    );
+    let both = sim.image().topics.topic_by_name("both").expect("exists").id;
+    let other = sim
+        .image()
+        .topics
+        .topic_by_name("other")
+        .expect("exists")
+        .id;
+    let before = sim
+        .image()
+        .topics
+        .partition(both, 0)
+        .expect("exists")
+        .clone();
+    let unknown_topic = Uuid::from_u64_pair(99, 99);
+
+    // Whole-request refusals write nothing.
+    let log_end = sim.log_end();
+    for (reason, broker_id, broker_epoch) in [
+        ("an old broker epoch", 1, epoch1 - 1),
+        ("a broker that never registered", 9, 0),
+    ] {
+        let response = sim.request(assign_dirs(
+            broker_id,
+            broker_epoch,
+            &[(second, both, &[0])],
+        ));
+        let (code, entries) = dirs_outcome(response);
+        assert_eq!(
+            code,
+            ResponseError::StaleBrokerEpoch.code(),
+            "case: {reason}"
+        );
+        assert!(entries.is_empty(), "case: {reason}: no directories");
+    }
+    assert_eq!(sim.log_end(), log_end, "nothing written");
+
+    let response = sim.request(assign_dirs(
+        1,
+        epoch1,
+        &[
+            (second, both, &[0, 5]),
+            (second, unknown_topic, &[0]),
+            (second, other, &[0]),
+        ],
+    ));
+    assert_eq!(
+        dirs_outcome(response),
+        (
+            0,
+            vec![
+                (
+                    second,
+                    both,
+                    vec![(0, 0), (5, ResponseError::UnknownTopicOrPartition.code())]
+                ),
+                (
+                    second,
+                    unknown_topic,
+                    vec![(0, ResponseError::UnknownTopicId.code())]
+                ),
+                (
+                    second,
+                    other,
+                    vec![(0, ResponseError::NotLeaderOrFollower.code())]
+                ),
+            ]
+        )
+    );
+    let after = sim
+        .image()
+        .topics
+        .partition(both, 0)
+        .expect("exists")
+        .clone();
+    assert_eq!(after.directory(1), Some(second), "the replica moved");
+    assert_eq!(after.directory(2), before.directory(2), "the other stays");
+    assert_eq!(after.leader_epoch, before.leader_epoch, "no leader change");
+    assert_eq!(after.partition_epoch, before.partition_epoch + 1);
+    assert_eq!((after.leader, &after.isr), (before.leader, &before.isr));
+
+    // The same assignment again changes nothing and writes nothing.
+    let log_end = sim.log_end();
+    let response = sim.request(assign_dirs(1, epoch1, &[(second, both, &[0])]));
+    assert_eq!(dirs_outcome(response).0, 0);
+    assert_eq!(sim.log_end(), log_end, "no record for no change");
+}
+
+/// A replica assigned to a directory its broker did not register as online (a failed one)
+/// is recorded there and leaves the ISR and leadership, as Kafka's "offline-dir-assignment".
+#[test]
+fn assigning_a_replica_to_an_offline_directory_takes_it_out_of_the_isr() {
+    let mut sim = Sim::new();
+    let epochs = sim.brokers(2);
+    let assign = topic("t", -1, -1).with_assignments(vec![
+        CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(1), BrokerId(2)]),
+    ]);
+    assert_eq!(sim.create(assign, false).topics[0].error_code, 0);
+    let t = sim.image().topics.topic_by_name("t").expect("exists").id;
+    assert_eq!(
+        sim.image().topics.partition(t, 0).expect("exists").leader,
+        1
+    );
+    let failed = Uuid::from_u64_pair(7, 4242);
+    let response = sim.request(assign_dirs(1, epochs[&1], &[(failed, t, &[0])]));
+    assert_eq!(dirs_outcome(response), (0, vec![(failed, t, vec![(0, 0)])]));
+    let p = sim.image().topics.partition(t, 0).expect("exists").clone();
+    assert_eq!(p.directory(1), Some(failed));
+    assert_eq!((p.leader, p.isr.clone()), (2, vec![2]));
+}
+
+/// Below metadata.version 3.7-IV2 the request is refused with UNSUPPORTED_VERSION ("Directory
+/// assignment is not supported yet."), and in a migration's PRE_MIGRATION with NOT_CONTROLLER
+/// (it is not one of Kafka's RUNS_IN_PREMIGRATION operations).
+#[test]
+fn assign_replicas_to_dirs_is_refused_before_3_7_iv2_and_in_pre_migration() {
+    let mut old = Sim::with_config(|node_id| QuorumControllerConfig {
+        bootstrap: BootstrapMetadata::from_versions(
+            MetadataVersion::IBP_3_7_IV1,
+            &BTreeMap::new(),
+            "test",
+        )
+        .expect("3.7-IV1 bootstraps"),
+        ..config(node_id)
+    });
+    let epoch = old.register(1);
+    let log_end = old.log_end();
+    let response = old.request(assign_dirs(
+        1,
+        epoch,
+        &[(Uuid::from_u64_pair(7, 1), Uuid::nil(), &[0])],
+    ));
+    assert_eq!(
+        dirs_outcome(response),
+        (ResponseError::UnsupportedVersion.code(), Vec::new())
+    );
+    assert_eq!(old.log_end(), log_end);
+
+    let mut premigration = Sim::with_config(|node_id| QuorumControllerConfig {
+        zk_migration_enabled: true,
+        ..config(node_id)
+    });
+    let response = premigration.request(assign_dirs(1, 0, &[]));
+    assert_eq!(
+        dirs_outcome(response),
+        (ResponseError::NotController.code(), Vec::new())
+    );
 }

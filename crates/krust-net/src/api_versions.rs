@@ -13,7 +13,7 @@ pub use crate::error_codes::INVALID_REQUEST;
 
 /// Kafka 3.9's version ranges of the admin and controller APIs a controller listener serves
 /// (and a broker forwards to it), the one place krust writes them down.
-pub const KAFKA_CONTROLLER_API_VERSIONS: [(ApiKey, i16, i16); 24] = [
+pub const KAFKA_CONTROLLER_API_VERSIONS: [(ApiKey, i16, i16); 26] = [
     (ApiKey::CreateTopics, 0, 7),
     (ApiKey::DeleteTopics, 0, 6),
     (ApiKey::CreatePartitions, 0, 3),
@@ -38,6 +38,8 @@ pub const KAFKA_CONTROLLER_API_VERSIONS: [(ApiKey, i16, i16); 24] = [
     (ApiKey::ExpireDelegationToken, 0, 2),
     (ApiKey::AlterPartitionReassignments, 0, 0),
     (ApiKey::ListPartitionReassignments, 0, 0),
+    (ApiKey::AssignReplicasToDirs, 0, 0),
+    (ApiKey::DescribeConfigs, 0, 4),
 ];
 
 /// Kafka 3.9's version range of `api_key` among [`KAFKA_CONTROLLER_API_VERSIONS`].

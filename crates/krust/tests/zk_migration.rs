@@ -733,14 +733,9 @@ fn a_controller_of_another_cluster_refuses_to_migrate() {
 /// the migration still enabled, the quorum deprovisioned, `/controller` and `/migration`
 /// removed, the migration settings dropped and the broker restarted again. It serves every
 /// record, including those written while it was a KRaft broker, and the topic created then.
-///
-/// Known gap, reproduced here: the ZooKeeper broker back in migration mode asks the KRaft
-/// controller to assign the directory of the partition the KRaft broker created
-/// (AssignReplicasToDirs, KIP-858), which krust's controller does not serve yet; the broker
-/// never finishes starting. Run it with
-/// `cargo test -p krust --test zk_migration -- --ignored went_kraft`.
+/// On the way the brokers ask krust's controller to assign their replicas' log directories
+/// (AssignReplicasToDirs, KIP-858).
 #[test]
-#[ignore = "krust's controller does not serve AssignReplicasToDirs yet (KIP-858)"]
 fn a_migration_rolled_back_after_the_brokers_went_kraft_leaves_a_working_zookeeper_cluster() {
     let dist = KafkaDist::locate().expect("Apache Kafka 3.9 (run ./scripts/fetch-kafka.sh)");
     let zk = ZooKeeperServer::start(&dist).expect("zookeeper starts");
@@ -779,7 +774,11 @@ fn a_migration_rolled_back_after_the_brokers_went_kraft_leaves_a_working_zookeep
         .unwrap_or_else(|e| panic!("KRaft broker stops: {e}\n{}", quorum.log_tails()));
 
     // Back to ZooKeeper mode with the migration still enabled, then the quorum goes, then the
-    // second roll without the migration settings.
+    // second roll without the migration settings. The KRaft broker wrote its own
+    // `server.properties` into the shared dir: the ZooKeeper broker's comes back first.
+    broker
+        .enable_migration(&quorum.voters)
+        .expect("the ZooKeeper broker's config, in migration mode");
     broker
         .start()
         .unwrap_or_else(|e| panic!("ZooKeeper broker back: {e}\n{}", quorum.log_tails()));

@@ -28,6 +28,7 @@
 //! - `topics`: CreateTopics, CreatePartitions, DeleteTopics.
 //! - `replication`: leadership/ISR moves, AlterPartition, ElectLeaders.
 //! - `reassignment`: AlterPartitionReassignments, ListPartitionReassignments (KIP-455).
+//! - `directories`: AssignReplicasToDirs (KIP-858).
 //! - `responses`: whole-request refusals, NOT_CONTROLLER on failover.
 //! - CreateAcls/DeleteAcls, AlterClientQuotas, AlterUserScramCredentials are built by
 //!   [`crate::acls`], [`crate::client_quotas`] and [`crate::scram`] from the image.
@@ -49,17 +50,17 @@ use kafka_protocol::messages::{
     AlterClientQuotasResponse, AlterConfigsRequest, AlterConfigsResponse,
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, AlterPartitionRequest,
     AlterPartitionResponse, AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
-    BrokerHeartbeatRequest, BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest,
-    BrokerRegistrationResponse, ControllerRegistrationRequest, ControllerRegistrationResponse,
-    CreateAclsRequest, CreateAclsResponse, CreateDelegationTokenRequest,
-    CreateDelegationTokenResponse, CreatePartitionsRequest, CreatePartitionsResponse,
-    CreateTopicsRequest, CreateTopicsResponse, DeleteAclsRequest, DeleteAclsResponse,
-    DeleteTopicsRequest, DeleteTopicsResponse, ElectLeadersRequest, ElectLeadersResponse,
-    ExpireDelegationTokenRequest, ExpireDelegationTokenResponse, IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse, ListPartitionReassignmentsRequest,
-    ListPartitionReassignmentsResponse, RenewDelegationTokenRequest, RenewDelegationTokenResponse,
-    TopicName, UnregisterBrokerRequest, UnregisterBrokerResponse, UpdateFeaturesRequest,
-    UpdateFeaturesResponse,
+    AssignReplicasToDirsRequest, AssignReplicasToDirsResponse, BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse, BrokerId, BrokerRegistrationRequest, BrokerRegistrationResponse,
+    ControllerRegistrationRequest, ControllerRegistrationResponse, CreateAclsRequest,
+    CreateAclsResponse, CreateDelegationTokenRequest, CreateDelegationTokenResponse,
+    CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
+    DeleteAclsRequest, DeleteAclsResponse, DeleteTopicsRequest, DeleteTopicsResponse,
+    ElectLeadersRequest, ElectLeadersResponse, ExpireDelegationTokenRequest,
+    ExpireDelegationTokenResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
+    RenewDelegationTokenRequest, RenewDelegationTokenResponse, TopicName, UnregisterBrokerRequest,
+    UnregisterBrokerResponse, UpdateFeaturesRequest, UpdateFeaturesResponse,
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
@@ -104,6 +105,7 @@ use crate::scram::alter_user_scram_credentials;
 use crate::topic_names;
 pub use krust_config::TopicValidationDefaults;
 
+mod directories;
 mod reassignment;
 mod replication;
 mod responses;
@@ -240,6 +242,8 @@ pub enum ControllerRequest {
     DeleteTopics(DeleteTopicsRequest),
     /// AlterPartition.
     AlterPartition(AlterPartitionRequest),
+    /// AssignReplicasToDirs (KIP-858).
+    AssignReplicasToDirs(AssignReplicasToDirsRequest),
     /// CreatePartitions.
     CreatePartitions(CreatePartitionsRequest),
     /// ElectLeaders.
@@ -319,6 +323,8 @@ pub enum ControllerResponse {
     DeleteTopics(DeleteTopicsResponse),
     /// AlterPartition.
     AlterPartition(AlterPartitionResponse),
+    /// AssignReplicasToDirs.
+    AssignReplicasToDirs(AssignReplicasToDirsResponse),
     /// CreatePartitions.
     CreatePartitions(CreatePartitionsResponse),
     /// ElectLeaders.
@@ -1265,7 +1271,7 @@ impl QuorumController {
                             records.extend(self.partition_work_where(
                                 broker_id,
                                 PartitionWork::RemoveBrokerBefore,
-                                |p| {
+                                |_, _, p| {
                                     p.directory(broker_id)
                                         .is_some_and(|d| o.offline_directories.contains(&d))
                                 },
@@ -1505,6 +1511,14 @@ impl QuorumController {
                 let (records, errors) = self.alter_partition_records(r);
                 (records, Reply::AlterPartition(r.clone(), errors), None)
             }
+            ControllerRequest::AssignReplicasToDirs(r) => match self.assign_replicas_to_dirs(r) {
+                Ok((records, response)) => (
+                    records,
+                    Reply::Ready(ControllerResponse::AssignReplicasToDirs(response)),
+                    None,
+                ),
+                Err(e) => refused(e),
+            },
         }
     }
 
@@ -1668,6 +1682,7 @@ fn request_name(request: &ControllerRequest) -> &'static str {
         ControllerRequest::CreateTopics(_) => "createTopics",
         ControllerRequest::DeleteTopics(_) => "deleteTopics",
         ControllerRequest::AlterPartition(_) => "alterPartition",
+        ControllerRequest::AssignReplicasToDirs(_) => "assignReplicasToDirs",
         ControllerRequest::CreatePartitions(_) => "createPartitions",
         ControllerRequest::ElectLeaders(_) => "electLeaders",
         ControllerRequest::AlterPartitionReassignments(_) => "alterPartitionReassignments",

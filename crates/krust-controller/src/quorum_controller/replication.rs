@@ -23,22 +23,23 @@ impl QuorumController {
         broker_id: i32,
         work: PartitionWork,
     ) -> Vec<ApiMessageAndVersion> {
-        self.partition_work_where(broker_id, work, |_| true)
+        self.partition_work_where(broker_id, work, |_, _, _| true)
     }
 
-    /// [`Self::partition_work`] limited to the partitions `only` accepts.
+    /// [`Self::partition_work`] limited to the partitions `only` accepts (given the topic id,
+    /// the partition index and the partition).
     pub(super) fn partition_work_where(
         &self,
         broker_id: i32,
         work: PartitionWork,
-        only: impl Fn(&PartitionRegistration) -> bool,
+        only: impl Fn(Uuid, i32, &PartitionRegistration) -> bool,
     ) -> Vec<ApiMessageAndVersion> {
         let mv = self.image.metadata_version();
         let mut records = Vec::new();
         for topic in self.image.topics.by_id.values() {
             let unclean = self.unclean_election_enabled(&topic.name);
             for (&partition_id, partition) in &topic.partitions {
-                if !only(partition) {
+                if !only(topic.id, partition_id, partition) {
                     continue;
                 }
                 let built = match work {

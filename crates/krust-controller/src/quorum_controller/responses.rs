@@ -75,6 +75,10 @@ pub(super) fn refusal(request: &ControllerRequest, error: &ControllerError) -> C
         ControllerRequest::AlterPartition(_) => ControllerResponse::AlterPartition(
             AlterPartitionResponse::default().with_error_code(code),
         ),
+        // Kafka's `AssignReplicasToDirsRequest.getErrorResponse`: the code, no directories.
+        ControllerRequest::AssignReplicasToDirs(_) => ControllerResponse::AssignReplicasToDirs(
+            AssignReplicasToDirsResponse::default().with_error_code(code),
+        ),
         ControllerRequest::CreatePartitions(r) => ControllerResponse::CreatePartitions(
             CreatePartitionsResponse::default().with_results(
                 r.topics
@@ -294,6 +298,9 @@ pub(super) fn error_response(
         ControllerResponse::AlterPartition(_) => ControllerResponse::AlterPartition(
             AlterPartitionResponse::default().with_error_code(code),
         ),
+        ControllerResponse::AssignReplicasToDirs(_) => ControllerResponse::AssignReplicasToDirs(
+            AssignReplicasToDirsResponse::default().with_error_code(code),
+        ),
         ControllerResponse::CreatePartitions(r) => {
             let mut r = r.clone();
             for t in &mut r.results {
@@ -407,6 +414,7 @@ pub fn top_level_error(response: &ControllerResponse) -> Option<ResponseError> {
         ControllerResponse::UnregisterBroker(r) => r.error_code,
         ControllerResponse::ControllerRegistration(r) => r.error_code,
         ControllerResponse::AlterPartition(r) => r.error_code,
+        ControllerResponse::AssignReplicasToDirs(r) => r.error_code,
         ControllerResponse::ElectLeaders(r) => r.error_code,
         ControllerResponse::AllocateProducerIds(r) => r.error_code,
         ControllerResponse::UpdateFeatures(r) => r.error_code,

@@ -3,8 +3,13 @@
 //! DescribeQuorum), DescribeCluster (KIP-919: what `--bootstrap-controller` admin clients
 //! ask first) and, with a controller task attached, the controller APIs (facts §2.1: broker
 //! registration and heartbeats, admin requests, AlterPartition, …) including Envelope, in
-//! which brokers forward their clients' admin requests. Raft requests go to the driver, the
-//! controller APIs to the [`ControllerChannel`]; the cores pick every error code.
+//! which brokers forward their clients' admin requests, AssignReplicasToDirs (KIP-858) and
+//! DescribeConfigs (answered here from the published image and this node's
+//! `server.properties`, with the broker's code, as Kafka's `ControllerApis` uses its
+//! `ConfigHelper`). Raft requests go to the driver, the controller APIs to the
+//! [`ControllerChannel`]; the cores pick every error code.
+
+use std::collections::BTreeMap;
 
 use kafka_protocol::messages::DefaultPrincipalData;
 use kafka_protocol::messages::api_versions_response::{FinalizedFeatureKey, SupportedFeatureKey};
@@ -16,6 +21,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Decodable;
 use kafka_protocol::protocol::StrBytes;
+use krust_broker::server::apis::configs::{ConfigsView, describe_configs_response};
 use krust_controller::delegation_tokens::{Principal, TokenContext};
 use krust_controller::{ControllerRequest, ControllerResponse};
 use krust_net::codec::{IncomingRequest, decode_request, encode_response};
@@ -39,7 +45,7 @@ const SIZE_PREFIX_BYTES: usize = 4;
 
 /// The controller APIs of Kafka 3.9's controller listener (facts §2.1, `ApiKeys` with the
 /// `controller` listener), with its version ranges.
-const CONTROLLER_APIS: [(ApiKey, i16, i16); 24] =
+const CONTROLLER_APIS: [(ApiKey, i16, i16); 26] =
     krust_net::api_versions::KAFKA_CONTROLLER_API_VERSIONS;
 
 /// The APIs a controller with a running controller task serves: the Raft ones of
@@ -104,6 +110,8 @@ pub struct ControllerHandler {
     controller: Option<ControllerChannel>,
     /// `zookeeper.metadata.migration.enable` (ApiVersions' `ZkMigrationReady`).
     zk_migration_ready: bool,
+    /// `node.id` and `server.properties` as written, for DescribeConfigs.
+    node_config: Option<(i32, BTreeMap<String, String>)>,
 }
 
 impl ControllerHandler {
@@ -124,7 +132,39 @@ impl ControllerHandler {
             voters,
             controller: None,
             zk_migration_ready: false,
+            node_config: None,
         }
+    }
+
+    /// Answers DescribeConfigs for node `node_id` configured with `properties`
+    /// (`server.properties` as written, Kafka's `originals`); needs [`Self::with_controller`].
+    #[must_use]
+    pub fn with_node_config(mut self, node_id: i32, properties: BTreeMap<String, String>) -> Self {
+        self.node_config = Some((node_id, properties));
+        self
+    }
+
+    /// Kafka's `ControllerApis.handleDescribeConfigsRequest`: the broker's `ConfigHelper`
+    /// over this node's config and its metadata cache (the last published image).
+    fn describe_configs(
+        &self,
+        request: &kafka_protocol::messages::DescribeConfigsRequest,
+        version: i16,
+    ) -> Option<ResponseKind> {
+        let (node_id, properties) = self.node_config.as_ref()?;
+        let image = self
+            .controller
+            .as_ref()?
+            .published_image()
+            .unwrap_or_else(krust_metadata::MetadataImage::empty);
+        let view = ConfigsView {
+            image: &image,
+            node_id: *node_id,
+            properties,
+        };
+        Some(ResponseKind::DescribeConfigs(describe_configs_response(
+            &view, request, version,
+        )))
     }
 
     /// Answers ApiVersions with `ZkMigrationReady` set, as a controller with
@@ -189,6 +229,7 @@ impl ControllerHandler {
             ControllerResponse::CreateTopics(r) => ResponseKind::CreateTopics(r),
             ControllerResponse::DeleteTopics(r) => ResponseKind::DeleteTopics(r),
             ControllerResponse::AlterPartition(r) => ResponseKind::AlterPartition(r),
+            ControllerResponse::AssignReplicasToDirs(r) => ResponseKind::AssignReplicasToDirs(r),
             ControllerResponse::CreatePartitions(r) => ResponseKind::CreatePartitions(r),
             ControllerResponse::ElectLeaders(r) => ResponseKind::ElectLeaders(r),
             ControllerResponse::IncrementalAlterConfigs(r) => {
@@ -414,6 +455,7 @@ fn controller_request(request: RequestKind, version: i16) -> Option<ControllerRe
         RequestKind::BrokerHeartbeat(r) => ControllerRequest::BrokerHeartbeat(r),
         RequestKind::ControllerRegistration(r) => ControllerRequest::ControllerRegistration(r),
         RequestKind::AlterPartition(r) => ControllerRequest::AlterPartition(r),
+        RequestKind::AssignReplicasToDirs(r) => ControllerRequest::AssignReplicasToDirs(r),
         other => return forwardable(other, version, &Caller::direct()),
     })
 }
@@ -434,6 +476,13 @@ impl Handler for ControllerHandler {
                 return ResponseKind::ApiVersions(response).into();
             }
             RequestKind::DescribeCluster(r) => return self.describe_cluster(&r, version).into(),
+            RequestKind::DescribeConfigs(r) => {
+                return match self.describe_configs(&r, version) {
+                    Some(response) => response.into(),
+                    // Not served without a controller task (not in `supported_apis` then).
+                    None => Reply::Close,
+                };
+            }
             RequestKind::Envelope(r) if self.controller.is_some() => {
                 return self.envelope(r).await.into();
             }

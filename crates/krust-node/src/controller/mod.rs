@@ -1,7 +1,8 @@
 //! The controller server (Kafka's `ControllerServer`): one tokio task owns the sans-IO
 //! [`QuorumController`] (Kafka 3.9 `QuorumController` + `QuorumMetaLogListener`), the
 //! controller listener ([`listener`]) serves the Raft RPCs and the controller APIs, and the
-//! controller's metadata publishers ([`features::FeaturesPublisher`], and any added with
+//! controller's metadata publishers ([`features::FeaturesPublisher`],
+//! [`metadata_cache::MetadataCachePublisher`], and any added with
 //! [`ControllerServerBuilder::with_publisher`], e.g. the ZooKeeper migration driver) are
 //! registered with the node's metadata loader ([`crate::loader`]).
 //!
@@ -36,6 +37,7 @@
 
 pub mod features;
 pub mod listener;
+pub mod metadata_cache;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -52,7 +54,7 @@ use krust_controller::{
     RequestId,
 };
 use krust_log::batch::RecordBatch;
-use krust_metadata::image::MetadataPublisher;
+use krust_metadata::image::{MetadataImage, MetadataPublisher};
 use krust_metadata::{ApiMessageAndVersion, FrameError, MetadataProvenance, ReplayError};
 use krust_raft::config::VoterAddress;
 use krust_raft::driver::{MetadataLogConfig, RaftEvent, RaftHandle};
@@ -63,6 +65,7 @@ use tokio::task::JoinHandle;
 use tracing::{debug, error, info, warn};
 
 pub use self::features::{FeaturesPublisher, FinalizedFeatures};
+pub use self::metadata_cache::MetadataCachePublisher;
 use crate::snapshot_trigger::SnapshotTrigger;
 
 /// Requests waiting to reach the controller task (Kafka's `queued.max.requests` default).
@@ -145,6 +148,7 @@ struct Submitted {
 pub struct ControllerChannel {
     requests: mpsc::Sender<Submitted>,
     features: watch::Receiver<Option<FinalizedFeatures>>,
+    image: watch::Receiver<Option<MetadataImage>>,
 }
 
 impl ControllerChannel {
@@ -164,6 +168,13 @@ impl ControllerChannel {
     #[must_use]
     pub fn finalized_features(&self) -> Option<FinalizedFeatures> {
         self.features.borrow().clone()
+    }
+
+    /// The last image the node's metadata loader published (see
+    /// [`MetadataCachePublisher`]); `None` before the first one.
+    #[must_use]
+    pub fn published_image(&self) -> Option<MetadataImage> {
+        self.image.borrow().clone()
     }
 }
 
@@ -322,7 +333,8 @@ impl ControllerServerBuilder {
 
     /// Starts the controller task over `events` (the driver's, or the combined node's copy of
     /// them). Returns the server and the controller node's metadata publishers —
-    /// [`FeaturesPublisher`] first, then those added with [`Self::with_publisher`] — to be
+    /// [`FeaturesPublisher`] first, [`MetadataCachePublisher`], then those added with
+    /// [`Self::with_publisher`] — to be
     /// registered with the node's metadata loader before it loads anything.
     #[must_use]
     pub fn start(
@@ -341,6 +353,7 @@ impl ControllerServerBuilder {
         let (requests_tx, requests_rx) = mpsc::channel(REQUEST_QUEUE);
         let (appends_tx, appends_rx) = mpsc::channel(APPEND_QUEUE);
         let (features_tx, features_rx) = watch::channel(None);
+        let (image_tx, image_rx) = watch::channel(None);
         tokio::spawn(run_appender(raft.clone(), appends_rx));
         let task = ControllerTask {
             controller,
@@ -365,13 +378,16 @@ impl ControllerServerBuilder {
             snapshot_log_time_ms: -1,
         };
         let handle = tokio::spawn(task.run(events, requests_rx));
-        let mut publishers: Vec<Box<dyn MetadataPublisher>> =
-            vec![Box::new(FeaturesPublisher::new(Arc::new(features_tx)))];
+        let mut publishers: Vec<Box<dyn MetadataPublisher>> = vec![
+            Box::new(FeaturesPublisher::new(Arc::new(features_tx))),
+            Box::new(MetadataCachePublisher::new(image_tx)),
+        ];
         publishers.extend(extra);
         let server = ControllerServer {
             channel: ControllerChannel {
                 requests: requests_tx,
                 features: features_rx,
+                image: image_rx,
             },
             task: handle,
         };

@@ -370,7 +370,8 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         if let Some(controller) = &controller {
             handler = handler
                 .with_controller(controller.channel().clone())
-                .with_zk_migration_ready(zk_migration_enabled);
+                .with_zk_migration_ready(zk_migration_enabled)
+                .with_node_config(node.node_id, config.kafka_config()?.originals().clone());
         }
         let handler = Arc::new(handler);
         let net_config = krust_net::ServerConfig {

@@ -5,6 +5,10 @@
 //! dynamically changeable), sensitivity (passwords and unknown keys: value null) and Kafka's
 //! synonym list; for broker `""` the cluster-wide dynamic defaults only. The key table is
 //! generated from Kafka's jars (`krust-config`).
+//!
+//! The answer depends only on a [`ConfigsView`] (the published image, the node id and its
+//! `server.properties`), so the controller listener (`krust-node`) answers DescribeConfigs
+//! with the same code, as Kafka's `ControllerApis` uses the broker's `ConfigHelper`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +19,8 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{DescribeConfigsRequest, DescribeConfigsResponse, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
+
+use krust_metadata::MetadataImage;
 
 use crate::server::Broker;
 use crate::server::publisher::topic_layers_maps;
@@ -28,10 +34,43 @@ use krust_config::{BROKER_CONFIG_DEFS, TOPIC_CONFIG_DEFS};
 const TOPIC: i8 = 2;
 /// `ConfigResource.Type.BROKER`.
 const BROKER: i8 = 4;
+/// `ConfigResource.Type.BROKER_LOGGER`.
+const BROKER_LOGGER: i8 = 8;
+/// `ConfigResource.Type.CLIENT_METRICS`.
+const CLIENT_METRICS: i8 = 16;
 /// DescribeConfigs `config_type` `UNKNOWN`: a key no `ConfigDef` knows.
 const UNKNOWN_TYPE: i8 = 0;
 /// DescribeConfigs `config_type` `PASSWORD`.
 const PASSWORD_TYPE: i8 = 9;
+
+/// What DescribeConfigs reads on a node (Kafka's `ConfigHelper` inputs: metadata cache,
+/// `KafkaConfig`, config repository).
+#[derive(Debug, Clone, Copy)]
+pub struct ConfigsView<'a> {
+    /// The image the node's metadata loader last published.
+    pub image: &'a MetadataImage,
+    /// `node.id`.
+    pub node_id: i32,
+    /// `server.properties` as written (Kafka's `originals`).
+    pub properties: &'a BTreeMap<String, String>,
+}
+
+/// Why one resource is not described: Kafka's code, and Kafka's message where it is not
+/// the one [`describe_configs_response`] picks by code.
+#[derive(Debug)]
+struct Refusal {
+    error: ResponseError,
+    message: Option<String>,
+}
+
+impl From<ResponseError> for Refusal {
+    fn from(error: ResponseError) -> Self {
+        Refusal {
+            error,
+            message: None,
+        }
+    }
+}
 
 /// What one request asks for besides the keys.
 #[derive(Debug, Clone, Copy)]
@@ -98,17 +137,34 @@ fn java_double_string(v: f64) -> String {
     }
 }
 
-/// Whether `name` is a legal topic name (Kafka's `Topic.validate`): 1–249 characters of
-/// `[a-zA-Z0-9._-]`, not `.` or `..`.
-fn legal_topic_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 249
-        && name != "."
-        && name != ".."
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-')
+/// Why `name` is not a legal topic name, in Kafka's words (`Topic.detectInvalidTopic`):
+/// 1–249 characters (Java's UTF-16 length) of `[a-zA-Z0-9._-]`, not `.` or `..`.
+fn invalid_topic_reason(name: &str) -> Option<String> {
+    const MAX_NAME_LENGTH: usize = 249;
+    if name.is_empty() {
+        return Some("the empty string is not allowed".to_owned());
+    }
+    if name == "." || name == ".." {
+        return Some(format!("'{name}' is not allowed"));
+    }
+    if name.encode_utf16().count() > MAX_NAME_LENGTH {
+        return Some(format!(
+            "the length of '{name}' is longer than the max allowed length {MAX_NAME_LENGTH}"
+        ));
+    }
+    let legal = |c: char| c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-';
+    if !name.chars().all(legal) {
+        return Some(format!(
+            "'{name}' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    None
 }
+
+/// The resource types Kafka's `ConfigHelper` authorizes; any other type in a request fails the
+/// whole request with INVALID_REQUEST (`Unexpected resource type`, thrown before any resource
+/// is described).
+const KNOWN_RESOURCE_TYPES: [i8; 4] = [TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS];
 
 /// The message Kafka 3.9 puts on INVALID_REQUEST for an illegal topic name or an unsupported
 /// resource type (the error's default message).
@@ -144,24 +200,27 @@ fn wanted(keys: Option<&Vec<StrBytes>>, name: &str) -> bool {
 }
 
 fn describe_topic(
-    broker: &Broker,
+    view: &ConfigsView<'_>,
     name: &str,
     keys: Option<&Vec<StrBytes>>,
     wants: Wants,
-) -> Result<Vec<DescribeConfigsResourceResult>, ResponseError> {
-    if !legal_topic_name(name) {
-        return Err(ResponseError::InvalidRequest);
+) -> Result<Vec<DescribeConfigsResourceResult>, Refusal> {
+    // Kafka's `Topic.validate`: INVALID_TOPIC_EXCEPTION with "Topic name is invalid: …".
+    if let Some(reason) = invalid_topic_reason(name) {
+        return Err(Refusal {
+            error: ResponseError::InvalidTopicException,
+            message: Some(format!("Topic name is invalid: {reason}")),
+        });
     }
-    let image = broker.replica_manager().image();
-    if image.topics.topic_by_name(name).is_none() {
-        return Err(ResponseError::UnknownTopicOrPartition);
+    if view.image.topics.topic_by_name(name).is_none() {
+        return Err(ResponseError::UnknownTopicOrPartition.into());
     }
-    let maps = topic_layers_maps(&image, name, broker.config().node_id);
+    let maps = topic_layers_maps(view.image, name, view.node_id);
     let layers = ConfigLayers {
         topic: &maps[0],
         broker_dynamic: &maps[1],
         broker_default: &maps[2],
-        static_props: broker.config().properties(),
+        static_props: view.properties,
     };
     Ok(TOPIC_CONFIGS
         .iter()
@@ -253,17 +312,16 @@ fn broker_entry(
 }
 
 fn describe_broker(
-    broker: &Broker,
+    view: &ConfigsView<'_>,
     resource_name: &str,
     keys: Option<&Vec<StrBytes>>,
     wants: Wants,
-) -> Result<Vec<DescribeConfigsResourceResult>, ResponseError> {
-    let node_id = broker.config().node_id;
-    let image = broker.replica_manager().image();
-    let maps = topic_layers_maps(&image, "", node_id);
+) -> Result<Vec<DescribeConfigsResourceResult>, Refusal> {
+    let node_id = view.node_id;
+    let maps = topic_layers_maps(view.image, "", node_id);
     // In KRaft mode Kafka's static config carries `broker.id` = `node.id` (KafkaConfig
     // copies it), so DescribeConfigs reports it as STATIC_BROKER_CONFIG.
-    let mut static_props = broker.config().properties().clone();
+    let mut static_props = view.properties.clone();
     static_props
         .entry("broker.id".to_string())
         .or_insert_with(|| node_id.to_string());
@@ -281,7 +339,7 @@ fn describe_broker(
             .collect());
     }
     if resource_name.trim().parse::<i32>().ok() != Some(node_id) {
-        return Err(ResponseError::InvalidRequest);
+        return Err(ResponseError::InvalidRequest.into());
     }
     // Kafka lists `config.originals` (everything set, known or not) plus every
     // non-internal `KafkaConfig` value, each with its effective value.
@@ -308,14 +366,51 @@ fn describe_broker(
         .collect())
 }
 
-/// Handles a DescribeConfigs request.
+/// Handles a DescribeConfigs request on a broker.
 #[must_use]
 pub fn describe_configs(
     broker: &Arc<Broker>,
     request: &DescribeConfigsRequest,
     version: i16,
 ) -> ResponseKind {
+    let image = broker.replica_manager().image();
+    let view = ConfigsView {
+        image: &image,
+        node_id: broker.config().node_id,
+        properties: broker.config().properties(),
+    };
+    ResponseKind::DescribeConfigs(describe_configs_response(&view, request, version))
+}
+
+/// The DescribeConfigs response of the node `view` describes (Kafka's
+/// `ConfigHelper.describeConfigs`), at request version `version`.
+#[must_use]
+pub fn describe_configs_response(
+    view: &ConfigsView<'_>,
+    request: &DescribeConfigsRequest,
+    version: i16,
+) -> DescribeConfigsResponse {
     let mut response = DescribeConfigsResponse::default();
+    if request
+        .resources
+        .iter()
+        .any(|r| !KNOWN_RESOURCE_TYPES.contains(&r.resource_type))
+    {
+        // Kafka's `DescribeConfigsRequest.getErrorResponse`: every resource gets the code
+        // and its default message.
+        response.results = request
+            .resources
+            .iter()
+            .map(|r| {
+                DescribeConfigsResult::default()
+                    .with_resource_type(r.resource_type)
+                    .with_resource_name(r.resource_name.clone())
+                    .with_error_code(ResponseError::InvalidRequest.code())
+                    .with_error_message(Some(StrBytes::from_static_str(INVALID_REQUEST_MESSAGE)))
+            })
+            .collect();
+        return response;
+    }
     let wants = Wants {
         synonyms: request.include_synonyms && version >= 1,
         documentation: request.include_documentation && version >= 3,
@@ -324,9 +419,10 @@ pub fn describe_configs(
         let name = resource.resource_name.as_str();
         let keys = resource.configuration_keys.as_ref();
         let result = match resource.resource_type {
-            TOPIC => describe_topic(broker, name, keys, wants),
-            BROKER => describe_broker(broker, name, keys, wants),
-            _ => Err(ResponseError::InvalidRequest),
+            TOPIC => describe_topic(view, name, keys, wants),
+            BROKER => describe_broker(view, name, keys, wants),
+            // BROKER_LOGGER and CLIENT_METRICS are not described by krust.
+            _ => Err(ResponseError::InvalidRequest.into()),
         };
         let mut out = DescribeConfigsResult::default()
             .with_resource_type(resource.resource_type)
@@ -334,14 +430,24 @@ pub fn describe_configs(
         match result {
             // Kafka 3.9 leaves v0's `is_default` false, even for defaults.
             Ok(configs) => out.configs = configs,
-            Err(e) => {
+            Err(Refusal {
+                error: e,
+                message: Some(message),
+            }) => {
+                out.error_code = e.code();
+                out.error_message = Some(StrBytes::from_string(message));
+            }
+            Err(Refusal {
+                error: e,
+                message: None,
+            }) => {
                 out.error_code = e.code();
                 out.error_message = match e {
                     // Kafka sets only the code for an unknown topic: the message is "".
                     ResponseError::UnknownTopicOrPartition => Some(StrBytes::from_static_str("")),
                     _ if resource.resource_type == BROKER => Some(StrBytes::from_string(format!(
                         "Unexpected broker id, expected {} or empty string, but received {name}",
-                        broker.config().node_id
+                        view.node_id
                     ))),
                     _ => Some(StrBytes::from_static_str(INVALID_REQUEST_MESSAGE)),
                 };
@@ -349,7 +455,7 @@ pub fn describe_configs(
         }
         response.results.push(out);
     }
-    ResponseKind::DescribeConfigs(response)
+    response
 }
 
 #[cfg(test)]
@@ -373,10 +479,31 @@ mod tests {
 
     #[test]
     fn topic_names_validate_as_kafka() {
-        assert!(legal_topic_name("orders-1.x_y"));
-        for bad in ["", ".", "..", "bad/name", "a b", &"x".repeat(250)] {
-            assert!(!legal_topic_name(bad), "{bad:?}");
+        assert_eq!(invalid_topic_reason("orders-1.x_y"), None);
+        assert_eq!(invalid_topic_reason(&"x".repeat(249)), None);
+        let cases = [
+            ("", "the empty string is not allowed"),
+            (".", "'.' is not allowed"),
+            ("..", "'..' is not allowed"),
+            (
+                "bad/name",
+                "'bad/name' contains one or more characters other than ASCII alphanumerics, '.', '_' and '-'",
+            ),
+        ];
+        for (name, reason) in cases {
+            assert_eq!(
+                invalid_topic_reason(name).as_deref(),
+                Some(reason),
+                "{name:?}"
+            );
         }
+        let long = "x".repeat(250);
+        assert_eq!(
+            invalid_topic_reason(&long),
+            Some(format!(
+                "the length of '{long}' is longer than the max allowed length 249"
+            ))
+        );
     }
 
     #[test]
