@@ -1,10 +1,12 @@
 //! Shared helpers for the benchmarks in `src/bin/`: the machine description every benchmark
 //! prints, size parsing, throughput formatting, latency percentiles, and (for the Raft
 //! benchmarks) a quorum of `krust server` controllers with the `--test-append-socket` hook
-//! ([`KrustQuorum`], [`HookConnection`]) and a DescribeQuorum poller ([`QuorumPoller`]).
+//! ([`KrustQuorum`], [`HookConnection`]) and a DescribeQuorum poller ([`QuorumPoller`]);
+//! [`kafka_jvm`]: Kafka server JVMs with `kafka-server-start.sh`'s settings.
 
 use std::path::Path;
 
+pub mod kafka_jvm;
 mod raft;
 pub use raft::{
     FsyncProbe, HookConnection, KrustQuorum, QuorumPoller, START_TIMEOUT, STARTED_LINE,
