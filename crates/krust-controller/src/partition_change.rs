@@ -45,6 +45,9 @@ pub struct PartitionChangeBuilder<'a> {
     target_directories: Vec<(i32, Uuid)>,
     /// The log directory of a replica new to the partition.
     default_dir: &'a dyn Fn(i32) -> Uuid,
+    /// A ZooKeeper migration may run (Kafka's `zkMigrationEnabled`): every ISR shrink bumps
+    /// the leader epoch, as ZooKeeper-mode brokers expect.
+    zk_migration: bool,
 }
 
 /// A new replica's directory when the caller gives no rule: not known yet.
@@ -77,7 +80,16 @@ impl<'a> PartitionChangeBuilder<'a> {
             target_adding: partition.adding_replicas.clone(),
             target_directories: Vec::new(),
             default_dir: &unassigned,
+            zk_migration: false,
         }
+    }
+
+    /// Whether ZooKeeper-mode brokers may be registered (Kafka's `zkRegistrationAllowed`):
+    /// then every ISR shrink bumps the leader epoch, whatever the metadata.version.
+    #[must_use]
+    pub fn with_zk_migration(mut self, enabled: bool) -> Self {
+        self.zk_migration = enabled;
+        self
     }
 
     /// Assigns `replica` to log directory `directory` (Kafka's `setDirectory`). Written only
@@ -259,9 +271,10 @@ impl<'a> PartitionChangeBuilder<'a> {
             .isr
             .iter()
             .any(|r| !self.target_isr.contains(r));
-        if self
+        if (self
             .metadata_version
             .is_leader_epoch_bump_required_on_isr_shrink()
+            || self.zk_migration)
             && record.leader == NO_LEADER_CHANGE
             && shrinks
         {
@@ -423,6 +436,31 @@ mod tests {
         )
         .expect("a change");
         assert_eq!(old.leader, 1, "same leader, epoch bumped");
+        let migrating = change(
+            PartitionChangeBuilder::new(&p, Uuid::nil(), 0, &acceptable, MV)
+                .with_zk_migration(true)
+                .with_target_isr(vec![1, 2])
+                .build(),
+        )
+        .expect("a change");
+        assert_eq!(
+            migrating.leader, 1,
+            "during a ZooKeeper migration every shrink bumps the epoch"
+        );
+        let grows = change(
+            PartitionChangeBuilder::new(
+                &partition(&[1, 2, 3], &[1, 2], 1),
+                Uuid::nil(),
+                0,
+                &acceptable,
+                MV,
+            )
+            .with_zk_migration(true)
+            .with_target_isr(vec![1, 2, 3])
+            .build(),
+        )
+        .expect("a change");
+        assert_eq!(grows.leader, NO_LEADER_CHANGE, "an expansion never does");
     }
 
     #[test]

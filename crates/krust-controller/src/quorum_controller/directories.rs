@@ -77,6 +77,7 @@ impl QuorumController {
                                 &acceptable,
                                 mv,
                             )
+                            .with_zk_migration(self.zk_registration_allowed())
                             .with_directory(broker_id, dir)
                             .build()),
                         },

@@ -510,6 +510,12 @@ impl QuorumController {
         self.zk_write_behind = lag;
     }
 
+    /// Kafka's `zkRegistrationAllowed`: the migration flag at a metadata.version that supports
+    /// the migration (ZooKeeper-mode brokers may be registered).
+    pub(super) fn zk_registration_allowed(&self) -> bool {
+        self.config.zk_migration_enabled && self.image.metadata_version().is_migration_supported()
+    }
+
     /// The admin API settings (defaults: [`AdminConfig::default`]).
     #[must_use]
     pub fn with_admin_config(mut self, admin: AdminConfig) -> Self {

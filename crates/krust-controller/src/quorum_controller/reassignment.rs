@@ -156,6 +156,7 @@ impl QuorumController {
             &acceptable,
             mv,
         )
+        .with_zk_migration(self.zk_registration_allowed())
         .with_default_dir(&default_dir);
         let Some(target_replicas) = &target.replicas else {
             // Cancel.

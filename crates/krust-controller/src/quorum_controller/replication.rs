@@ -62,6 +62,7 @@ impl QuorumController {
                             &acceptable,
                             mv,
                         )
+                        .with_zk_migration(self.zk_registration_allowed())
                         .with_target_isr(isr)
                         .with_election(if unclean {
                             Election::Unclean
@@ -82,6 +83,7 @@ impl QuorumController {
                             &acceptable,
                             mv,
                         )
+                        .with_zk_migration(self.zk_registration_allowed())
                         .with_election(if unclean {
                             Election::Unclean
                         } else {
@@ -205,6 +207,7 @@ impl QuorumController {
             &acceptable,
             self.image.metadata_version(),
         )
+        .with_zk_migration(self.zk_registration_allowed())
         .with_election(election)
         .build()
         .map(Some)
@@ -369,6 +372,7 @@ impl QuorumController {
                             &acceptable,
                             mv,
                         )
+                        .with_zk_migration(self.zk_registration_allowed())
                         .with_target_isr(new_isr)
                         .with_target_leader_recovery_state(state)
                         .build();
@@ -453,6 +457,7 @@ impl QuorumController {
                 }
                 records.extend(
                     PartitionChangeBuilder::new(partition, topic.id, partition_id, &acceptable, mv)
+                        .with_zk_migration(self.zk_registration_allowed())
                         .with_election(Election::Unclean)
                         .build(),
                 );
@@ -486,6 +491,7 @@ impl QuorumController {
             };
             records.extend(
                 PartitionChangeBuilder::new(partition, topic_id, partition_id, &acceptable, mv)
+                    .with_zk_migration(self.zk_registration_allowed())
                     .with_election(Election::Preferred)
                     .build(),
             );
