@@ -234,7 +234,9 @@ where
                     self.transition(MigrationDriverState::ZkMigration);
                 }
             }
-            (Purpose::ReadForCopy, ZkReply::Trees(tree)) => self.start_copy(now, &tree),
+            (Purpose::ReadForCopy, ZkReply::Trees(tree)) => {
+                self.start_copy(now, in_flight.issued_at, &tree);
+            }
             (Purpose::PersistCopy { position }, ZkReply::Wrote(results)) => {
                 self.learn_migration_version(&in_flight.steps, &results);
                 self.leadership = self
@@ -454,9 +456,9 @@ where
 
     /// ZK_MIGRATION: the reader turns the tree into batches; they are appended one at a time
     /// inside a metadata transaction, buffered to `min_batch_size` records (Kafka's
-    /// `BufferingBatchConsumer`).
-    pub(super) fn start_copy(&mut self, now: Instant, tree: &ZkTree) {
-        info!(node_id = self.config.node_id, "Starting ZK migration");
+    /// `BufferingBatchConsumer`). The copy's time counts from `read_at`, when ZooKeeper's read
+    /// was issued (Kafka's manifest starts before its reads too).
+    pub(super) fn start_copy(&mut self, now: Instant, read_at: Instant, tree: &ZkTree) {
         let copied = match self.reader.read_all_metadata(tree) {
             Ok(copied) => copied,
             Err(e) => {
@@ -517,7 +519,7 @@ where
         }
         appends.push_back((AppendKind::Complete, complete));
         self.copy = Some(CopyProgress {
-            started: now,
+            started: read_at,
             appends,
             committed_batches: 0,
             manifest: MigrationManifest::default(),

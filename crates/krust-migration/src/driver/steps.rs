@@ -54,6 +54,9 @@ where
                 if self.copy.is_some() {
                     self.issue_next_append(now);
                 } else {
+                    // Kafka logs this before reading ZooKeeper, and its copy time (the
+                    // manifest's) includes the reads: so does krust's.
+                    info!(node_id = self.config.node_id, "Starting ZK migration");
                     let roots = self.reader.metadata_roots();
                     self.issue(
                         now,
