@@ -108,7 +108,12 @@ impl Quorum {
     /// Writes and formats `n` nodes of cluster `cluster_id` (e.g. a ZooKeeper cluster's id, for
     /// a migration).
     pub fn in_cluster(n: usize, extra: &[(&str, &str)], cluster_id: &str) -> Self {
-        let root = tempfile::tempdir().expect("tempdir");
+        let mut root = tempfile::tempdir().expect("tempdir");
+        // As krust-testkit's Kafka nodes: kept for a post-mortem with KRUST_TESTKIT_KEEP=1.
+        if std::env::var_os("KRUST_TESTKIT_KEEP").is_some_and(|v| v == "1") {
+            root.disable_cleanup(true);
+            eprintln!("keeping the quorum's files in {}", root.path().display());
+        }
         let cluster_id = cluster_id.to_owned();
         let ports = free_ports(n).expect("ports");
         let ids: Vec<i32> = (1..=n as i32).collect();
