@@ -70,16 +70,10 @@ impl QuorumController {
                                     partition: index,
                                 })
                             }
-                            Some(partition) => Ok(PartitionChangeBuilder::new(
-                                partition,
-                                topic_id,
-                                index,
-                                &acceptable,
-                                mv,
-                            )
-                            .with_zk_migration(self.zk_registration_allowed())
-                            .with_directory(broker_id, dir)
-                            .build()),
+                            Some(partition) => Ok(self
+                                .partition_change(partition, topic_id, index, &acceptable)
+                                .with_directory(broker_id, dir)
+                                .build()),
                         },
                     };
                     let code = match outcome {

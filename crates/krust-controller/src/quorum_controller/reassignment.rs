@@ -145,19 +145,12 @@ impl QuorumController {
                 ),
             });
         };
-        let mv = self.image.metadata_version();
         let acceptable = |r: i32| self.broker_is_active(r);
         let default_dir = |r: i32| self.default_directory(r);
         let unclean = self.unclean_election_enabled(topic_name);
-        let builder = PartitionChangeBuilder::new(
-            partition,
-            topic.id,
-            target.partition_index,
-            &acceptable,
-            mv,
-        )
-        .with_zk_migration(self.zk_registration_allowed())
-        .with_default_dir(&default_dir);
+        let builder = self
+            .partition_change(partition, topic.id, target.partition_index, &acceptable)
+            .with_default_dir(&default_dir);
         let Some(target_replicas) = &target.replicas else {
             // Cancel.
             if partition.adding_replicas.is_empty() && partition.removing_replicas.is_empty() {

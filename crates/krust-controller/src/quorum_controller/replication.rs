@@ -16,6 +16,27 @@ impl QuorumController {
                 .is_some_and(|b| !b.in_controlled_shutdown && !b.fenced)
     }
 
+    /// A [`PartitionChangeBuilder`] for one partition at this controller's metadata.version,
+    /// bumping the leader epoch on every ISR shrink while ZooKeeper-mode brokers may be
+    /// registered (Kafka's `setZkMigrationEnabled(clusterControl.zkRegistrationAllowed())`,
+    /// which every one of Kafka's call sites sets).
+    pub(super) fn partition_change<'a>(
+        &self,
+        partition: &'a PartitionRegistration,
+        topic_id: Uuid,
+        partition_id: i32,
+        is_acceptable_leader: &'a dyn Fn(i32) -> bool,
+    ) -> PartitionChangeBuilder<'a> {
+        PartitionChangeBuilder::new(
+            partition,
+            topic_id,
+            partition_id,
+            is_acceptable_leader,
+            self.image.metadata_version(),
+        )
+        .with_zk_migration(self.zk_registration_allowed())
+    }
+
     /// The `PartitionChangeRecord`s for `work` on `broker_id` (Kafka's
     /// `generateLeaderAndIsrUpdates`), built against the current image.
     pub(super) fn partition_work(
@@ -34,7 +55,6 @@ impl QuorumController {
         work: PartitionWork,
         only: impl Fn(Uuid, i32, &PartitionRegistration) -> bool,
     ) -> Vec<ApiMessageAndVersion> {
-        let mv = self.image.metadata_version();
         let mut records = Vec::new();
         for topic in self.image.topics.by_id.values() {
             let unclean = self.unclean_election_enabled(&topic.name);
@@ -55,41 +75,27 @@ impl QuorumController {
                             .copied()
                             .filter(|&r| r != broker_id)
                             .collect();
-                        PartitionChangeBuilder::new(
-                            partition,
-                            topic.id,
-                            partition_id,
-                            &acceptable,
-                            mv,
-                        )
-                        .with_zk_migration(self.zk_registration_allowed())
-                        .with_target_isr(isr)
-                        .with_election(if unclean {
-                            Election::Unclean
-                        } else {
-                            Election::Online
-                        })
-                        .build()
+                        self.partition_change(partition, topic.id, partition_id, &acceptable)
+                            .with_target_isr(isr)
+                            .with_election(if unclean {
+                                Election::Unclean
+                            } else {
+                                Election::Online
+                            })
+                            .build()
                     }
                     PartitionWork::ElectLeaderlessAfter => {
                         if partition.leader != NO_LEADER {
                             continue;
                         }
                         let acceptable = |r: i32| r == broker_id || self.broker_is_active(r);
-                        PartitionChangeBuilder::new(
-                            partition,
-                            topic.id,
-                            partition_id,
-                            &acceptable,
-                            mv,
-                        )
-                        .with_zk_migration(self.zk_registration_allowed())
-                        .with_election(if unclean {
-                            Election::Unclean
-                        } else {
-                            Election::Online
-                        })
-                        .build()
+                        self.partition_change(partition, topic.id, partition_id, &acceptable)
+                            .with_election(if unclean {
+                                Election::Unclean
+                            } else {
+                                Election::Online
+                            })
+                            .build()
                     }
                 };
                 records.extend(built);
@@ -200,22 +206,15 @@ impl QuorumController {
             return Ok(None);
         }
         let acceptable = |r: i32| self.broker_is_active(r);
-        PartitionChangeBuilder::new(
-            partition,
-            topic_id,
-            partition_id,
-            &acceptable,
-            self.image.metadata_version(),
-        )
-        .with_zk_migration(self.zk_registration_allowed())
-        .with_election(election)
-        .build()
-        .map(Some)
-        .ok_or(if election == Election::Preferred {
-            ControllerError::PreferredLeaderNotAvailable
-        } else {
-            ControllerError::EligibleLeadersNotAvailable
-        })
+        self.partition_change(partition, topic_id, partition_id, &acceptable)
+            .with_election(election)
+            .build()
+            .map(Some)
+            .ok_or(if election == Election::Preferred {
+                ControllerError::PreferredLeaderNotAvailable
+            } else {
+                ControllerError::EligibleLeadersNotAvailable
+            })
     }
 
     /// Looks up the partition of one AlterPartition entry.
@@ -350,7 +349,6 @@ impl QuorumController {
         &self,
         request: &AlterPartitionRequest,
     ) -> (Vec<ApiMessageAndVersion>, Vec<Vec<Option<ControllerError>>>) {
-        let mv = self.image.metadata_version();
         let mut records = Vec::new();
         let mut errors = Vec::new();
         for topic in &request.topics {
@@ -365,17 +363,16 @@ impl QuorumController {
                 match checked {
                     Ok((topic_id, partition, (new_isr, state))) => {
                         let acceptable = |r: i32| self.broker_is_active(r);
-                        let change = PartitionChangeBuilder::new(
-                            &partition,
-                            topic_id,
-                            data.partition_index,
-                            &acceptable,
-                            mv,
-                        )
-                        .with_zk_migration(self.zk_registration_allowed())
-                        .with_target_isr(new_isr)
-                        .with_target_leader_recovery_state(state)
-                        .build();
+                        let change = self
+                            .partition_change(
+                                &partition,
+                                topic_id,
+                                data.partition_index,
+                                &acceptable,
+                            )
+                            .with_target_isr(new_isr)
+                            .with_target_leader_recovery_state(state)
+                            .build();
                         // The requester may no longer lead (say, it is shutting down): the
                         // change still goes in, and it hears NEW_LEADER_ELECTED, as in Kafka.
                         let new_leader = change.as_ref().and_then(|c| match &c.record {
@@ -441,7 +438,6 @@ impl QuorumController {
     /// Unclean elections for leaderless partitions of topics whose
     /// `unclean.leader.election.enable` is true (Kafka 3.9's periodic check), at most `limit`.
     pub(super) fn unclean_elections(&self, limit: usize) -> Vec<ApiMessageAndVersion> {
-        let mv = self.image.metadata_version();
         let acceptable = |r: i32| self.broker_is_active(r);
         let mut records = Vec::new();
         for topic in self.image.topics.by_id.values() {
@@ -456,8 +452,7 @@ impl QuorumController {
                     continue;
                 }
                 records.extend(
-                    PartitionChangeBuilder::new(partition, topic.id, partition_id, &acceptable, mv)
-                        .with_zk_migration(self.zk_registration_allowed())
+                    self.partition_change(partition, topic.id, partition_id, &acceptable)
                         .with_election(Election::Unclean)
                         .build(),
                 );
@@ -474,7 +469,6 @@ impl QuorumController {
         let Some(active) = &self.active else {
             return (Vec::new(), false);
         };
-        let mv = self.image.metadata_version();
         let acceptable = |r: i32| self.broker_is_active(r);
         let mut records = Vec::new();
         for &(topic_id, partition_id) in &active.imbalanced {
@@ -490,8 +484,7 @@ impl QuorumController {
                 continue;
             };
             records.extend(
-                PartitionChangeBuilder::new(partition, topic_id, partition_id, &acceptable, mv)
-                    .with_zk_migration(self.zk_registration_allowed())
+                self.partition_change(partition, topic_id, partition_id, &acceptable)
                     .with_election(Election::Preferred)
                     .build(),
             );
