@@ -19,20 +19,18 @@ mod migration;
 #[path = "quorum_support/mod.rs"]
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use krust_testkit::{
     AckedProducer, GroupConsumer, KafkaDist, KafkaNode, KafkaRole, KrustProcess, ZooKeeperServer,
     class, parse_group_consumer_report,
 };
-use migration::{MIGRATION_COMPLETED, WAIT, krust, text, verify_until_equal, zk_broker, zk_get};
+use migration::{
+    MIGRATION_COMPLETED, Step, Tool, WAIT, krust, run_step, step, text, verify_until_equal,
+    zk_broker, zk_get,
+};
 use support::{FAST_TIMEOUTS, Quorum, wait_for_quorum};
 
-/// `kafka-configs.sh` (still Scala in 3.9).
-const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
-/// `kafka-acls.sh` (still Scala in 3.9).
-const ACL_COMMAND: &str = "kafka.admin.AclCommand";
 const BROKER_IDS: [i32; 3] = [101, 102, 103];
 /// The topic the producer writes and the group consumes (RF 3, `min.insync.replicas=2`).
 const TOPIC: &str = "acked";
@@ -63,24 +61,6 @@ const COMMAND_CONFIG: &str = "default.api.timeout.ms=30000\nrequest.timeout.ms=1
 enum Target {
     KrustBrokers,
     KafkaKraftBrokers,
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Tool {
-    Topics,
-    Configs,
-    Acls,
-}
-
-/// One change made with a Kafka tool through the brokers.
-struct Step {
-    name: &'static str,
-    tool: Tool,
-    args: &'static [&'static str],
-}
-
-const fn step(name: &'static str, tool: Tool, args: &'static [&'static str]) -> Step {
-    Step { name, tool, args }
 }
 
 /// The ZooKeeper cluster's metadata, made in ZooKeeper mode.
@@ -370,32 +350,6 @@ const DUAL_WRITES: &[Step] = &[
 
 /// The delegation token of the seed (see [`seed_token`]).
 const TOKEN_ID: &str = "acceptance-token-1";
-
-/// Runs `step` through `bootstrap`; the tool's complaint when it fails.
-fn run_step(
-    dist: &KafkaDist,
-    bootstrap: &str,
-    command_config: &Path,
-    step: &Step,
-) -> Result<(), String> {
-    let command_config = command_config.display().to_string();
-    let class = match step.tool {
-        Tool::Topics => class::TOPIC_COMMAND,
-        Tool::Configs => CONFIG_COMMAND,
-        Tool::Acls => ACL_COMMAND,
-    };
-    let mut args = vec![
-        "--bootstrap-server",
-        bootstrap,
-        "--command-config",
-        &command_config,
-    ];
-    args.extend_from_slice(step.args);
-    dist.run_tool(class, &args, WAIT)
-        .and_then(|o| o.ok())
-        .map(|_| ())
-        .map_err(|e| e.to_string())
-}
 
 /// A delegation token as Kafka 3.9's `DelegationTokenManagerZk` stores it. Creating one with
 /// Kafka's tool needs a SASL-authenticated connection (Kafka refuses token requests over

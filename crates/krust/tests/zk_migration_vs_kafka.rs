@@ -34,6 +34,8 @@
 
 #[path = "support/mod.rs"]
 mod cluster;
+#[path = "support/migration.rs"]
+mod migration;
 #[path = "quorum_support/mod.rs"]
 mod support;
 
@@ -43,20 +45,14 @@ use std::time::{Duration, Instant};
 
 use krust_metadata::records::MetadataRecord;
 use krust_metadata::{ApiMessageAndVersion, MetadataImage, MetadataProvenance};
-use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ZooKeeperServer, class};
+use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ZooKeeperServer};
 use krust_zk::backend::{ZkBackend as _, read_tree};
 use krust_zk::client::{ZkClient, ZkClientConfig};
 use krust_zk::ops::ZkOp;
 use krust_zk::tree::ZkTree;
+use migration::{MIGRATION_COMPLETED, Step, Tool, WAIT, run_step, step};
 use support::{FAST_TIMEOUTS, Quorum, read_metadata_log};
 
-const WAIT: Duration = Duration::from_secs(120);
-/// What both controllers log once the metadata is copied into the log (Kafka's line).
-const MIGRATION_COMPLETED: &str = "Completed migration of metadata from ZooKeeper to KRaft";
-/// `kafka-configs.sh` (still Scala in 3.9).
-const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
-/// `kafka-acls.sh` (still Scala in 3.9).
-const ACL_COMMAND: &str = "kafka.admin.AclCommand";
 const BROKER_ID: i32 = 101;
 /// The ZooKeeper broker's authorizer: ACLs in ZooKeeper, and the tools (ANONYMOUS on
 /// PLAINTEXT) still allowed everything.
@@ -97,26 +93,6 @@ const NOTIFICATION_PARENTS: &[&str] = &[
     "/kafka-acl-changes",
     "/kafka-acl-extended-changes",
 ];
-
-#[derive(Clone, Copy, Debug)]
-enum Tool {
-    Topics,
-    Configs,
-    Acls,
-    /// The console producer (idempotent): `args[0]` is the topic.
-    Produce,
-}
-
-/// One change made with a Kafka tool through the ZooKeeper broker.
-struct Step {
-    name: &'static str,
-    tool: Tool,
-    args: &'static [&'static str],
-}
-
-const fn step(name: &'static str, tool: Tool, args: &'static [&'static str]) -> Step {
-    Step { name, tool, args }
-}
 
 /// The ZooKeeper cluster, built in ZooKeeper mode.
 const SEED: &[Step] = &[
@@ -496,41 +472,6 @@ const DUAL_WRITE: &[Step] = &[
     ),
     step("allocate producer ids", Tool::Produce, &["dw-new"]),
 ];
-
-/// Runs `step` against `bootstrap`; the tool's complaint when it fails.
-fn run_step(
-    dist: &KafkaDist,
-    bootstrap: &str,
-    command_config: &Path,
-    step: &Step,
-) -> Result<(), String> {
-    let command_config = command_config.display().to_string();
-    let output = match step.tool {
-        Tool::Produce => dist.console_produce(
-            bootstrap,
-            step.args[0],
-            "r-1\nr-2\n",
-            &[],
-            &[("acks", "all"), ("enable.idempotence", "true")],
-        ),
-        tool => {
-            let class = match tool {
-                Tool::Topics => class::TOPIC_COMMAND,
-                Tool::Configs => CONFIG_COMMAND,
-                _ => ACL_COMMAND,
-            };
-            let mut args = vec![
-                "--bootstrap-server",
-                bootstrap,
-                "--command-config",
-                &command_config,
-            ];
-            args.extend_from_slice(step.args);
-            dist.run_tool(class, &args, WAIT).and_then(|o| o.ok())
-        }
-    };
-    output.map(|_| ()).map_err(|e| e.to_string())
-}
 
 /// A tokio runtime for the ZooKeeper client.
 fn runtime() -> tokio::runtime::Runtime {

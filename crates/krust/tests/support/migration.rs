@@ -1,7 +1,8 @@
 //! Shared scaffolding of the ZooKeeper → KRaft migration process tests (`zk_migration.rs`,
 //! `zk_migration_faults.rs`, `zk_migration_acceptance.rs`): a Kafka 3.9 ZooKeeper-mode broker, its roll into migration mode,
 //! znode reads through `zookeeper-shell`, a stopped controller's metadata log, decoded, and
-//! `krust migration verify` run until ZooKeeper and the quorum agree.
+//! `krust migration verify` run until ZooKeeper and the quorum agree, and metadata changes made
+//! with Kafka's own tools ([`Step`], [`run_step`]).
 //!
 //! Include it as `#[path = "support/migration.rs"] mod migration;` next to
 //! `#[path = "support/mod.rs"] mod cluster;` and `#[path = "quorum_support/mod.rs"] mod support;`.
@@ -12,7 +13,11 @@ use std::time::{Duration, Instant};
 
 use krust_metadata::ApiMessageAndVersion;
 use krust_metadata::records::MetadataRecord;
-use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, ToolOutput, ZooKeeperServer, run_binary};
+use std::path::Path;
+
+use krust_testkit::{
+    KafkaDist, KafkaNode, KafkaRole, ToolOutput, ZooKeeperServer, class, run_binary,
+};
 
 use crate::support::{KRUST, Quorum, read_metadata_log};
 
@@ -120,4 +125,69 @@ pub fn text(out: &ToolOutput) -> String {
         "status {:?}\n--- stdout\n{}--- stderr\n{}",
         out.status, out.stdout, out.stderr
     )
+}
+
+/// `kafka-configs.sh` (still Scala in 3.9).
+pub const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
+/// `kafka-acls.sh` (still Scala in 3.9).
+pub const ACL_COMMAND: &str = "kafka.admin.AclCommand";
+
+/// The Kafka tool a [`Step`] runs.
+#[derive(Clone, Copy, Debug)]
+pub enum Tool {
+    Topics,
+    Configs,
+    Acls,
+    /// The console producer (idempotent): `args[0]` is the topic.
+    Produce,
+}
+
+/// One metadata change made with a Kafka tool through the brokers.
+pub struct Step {
+    pub name: &'static str,
+    pub tool: Tool,
+    pub args: &'static [&'static str],
+}
+
+pub const fn step(name: &'static str, tool: Tool, args: &'static [&'static str]) -> Step {
+    Step { name, tool, args }
+}
+
+/// Runs `step` through `bootstrap` (`--command-config` for the admin tools); the tool's
+/// complaint when it fails.
+pub fn run_step(
+    dist: &KafkaDist,
+    bootstrap: &str,
+    command_config: &Path,
+    step: &Step,
+) -> Result<(), String> {
+    let command_config = command_config.display().to_string();
+    let class = match step.tool {
+        Tool::Produce => {
+            return dist
+                .console_produce(
+                    bootstrap,
+                    step.args[0],
+                    "r-1\nr-2\n",
+                    &[],
+                    &[("acks", "all"), ("enable.idempotence", "true")],
+                )
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+        }
+        Tool::Topics => class::TOPIC_COMMAND,
+        Tool::Configs => CONFIG_COMMAND,
+        Tool::Acls => ACL_COMMAND,
+    };
+    let mut args = vec![
+        "--bootstrap-server",
+        bootstrap,
+        "--command-config",
+        &command_config,
+    ];
+    args.extend_from_slice(step.args);
+    dist.run_tool(class, &args, WAIT)
+        .and_then(|o| o.ok())
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
