@@ -136,9 +136,11 @@ impl ReplicaManager {
             .clone()
     }
 
-    /// Replaces the image (the publisher, before it applies a publication's changes).
+    /// Replaces the image (the publisher, before it applies a publication's changes) and wakes
+    /// the delayed operations waiting for it (a forwarded CreateTopics).
     pub fn set_image(&self, image: MetadataImage) {
         *self.image.write().unwrap_or_else(PoisonError::into_inner) = image;
+        self.purgatory.wake_all();
     }
 
     /// The hosted partition, if any.

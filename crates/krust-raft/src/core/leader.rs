@@ -14,6 +14,9 @@ pub(crate) struct ReplicaProgress {
     pub end_offset: Option<LogOffset>,
     pub last_fetch: Option<Instant>,
     pub last_caught_up: Option<Instant>,
+    /// The high watermark in the last Fetch answer sent to this replica: a Fetch from a replica
+    /// that has not seen the current one is answered at once instead of parked.
+    pub sent_high_watermark: Option<LogOffset>,
 }
 
 /// A Fetch with nothing to return yet, parked until data arrives, the HW moves or `deadline`.
@@ -21,6 +24,8 @@ pub(crate) struct ReplicaProgress {
 pub(crate) struct ParkedFetch {
     pub from: NodeId,
     pub id: RequestId,
+    /// The fetching replica (`None` for replica id -1).
+    pub replica: Option<NodeId>,
     pub fetch_offset: LogOffset,
     pub deadline: Instant,
 }
@@ -68,6 +73,32 @@ impl LeaderState {
             self.fetched_in_window.insert(replica);
         }
         monotonic
+    }
+
+    fn progress_mut(&mut self, replica: NodeId) -> Option<&mut ReplicaProgress> {
+        match self.voters.get_mut(&replica) {
+            Some(p) => Some(p),
+            None => self.observers.get_mut(&replica),
+        }
+    }
+
+    /// Whether `replica` was last told a high watermark below the current one.
+    pub(crate) fn replica_behind_high_watermark(&self, replica: NodeId) -> bool {
+        let Some(hw) = self.high_watermark else {
+            return false;
+        };
+        self.voters
+            .get(&replica)
+            .or_else(|| self.observers.get(&replica))
+            .is_some_and(|p| p.sent_high_watermark.is_none_or(|sent| sent < hw))
+    }
+
+    /// Notes the high watermark of a Fetch answer sent to `replica`.
+    pub(crate) fn note_sent_high_watermark(&mut self, replica: NodeId) {
+        let hw = self.high_watermark;
+        if let Some(p) = self.progress_mut(replica) {
+            p.sent_high_watermark = hw;
+        }
     }
 
     /// The offset a majority of voters have durably: the `⌊n/2⌋`-th largest voter end offset.

@@ -1946,22 +1946,32 @@ impl RaftCore {
         let records = self
             .log
             .read_from(fetch_offset, self.config.max_batch_size_bytes);
+        let replica = (args.replica_id >= 0).then_some(replica);
         if records.is_empty() && args.max_wait_ms > 0 {
             let wait = Duration::from_millis(u64::try_from(args.max_wait_ms).unwrap_or(0));
-            if let Role::Leader(leader) = &mut self.role {
+            // A replica that has not been told the current high watermark gets it now: parking
+            // would leave it (a broker's metadata, a follower's commit) behind until the next
+            // append or the wait's end.
+            if let Role::Leader(leader) = &mut self.role
+                && !replica.is_some_and(|r| leader.replica_behind_high_watermark(r))
+            {
                 leader.parked.push(ParkedFetch {
                     from,
                     id,
+                    replica,
                     fetch_offset,
                     deadline: now + wait,
                 });
                 return;
             }
         }
-        self.answer_fetch(from, id, records);
+        self.answer_fetch(from, id, replica, records);
     }
 
-    fn answer_fetch(&mut self, to: NodeId, id: RequestId, records: Bytes) {
+    fn answer_fetch(&mut self, to: NodeId, id: RequestId, replica: Option<NodeId>, records: Bytes) {
+        if let (Role::Leader(leader), Some(replica)) = (&mut self.role, replica) {
+            leader.note_sent_high_watermark(replica);
+        }
         let answer = FetchAnswer {
             info: self.leader_info(None),
             high_watermark: self.leader_high_watermark(),
@@ -1977,7 +1987,7 @@ impl RaftCore {
         let records = self
             .log
             .read_from(parked.fetch_offset, self.config.max_batch_size_bytes);
-        self.answer_fetch(parked.from, parked.id, records);
+        self.answer_fetch(parked.from, parked.id, parked.replica, records);
     }
 
     /// Completes every parked fetch (new data or a new HW).

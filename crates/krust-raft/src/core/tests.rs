@@ -309,6 +309,12 @@ fn fetch_answer(actions: &[Action]) -> (Option<ResponseError>, Option<FetchAnswe
     panic!("no FetchResponse in {actions:?}");
 }
 
+fn responded(actions: &[Action]) -> bool {
+    actions
+        .iter()
+        .any(|a| matches!(a, Action::SendResponse { .. }))
+}
+
 fn partition_error<T>(
     answer: (Option<ResponseError>, Option<T>),
     get: impl Fn(&T) -> Option<ResponseError>,
@@ -1244,6 +1250,47 @@ fn leader_counts_only_its_flushed_log() {
     assert_eq!(hw_advances(&ctx.take()), vec![LogOffset(1)]);
 }
 
+/// A replica — a follower or a broker's observer — that fetches at the log end after the high
+/// watermark moved without telling it (it was moved by another replica's fetch) is answered at
+/// once with the new high watermark instead of waiting out its long poll.
+#[test]
+fn fetch_at_the_end_is_answered_at_once_when_the_replica_missed_a_high_watermark() {
+    let mut ctx = Builder::new(1, &[1, 2, 3]).build();
+    let actions = ctx.elect();
+    ctx.flush_all(&actions);
+    let epoch = ctx.core.epoch();
+    ctx.fetch(2, epoch.0, 1, epoch.0, 500);
+    ctx.fetch(3, epoch.0, 1, epoch.0, 500);
+    ctx.fetch(2, epoch.0, 1, epoch.0, 500);
+    // An observer (broker 7) that already follows the log end.
+    let (_, actions) = ctx.fetch(7, epoch.0, 1, epoch.0, 500);
+    assert_eq!(
+        fetch_answer(&actions).1.expect("answered").high_watermark,
+        Some(LogOffset(1))
+    );
+    let (_, actions) = ctx.fetch(7, epoch.0, 1, epoch.0, 500);
+    assert!(!responded(&actions), "nothing new: parked");
+
+    // A write: the parked fetches get the record (with the old high watermark) at once.
+    ctx.core
+        .append(ctx.now, epoch, vec![Bytes::from_static(b"x")])
+        .expect("append");
+    let actions = ctx.advance(25);
+    assert!(responded(&actions), "the parked fetches get the record");
+    ctx.flush_all(&actions);
+    // Follower 2 fetches past it: the high watermark moves to 2 and parked fetches learn it...
+    let (_, actions) = ctx.fetch(2, epoch.0, 2, epoch.0, 500);
+    assert_eq!(hw_advances(&actions), vec![LogOffset(2)]);
+    // ...but the observer's next fetch, at the new end, arrives after that: it must not park.
+    let (_, actions) = ctx.fetch(7, epoch.0, 2, epoch.0, 500);
+    let answer = fetch_answer(&actions).1.expect("answered at once");
+    assert_eq!(answer.high_watermark, Some(LogOffset(2)));
+    assert!(answer.records.is_empty());
+    // Told: its next fetch parks again.
+    let (_, actions) = ctx.fetch(7, epoch.0, 2, epoch.0, 500);
+    assert!(!responded(&actions), "parked once told");
+}
+
 /// testPurgatoryFetchTimeout / testPurgatoryFetchSatisfiedByWrite / testResignWillCompleteFetchPurgatory.
 #[test]
 fn long_poll_fetches_wait_for_data_or_their_deadline() {
@@ -1251,6 +1298,14 @@ fn long_poll_fetches_wait_for_data_or_their_deadline() {
     let actions = ctx.elect();
     ctx.flush_all(&actions);
     let epoch = ctx.core.epoch();
+    // The first fetch at the end commits the leader-change batch and is answered at once with the
+    // new high watermark; the next one has nothing new to learn and parks.
+    let (_, actions) = ctx.fetch(2, epoch.0, 1, epoch.0, 500);
+    assert_eq!(
+        fetch_answer(&actions).1.expect("answered").high_watermark,
+        Some(LogOffset(1))
+    );
+    let (_, _) = ctx.fetch(3, epoch.0, 1, epoch.0, 500);
     let (id, actions) = ctx.fetch(2, epoch.0, 1, epoch.0, 500);
     assert!(
         !actions

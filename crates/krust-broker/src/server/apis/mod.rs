@@ -14,6 +14,7 @@
 //! - `metadata.rs`: Metadata (auto topic creation), DescribeCluster.
 //! - `offsets.rs`: ListOffsets, OffsetForLeaderEpoch, DeleteRecords.
 //! - `configs.rs`: DescribeConfigs.
+//! - `create_topics.rs`: CreateTopics, forwarded, answered once the topics are visible here.
 //! - `log_dirs.rs`: DescribeLogDirs.
 //! - `producer_id.rs`: InitProducerId (producer id blocks from the controller).
 //! - `producers.rs`: DescribeProducers.
@@ -21,6 +22,7 @@
 
 mod alter_configs;
 pub mod configs;
+pub mod create_topics;
 pub mod fetch;
 pub mod log_dirs;
 pub mod metadata;
@@ -212,6 +214,9 @@ impl ClientApiHandler {
             }
             RequestKind::AlterConfigs(r) if let Some(forwarder) = broker.forwarder() => {
                 alter_configs::legacy(broker, forwarder, &ctx, r).await
+            }
+            RequestKind::CreateTopics(r) if let Some(forwarder) = broker.forwarder() => {
+                create_topics::create_topics(broker, forwarder, &ctx, r).await
             }
             other => {
                 let key = ctx.api_key;
