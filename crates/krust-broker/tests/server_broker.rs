@@ -777,6 +777,11 @@ async fn every_advertised_version_answers() {
                     }
                     ApiKey::DescribeCluster => DescribeClusterRequest::default().into(),
                     ApiKey::DescribeProducers => describe_producers_request("orders").into(),
+                    ApiKey::DescribeTopicPartitions => {
+                        kafka_protocol::messages::DescribeTopicPartitionsRequest::default()
+                            .with_response_partition_limit(10)
+                            .into()
+                    }
                     other => panic!("no request built for {other:?}"),
                 };
                 let response = b.client.send(request, version).await;

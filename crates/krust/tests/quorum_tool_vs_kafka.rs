@@ -92,3 +92,59 @@ fn krust_metadata_quorum_prints_what_kafkas_tool_prints() {
     }
     node.terminate(Duration::from_secs(60)).expect("stop Kafka");
 }
+
+/// Kafka's own tool against a krust cluster (three combined `krust server` nodes): through a
+/// broker (`--bootstrap-server`: the broker forwards DescribeQuorum to the active controller, as
+/// a Kafka 3.9 broker does) it prints what it prints through the controllers
+/// (`--bootstrap-controller`).
+#[test]
+fn kafkas_tool_reads_a_krust_quorum_through_a_broker() {
+    let dist = KafkaDist::locate().expect("Kafka 3.9 jars");
+    let cluster =
+        krust_testkit::BrokerUnderTest::krust_cluster(&dist, KRUST, &[]).expect("krust cluster");
+    let krust_testkit::BrokerUnderTest::KrustCluster(nodes) = &cluster else {
+        unreachable!("krust_cluster starts a KrustCluster");
+    };
+    let controllers = nodes
+        .iter()
+        .map(|(node, _)| node.bootstrap_controller())
+        .collect::<Vec<_>>()
+        .join(",");
+    // Through the last broker: in a fresh cluster it is seldom the active controller.
+    let broker = cluster
+        .bootstrap()
+        .split(',')
+        .next_back()
+        .expect("a broker")
+        .to_owned();
+    for what in ["--status", "--replication"] {
+        let run = |bootstrap: [&str; 2]| {
+            let args = [bootstrap[0], bootstrap[1], "describe", what];
+            dist.run_tool(class::METADATA_QUORUM, &args, Duration::from_secs(120))
+                .expect("run Kafka's tool")
+                .ok()
+                .expect("Kafka's tool succeeds")
+                .stdout
+        };
+        let via_controller = run(["--bootstrap-controller", &controllers]);
+        let via_broker = run(["--bootstrap-server", &broker]);
+        println!("{what}\nvia controllers:\n{via_controller}via a broker:\n{via_broker}");
+        if what == "--status" {
+            assert_eq!(
+                stable_status_lines(&via_broker),
+                stable_status_lines(&via_controller)
+            );
+            assert!(
+                stable_status_lines(&via_broker)
+                    .iter()
+                    .any(|l| l.starts_with("CurrentVoters:") && l.contains("\"id\": 3")),
+                "{via_broker}"
+            );
+        } else {
+            assert_eq!(
+                replication_shape(&via_broker),
+                replication_shape(&via_controller)
+            );
+        }
+    }
+}

@@ -1,8 +1,10 @@
 //! Admin requests a broker forwards to the active controller in an `Envelope` (KIP-590):
 //! CreateTopics, DeleteTopics, CreatePartitions, IncrementalAlterConfigs, AlterConfigs,
 //! ElectLeaders, UpdateFeatures, CreateAcls, DeleteAcls, AlterClientQuotas,
-//! AlterUserScramCredentials, AlterPartitionReassignments and ListPartitionReassignments, with
-//! the original request header and principal.
+//! AlterUserScramCredentials, AlterPartitionReassignments, ListPartitionReassignments and
+//! DescribeQuorum (answered by the active controller's Raft replica, as Kafka 3.9 brokers
+//! forward it for `kafka-metadata-quorum --bootstrap-server`), with the original request header
+//! and principal.
 //!
 //! CONTRACT (used by [`super::apis`]): [`Forwarder::forwarded_apis`] lists the APIs and
 //! versions forwarded; [`Forwarder::forward`] answers one of them.
@@ -67,6 +69,9 @@ const FORWARDED: [ApiKey; 13] = [
     ApiKey::ListPartitionReassignments,
 ];
 
+/// DescribeQuorum, forwarded at Kafka 3.9's range (a Raft RPC, not in the controller API table).
+const DESCRIBE_QUORUM: (ApiKey, i16, i16) = (ApiKey::DescribeQuorum, 0, 2);
+
 /// Forwards admin requests to the controller.
 pub struct Forwarder {
     channel: Arc<dyn ControllerChannel>,
@@ -104,13 +109,14 @@ impl Forwarder {
         FORWARDED
             .into_iter()
             .map(krust_net::api_versions::kafka_controller_api_versions)
+            .chain([DESCRIBE_QUORUM])
             .collect()
     }
 
     /// Whether `api_key` is forwarded.
     #[must_use]
     pub fn forwards(api_key: ApiKey) -> bool {
-        FORWARDED.contains(&api_key)
+        FORWARDED.contains(&api_key) || api_key == DESCRIBE_QUORUM.0
     }
 
     /// Forwards one request and turns the controller's answer into the client's response.
@@ -327,6 +333,10 @@ pub fn error_response(
                         })
                         .collect(),
                 ),
+        ),
+        // Kafka: `DescribeQuorumResponse.getTopLevelErrorResponse(error)`.
+        RequestKind::DescribeQuorum(_) => ResponseKind::DescribeQuorum(
+            kafka_protocol::messages::DescribeQuorumResponse::default().with_error_code(error_code),
         ),
         // Kafka: `UpdateFeaturesResponse.createWithErrors(error, emptyMap)`.
         RequestKind::UpdateFeatures(_) => ResponseKind::UpdateFeatures(
@@ -760,6 +770,9 @@ mod tests {
             ),
             ApiKey::ListPartitionReassignments => RequestKind::ListPartitionReassignments(
                 kafka_protocol::messages::ListPartitionReassignmentsRequest::default(),
+            ),
+            ApiKey::DescribeQuorum => RequestKind::DescribeQuorum(
+                kafka_protocol::messages::DescribeQuorumRequest::default(),
             ),
             other => panic!("not a forwarded API: {other:?}"),
         }

@@ -26,7 +26,6 @@ use krust_controller::delegation_tokens::{Principal, TokenContext};
 use krust_controller::{ControllerRequest, ControllerResponse};
 use krust_net::codec::{IncomingRequest, decode_request, encode_response};
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
-use krust_raft::RaftResponse;
 use krust_raft::config::VoterAddress;
 use krust_raft::driver::RaftHandle;
 use krust_raft::driver::wire_versions::{
@@ -34,6 +33,7 @@ use krust_raft::driver::wire_versions::{
     FETCH_SNAPSHOT_VERSIONS, FETCH_VERSIONS, RoutedRequest, VOTE_VERSIONS, fit_response,
     raft_request, response_kind, sender_of,
 };
+use krust_raft::{RaftRequest, RaftResponse};
 
 use super::ControllerChannel;
 
@@ -271,11 +271,24 @@ impl ControllerHandler {
             }
         };
         let caller = Caller::forwarded(request.request_principal.as_ref());
-        let Some(inner) = forwardable(*body, header.api_version, &caller) else {
-            return refuse(INVALID_REQUEST);
-        };
-        let Some(response) = self.call_controller(inner).await else {
-            return refuse(NOT_CONTROLLER);
+        let response = if let RequestKind::DescribeQuorum(r) = *body {
+            // Forwarded by a broker (Kafka 3.9 brokers forward DescribeQuorum): the replica
+            // answers it, as it does on this listener.
+            let Some(response) = self
+                .raft_answer(RaftRequest::DescribeQuorum(r), header.api_version)
+                .await
+            else {
+                return refuse(NOT_CONTROLLER);
+            };
+            response
+        } else {
+            let Some(inner) = forwardable(*body, header.api_version, &caller) else {
+                return refuse(INVALID_REQUEST);
+            };
+            let Some(response) = self.call_controller(inner).await else {
+                return refuse(NOT_CONTROLLER);
+            };
+            response
         };
         match encode_response(
             header.correlation_id,
@@ -493,11 +506,19 @@ impl Handler for ControllerHandler {
                 }
             },
         };
-        let from = sender_of(&raft_request);
-        let Some(mut response) = self.raft.handle_request(from, raft_request).await else {
+        match self.raft_answer(raft_request, version).await {
+            Some(response) => response.into(),
             // The replica is stopping: nothing can answer.
-            return Reply::Close;
-        };
+            None => Reply::Close,
+        }
+    }
+}
+
+impl ControllerHandler {
+    /// A Raft RPC answered by this node's replica at `version`; `None` when it is stopping.
+    async fn raft_answer(&self, raft_request: RaftRequest, version: i16) -> Option<ResponseKind> {
+        let from = sender_of(&raft_request);
+        let mut response = self.raft.handle_request(from, raft_request).await?;
         if version >= 2
             && let RaftResponse::DescribeQuorum(r) = &mut response
             && r.error_code == 0
@@ -505,7 +526,7 @@ impl Handler for ControllerHandler {
             r.nodes = self.voter_nodes();
         }
         fit_response(&mut response, version);
-        response_kind(response).into()
+        Some(response_kind(response))
     }
 }
 

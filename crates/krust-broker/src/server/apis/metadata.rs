@@ -18,7 +18,7 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_metadata::image::MetadataImage;
-use krust_metadata::image::topics::{TopicImage, directory_id};
+use krust_metadata::image::topics::{PartitionRegistration, TopicImage, directory_id};
 use krust_net::RequestContext;
 use rand::seq::SliceRandom;
 use tracing::{debug, warn};
@@ -139,6 +139,19 @@ pub fn is_valid_topic_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
 }
 
+/// Kafka's `getOfflineReplicas`: unregistered brokers and lost directories (a fenced broker is
+/// not offline).
+#[must_use]
+pub fn offline_replicas(image: &MetadataImage, p: &PartitionRegistration) -> Vec<BrokerId> {
+    p.replicas
+        .iter()
+        .filter(|&&r| {
+            image.cluster.broker(r).is_none() || p.directory(r) == Some(directory_id::LOST)
+        })
+        .map(|&r| BrokerId(r))
+        .collect()
+}
+
 fn topic_response(
     image: &MetadataImage,
     topic: &TopicImage,
@@ -159,16 +172,7 @@ fn topic_response(
             };
             let replicas = filter(&p.replicas);
             let isr = filter(&p.isr);
-            // Kafka's getOfflineReplicas: unregistered brokers and lost directories (a
-            // fenced broker is not offline).
-            let offline = p
-                .replicas
-                .iter()
-                .filter(|&&r| {
-                    image.cluster.broker(r).is_none() || p.directory(r) == Some(directory_id::LOST)
-                })
-                .map(|&r| BrokerId(r))
-                .collect();
+            let offline = offline_replicas(image, p);
             let mut out = MetadataResponsePartition::default()
                 .with_partition_index(index)
                 .with_leader_epoch(p.leader_epoch)

@@ -14,6 +14,7 @@
 //! - `metadata.rs`: Metadata (auto topic creation), DescribeCluster.
 //! - `offsets.rs`: ListOffsets, OffsetForLeaderEpoch, DeleteRecords.
 //! - `configs.rs`: DescribeConfigs.
+//! - `describe_topic_partitions.rs`: DescribeTopicPartitions (KIP-966, with its cursor).
 //! - `create_topics.rs`: CreateTopics, forwarded, answered once the topics are visible here.
 //! - `log_dirs.rs`: DescribeLogDirs.
 //! - `producer_id.rs`: InitProducerId (producer id blocks from the controller).
@@ -23,6 +24,7 @@
 mod alter_configs;
 pub mod configs;
 pub mod create_topics;
+pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod log_dirs;
 pub mod metadata;
@@ -59,6 +61,7 @@ pub const OWN_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 0, 4),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::DescribeTopicPartitions, 0, 0),
 ];
 
 /// The client listener's handler; see the module doc.
@@ -208,6 +211,10 @@ impl ClientApiHandler {
             RequestKind::DescribeLogDirs(r) => log_dirs::describe_log_dirs(broker, &r).into(),
             RequestKind::InitProducerId(r) => producer_id::handle(broker, &r).await.into(),
             RequestKind::DescribeProducers(r) => producers::describe_producers(broker, &r).into(),
+            RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
+                describe_topic_partitions::describe_topic_partitions(broker, &ctx, &r),
+            )
+            .into(),
             // Checked on the broker first (`ConfigAdminManager.preprocess`), then forwarded.
             RequestKind::IncrementalAlterConfigs(r) if let Some(forwarder) = broker.forwarder() => {
                 alter_configs::incremental(broker, forwarder, &ctx, r).await
