@@ -790,8 +790,14 @@ fn migrate_a_whole_cluster(target: Target) {
             "3",
         ],
     );
-    run_step(&dist, &bootstrap, &command_config, &finalized)
-        .unwrap_or_else(|e| panic!("{}: {e}\n{}", finalized.name, quorum.log_tails()));
+    run_step(&dist, &bootstrap, &command_config, &finalized).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}\nwhat each broker answers now:\n{}\n{}",
+            finalized.name,
+            brokers_view(&bootstrap),
+            quorum.log_tails()
+        )
+    });
     let status = krust(&[
         "migration",
         "status",
@@ -863,6 +869,54 @@ fn migrate_a_whole_cluster(target: Target) {
         broker.stop();
     }
     quorum.stop_all();
+}
+
+/// For a failure message: each broker's Metadata answer (its alive brokers and the controller id
+/// it names, which Kafka's admin client needs for CreateTopics) and DescribeCluster answer.
+fn brokers_view(bootstrap: &str) -> String {
+    use kafka_protocol::messages::{DescribeClusterRequest, MetadataRequest, ResponseKind};
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut out = Vec::new();
+    for addr in bootstrap.split(',') {
+        let client = krust_net::Client::new(
+            addr,
+            krust_net::ClientConfig {
+                client_id: "acceptance-diagnostics".to_owned(),
+                request_timeout: Duration::from_secs(5),
+                ..krust_net::ClientConfig::default()
+            },
+        );
+        let (metadata, cluster) = runtime.block_on(async {
+            (
+                client.send(MetadataRequest::default(), 12).await,
+                client.send(DescribeClusterRequest::default(), 1).await,
+            )
+        });
+        let metadata = match metadata {
+            Ok(ResponseKind::Metadata(r)) => format!(
+                "controller_id {} brokers {:?}",
+                r.controller_id.0,
+                r.brokers.iter().map(|b| b.node_id.0).collect::<Vec<_>>()
+            ),
+            other => format!("{other:?}"),
+        };
+        let cluster = match cluster {
+            Ok(ResponseKind::DescribeCluster(r)) => format!(
+                "error {} controller_id {} brokers {:?}",
+                r.error_code,
+                r.controller_id.0,
+                r.brokers.iter().map(|b| b.broker_id.0).collect::<Vec<_>>()
+            ),
+            other => format!("{other:?}"),
+        };
+        out.push(format!(
+            "{addr}: Metadata: {metadata}; DescribeCluster: {cluster}"
+        ));
+    }
+    out.join("\n")
 }
 
 #[test]
