@@ -189,11 +189,21 @@ fn offsets_tp(partition: i32) -> TopicPartition {
 }
 
 fn harness() -> Harness {
+    harness_with_segments(&[])
+}
+
+/// A harness whose `__consumer_offsets` partitions start with the given first segment bytes
+/// (what an older broker left in the log dir).
+fn harness_with_segments(segments: &[(i32, Vec<u8>)]) -> Harness {
     let dir = tempfile::tempdir().expect("tempdir");
     let replicas = Arc::new(ReplicaManager::new(1));
     for p in 0..NUM_PARTITIONS {
         let tp = offsets_tp(p);
         let path = ReplicaManager::partition_dir(dir.path(), &tp);
+        if let Some((_, bytes)) = segments.iter().find(|(sp, _)| *sp == p) {
+            std::fs::create_dir_all(&path).expect("partition dir");
+            std::fs::write(path.join("00000000000000000000.log"), bytes).expect("segment");
+        }
         let log = Log::open(&path, LogConfig::default(), 0).expect("log");
         let partition = Partition::open(1, log, PartitionConfig::default(), 0, 0).expect("open");
         replicas.insert(
@@ -1069,6 +1079,99 @@ async fn partition_for_follows_the_existing_offsets_topic_of_the_first_image() {
         h.coordinator
             .on_metadata(&image_with_offsets_partitions(1, false, 2));
         assert_eq!(h.coordinator.partition_for("group"), 98_629_247 % 4);
+    })
+    .await;
+}
+
+/// Kafka's group-coordinator key and value bytes at old schema versions (big-endian, `int16`
+/// string lengths), as a pre-0.11 broker wrote them.
+fn str16(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&i16::try_from(s.len()).expect("short").to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn offset_key(version: i16, group: &str, topic: &str, partition: i32) -> Vec<u8> {
+    let mut k = version.to_be_bytes().to_vec();
+    str16(&mut k, group);
+    str16(&mut k, topic);
+    k.extend_from_slice(&partition.to_be_bytes());
+    k
+}
+
+/// OffsetCommit value v0 (offset, metadata, timestamp) or v1 (… commit and expire timestamps).
+fn offset_value(version: i16, offset: i64, metadata: &str, timestamp: i64) -> Vec<u8> {
+    let mut v = version.to_be_bytes().to_vec();
+    v.extend_from_slice(&offset.to_be_bytes());
+    str16(&mut v, metadata);
+    v.extend_from_slice(&timestamp.to_be_bytes());
+    if version == 1 {
+        v.extend_from_slice(&(timestamp + 86_400_000).to_be_bytes());
+    }
+    v
+}
+
+/// A `__consumer_offsets` partition written before Kafka 0.11 — magic 0 and magic 1 messages —
+/// loads: the group's committed offsets come back, the latest one wins, a tombstone deletes,
+/// and the coordinator appends v2 batches after the legacy ones and reloads them all.
+#[tokio::test]
+async fn legacy_magic_0_and_1_offsets_load_and_new_commits_follow_them() {
+    use krust_log::legacy::{MAGIC_V0, MAGIC_V1, encode_entry};
+    bounded(async {
+        let group = group_on(3, "legacy");
+        let gone = group_on(3, "legacy-gone");
+        let now = 1_700_000_000_000i64;
+        let mut segment = Vec::new();
+        let entries: Vec<(i8, Vec<u8>, Option<Vec<u8>>)> = vec![
+            (
+                MAGIC_V0,
+                offset_key(0, &group, "orders", 0),
+                Some(offset_value(0, 5, "m0", now)),
+            ),
+            (
+                MAGIC_V0,
+                offset_key(0, &gone, "orders", 0),
+                Some(offset_value(0, 9, "", now)),
+            ),
+            (
+                MAGIC_V1,
+                offset_key(1, &group, "orders", 0),
+                Some(offset_value(1, 42, "m1", now)),
+            ),
+            // A tombstone for the other group's offset (the cleaner had not run yet).
+            (MAGIC_V1, offset_key(1, &gone, "orders", 0), None),
+        ];
+        for (offset, (magic, key, value)) in entries.iter().enumerate() {
+            segment.extend(encode_entry(
+                *magic,
+                i64::try_from(offset).expect("small"),
+                0,
+                now,
+                Some(key),
+                value.as_deref(),
+            ));
+        }
+        let h = Arc::new(harness_with_segments(&[(3, segment)]));
+        h.lead(3, 1);
+        h.wait_active(3).await;
+        assert_eq!(
+            fetch_v8(&h, &group).await,
+            (0, 42),
+            "the magic-1 commit wins"
+        );
+        assert_eq!(
+            fetch_v8(&h, &gone).await,
+            (0, -1),
+            "the tombstone deleted it"
+        );
+
+        // New commits go after the legacy entries as v2 batches; a reload reads both kinds.
+        let (leader, _follower, generation) = form_group(&h, &group).await;
+        assert_eq!(commit(&h, &group, &leader, generation, 77).await, 0);
+        h.follow(3, 2);
+        h.lead(3, 3);
+        h.wait_active(3).await;
+        assert_eq!(fetch_v8(&h, &group).await, (0, 77));
+        assert_eq!(fetch_v8(&h, &gone).await, (0, -1));
     })
     .await;
 }

@@ -499,3 +499,50 @@ mod tests {
         );
     }
 }
+
+/// One stored unit of a log as a reader meets it: a v2 batch or a legacy entry (a log dir that
+/// predates Kafka 0.11 holds both, legacy first).
+#[derive(Debug, Clone)]
+pub enum LogEntry {
+    /// A v2 batch (CRC-32C checked).
+    Batch(crate::batch::RecordBatch),
+    /// A magic 0/1 entry (CRC-32 checked).
+    Legacy(LegacyEntry),
+}
+
+impl LogEntry {
+    /// The offset after this entry's last record (a legacy wrapper's offset is its last inner
+    /// message's).
+    #[must_use]
+    pub fn next_offset(&self) -> i64 {
+        match self {
+            LogEntry::Batch(b) => b.next_offset(),
+            LogEntry::Legacy(e) => e.offset().saturating_add(1),
+        }
+    }
+}
+
+/// Every whole v2 batch and legacy entry at the front of `buf`, in order, and the error that
+/// stopped the reading, if any (a partial entry at the end is not an error).
+#[must_use]
+pub fn read_log_entries(buf: Bytes, max_bytes: usize) -> (Vec<LogEntry>, Option<BatchError>) {
+    let mut entries = Vec::new();
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let parsed = if legacy_magic(&rest).is_some() {
+            LegacyEntry::parse(rest.clone(), max_bytes).map(|(e, tail)| (LogEntry::Legacy(e), tail))
+        } else {
+            crate::batch::RecordBatch::parse(rest.clone(), max_bytes)
+                .map(|(b, tail)| (LogEntry::Batch(b), tail))
+        };
+        match parsed {
+            Ok((entry, tail)) => {
+                entries.push(entry);
+                rest = tail;
+            }
+            Err(BatchError::Truncated { .. }) => break,
+            Err(error) => return (entries, Some(error)),
+        }
+    }
+    (entries, None)
+}

@@ -794,7 +794,7 @@ fn migrate_a_whole_cluster(target: Target) {
         panic!(
             "{}: {e}\nwhat each broker answers now:\n{}\n{}",
             finalized.name,
-            brokers_view(&bootstrap),
+            brokers_view(&bootstrap, &controllers),
             quorum.log_tails()
         )
     });
@@ -872,28 +872,57 @@ fn migrate_a_whole_cluster(target: Target) {
 }
 
 /// For a failure message: each broker's Metadata answer (its alive brokers and the controller id
-/// it names, which Kafka's admin client needs for CreateTopics) and DescribeCluster answer.
-fn brokers_view(bootstrap: &str) -> String {
-    use kafka_protocol::messages::{DescribeClusterRequest, MetadataRequest, ResponseKind};
+/// it names, which Kafka's admin client needs for CreateTopics) and DescribeCluster answer, and
+/// what a validate-only CreateTopics gets through each broker and from each controller.
+fn brokers_view(bootstrap: &str, controllers: &str) -> String {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{
+        CreateTopicsRequest, DescribeClusterRequest, MetadataRequest, ResponseKind, TopicName,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let mut out = Vec::new();
-    for addr in bootstrap.split(',') {
-        let client = krust_net::Client::new(
+    let probe = || {
+        CreateTopicsRequest::default()
+            .with_topics(vec![
+                CreatableTopic::default()
+                    .with_name(TopicName(
+                        kafka_protocol::protocol::StrBytes::from_static_str("diagnostic-probe"),
+                    ))
+                    .with_num_partitions(1)
+                    .with_replication_factor(3),
+            ])
+            .with_timeout_ms(10_000)
+            .with_validate_only(true)
+    };
+    let client = |addr: &str| {
+        krust_net::Client::new(
             addr,
             krust_net::ClientConfig {
                 client_id: "acceptance-diagnostics".to_owned(),
-                request_timeout: Duration::from_secs(5),
+                request_timeout: Duration::from_secs(12),
                 ..krust_net::ClientConfig::default()
             },
-        );
-        let (metadata, cluster) = runtime.block_on(async {
-            (
-                client.send(MetadataRequest::default(), 12).await,
-                client.send(DescribeClusterRequest::default(), 1).await,
-            )
+        )
+    };
+    let created =
+        |answer: Result<ResponseKind, krust_net::ClientError>, took: Duration| match answer {
+            Ok(ResponseKind::CreateTopics(r)) => format!(
+                "errors {:?} in {took:?}",
+                r.topics.iter().map(|t| t.error_code).collect::<Vec<_>>()
+            ),
+            other => format!("{other:?} after {took:?}"),
+        };
+    let mut out = Vec::new();
+    for addr in bootstrap.split(',') {
+        let client = client(addr);
+        let (metadata, cluster, create) = runtime.block_on(async {
+            let metadata = client.send(MetadataRequest::default(), 12).await;
+            let cluster = client.send(DescribeClusterRequest::default(), 1).await;
+            let start = Instant::now();
+            let create = client.send(probe(), 7).await;
+            (metadata, cluster, created(create, start.elapsed()))
         });
         let metadata = match metadata {
             Ok(ResponseKind::Metadata(r)) => format!(
@@ -913,7 +942,18 @@ fn brokers_view(bootstrap: &str) -> String {
             other => format!("{other:?}"),
         };
         out.push(format!(
-            "{addr}: Metadata: {metadata}; DescribeCluster: {cluster}"
+            "broker {addr}: Metadata: {metadata}; DescribeCluster: {cluster}; CreateTopics (validate only): {create}"
+        ));
+    }
+    for addr in controllers.split(',') {
+        let client = client(addr);
+        let create = runtime.block_on(async {
+            let start = Instant::now();
+            let create = client.send(probe(), 7).await;
+            created(create, start.elapsed())
+        });
+        out.push(format!(
+            "controller {addr}: CreateTopics (validate only): {create}"
         ));
     }
     out.join("\n")

@@ -13,7 +13,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use krust_log::batch::{BatchReader, MAX_BATCH_BYTES, RecordBatchBuilder};
+use krust_log::batch::{BatchError, Compression, MAX_BATCH_BYTES, RecordBatchBuilder};
+use krust_log::legacy::{LogEntry, read_log_entries};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
@@ -139,9 +140,9 @@ pub(super) enum LoadError {
 }
 
 /// Reads `__consumer_offsets-partition` from its log start to its log end offset into a new
-/// shard (Kafka's `CoordinatorLoaderImpl.load`). Undecodable records are skipped with a
-/// warning, as Kafka skips unknown record types; control batches (transaction markers) and
-/// compressed batches (never written by this coordinator) are skipped too. Blocking IO.
+/// shard (Kafka's `CoordinatorLoaderImpl.load`): v2 batches and legacy (magic 0/1) entries.
+/// Undecodable records are skipped with a warning, as Kafka skips unknown record types;
+/// control batches (transaction markers) are skipped. Blocking IO.
 pub(super) fn load_shard(
     log: &dyn CoordinatorLog,
     partition: i32,
@@ -161,38 +162,27 @@ pub(super) fn load_shard(
         if offset >= end || chunk.records.is_empty() {
             break;
         }
-        let (batches, stop) = BatchReader::new(chunk.records, MAX_BATCH_BYTES).read_all();
+        let (entries, stop) = read_log_entries(chunk.records, MAX_BATCH_BYTES);
         if let Some(stop) = stop {
             debug!(partition, ?stop, "load read stopped inside a chunk");
         }
         let before = offset;
-        for batch in batches {
-            if batch.next_offset() <= offset {
+        for entry in entries {
+            if entry.next_offset() <= offset {
                 continue;
             }
-            offset = batch.next_offset();
-            if batch.is_control() {
-                continue;
-            }
-            if batch.compression() != krust_log::batch::Compression::None {
-                warn!(
-                    partition,
-                    base_offset = batch.base_offset(),
-                    "skipping a compressed __consumer_offsets batch while loading"
-                );
-                continue;
-            }
-            let records = match batch.records() {
-                Ok(r) => r,
+            offset = entry.next_offset();
+            let records = match entry_records(&entry) {
+                Ok(Some(records)) => records,
+                Ok(None) => continue,
                 Err(e) => {
-                    warn!(partition, base_offset = batch.base_offset(), error = %e,
+                    warn!(partition, next_offset = offset, error = %e,
                         "skipping an unreadable __consumer_offsets batch");
                     continue;
                 }
             };
-            for record in records {
-                let Some(key) = record.key else { continue };
-                if let Err(e) = shard.replay(now_ms, &key, record.value.as_deref()) {
+            for (key, value) in records {
+                if let Err(e) = shard.replay(now_ms, &key, value.as_deref()) {
                     warn!(partition, error = %e, "skipping an undecodable __consumer_offsets record");
                 } else {
                     records_loaded += 1;
@@ -210,6 +200,44 @@ pub(super) fn load_shard(
         "loaded group coordinator shard"
     );
     Ok(shard)
+}
+
+/// A record's key and value (`None`: a tombstone).
+type KeyedRecord = (Bytes, Option<Bytes>);
+
+/// The keyed records of one stored entry, `None` for a control batch (transaction markers).
+/// A legacy entry (magic 0/1, written before Kafka 0.11 or under an old
+/// `message.format.version`) yields its message, or a compressed wrapper's inner messages.
+fn entry_records(entry: &LogEntry) -> Result<Option<Vec<KeyedRecord>>, BatchError> {
+    let keyed = |key: Option<Bytes>, value: Option<Bytes>| key.map(|k| (k, value));
+    match entry {
+        LogEntry::Batch(batch) => {
+            if batch.is_control() {
+                return Ok(None);
+            }
+            if batch.compression() != Compression::None {
+                return Err(BatchError::Compressed {
+                    compression: batch.compression(),
+                });
+            }
+            Ok(Some(
+                batch
+                    .records()?
+                    .into_iter()
+                    .filter_map(|r| keyed(r.key, r.value))
+                    .collect(),
+            ))
+        }
+        LogEntry::Legacy(legacy) => {
+            if legacy.compression() != Compression::None {
+                return Err(BatchError::Compressed {
+                    compression: legacy.compression(),
+                });
+            }
+            let record = legacy.record()?;
+            Ok(Some(keyed(record.key, record.value).into_iter().collect()))
+        }
+    }
 }
 
 /// One batch (CreateTime `now_ms`, no producer) of the given records, in order.
