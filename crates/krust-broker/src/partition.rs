@@ -29,7 +29,7 @@ use bytes::Bytes;
 use krust_log::batch::{MAX_BATCH_BYTES, NO_TIMESTAMP, parse_all};
 use krust_log::leader_epoch::{EpochEndOffset, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use krust_log::log::{LATEST_TIMESTAMP, MAX_TIMESTAMP};
-use krust_log::{Compression, Log, LogError, RecordBatch, TimestampAndOffset, TimestampType};
+use krust_log::{Log, LogError, RecordBatch, TimestampAndOffset, TimestampType};
 use tracing::info;
 
 use crate::error::PartitionError;
@@ -647,8 +647,8 @@ impl Partition {
     ///   written (`validateKey`; all keyless records of the batch are named);
     /// - a CreateTime record must lie within `message.timestamp.before/after.max.ms`.
     ///
-    /// A batch's keyless records are reported before its timestamps. Compressed payloads are
-    /// opaque to krust: their keys pass unchecked and the batch's timestamp bounds stand in.
+    /// A batch's keyless records are reported before its timestamps. Compressed batches are
+    /// inflated and checked record by record, as Kafka does.
     fn validate_records(&self, batches: &[RecordBatch], now_ms: i64) -> Result<(), PartitionError> {
         let compacted = self.log.config().cleanup_policy.compacts();
         let create_time = self.log.config().message_timestamp_type == TimestampType::CreateTime;
@@ -673,11 +673,6 @@ impl Partition {
             }
         };
         for (index, batch) in batches.iter().enumerate() {
-            if batch.compression() != Compression::None {
-                check(index, 0, batch.base_timestamp())?;
-                check(index, 0, batch.max_timestamp())?;
-                continue;
-            }
             let records = batch
                 .records()
                 .map_err(|source| LogError::InvalidBatch { index, source })?;
