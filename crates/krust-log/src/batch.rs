@@ -473,6 +473,17 @@ impl Record {
     }
 }
 
+/// What the leader checks of one record (see [`RecordBatch::scan_records`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSummary {
+    /// The record's offset delta as encoded.
+    pub offset_delta: i32,
+    /// Its absolute timestamp (`baseTimestamp` + delta).
+    pub timestamp: i64,
+    /// Whether its key is non-null.
+    pub has_key: bool,
+}
+
 /// Where the fields of one encoded record are (ranges index the buffer given to
 /// [`walk_record`]).
 struct RecordView {
@@ -888,14 +899,14 @@ impl RecordBatch {
         Ok(records)
     }
 
-    /// Checks every record — the same checks as [`RecordBatch::records`], without allocating
-    /// records (a compressed payload is inflated once) — and that offset deltas run 0, 1, 2, …
-    /// (Kafka's leader-side validation). Returns the largest record timestamp (`NO_TIMESTAMP`
-    /// if none).
+    /// Walks every record without allocating records (a compressed payload is inflated once),
+    /// with the checks of [`RecordBatch::records`], handing `f` each record's index and
+    /// [`RecordSummary`]. The leader's key and timestamp checks use it: a small compressed
+    /// batch may hold millions of records, which must not become millions of allocations.
     ///
     /// # Errors
-    /// As [`RecordBatch::records`], plus [`RecordDefect::OffsetDeltaNotSequential`].
-    pub fn validate_records(&self) -> Result<i64, BatchError> {
+    /// As [`RecordBatch::records`]; `f` has seen the records before the bad one.
+    pub fn scan_records(&self, mut f: impl FnMut(usize, RecordSummary)) -> Result<(), BatchError> {
         let count = self.record_count();
         if count < 0 {
             return Err(BatchError::InvalidRecordCount { count });
@@ -904,23 +915,48 @@ impl RecordBatch {
         let payload = &records[..];
         let base_timestamp = self.base_timestamp();
         let mut pos = 0;
-        let mut max_timestamp = NO_TIMESTAMP;
         for index in 0..count as usize {
             let view = walk_record(&payload[pos..], |_, _| {})
                 .map_err(|defect| BatchError::InvalidRecord { index, defect })?;
-            if i64::from(view.offset_delta) != index as i64 {
-                return Err(BatchError::InvalidRecord {
-                    index,
-                    defect: RecordDefect::OffsetDeltaNotSequential(view.offset_delta),
-                });
-            }
-            max_timestamp = max_timestamp.max(base_timestamp.saturating_add(view.timestamp_delta));
+            f(
+                index,
+                RecordSummary {
+                    offset_delta: view.offset_delta,
+                    timestamp: base_timestamp.saturating_add(view.timestamp_delta),
+                    has_key: view.key.is_some(),
+                },
+            );
             pos += view.end;
         }
         if pos != payload.len() {
             return Err(BatchError::TrailingBytes {
                 count,
                 trailing: payload.len() - pos,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks every record — the checks of [`RecordBatch::scan_records`] — and that offset
+    /// deltas run 0, 1, 2, … (Kafka's leader-side validation). Returns the largest record
+    /// timestamp (`NO_TIMESTAMP` if none).
+    ///
+    /// # Errors
+    /// As [`RecordBatch::records`], plus [`RecordDefect::OffsetDeltaNotSequential`] for the
+    /// first record out of place.
+    pub fn validate_records(&self) -> Result<i64, BatchError> {
+        let mut max_timestamp = NO_TIMESTAMP;
+        let mut out_of_place = None;
+        self.scan_records(|index, record| {
+            if out_of_place.is_none() && i64::from(record.offset_delta) != index as i64 {
+                out_of_place = Some((index, record.offset_delta));
+            }
+            max_timestamp = max_timestamp.max(record.timestamp);
+        })?;
+        if let Some((index, offset_delta)) = out_of_place {
+            return Err(BatchError::InvalidRecord {
+                index,
+                defect: RecordDefect::OffsetDeltaNotSequential(offset_delta),
             });
         }
         Ok(max_timestamp)

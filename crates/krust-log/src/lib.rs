@@ -118,7 +118,7 @@ pub mod varint;
 
 pub use batch::{
     BatchError, BatchReader, Compression, DecompressFailure, Header, Record, RecordBatch,
-    RecordBatchBuilder, TimestampType,
+    RecordBatchBuilder, RecordSummary, TimestampType,
 };
 pub use checkpoint::{CheckpointError, PartitionMetadata, TopicPartition};
 pub use cleaner::{Cleaner, CleanerConfig, CleanerError, LogToClean};
