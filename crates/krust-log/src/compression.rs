@@ -442,6 +442,27 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any bytes, under any codec, decompress or fail: no panic, nothing past the limit.
+        #[test]
+        fn arbitrary_payloads_never_panic(
+            codec_id in 1u8..=4,
+            payload in proptest::collection::vec(proptest::num::u8::ANY, 0..512),
+            framed in proptest::bool::ANY,
+        ) {
+            let codec = Compression::from_id(codec_id).expect("codec");
+            let mut bytes = payload;
+            if framed {
+                // Give the decoders a valid header so they reach their block parsers.
+                let header = compress(codec, None, b"").expect("compress");
+                bytes.splice(0..0, header.iter().take(16).copied());
+            }
+            if let Ok(out) = decompress(codec, &bytes, 1 << 16) {
+                proptest::prop_assert!(out.len() <= 1 << 16);
+            }
+        }
+    }
+
     #[test]
     fn cut_and_garbled_payloads_are_errors() {
         let data = sample(50_000);
