@@ -62,10 +62,7 @@ pub enum PartitionError {
     },
     /// Records without a key sent to a compacted topic (Kafka's `LogValidator.validateKey`).
     /// Kafka code `INVALID_RECORD`, with one record error per keyless record.
-    #[error(
-        "One or more records have been rejected due to {} record errors in total: Compacted topic cannot accept message without key in topic partition {topic_partition}.",
-        record_indices.len()
-    )]
+    #[error("{}", records_without_key_message(topic_partition, record_indices))]
     RecordsWithoutKey {
         /// `<topic>-<partition>`.
         topic_partition: String,
@@ -164,4 +161,28 @@ impl PartitionError {
 
 fn code_to_error(code: i16) -> ResponseError {
     ResponseError::try_from_code(code).unwrap_or(ResponseError::UnknownServerError)
+}
+
+/// Kafka's `LogValidator.validateKey` message for one record.
+#[must_use]
+pub fn record_without_key_message(topic_partition: &str) -> String {
+    format!(
+        "Compacted topic cannot accept message without key in topic partition {topic_partition}"
+    )
+}
+
+/// Kafka's `RecordValidationException` message for keyless records (`processRecordErrors`:
+/// the count, then at most three `RecordError`s).
+fn records_without_key_message(topic_partition: &str, record_indices: &[usize]) -> String {
+    let message = record_without_key_message(topic_partition);
+    let shown: Vec<String> = record_indices
+        .iter()
+        .take(3)
+        .map(|i| format!("RecordError(batchIndex={i}, message='{message}')"))
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only showing the first three errors at most: [{}]",
+        record_indices.len(),
+        shown.join(", ")
+    )
 }

@@ -29,7 +29,7 @@ use bytes::Bytes;
 use krust_log::batch::{MAX_BATCH_BYTES, NO_TIMESTAMP, parse_all};
 use krust_log::leader_epoch::{EpochEndOffset, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use krust_log::log::{LATEST_TIMESTAMP, MAX_TIMESTAMP};
-use krust_log::{Compression, Log, LogError, RecordBatch, TimestampAndOffset, TimestampType};
+use krust_log::{Log, LogError, RecordBatch, TimestampAndOffset, TimestampType};
 use tracing::info;
 
 use crate::error::PartitionError;
@@ -642,13 +642,13 @@ impl Partition {
         })
     }
 
-    /// Kafka's `LogValidator` record checks, decoding each uncompressed batch once:
+    /// Kafka's `LogValidator` record checks, one allocation-free scan per batch:
     /// - a compacted topic keeps the latest record per key, so a record without one cannot be
     ///   written (`validateKey`; all keyless records of the batch are named);
     /// - a CreateTime record must lie within `message.timestamp.before/after.max.ms`.
     ///
-    /// A batch's keyless records are reported before its timestamps. Compressed payloads are
-    /// opaque to krust: their keys pass unchecked and the batch's timestamp bounds stand in.
+    /// A batch's keyless records are reported before its timestamps. Compressed batches are
+    /// inflated and checked record by record, as Kafka does.
     fn validate_records(&self, batches: &[RecordBatch], now_ms: i64) -> Result<(), PartitionError> {
         let compacted = self.log.config().cleanup_policy.compacts();
         let create_time = self.log.config().message_timestamp_type == TimestampType::CreateTime;
@@ -673,41 +673,31 @@ impl Partition {
             }
         };
         for (index, batch) in batches.iter().enumerate() {
-            if batch.compression() != Compression::None {
-                check(index, 0, batch.base_timestamp())?;
-                check(index, 0, batch.max_timestamp())?;
-                continue;
-            }
-            let records = batch
-                .records()
+            let mut keyless = Vec::new();
+            let mut bad_timestamp = None;
+            batch
+                .scan_records(|record_index, record| {
+                    if compacted && !record.has_key {
+                        keyless.push(record_index);
+                    }
+                    if bad_timestamp.is_none() {
+                        bad_timestamp = check(index, record_index, record.timestamp).err();
+                    }
+                })
                 .map_err(|source| LogError::InvalidBatch { index, source })?;
-            if compacted {
-                let record_indices: Vec<usize> = records
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, r)| r.key.is_none())
-                    .map(|(i, _)| i)
-                    .collect();
-                if !record_indices.is_empty() {
-                    let topic_partition = self
-                        .log
-                        .dir()
-                        .file_name()
-                        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-                    return Err(PartitionError::RecordsWithoutKey {
-                        topic_partition,
-                        record_indices,
-                    });
-                }
+            if !keyless.is_empty() {
+                let topic_partition = self
+                    .log
+                    .dir()
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+                return Err(PartitionError::RecordsWithoutKey {
+                    topic_partition,
+                    record_indices: keyless,
+                });
             }
-            for (record_index, record) in records.iter().enumerate() {
-                check(
-                    index,
-                    record_index,
-                    batch
-                        .base_timestamp()
-                        .saturating_add(record.timestamp_delta),
-                )?;
+            if let Some(e) = bad_timestamp {
+                return Err(e);
             }
         }
         Ok(())

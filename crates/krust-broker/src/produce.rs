@@ -150,9 +150,9 @@ pub fn handle_produce<R: PartitionAccess>(
                                 part.error_message = Some(e.to_string().into());
                             }
                             if let PartitionError::RecordsWithoutKey { record_indices, .. } = &e {
-                                let message = format!(
-                                    "Compacted topic cannot accept message without key in topic partition {name}-{index}."
-                                );
+                                let message = crate::error::record_without_key_message(&format!(
+                                    "{name}-{index}"
+                                ));
                                 part.record_errors = record_indices
                                     .iter()
                                     .map(|&i| {

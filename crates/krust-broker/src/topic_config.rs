@@ -7,6 +7,9 @@
 use std::collections::BTreeMap;
 
 use krust_log::TimestampType;
+use krust_log::compression::{
+    GZIP_DEFAULT_LEVEL, LZ4_DEFAULT_LEVEL, TopicCompression, ZSTD_DEFAULT_LEVEL,
+};
 use krust_log::config::{CleanupPolicy, LogConfig};
 use tracing::warn;
 
@@ -601,6 +604,26 @@ impl ConfigLayers<'_> {
             max_compaction_lag_ms: self
                 .parse("max.compaction.lag.ms")
                 .unwrap_or(d.max_compaction_lag_ms),
+            compression: self.compression(),
+        }
+    }
+
+    /// `compression.type` with the level of its codec (KIP-390, Kafka 3.8+).
+    fn compression(&self) -> TopicCompression {
+        let level = |name: &str, default: i32| self.parse(name).unwrap_or(default);
+        match self.valid_value("compression.type").as_deref() {
+            Some("uncompressed") => TopicCompression::Uncompressed,
+            Some("gzip") => TopicCompression::Gzip {
+                level: level("compression.gzip.level", GZIP_DEFAULT_LEVEL),
+            },
+            Some("snappy") => TopicCompression::Snappy,
+            Some("lz4") => TopicCompression::Lz4 {
+                level: level("compression.lz4.level", LZ4_DEFAULT_LEVEL),
+            },
+            Some("zstd") => TopicCompression::Zstd {
+                level: level("compression.zstd.level", ZSTD_DEFAULT_LEVEL),
+            },
+            _ => TopicCompression::Producer,
         }
     }
 
@@ -664,6 +687,55 @@ mod tests {
         assert_eq!(log.cleanup_policy, d.cleanup_policy);
         assert_eq!(log.message_timestamp_type, TimestampType::CreateTime);
         assert_eq!(layers.partition_config().min_insync_replicas, 1);
+    }
+
+    #[test]
+    fn compression_type_and_its_level_make_the_logs_codec() {
+        let empty = BTreeMap::new();
+        let cases: [(&[(&str, &str)], TopicCompression); 7] = [
+            (&[], TopicCompression::Producer),
+            (
+                &[("compression.type", "uncompressed")],
+                TopicCompression::Uncompressed,
+            ),
+            (&[("compression.type", "snappy")], TopicCompression::Snappy),
+            (
+                &[("compression.type", "gzip")],
+                TopicCompression::Gzip { level: -1 },
+            ),
+            (
+                &[("compression.type", "lz4"), ("compression.lz4.level", "12")],
+                TopicCompression::Lz4 { level: 12 },
+            ),
+            (
+                &[
+                    ("compression.type", "zstd"),
+                    ("compression.zstd.level", "19"),
+                ],
+                TopicCompression::Zstd { level: 19 },
+            ),
+            // A level of another codec does not matter.
+            (
+                &[
+                    ("compression.type", "zstd"),
+                    ("compression.gzip.level", "9"),
+                ],
+                TopicCompression::Zstd { level: 3 },
+            ),
+        ];
+        for (configs, expected) in cases {
+            let topic: BTreeMap<String, String> = configs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect();
+            let layers = ConfigLayers {
+                topic: &topic,
+                broker_dynamic: &empty,
+                broker_default: &empty,
+                static_props: &empty,
+            };
+            assert_eq!(layers.log_config().compression, expected, "{configs:?}");
+        }
     }
 
     #[test]

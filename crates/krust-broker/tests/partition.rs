@@ -266,6 +266,18 @@ fn append_validation_maps_to_kafka_codes() {
             ResponseError::InvalidTimestamp,
         ),
         (
+            // Every record of a compressed batch is checked, not only the batch's bounds.
+            "a zstd batch whose middle record is too old",
+            {
+                let mut b = RecordBatchBuilder::new(0).compression(krust_log::Compression::Zstd);
+                for ts in [T0, T0 - 1001, T0] {
+                    b.append_kv(ts, None, Some(Bytes::from_static(b"v")));
+                }
+                b.build_compressed(None).expect("compress").into_bytes()
+            },
+            ResponseError::InvalidTimestamp,
+        ),
+        (
             "bad CRC",
             {
                 let mut b = records(1, T0).to_vec();

@@ -12,13 +12,15 @@
 //! The CRC-32C covers bytes 21.. (attributes to the end), so `baseOffset` and
 //! `partitionLeaderEpoch` can be rewritten without recomputing it. A [`RecordBatch`] always holds
 //! a batch whose length, magic and CRC were checked (by [`RecordBatch::parse`] or by
-//! [`RecordBatchBuilder::build`]); its records are decoded lazily by [`RecordBatch::records`].
+//! [`RecordBatchBuilder::build`]); its records are decoded lazily by [`RecordBatch::records`],
+//! which inflates a compressed payload first ([`crate::compression`]).
 
 use std::fmt;
 use std::ops::Range;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::compression::{self, CodecError, MAX_DECOMPRESSED_BYTES};
 use crate::varint::{
     VarintError, read_varint, read_varlong, varint_size, varlong_size, write_varint, write_varlong,
 };
@@ -246,12 +248,33 @@ pub enum BatchError {
         /// The codec bits.
         codec: u8,
     },
-    /// [`RecordBatch::records`] on a compressed batch: krust stores and serves compressed
-    /// payloads as opaque bytes and does not decompress them.
+    /// A legacy (magic 0/1) wrapper asked for its single message: its inner messages are
+    /// read with `LegacyEntry::inner_records` instead.
     #[error("cannot decode records of a {compression:?}-compressed batch")]
     Compressed {
         /// The batch's codec.
         compression: Compression,
+    },
+    /// A compressed payload does not inflate: cut short (Kafka: "Incorrect declared batch
+    /// size, premature EOF reached", INVALID_RECORD), corrupt (Kafka: "Failed to decompress
+    /// record stream", UNKNOWN_SERVER_ERROR) or larger than krust's bound.
+    #[error("{compression:?} payload does not decompress ({failure:?}): {reason}")]
+    Decompress {
+        /// The batch's codec.
+        compression: Compression,
+        /// Which way it failed.
+        failure: DecompressFailure,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// Records could not be compressed with the codec (an unsupported level; levels are
+    /// validated with the topic config, so this is not expected).
+    #[error("cannot compress with {compression:?}: {reason}")]
+    CompressFailed {
+        /// The codec.
+        compression: Compression,
+        /// What the encoder said.
+        reason: String,
     },
     /// `recordsCount` is negative.
     #[error("invalid record count {count}")]
@@ -277,7 +300,31 @@ pub enum BatchError {
     },
 }
 
+/// How a compressed payload failed to inflate (see [`BatchError::Decompress`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecompressFailure {
+    /// The stream ended early.
+    Truncated,
+    /// The bytes are not a valid stream.
+    Corrupt,
+    /// It inflates beyond [`MAX_DECOMPRESSED_BYTES`].
+    TooLarge,
+}
+
 impl BatchError {
+    fn decompress(compression: Compression, e: CodecError) -> BatchError {
+        let failure = match &e {
+            CodecError::Truncated { .. } => DecompressFailure::Truncated,
+            CodecError::TooLarge { .. } => DecompressFailure::TooLarge,
+            CodecError::Corrupt { .. } | CodecError::Compress { .. } => DecompressFailure::Corrupt,
+        };
+        BatchError::Decompress {
+            compression,
+            failure,
+            reason: e.to_string(),
+        }
+    }
+
     /// The Kafka error code a broker returns for this failure.
     #[must_use]
     pub fn kafka_error_code(&self) -> i16 {
@@ -292,6 +339,16 @@ impl BatchError {
             // produce path answers with UNKNOWN_SERVER_ERROR.
             BatchError::UnknownCompression { .. } => UNKNOWN_SERVER_ERROR,
             BatchError::Compressed { .. } => UNSUPPORTED_COMPRESSION_TYPE,
+            BatchError::Decompress {
+                failure: DecompressFailure::Truncated | DecompressFailure::TooLarge,
+                ..
+            } => INVALID_RECORD,
+            // Kafka wraps the decoder's IOException in a KafkaException.
+            BatchError::Decompress {
+                failure: DecompressFailure::Corrupt,
+                ..
+            }
+            | BatchError::CompressFailed { .. } => UNKNOWN_SERVER_ERROR,
             BatchError::InvalidRecordCount { .. }
             | BatchError::InvalidRecord { .. }
             | BatchError::TrailingBytes { .. } => INVALID_RECORD,
@@ -414,6 +471,17 @@ impl Record {
             view.end,
         ))
     }
+}
+
+/// What the leader checks of one record (see [`RecordBatch::scan_records`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordSummary {
+    /// The record's offset delta as encoded.
+    pub offset_delta: i32,
+    /// Its absolute timestamp (`baseTimestamp` + delta).
+    pub timestamp: i64,
+    /// Whether its key is non-null.
+    pub has_key: bool,
 }
 
 /// Where the fields of one encoded record are (ranges index the buffer given to
@@ -785,21 +853,35 @@ impl RecordBatch {
         self.bytes.slice(RECORD_BATCH_OVERHEAD..)
     }
 
-    /// Decodes the records of an uncompressed batch, checking `recordsCount` against them.
+    /// The encoded records: the payload itself, or the payload inflated with the batch's codec
+    /// (bounded by [`MAX_DECOMPRESSED_BYTES`]).
     ///
     /// # Errors
-    /// [`BatchError::Compressed`] for a compressed batch; [`BatchError::InvalidRecordCount`],
-    /// [`BatchError::InvalidRecord`], [`BatchError::TrailingBytes`] for malformed contents.
-    pub fn records(&self) -> Result<Vec<Record>, BatchError> {
+    /// [`BatchError::Decompress`] when a compressed payload does not inflate.
+    pub fn uncompressed_records(&self) -> Result<Bytes, BatchError> {
         let compression = self.compression();
-        if compression != Compression::None {
-            return Err(BatchError::Compressed { compression });
+        if compression == Compression::None {
+            return Ok(self.payload());
         }
+        compression::decompress(compression, &self.payload(), MAX_DECOMPRESSED_BYTES)
+            .map(Bytes::from)
+            .map_err(|e| BatchError::decompress(compression, e))
+    }
+
+    /// Decodes the records (inflating a compressed payload first), checking `recordsCount`
+    /// against them: fewer records than declared or bytes left after them are errors, as in
+    /// Kafka's `DefaultRecordBatch` iterators.
+    ///
+    /// # Errors
+    /// [`BatchError::Decompress`] for a payload that does not inflate;
+    /// [`BatchError::InvalidRecordCount`], [`BatchError::InvalidRecord`],
+    /// [`BatchError::TrailingBytes`] for malformed contents.
+    pub fn records(&self) -> Result<Vec<Record>, BatchError> {
         let count = self.record_count();
         if count < 0 {
             return Err(BatchError::InvalidRecordCount { count });
         }
-        let mut rest = self.payload();
+        let mut rest = self.uncompressed_records()?;
         // A record takes at least 7 bytes; bound the allocation by the payload, not the count.
         let mut records = Vec::with_capacity((count as usize).min(rest.len() / 7 + 1));
         for index in 0..count as usize {
@@ -817,35 +899,33 @@ impl RecordBatch {
         Ok(records)
     }
 
-    /// Checks every record of an uncompressed batch without allocating — the same checks as
-    /// [`RecordBatch::records`] — and that offset deltas run 0, 1, 2, … (Kafka's leader-side
-    /// validation). Returns the largest record timestamp (`NO_TIMESTAMP` if none).
+    /// Walks every record without allocating records (a compressed payload is inflated once),
+    /// with the checks of [`RecordBatch::records`], handing `f` each record's index and
+    /// [`RecordSummary`]. The leader's key and timestamp checks use it: a small compressed
+    /// batch may hold millions of records, which must not become millions of allocations.
     ///
     /// # Errors
-    /// As [`RecordBatch::records`], plus [`RecordDefect::OffsetDeltaNotSequential`].
-    pub fn validate_records(&self) -> Result<i64, BatchError> {
-        let compression = self.compression();
-        if compression != Compression::None {
-            return Err(BatchError::Compressed { compression });
-        }
+    /// As [`RecordBatch::records`]; `f` has seen the records before the bad one.
+    pub fn scan_records(&self, mut f: impl FnMut(usize, RecordSummary)) -> Result<(), BatchError> {
         let count = self.record_count();
         if count < 0 {
             return Err(BatchError::InvalidRecordCount { count });
         }
-        let payload = &self.bytes[RECORD_BATCH_OVERHEAD..];
+        let records = self.uncompressed_records()?;
+        let payload = &records[..];
         let base_timestamp = self.base_timestamp();
         let mut pos = 0;
-        let mut max_timestamp = NO_TIMESTAMP;
         for index in 0..count as usize {
             let view = walk_record(&payload[pos..], |_, _| {})
                 .map_err(|defect| BatchError::InvalidRecord { index, defect })?;
-            if i64::from(view.offset_delta) != index as i64 {
-                return Err(BatchError::InvalidRecord {
-                    index,
-                    defect: RecordDefect::OffsetDeltaNotSequential(view.offset_delta),
-                });
-            }
-            max_timestamp = max_timestamp.max(base_timestamp.saturating_add(view.timestamp_delta));
+            f(
+                index,
+                RecordSummary {
+                    offset_delta: view.offset_delta,
+                    timestamp: base_timestamp.saturating_add(view.timestamp_delta),
+                    has_key: view.key.is_some(),
+                },
+            );
             pos += view.end;
         }
         if pos != payload.len() {
@@ -854,7 +934,66 @@ impl RecordBatch {
                 trailing: payload.len() - pos,
             });
         }
+        Ok(())
+    }
+
+    /// Checks every record — the checks of [`RecordBatch::scan_records`] — and that offset
+    /// deltas run 0, 1, 2, … (Kafka's leader-side validation). Returns the largest record
+    /// timestamp (`NO_TIMESTAMP` if none).
+    ///
+    /// # Errors
+    /// As [`RecordBatch::records`], plus [`RecordDefect::OffsetDeltaNotSequential`] for the
+    /// first record out of place.
+    pub fn validate_records(&self) -> Result<i64, BatchError> {
+        let mut max_timestamp = NO_TIMESTAMP;
+        let mut out_of_place = None;
+        self.scan_records(|index, record| {
+            if out_of_place.is_none() && i64::from(record.offset_delta) != index as i64 {
+                out_of_place = Some((index, record.offset_delta));
+            }
+            max_timestamp = max_timestamp.max(record.timestamp);
+        })?;
+        if let Some((index, offset_delta)) = out_of_place {
+            return Err(BatchError::InvalidRecord {
+                index,
+                defect: RecordDefect::OffsetDeltaNotSequential(offset_delta),
+            });
+        }
         Ok(max_timestamp)
+    }
+
+    /// The batch rebuilt with its records compressed by `codec` at `level` (Kafka's
+    /// `LogValidator.buildRecordsAndAssignOffsets`): the header fields (base offset and
+    /// timestamp, leader epoch, producer id/epoch/sequence, transactional flag, timestamp type)
+    /// are kept, records are checked as [`RecordBatch::records`] checks them, and their offset
+    /// deltas are renumbered 0, 1, 2, … (Kafka rewrites wrong inner offsets rather than
+    /// refusing them). `maxTimestamp` becomes the records' largest timestamp.
+    ///
+    /// # Errors
+    /// As [`RecordBatch::records`], and [`RecordBatchBuilder::build_compressed`]'s.
+    pub fn recompressed(
+        &self,
+        codec: Compression,
+        level: Option<i32>,
+    ) -> Result<RecordBatch, BatchError> {
+        let records = self.records()?;
+        let mut builder = RecordBatchBuilder::new(self.base_offset())
+            .partition_leader_epoch(self.partition_leader_epoch())
+            .base_timestamp(self.base_timestamp())
+            .timestamp_type(self.timestamp_type())
+            .producer(
+                self.producer_id(),
+                self.producer_epoch(),
+                self.base_sequence(),
+            )
+            .transactional(self.is_transactional())
+            .control(self.is_control())
+            .compression(codec);
+        for (offset_delta, mut record) in (0i32..).zip(records) {
+            record.offset_delta = offset_delta;
+            builder.append(record);
+        }
+        builder.build_compressed(level)
     }
 
     fn modify(&mut self, f: impl FnOnce(&mut [u8])) {
@@ -920,8 +1059,9 @@ impl RecordBatch {
 /// Records appended with [`RecordBatchBuilder::append`] are encoded as given (offset and
 /// timestamp deltas included); [`RecordBatchBuilder::append_kv`] assigns the next offset delta and
 /// computes the timestamp delta. For compressed batches, set the codec with
-/// [`RecordBatchBuilder::compression`] and hand over the already-compressed payload with
-/// [`RecordBatchBuilder::opaque_payload`]; krust does not compress.
+/// [`RecordBatchBuilder::compression`] and either hand over the already-compressed payload
+/// with [`RecordBatchBuilder::opaque_payload`] and call `build`, or append records and call
+/// [`RecordBatchBuilder::build_compressed`].
 #[derive(Debug, Clone)]
 pub struct RecordBatchBuilder {
     base_offset: i64,
@@ -1104,6 +1244,35 @@ impl RecordBatchBuilder {
                 .map_or(self.records.len(), |(p, _)| p.len())
     }
 
+    /// Encodes the batch with its appended records compressed by the codec set with
+    /// [`RecordBatchBuilder::compression`] at `level` (`None`: Kafka's default level), as a
+    /// Kafka producer or the leader's recompression does. With `Compression::None` this is
+    /// [`RecordBatchBuilder::build`].
+    ///
+    /// # Errors
+    /// [`BatchError::CompressFailed`] if the encoder refuses the level, or
+    /// [`BatchError::TooLarge`] if the compressed batch would exceed [`MAX_BATCH_BYTES`].
+    pub fn build_compressed(&self, level: Option<i32>) -> Result<RecordBatch, BatchError> {
+        if self.compression == Compression::None || self.opaque.is_some() {
+            return Ok(self.build());
+        }
+        let compressed =
+            compression::compress(self.compression, level, &self.records).map_err(|e| {
+                BatchError::CompressFailed {
+                    compression: self.compression,
+                    reason: e.to_string(),
+                }
+            })?;
+        let size = RECORD_BATCH_OVERHEAD + compressed.len();
+        if size > MAX_BATCH_BYTES {
+            return Err(BatchError::TooLarge {
+                size,
+                max: MAX_BATCH_BYTES,
+            });
+        }
+        Ok(self.encode(&compressed, self.record_count))
+    }
+
     /// Encodes the batch and computes its CRC.
     ///
     /// # Panics
@@ -1114,6 +1283,10 @@ impl RecordBatchBuilder {
             Some((p, n)) => (p, *n),
             None => (&self.records, self.record_count),
         };
+        self.encode(payload, record_count)
+    }
+
+    fn encode(&self, payload: &[u8], record_count: i32) -> RecordBatch {
         let size = RECORD_BATCH_OVERHEAD + payload.len();
         assert!(
             size <= MAX_BATCH_BYTES,
@@ -1421,24 +1594,77 @@ mod tests {
     }
 
     #[test]
-    fn compressed_batch_is_opaque() {
-        let payload = Bytes::from_static(b"\x1f\x8b not really gzip");
+    fn compressed_batches_round_trip_with_every_codec() {
+        for codec in [
+            Compression::Gzip,
+            Compression::Snappy,
+            Compression::Lz4,
+            Compression::Zstd,
+        ] {
+            let mut builder = RecordBatchBuilder::new(10).compression(codec);
+            for i in 0..50 {
+                builder.append_kv(1_000 + i, b(&format!("k{i}")), b(&"v".repeat(100)));
+            }
+            let plain: Vec<Record> = {
+                let mut p = RecordBatchBuilder::new(10);
+                for i in 0..50 {
+                    p.append_kv(1_000 + i, b(&format!("k{i}")), b(&"v".repeat(100)));
+                }
+                p.build().records().expect("plain")
+            };
+            let batch = builder.build_compressed(None).expect("compress");
+            let (parsed, _) = RecordBatch::parse_default(batch.into_bytes()).expect("parse");
+            assert_eq!(parsed.compression(), codec);
+            assert_eq!(parsed.record_count(), 50);
+            assert_eq!(parsed.last_offset(), 59);
+            assert_eq!(parsed.max_timestamp(), 1_049);
+            assert!(parsed.payload().len() < 50 * 100, "{codec:?} compresses");
+            assert_eq!(parsed.records().expect("records"), plain, "{codec:?}");
+            assert_eq!(parsed.validate_records(), Ok(1_049), "{codec:?}");
+        }
+    }
+
+    #[test]
+    fn undecodable_compressed_payload_gets_kafkas_codes() {
         let batch = RecordBatchBuilder::new(10)
             .compression(Compression::Gzip)
-            .opaque_payload(payload.clone(), 4)
+            .opaque_payload(Bytes::from_static(b"\x1f\x8b not really gzip"), 4)
             .last_offset_delta(3)
-            .max_timestamp(77)
             .build();
-        let (parsed, _) = RecordBatch::parse_default(batch.into_bytes()).expect("parse");
-        assert_eq!(parsed.compression(), Compression::Gzip);
-        assert_eq!(parsed.payload(), payload);
-        assert_eq!(parsed.last_offset(), 13);
-        assert_eq!(
-            parsed.records(),
-            Err(BatchError::Compressed {
-                compression: Compression::Gzip
-            })
-        );
+        let err = batch.records().expect_err("garbage");
+        assert!(matches!(err, BatchError::Decompress { .. }), "{err:?}");
+        assert_eq!(err.kafka_error_code(), UNKNOWN_SERVER_ERROR);
+        // A stream cut short: Kafka's "premature EOF reached", INVALID_RECORD.
+        let mut builder = RecordBatchBuilder::new(0).compression(Compression::Zstd);
+        builder.append_kv(1, b("k"), b("v"));
+        let whole = builder.build_compressed(None).expect("compress").payload();
+        let cut = RecordBatchBuilder::new(0)
+            .compression(Compression::Zstd)
+            .opaque_payload(whole.slice(..whole.len() - 2), 1)
+            .build();
+        let err = cut.records().expect_err("cut");
+        assert_eq!(err.kafka_error_code(), INVALID_RECORD, "{err:?}");
+    }
+
+    #[test]
+    fn compressed_batch_with_a_wrong_inner_count_is_invalid_record() {
+        let mut builder = RecordBatchBuilder::new(0).compression(Compression::Lz4);
+        builder.append_kv(1, b("a"), b("1"));
+        builder.append_kv(2, b("b"), b("2"));
+        let two = builder.build_compressed(None).expect("compress");
+        for declared in [1, 3] {
+            let batch = RecordBatchBuilder::new(0)
+                .compression(Compression::Lz4)
+                .opaque_payload(two.payload(), declared)
+                .last_offset_delta(declared - 1)
+                .build();
+            let err = batch.validate_records().expect_err("wrong count");
+            assert_eq!(
+                err.kafka_error_code(),
+                INVALID_RECORD,
+                "{declared}: {err:?}"
+            );
+        }
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! (`org.apache.kafka.storage.internals.log.LogConfig`, `ServerLogConfigs`).
 
 use crate::batch::{RECORD_BATCH_OVERHEAD, TimestampType};
+use crate::compression::TopicCompression;
 use crate::offset_index::OFFSET_INDEX_ENTRY_SIZE;
 use crate::time_index::TIME_INDEX_ENTRY_SIZE;
 
@@ -137,6 +138,10 @@ pub struct LogConfig {
     /// dirty ratio (`i64::MAX`: never). The caller should also keep `segment.ms` below it so the
     /// active segment rolls and becomes cleanable.
     pub max_compaction_lag_ms: i64,
+    /// `compression.type` with its `compression.*.level` (KIP-390): the leader stores every
+    /// client batch with this codec, recompressing when the producer used another;
+    /// `producer` keeps the producer's codec.
+    pub compression: TopicCompression,
 }
 
 impl Eq for LogConfig {}
@@ -162,6 +167,7 @@ impl Default for LogConfig {
             delete_retention_ms: DEFAULT_DELETE_RETENTION_MS,
             min_compaction_lag_ms: 0,
             max_compaction_lag_ms: i64::MAX,
+            compression: TopicCompression::Producer,
         }
     }
 }

@@ -101,6 +101,7 @@
 pub mod batch;
 pub mod checkpoint;
 pub mod cleaner;
+pub mod compression;
 pub mod config;
 pub mod error;
 pub mod fs;
@@ -116,8 +117,8 @@ pub mod time_index;
 pub mod varint;
 
 pub use batch::{
-    BatchError, BatchReader, Compression, Header, Record, RecordBatch, RecordBatchBuilder,
-    TimestampType,
+    BatchError, BatchReader, Compression, DecompressFailure, Header, Record, RecordBatch,
+    RecordBatchBuilder, RecordSummary, TimestampType,
 };
 pub use checkpoint::{CheckpointError, PartitionMetadata, TopicPartition};
 pub use cleaner::{Cleaner, CleanerConfig, CleanerError, LogToClean};

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use tracing::{info, warn};
 
-use crate::batch::{Compression, NO_TIMESTAMP, RecordBatch, TimestampType};
+use crate::batch::{
+    BatchError, Compression, NO_TIMESTAMP, RecordBatch, RecordDefect, TimestampType,
+};
 use crate::config::LogConfig;
 use crate::error::LogError;
 use crate::fs::fsync_dir;
@@ -436,8 +438,11 @@ impl Log {
 
     /// Leader path: assigns offsets from the log end offset, stamps `leader_epoch` and (for
     /// `LogAppendTime` logs) `now_ms`, and appends. Batches are validated first — size,
-    /// record count against the offset range, and for uncompressed batches every record —
-    /// and nothing is written if any fails. CreateTime batches get `maxTimestamp` set to their
+    /// record count against the offset range, and every record (a compressed payload is
+    /// inflated, Kafka's `LogValidator`) — and nothing is written if any fails. A client
+    /// batch whose codec is not the log's `compression.type` is rebuilt with that codec (and
+    /// so is a compressed batch whose inner offset deltas are not 0, 1, 2, …); the rebuilt
+    /// batch is size-checked again. CreateTime batches get `maxTimestamp` set to their
     /// records' largest timestamp, as Kafka's `LogValidator` does.
     ///
     /// # Errors
@@ -464,22 +469,41 @@ impl Log {
                     offset_span,
                 });
             }
-            // Compressed payloads are opaque to krust: only count and offset range are checked.
-            let max_record_timestamp = if batch.compression() == Compression::None {
-                Some(
-                    batch
-                        .validate_records()
-                        .map_err(|source| LogError::InvalidBatch { index, source })?,
-                )
-            } else {
-                None
+            let invalid = |source| LogError::InvalidBatch { index, source };
+            // Control batches (transaction markers) are written as they come, like Kafka's
+            // "do not compress control records unless they are written compressed".
+            let target = match self.config.compression.target() {
+                Some((codec, level)) if codec != batch.compression() && !batch.is_control() => {
+                    Some((codec, level))
+                }
+                _ => None,
+            };
+            let validated = match target {
+                Some(_) => None,
+                None => match batch.validate_records() {
+                    Ok(max_ts) => Some(max_ts),
+                    Err(BatchError::InvalidRecord {
+                        defect: RecordDefect::OffsetDeltaNotSequential(_),
+                        ..
+                    }) if batch.compression() != Compression::None => None,
+                    Err(source) => return Err(invalid(source)),
+                },
+            };
+            let max_record_timestamp = match validated {
+                Some(max_ts) => max_ts,
+                None => {
+                    let (codec, level) = target.unwrap_or((batch.compression(), None));
+                    batch = batch.recompressed(codec, level).map_err(invalid)?;
+                    self.check_size(index, &batch)?;
+                    batch.max_timestamp()
+                }
             };
             batch.set_base_offset(next_offset);
             batch.set_partition_leader_epoch(leader_epoch);
             if log_append_time {
                 batch.set_log_append_time(now_ms);
-            } else if let Some(max_ts) = max_record_timestamp {
-                batch.set_max_timestamp(TimestampType::CreateTime, max_ts);
+            } else {
+                batch.set_max_timestamp(TimestampType::CreateTime, max_record_timestamp);
             }
             next_offset = batch.next_offset();
             prepared.push(batch);

@@ -2,14 +2,17 @@
 //! removes tombstones after `delete.retention.ms`, never reorders or reassigns offsets, makes
 //! progress with a tiny dedupe buffer, and survives a crash at every step of its segment swap.
 //! Each test writes keyed records through the leader path into small segments, rolls so the
-//! data is cleanable, cleans, and reads the whole log back.
+//! data is cleanable, cleans, and reads the whole log back. The main property runs with
+//! uncompressed batches and with each codec: compressed batches are compacted record by record
+//! and a rebuilt batch keeps its codec (Kafka's `MemoryRecords.filterTo`).
 
 use std::collections::{BTreeMap, HashMap};
 
 use bytes::Bytes;
 use krust_log::cleaner::{CrashPoint, ThrottleClock};
 use krust_log::{
-    Cleaner, CleanerConfig, CleanerError, CleanupPolicy, Log, LogConfig, RecordBatchBuilder,
+    Cleaner, CleanerConfig, CleanerError, CleanupPolicy, Compression, Log, LogConfig,
+    RecordBatchBuilder,
 };
 use proptest::prelude::*;
 
@@ -38,21 +41,51 @@ fn value(k: u8, v: u8, offset: i64) -> Bytes {
     Bytes::from(format!("value-{k}-{v}-{offset}"))
 }
 
-/// Appends writes in batches of `per_batch`; returns the offset of every write.
+/// Appends writes in uncompressed batches of `per_batch`; returns the offset of every write.
 fn append(log: &mut Log, writes: &[Write], per_batch: usize, ts: i64) -> Vec<i64> {
+    append_compressed(log, writes, per_batch, ts, Compression::None)
+}
+
+/// [`append`] with batches compressed by `codec`.
+fn append_compressed(
+    log: &mut Log,
+    writes: &[Write],
+    per_batch: usize,
+    ts: i64,
+    codec: Compression,
+) -> Vec<i64> {
     let mut offsets = Vec::new();
     for chunk in writes.chunks(per_batch.max(1)) {
-        let mut b = RecordBatchBuilder::new(0);
+        let mut b = RecordBatchBuilder::new(0).compression(codec);
         let base = log.log_end_offset();
         for (i, (k, v)) in chunk.iter().enumerate() {
             let offset = base + i as i64;
             b.append_kv(ts, Some(key(*k)), v.map(|v| value(*k, v, offset)));
             offsets.push(offset);
         }
-        log.append_as_leader(vec![b.build()], 0, ts)
-            .expect("append");
+        let batch = b.build_compressed(None).expect("compress");
+        log.append_as_leader(vec![batch], 0, ts).expect("append");
     }
     offsets
+}
+
+/// Every batch of the log is in `codec` (a batch emptied by the cleaner has no payload).
+fn check_codec(log: &Log, codec: Compression) {
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let read = log.read(next, 1 << 20).expect("read");
+        for batch in &read.batches {
+            if batch.record_count() > 0 {
+                assert_eq!(
+                    batch.compression(),
+                    codec,
+                    "batch at {}",
+                    batch.base_offset()
+                );
+            }
+            next = batch.next_offset();
+        }
+    }
 }
 
 /// Every record of the log: (offset, key, value), checking batch and record offset order.
@@ -178,6 +211,13 @@ proptest! {
         writes in writes_strategy(),
         per_batch in 1usize..4,
         entries in 3u64..40,
+        codec in prop_oneof![
+            Just(Compression::None),
+            Just(Compression::Gzip),
+            Just(Compression::Snappy),
+            Just(Compression::Lz4),
+            Just(Compression::Zstd),
+        ],
         crash in proptest::option::of(prop_oneof![
             Just(CrashPoint::AfterCleanedWritten),
             Just(CrashPoint::AfterSwapRenamed),
@@ -186,7 +226,7 @@ proptest! {
     ) {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut log = Log::open(&dir.path().join("t-0"), compacted_config(), 0).expect("open");
-        let offsets = append(&mut log, &writes, per_batch, T0);
+        let offsets = append_compressed(&mut log, &writes, per_batch, T0, codec);
         log.roll(log.log_end_offset(), T0).expect("roll");
         let mut cleaner = Cleaner::new(CleanerConfig {
             dedupe_buffer_size: 24 * entries,
@@ -220,6 +260,7 @@ proptest! {
         prop_assert!(passes.windows(2).all(|w| w[0] < w[1]), "checkpoint advances: {passes:?}");
         prop_assert_eq!(checkpoint, Some(log.log_end_offset()));
         check_compacted(&log, &writes, &offsets, true);
+        check_codec(&log, codec);
 
         // Past the delete horizon, the next pass (after new dirty data) drops the tombstones.
         let later = T0 + DELETE_RETENTION_MS + 1;

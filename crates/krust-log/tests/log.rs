@@ -78,10 +78,8 @@ fn leader_append_round_trips_every_batch_shape_across_reopen() {
 
     assert_eq!(read_all(&log), written);
     for b in &written {
-        if b.compression() == krust_log::Compression::None {
-            let records = b.records().expect("records");
-            assert_eq!(records.len(), b.record_count() as usize);
-        }
+        let records = b.records().expect("records");
+        assert_eq!(records.len(), b.record_count() as usize);
     }
     let end = log.log_end_offset();
     let recovery_point = log.close().expect("close");
@@ -1134,4 +1132,107 @@ fn a_roll_uses_the_files_its_previous_flush_created_ahead() {
     log.mark_flushed(Ok(done)).expect("mark");
     log.close().expect("close");
     assert!(spares(dir.path()).is_empty());
+}
+
+/// `compression.type` on the leader path (Kafka's `LogValidator`): a batch whose codec is not
+/// the topic's is rebuilt with the topic's codec and level, its records unchanged;
+/// `producer` keeps each batch's codec; `uncompressed` stores none.
+#[test]
+fn leader_append_recompresses_to_the_topics_compression_type() {
+    use krust_log::Compression;
+    use krust_log::compression::TopicCompression;
+    let codecs = [
+        Compression::None,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ];
+    let sent = |codec: Compression| {
+        let mut b = RecordBatchBuilder::new(0)
+            .compression(codec)
+            .producer(7, 1, 0);
+        for i in 0..20 {
+            b.append_kv(
+                1_000 + i,
+                Some(Bytes::from(format!("key-{i}"))),
+                Some(Bytes::from(vec![b'x'; 200])),
+            );
+        }
+        b.build_compressed(None).expect("compress")
+    };
+    for (topic, expect) in [
+        (TopicCompression::Producer, None),
+        (TopicCompression::Uncompressed, Some(Compression::None)),
+        (TopicCompression::Gzip { level: 9 }, Some(Compression::Gzip)),
+        (TopicCompression::Snappy, Some(Compression::Snappy)),
+        (TopicCompression::Lz4 { level: 12 }, Some(Compression::Lz4)),
+        (
+            TopicCompression::Zstd { level: 19 },
+            Some(Compression::Zstd),
+        ),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = LogConfig {
+            compression: topic,
+            ..LogConfig::default()
+        };
+        let mut log = open(dir.path(), config);
+        for codec in codecs {
+            let batch = sent(codec);
+            let info = log
+                .append_as_leader(vec![batch.clone()], 2, 5_000)
+                .expect("append");
+            let stored = &info.batches[0];
+            let case = format!("topic {topic:?}, producer {codec:?}");
+            assert_eq!(stored.compression(), expect.unwrap_or(codec), "{case}");
+            assert_eq!(stored.records(), batch.records(), "{case}");
+            assert_eq!(stored.producer_id(), 7, "{case}");
+            assert_eq!(stored.base_sequence(), 0, "{case}");
+            assert_eq!(stored.max_timestamp(), 1_019, "{case}");
+            assert_eq!(stored.partition_leader_epoch(), 2, "{case}");
+            assert!(stored.is_crc_valid(), "{case}");
+        }
+        let written = read_all(&log);
+        assert_eq!(written.len(), codecs.len());
+    }
+}
+
+/// A compressed batch whose payload holds another number of records than its header says
+/// is refused with INVALID_RECORD (Kafka: "Incorrect declared batch size"), and nothing is
+/// written; a payload that does not inflate gets Kafka's UNKNOWN_SERVER_ERROR.
+#[test]
+fn leader_append_refuses_compressed_batches_with_a_wrong_inner_count() {
+    use krust_log::Compression;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), LogConfig::default());
+    let mut b = RecordBatchBuilder::new(0).compression(Compression::Snappy);
+    for i in 0..3 {
+        b.append_kv(i, Some(Bytes::from(format!("k{i}"))), None);
+    }
+    let three = b.build_compressed(None).expect("compress");
+    for declared in [2, 4] {
+        let lying = RecordBatchBuilder::new(0)
+            .compression(Compression::Snappy)
+            .opaque_payload(three.payload(), declared)
+            .last_offset_delta(declared - 1)
+            .build();
+        let err = log
+            .append_as_leader(vec![lying], 0, 0)
+            .expect_err("wrong inner count");
+        assert_eq!(err.kafka_error_code(), INVALID_RECORD, "{declared}: {err}");
+    }
+    let garbage = RecordBatchBuilder::new(0)
+        .compression(Compression::Zstd)
+        .opaque_payload(Bytes::from_static(b"not zstd at all"), 1)
+        .build();
+    let err = log
+        .append_as_leader(vec![garbage], 0, 0)
+        .expect_err("garbage");
+    assert_eq!(
+        err.kafka_error_code(),
+        krust_log::batch::UNKNOWN_SERVER_ERROR,
+        "{err}"
+    );
+    assert_eq!(log.log_end_offset(), 0);
 }

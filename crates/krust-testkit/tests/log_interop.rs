@@ -2,7 +2,8 @@
 //!
 //! * krust → Kafka: a partition written by krust-log's [`Log`] (several segments, one record /
 //!   many records, null and non-null keys, values and header values, a transaction with its
-//!   COMMIT marker, an empty compacted-away batch, gzip batches, leader epochs 0 → 3):
+//!   COMMIT marker, an empty compacted-away batch, batches compressed by krust-log with gzip,
+//!   snappy, lz4 and zstd, leader epochs 0 → 3):
 //!   - Kafka's `DumpLogSegments --deep-iteration --print-data-log` must report every batch valid
 //!     with the offsets, counts, CRCs, sizes and positions we wrote, every record with its
 //!     offset, timestamp, key, payload and header keys, and no index problem;
@@ -10,7 +11,8 @@
 //!   - a real Kafka 3.9 broker must recover that partition (unclean start: every batch is
 //!     re-validated) and serve every record to Kafka's console consumer.
 //! * Kafka → krust: a real Kafka 3.9 node writes partitions (several segments, keys, headers,
-//!   null keys/values, gzip batches, and snappy/lz4/zstd batches that krust-log keeps opaque);
+//!   null keys/values, and batches compressed by Kafka's producer with gzip, snappy, lz4 and
+//!   zstd, every record of which krust-log decompresses and reads back);
 //!   after a clean stop (SIGTERM) and after a crash (SIGKILL)
 //!   krust-log opens them, reads every record back, and reads Kafka's indexes, leader epoch
 //!   checkpoint, `partition.metadata` and `recovery-point-offset-checkpoint`. A copy of the
@@ -28,8 +30,8 @@ use krust_log::{
 };
 use krust_testkit::{DumpLog, DumpedRecord, KafkaDist, KafkaNode, class};
 
-/// Codecs krust-log stores as opaque payloads (gzip is also decoded by the tests).
-const OPAQUE_CODECS: [&str; 3] = ["snappy", "lz4", "zstd"];
+/// The codecs besides gzip (which has a topic of its own with more checks).
+const OTHER_CODECS: [&str; 3] = ["snappy", "lz4", "zstd"];
 /// Bytes asked for per `Log::read` when reading a whole partition back.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
 /// A fixed base timestamp so the dump can be compared exactly.
@@ -138,34 +140,10 @@ impl BatchSpec {
         for record in &self.records {
             builder.append(record.record(self.base_offset, base_timestamp));
         }
-        let plain = builder.build();
-        if self.compression == Compression::None {
-            return plain;
-        }
-        assert_eq!(
-            self.compression,
-            Compression::Gzip,
-            "the tests compress with gzip only"
-        );
-        // krust-log does not compress: gzip the encoded records ourselves and hand the blob
-        // over as an opaque payload (exactly what a Kafka producer sends).
-        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-        std::io::Write::write_all(&mut encoder, &plain.payload()).expect("gzip");
-        let compressed = encoder.finish().expect("gzip");
-        let mut builder = RecordBatchBuilder::new(self.base_offset)
-            .partition_leader_epoch(self.leader_epoch)
-            .base_timestamp(base_timestamp)
-            .timestamp_type(TimestampType::CreateTime)
-            .compression(Compression::Gzip)
-            .opaque_payload(Bytes::from(compressed), plain.record_count())
-            .last_offset_delta(plain.last_offset_delta())
-            .max_timestamp(plain.max_timestamp());
-        if let Some((id, epoch, sequence, transactional)) = self.producer {
-            builder = builder
-                .producer(id, epoch, sequence)
-                .transactional(transactional);
-        }
-        builder.build()
+        builder
+            .compression(self.compression)
+            .build_compressed(None)
+            .expect("krust-log compresses")
     }
 }
 
@@ -216,20 +194,30 @@ fn krust_batches() -> Vec<BatchSpec> {
         empty_covering: Some(2),
         ..BatchSpec::data(next.skip(2), 2, vec![])
     });
-    for chunk in 0..3 {
+    for (chunk, codec) in [
+        Compression::Gzip,
+        Compression::Gzip,
+        Compression::Snappy,
+        Compression::Lz4,
+        Compression::Zstd,
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let base = next.0;
+        let name = codec_name(codec);
         let records: Vec<Expected> = (0..10)
             .map(|i| {
-                let value = format!("gzip {chunk}/{i} {}", "compressible ".repeat(10));
+                let value = format!("{name} {chunk}/{i} {}", "compressible ".repeat(10));
                 next.record(
-                    Some(&format!("gz-{chunk}-{i}")),
+                    Some(&format!("{name}-{chunk}-{i}")),
                     Some(&value),
-                    vec![("codec", Some("gzip"))],
+                    vec![("codec", Some(name))],
                 )
             })
             .collect();
         batches.push(BatchSpec {
-            compression: Compression::Gzip,
+            compression: codec,
             ..BatchSpec::data(base, 3, records)
         });
     }
@@ -240,6 +228,17 @@ fn krust_batches() -> Vec<BatchSpec> {
         vec![next.record(None, None, vec![])],
     ));
     batches
+}
+
+/// `DumpLogSegments`' name of a codec (`compresscodec: …`).
+fn codec_name(codec: Compression) -> &'static str {
+    match codec {
+        Compression::None => "none",
+        Compression::Gzip => "gzip",
+        Compression::Snappy => "snappy",
+        Compression::Lz4 => "lz4",
+        Compression::Zstd => "zstd",
+    }
 }
 
 /// Hands out consecutive offsets to test records.
@@ -558,12 +557,11 @@ fn check_dump_matches(dump: &DumpLog, specs: &[BatchSpec], batches: &[RecordBatc
             batch.max_timestamp(),
             "{what}: maxTimestamp"
         );
-        let codec = match spec.compression {
-            Compression::None => "none",
-            Compression::Gzip => "gzip",
-            other => panic!("{what}: unexpected codec {other:?}"),
-        };
-        assert_eq!(seen.compression, codec, "{what}: codec");
+        assert_eq!(
+            seen.compression,
+            codec_name(spec.compression),
+            "{what}: codec"
+        );
         if let Some(coordinator_epoch) = spec.commit_marker {
             assert_eq!(seen.records.len(), 1, "{what}: one marker record");
             assert_eq!(
@@ -706,24 +704,7 @@ fn read_partition(
             );
             assert_eq!(batch.base_offset(), offset, "offsets are contiguous");
             offset = batch.next_offset();
-            let decoded = match batch.compression() {
-                Compression::None => batch.records().expect("decode records"),
-                Compression::Gzip => {
-                    let mut plain = Vec::new();
-                    let payload = batch.payload();
-                    std::io::Read::read_to_end(
-                        &mut flate2::read::GzDecoder::new(&payload[..]),
-                        &mut plain,
-                    )
-                    .expect("gunzip");
-                    RecordBatchBuilder::new(batch.base_offset())
-                        .opaque_payload(Bytes::from(plain), batch.record_count())
-                        .build()
-                        .records()
-                        .expect("decode gunzipped records")
-                }
-                other => panic!("unexpected codec {other:?}"),
-            };
+            let decoded = batch.records().expect("decode records");
             for record in decoded {
                 records.push(ReadBack {
                     offset: batch.base_offset() + i64::from(record.offset_delta),
@@ -883,17 +864,13 @@ fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
     let gzipped = produced_records("gzipped", 80);
     produce(&node, "plain", &plain, &[]);
     produce(&node, "gzipped", &gzipped, &[("compression.type", "gzip")]);
-    // The other codecs: krust-log keeps their payloads opaque, so it checks framing, CRCs and
-    // offsets only.
-    for codec in OPAQUE_CODECS {
+    let mut other_codecs = Vec::new();
+    for codec in OTHER_CODECS {
         node.create_topic(codec, 1, &small_segments)
             .expect("create codec topic");
-        produce(
-            &node,
-            codec,
-            &produced_records(codec, 40),
-            &[("compression.type", codec)],
-        );
+        let records = produced_records(codec, 40);
+        produce(&node, codec, &records, &[("compression.type", codec)]);
+        other_codecs.push(records);
     }
     node.terminate(Duration::from_secs(60))
         .expect("clean shutdown");
@@ -967,32 +944,18 @@ fn krust_log_reads_partitions_written_by_kafka_after_clean_stop_and_crash() {
     assert_eq!(report.truncated_bytes(), 0);
     drop(log);
 
-    for codec in OPAQUE_CODECS {
-        let dir = node.partition_dir(codec, 0);
-        let (log, report) = Log::open_with(
-            &dir,
-            LogConfig::default(),
-            LogOpenOptions::new(kafka_recovery_point(&node, codec)),
-        )
-        .expect("krust-log opens the partition");
+    for (codec, expected) in OTHER_CODECS.into_iter().zip(&other_codecs) {
+        let (log, report, read, batches) = read_partition(
+            &node.partition_dir(codec, 0),
+            kafka_recovery_point(&node, codec),
+        );
         assert_eq!(report.truncated_bytes(), 0, "{codec}");
         assert_eq!(log.log_end_offset(), 40, "{codec}");
-        let mut offset = 0;
-        let mut records = 0;
-        while offset < log.log_end_offset() {
-            for batch in log.read(offset, READ_CHUNK_BYTES).expect("read").batches {
-                assert!(batch.is_crc_valid(), "{codec}");
-                assert_eq!(batch.base_offset(), offset, "{codec}: contiguous");
-                assert_eq!(
-                    format!("{:?}", batch.compression()).to_lowercase(),
-                    codec,
-                    "{codec}: codec attribute"
-                );
-                records += batch.record_count();
-                offset = batch.next_offset();
-            }
-        }
-        assert_eq!(records, 40, "{codec}: record counts");
+        assert!(
+            batches.iter().all(|b| codec_name(b.compression()) == codec),
+            "{codec}: codec attribute"
+        );
+        check_read_back(codec, &read, expected, window);
     }
 
     node.start().expect("kafka restarts");

@@ -23,9 +23,10 @@
 //!
 //! Differences from Kafka, all on the side of keeping more:
 //! - control batches and transactional batches are kept whole (Kafka removes aborted data and
-//!   markers of finished transactions once safe); their keys do not enter the offset map;
-//! - compressed batches (krust does not decompress) are kept whole and their keys do not enter
-//!   the offset map.
+//!   markers of finished transactions once safe); their keys do not enter the offset map.
+//!
+//! A compressed batch is inflated like any other, and a rebuilt one is compressed again with
+//! the batch's codec at its default level, as Kafka's `MemoryRecords.filterTo` does.
 //!
 //! # Crash safety
 //!
@@ -73,8 +74,8 @@ use bytes::{Bytes, BytesMut};
 use tracing::{debug, info};
 
 use crate::batch::{
-    BatchError, Compression, LOG_OVERHEAD, MAX_BATCH_BYTES, Record, RecordBatch,
-    RecordBatchBuilder, TimestampType, peek_batch_size,
+    BatchError, LOG_OVERHEAD, MAX_BATCH_BYTES, Record, RecordBatch, RecordBatchBuilder,
+    TimestampType, peek_batch_size,
 };
 use crate::checkpoint::{
     CheckpointError, TopicPartition, read_offset_checkpoint, write_offset_checkpoint,
@@ -742,10 +743,7 @@ impl<C: ThrottleClock> Cleaner<C> {
                 if batch.base_offset() >= end {
                     break;
                 }
-                if !batch.is_control()
-                    && !batch.is_transactional()
-                    && batch.compression() == Compression::None
-                {
+                if !batch.is_control() && !batch.is_transactional() {
                     let records = batch.records().map_err(|source| LogError::CorruptSegment {
                         path: segment.log_path().to_path_buf(),
                         position: batches.pos - batch.size_in_bytes() as u64,
@@ -1040,10 +1038,7 @@ impl RecordFilter<'_> {
         batch: &RecordBatch,
         outcome: &mut CleanOutcome,
     ) -> Result<Option<RecordBatch>, BatchError> {
-        if batch.is_control()
-            || batch.is_transactional()
-            || batch.compression() != Compression::None
-        {
+        if batch.is_control() || batch.is_transactional() {
             // Kept whole (see the module docs).
             let count = u64::try_from(batch.record_count()).unwrap_or(0);
             outcome.records_read += count;
@@ -1105,6 +1100,7 @@ impl RecordFilter<'_> {
                 batch.base_sequence(),
             )
             .delete_horizon(needs_horizon || horizon.is_some())
+            .compression(batch.compression())
             .base_timestamp(base_timestamp)
             // Kafka keeps the last offset so the producer's last sequence stays valid.
             .last_offset_delta(batch.last_offset_delta());
@@ -1120,7 +1116,10 @@ impl RecordFilter<'_> {
         if batch.timestamp_type() == TimestampType::LogAppendTime {
             max_timestamp = batch.max_timestamp();
         }
-        Ok(Some(builder.max_timestamp(max_timestamp).build()))
+        builder
+            .max_timestamp(max_timestamp)
+            .build_compressed(None)
+            .map(Some)
     }
 
     /// Kafka's `Cleaner.shouldRetainRecord` for v2 batches.

@@ -58,22 +58,22 @@ pub fn assorted_batches() -> Vec<RecordBatch> {
         );
     }
     out.push(b.build());
-    // A compressed batch with an opaque payload.
+    // A compressed batch of three records with each codec.
     for codec in [
         Compression::Gzip,
         Compression::Snappy,
         Compression::Lz4,
         Compression::Zstd,
     ] {
-        out.push(
-            RecordBatchBuilder::new(0)
-                .base_timestamp(1_100)
-                .compression(codec)
-                .opaque_payload(Bytes::from(vec![codec.id(); 100]), 3)
-                .last_offset_delta(2)
-                .max_timestamp(1_102)
-                .build(),
-        );
+        let mut b = RecordBatchBuilder::new(0).compression(codec);
+        for i in 0..3 {
+            b.append_kv(
+                1_100 + i,
+                Some(Bytes::from(format!("key-{i}"))),
+                Some(Bytes::from(vec![codec.id(); 100])),
+            );
+        }
+        out.push(b.build_compressed(None).expect("compress"));
     }
     // A control batch (KRaft control records / transaction markers).
     let mut b = RecordBatchBuilder::new(0)
