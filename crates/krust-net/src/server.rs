@@ -13,6 +13,12 @@
 //! `connections.max.idle.ms` without traffic; a [`Reply::Close`]; a handler that panics or
 //! answers with another API's response or one that cannot be encoded at the request's version.
 //! Earlier requests on the connection still get their responses first.
+//!
+//! A listener with TLS ([`ServerConfig::security`]) runs the TLS handshake first, bounded by
+//! `connections.max.idle.ms`; a failed handshake (an untrusted or missing client certificate
+//! under `ssl.client.auth=required`, a client speaking plaintext, …) or a client certificate
+//! whose DN no `ssl.principal.mapping.rules` rule maps closes the connection before any request
+//! is read. The connection's principal is in every [`RequestContext`].
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,8 +28,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -38,6 +43,7 @@ use crate::codec::{
 use crate::config::ServerConfig;
 use crate::error::ServerError;
 use crate::frame::FrameDecoder;
+use crate::security::KafkaPrincipal;
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -59,6 +65,8 @@ pub struct RequestContext {
     pub listener_name: Arc<str>,
     /// Unique per server, for logs.
     pub connection_id: u64,
+    /// Who the client is: `User:ANONYMOUS`, or the mapped DN of its TLS certificate.
+    pub principal: Arc<KafkaPrincipal>,
 }
 
 /// What a handler returns for one request.
@@ -304,7 +312,45 @@ impl<H: Handler> ConnectionTask<H> {
         if let Err(e) = stream.set_nodelay(true) {
             debug!(error = %e, "TCP_NODELAY not set");
         }
-        let (read_half, write_half) = stream.into_split();
+        let Some(tls) = self.config.security.tls.clone() else {
+            let (read_half, write_half) = stream.into_split();
+            let principal = Arc::new(KafkaPrincipal::anonymous());
+            self.serve(read_half, write_half, principal).await;
+            return;
+        };
+        let mut shutdown = self.shutdown.clone();
+        let handshake = tokio::select! {
+            done = tokio::time::timeout(self.config.connections_max_idle, tls.acceptor().accept(stream)) => done,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let stream = match handshake {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                info!(error = %e, "closing connection: TLS handshake failed");
+                return;
+            }
+            Err(_elapsed) => {
+                info!("closing connection: TLS handshake not done within connections.max.idle.ms");
+                return;
+            }
+        };
+        let principal = match tls.principal(stream.get_ref().1.peer_certificates()) {
+            Ok(principal) => principal,
+            Err(reason) => {
+                info!(%reason, "closing connection: SSL authentication failed");
+                return;
+            }
+        };
+        debug!(%principal, "TLS handshake done");
+        let (read_half, write_half) = tokio::io::split(stream);
+        self.serve(read_half, write_half, Arc::new(principal)).await;
+    }
+
+    async fn serve<R, W>(&self, read_half: R, write_half: W, principal: Arc<KafkaPrincipal>)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         let max_in_flight = self.config.max_in_flight_requests_per_connection;
         let (pending_tx, pending_rx) = mpsc::channel(max_in_flight);
         let activity = Arc::new(Activity::new());
@@ -316,7 +362,7 @@ impl<H: Handler> ConnectionTask<H> {
             activity.clone(),
             self.shutdown.clone(),
         );
-        let reader = self.read_requests(read_half, pending_tx, activity, in_flight);
+        let reader = self.read_requests(read_half, pending_tx, activity, in_flight, &principal);
         tokio::pin!(reader, writer);
         tokio::select! {
             () = &mut writer => {}
@@ -329,12 +375,13 @@ impl<H: Handler> ConnectionTask<H> {
         debug!("connection closed");
     }
 
-    async fn read_requests(
+    async fn read_requests<R: AsyncRead + Unpin>(
         &self,
-        mut read_half: OwnedReadHalf,
+        mut read_half: R,
         pending_tx: mpsc::Sender<Pending>,
         activity: Arc<Activity>,
         in_flight: Arc<Semaphore>,
+        principal: &Arc<KafkaPrincipal>,
     ) {
         let decoder = FrameDecoder::new(self.config.socket_request_max_bytes);
         let max_in_flight = self.config.max_in_flight_requests_per_connection;
@@ -360,7 +407,7 @@ impl<H: Handler> ConnectionTask<H> {
                     },
                     _ = shutdown.wait_for(|stop| *stop) => return,
                 };
-                let Some(pending) = self.dispatch(frame, slot) else {
+                let Some(pending) = self.dispatch(frame, slot, principal) else {
                     return;
                 };
                 if pending_tx.send(pending).await.is_err() {
@@ -401,7 +448,12 @@ impl<H: Handler> ConnectionTask<H> {
     }
 
     /// Turns one frame into the response it owes, or `None` when the connection must close.
-    fn dispatch(&self, frame: Bytes, slot: OwnedSemaphorePermit) -> Option<Pending> {
+    fn dispatch(
+        &self,
+        frame: Bytes,
+        slot: OwnedSemaphorePermit,
+        principal: &Arc<KafkaPrincipal>,
+    ) -> Option<Pending> {
         let supported = self.handler.supported_apis();
         let incoming = match decode_request(frame, supported) {
             Ok(incoming) => incoming,
@@ -435,6 +487,7 @@ impl<H: Handler> ConnectionTask<H> {
                     peer_addr: self.peer_addr,
                     listener_name: self.listener_name.clone(),
                     connection_id: self.connection_id,
+                    principal: principal.clone(),
                 };
                 let span = debug_span!(
                     "request",
@@ -457,8 +510,8 @@ impl<H: Handler> ConnectionTask<H> {
     }
 }
 
-async fn write_responses(
-    mut write_half: OwnedWriteHalf,
+async fn write_responses<W: AsyncWrite + Unpin>(
+    mut write_half: W,
     mut pending_rx: mpsc::Receiver<Pending>,
     activity: Arc<Activity>,
     mut shutdown: watch::Receiver<bool>,
@@ -508,7 +561,11 @@ async fn write_responses(
         };
         // A peer that stops reading must not hold up shutdown.
         let written = tokio::select! {
-            written = write_half.write_all(&frame) => written,
+            written = async {
+                write_half.write_all(&frame).await?;
+                // TLS buffers records until flushed; a plain socket's flush does nothing.
+                write_half.flush().await
+            } => written,
             _ = shutdown.wait_for(|stop| *stop) => return,
         };
         if let Err(e) = written {

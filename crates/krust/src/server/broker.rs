@@ -29,14 +29,15 @@ const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
 
 /// `request.timeout.ms` default: bound of one registration/heartbeat through the channel.
 const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
-/// Kafka's security protocol id of PLAINTEXT, the only one krust serves so far.
+/// Kafka's security protocol id of PLAINTEXT.
 const PLAINTEXT: i16 = 0;
 
-/// A broker listener's name and bind address.
+/// A broker listener's name, bind address and security protocol.
 #[derive(Debug)]
 struct ListenerBind {
     name: String,
     bind: String,
+    protocol: String,
 }
 
 /// A free loopback-or-given-host port: bind port 0, read it, release it. Racy in theory; the
@@ -80,9 +81,9 @@ fn broker_listeners(config: &ServerConfig) -> anyhow::Result<(Vec<ListenerBind>,
         let protocol = protocols
             .get(&listener.listener_name)
             .map_or("PLAINTEXT", String::as_str);
-        if protocol != "PLAINTEXT" {
+        if !matches!(protocol, "PLAINTEXT" | "SSL") {
             bail!(
-                "listener {}: security protocol {protocol} is not supported by krust yet (PLAINTEXT only)",
+                "listener {}: security protocol {protocol} is not supported by krust yet (PLAINTEXT and SSL are)",
                 listener.listener_name
             );
         }
@@ -111,6 +112,7 @@ fn broker_listeners(config: &ServerConfig) -> anyhow::Result<(Vec<ListenerBind>,
         binds.push(ListenerBind {
             name: listener.listener_name.clone(),
             bind: format!("{bind_host}:{port}"),
+            protocol: protocol.to_owned(),
         });
         endpoints.push(Endpoint {
             name: listener.listener_name.clone(),
@@ -237,8 +239,13 @@ fn initialize_log_dirs(
 }
 
 /// A client listener's limits from Kafka's keys (`socket.request.max.bytes`,
-/// `max.connections`, `connections.max.idle.ms`; Kafka's defaults when unset).
-fn listener_config(config: &ServerConfig, name: &str) -> anyhow::Result<krust_net::ServerConfig> {
+/// `max.connections`, `connections.max.idle.ms`; Kafka's defaults when unset) and its
+/// security (`protocol`: TLS from the listener's `ssl.*` keys for `SSL`).
+fn listener_config(
+    config: &ServerConfig,
+    name: &str,
+    protocol: &str,
+) -> anyhow::Result<krust_net::ServerConfig> {
     let defaults = krust_net::ServerConfig::default();
     let number = |key: &str, default: usize| -> anyhow::Result<usize> {
         match config.get(key) {
@@ -261,6 +268,12 @@ fn listener_config(config: &ServerConfig, name: &str) -> anyhow::Result<krust_ne
             "connections.max.idle.ms",
             u64::try_from(defaults.connections_max_idle.as_millis()).unwrap_or(u64::MAX),
         )?,
+        security: krust_net::ListenerSecurity {
+            tls: match protocol {
+                "SSL" | "SASL_SSL" => Some(super::security::listener_tls(config, name, protocol)?),
+                _ => None,
+            },
+        },
         ..defaults
     })
 }
@@ -311,7 +324,7 @@ pub fn broker_server_config(
         .into_iter()
         .map(|listener| {
             Ok(BrokerListener {
-                config: listener_config(config, &listener.name)?,
+                config: listener_config(config, &listener.name, &listener.protocol)?,
                 name: listener.name,
                 bind: listener.bind,
             })
@@ -382,17 +395,17 @@ mod tests {
         let c = config(&format!(
             "{BASE}socket.request.max.bytes=1048576\nmax.connections=10\nconnections.max.idle.ms=5000\n"
         ));
-        let net = listener_config(&c, "PLAINTEXT").expect("limits");
+        let net = listener_config(&c, "PLAINTEXT", "PLAINTEXT").expect("limits");
         assert_eq!(net.socket_request_max_bytes, 1_048_576);
         assert_eq!(net.max_connections, 10);
         assert_eq!(net.connections_max_idle, Duration::from_secs(5));
-        let defaults = listener_config(&config(BASE), "PLAINTEXT").expect("defaults");
+        let defaults = listener_config(&config(BASE), "PLAINTEXT", "PLAINTEXT").expect("defaults");
         assert_eq!(
             defaults.socket_request_max_bytes,
             krust_net::SOCKET_REQUEST_MAX_BYTES_DEFAULT
         );
         let bad = config(&format!("{BASE}max.connections=0\n"));
-        let err = listener_config(&bad, "PLAINTEXT").expect_err("zero");
+        let err = listener_config(&bad, "PLAINTEXT", "PLAINTEXT").expect_err("zero");
         assert!(err.to_string().contains("max.connections"), "{err}");
     }
 
@@ -410,11 +423,28 @@ mod tests {
         let only_controller = config(&format!("{BASE}listeners=CONTROLLER://127.0.0.1:9093\n"));
         let err = broker_listeners(&only_controller).expect_err("no broker listener");
         assert!(err.to_string().contains("no listener outside"), "{err}");
+        let sasl = config(&format!(
+            "{BASE}listeners=SASL_SSL://127.0.0.1:9094\nlistener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT\n"
+        ));
+        let err = broker_listeners(&sasl).expect_err("SASL_SSL is refused");
+        assert!(err.to_string().contains("not supported"), "{err}");
         let ssl = config(&format!(
             "{BASE}listeners=SSL://127.0.0.1:9094\nlistener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT\n"
         ));
-        let err = broker_listeners(&ssl).expect_err("SSL is refused");
-        assert!(err.to_string().contains("not supported"), "{err}");
+        let (binds, endpoints) = broker_listeners(&ssl).expect("SSL listener");
+        assert_eq!(binds[0].protocol, "SSL");
+        assert_eq!(endpoints[0].security_protocol, 1);
+        let err = listener_config(&ssl, "SSL", "SSL").expect_err("no key store");
+        assert!(err.to_string().contains("ssl.keystore.location"), "{err}");
+        let jks = config(&format!(
+            "{BASE}listener.name.ssl.ssl.keystore.location=/nonexistent.jks\n"
+        ));
+        let err = listener_config(&jks, "SSL", "SSL").expect_err("JKS");
+        assert!(
+            err.to_string()
+                .contains("ssl.keystore.type JKS is not supported by krust"),
+            "{err}"
+        );
         let c = config(&format!(
             "{BASE}listeners=PLAINTEXT://127.0.0.1:9092\ninter.broker.listener.name=INTERNAL\n"
         ));

@@ -32,6 +32,7 @@ pub mod broker;
 pub mod controller;
 pub mod metrics_http;
 pub mod migration;
+pub mod security;
 pub mod test_writer;
 
 use std::collections::{BTreeMap, BTreeSet};
