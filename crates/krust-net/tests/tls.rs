@@ -52,6 +52,7 @@ async fn tls_server(settings: TlsSettings) -> (Server, Arc<TestHandler>) {
         listener_name: "SSL".to_owned(),
         security: ListenerSecurity {
             tls: Some(Arc::new(TlsServer::new(settings).expect("TLS config"))),
+            sasl: None,
         },
         ..ServerConfig::default()
     };

@@ -7,118 +7,47 @@
 //! plaintext to a TLS port gets nothing. PEM key and trust stores from `openssl`
 //! (`krust_testkit::TestPki`). One broker at a time, every run bounded, only 127.0.0.1.
 
+mod security_support;
+
 use std::path::Path;
-use std::sync::Mutex;
-use std::time::Duration;
 
-use krust_testkit::{
-    KafkaDist, KafkaNode, KafkaRole, Kcat, KrustProcess, PythonClients, TestPki, ToolOutput,
-    free_ports, run_binary,
-};
+use krust_testkit::{KafkaDist, Kcat, PythonClients, TestPki, ToolOutput};
+use security_support::{SecureNode, TOOL_TIMEOUT, broker_lock};
 
-const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
-const READY_TIMEOUT: Duration = Duration::from_secs(90);
-
-static BROKER: Mutex<()> = Mutex::new(());
-
-fn broker_lock() -> std::sync::MutexGuard<'static, ()> {
-    BROKER.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A node with a PLAINTEXT, an SSL and an MTLS listener.
+/// The node with an SSL listener (port 0) and an MTLS one (port 1).
 struct SecureBroker {
     kind: &'static str,
     ssl_port: u16,
     mtls_port: u16,
-    // Field order: the krust process is killed before the node's folder goes.
-    krust: Option<KrustProcess>,
-    node: KafkaNode,
+    node: SecureNode,
 }
 
 impl SecureBroker {
     fn start(dist: &KafkaDist, pki: &TestPki, krust: bool) -> SecureBroker {
-        let ports = free_ports(4).expect("ports");
-        let (broker, controller, ssl, mtls) = (ports[0], ports[1], ports[2], ports[3]);
         let path = |p: &Path| p.display().to_string();
-        let props: Vec<(&str, String)> = vec![
-            (
-                "listeners",
-                format!(
-                    "PLAINTEXT://127.0.0.1:{broker},CONTROLLER://127.0.0.1:{controller},SSL://127.0.0.1:{ssl},MTLS://127.0.0.1:{mtls}"
-                ),
-            ),
-            (
-                "advertised.listeners",
-                format!(
-                    "PLAINTEXT://127.0.0.1:{broker},SSL://127.0.0.1:{ssl},MTLS://127.0.0.1:{mtls}"
-                ),
-            ),
-            (
-                "listener.security.protocol.map",
-                "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SSL:SSL,MTLS:SSL".to_owned(),
-            ),
-            ("ssl.keystore.type", "PEM".to_owned()),
-            ("ssl.keystore.location", path(&pki.server_keystore)),
-            ("ssl.truststore.type", "PEM".to_owned()),
-            ("ssl.truststore.location", path(&pki.ca_cert)),
-            ("listener.name.mtls.ssl.client.auth", "required".to_owned()),
-            ("auto.create.topics.enable", "true".to_owned()),
-        ];
-        let mut builder = KafkaNode::builder(dist)
-            .node_id(1)
-            .role(KafkaRole::Combined)
-            .broker_port(broker)
-            .controller_port(controller)
-            .quorum_voters(format!("1@127.0.0.1:{controller}"));
-        for (key, value) in &props {
-            builder = builder.prop(*key, value);
-        }
-        if !krust {
-            let node = builder.start().expect("Kafka node with SSL listeners");
-            return SecureBroker {
-                kind: "kafka",
-                ssl_port: ssl,
-                mtls_port: mtls,
-                krust: None,
-                node,
-            };
-        }
-        let node = builder.build_unformatted().expect("node folder");
-        let binary = env!("CARGO_BIN_EXE_krust");
-        let properties = path(&node.properties_path());
-        let cluster_id = krust_testkit::random_kafka_uuid();
-        run_binary(
-            binary,
-            &["storage", "format", "-t", &cluster_id, "-c", &properties],
-            None,
-            TOOL_TIMEOUT,
-        )
-        .and_then(ToolOutput::ok)
-        .expect("krust storage format");
-        let mut process = KrustProcess::builder(binary)
-            .args(["server", &properties])
-            .env("RUST_LOG", "info")
-            .dir(node.dir().join("krust"))
-            .name("krust-tls")
-            .start()
-            .expect("krust server");
-        process
-            .wait_for_line("Kafka Server started", READY_TIMEOUT)
-            .unwrap_or_else(|e| panic!("krust server: {e}\n{}", process.log_tail(40)));
+        let node = SecureNode::start(
+            dist,
+            krust,
+            &[("SSL", "SSL"), ("MTLS", "SSL")],
+            &[
+                ("ssl.keystore.type", "PEM".to_owned()),
+                ("ssl.keystore.location", path(&pki.server_keystore)),
+                ("ssl.truststore.type", "PEM".to_owned()),
+                ("ssl.truststore.location", path(&pki.ca_cert)),
+                ("listener.name.mtls.ssl.client.auth", "required".to_owned()),
+            ],
+            &[],
+        );
         SecureBroker {
-            kind: "krust",
-            ssl_port: ssl,
-            mtls_port: mtls,
-            krust: Some(process),
+            kind: node.kind,
+            ssl_port: node.ports[0],
+            mtls_port: node.ports[1],
             node,
         }
     }
 
     fn log_tail(&self) -> String {
-        match &self.krust {
-            Some(process) => process.log_tail(40),
-            None => krust_testkit::log_tail(&self.node.log_path(), 40),
-        }
+        self.node.log_tail()
     }
 }
 

@@ -11,6 +11,7 @@
 
 pub mod dn;
 pub mod principal_mapper;
+pub mod sasl;
 pub mod tls;
 
 use std::fmt;
@@ -57,15 +58,23 @@ impl fmt::Display for KafkaPrincipal {
 pub struct ListenerSecurity {
     /// TLS (`SSL`, `SASL_SSL`); `None` for `PLAINTEXT`, `SASL_PLAINTEXT`.
     pub tls: Option<Arc<TlsServer>>,
+    /// SASL (`SASL_PLAINTEXT`, `SASL_SSL`): clients authenticate before any other request.
+    pub sasl: Option<Arc<sasl::SaslSettings>>,
 }
 
 impl PartialEq for ListenerSecurity {
     fn eq(&self, other: &Self) -> bool {
-        match (&self.tls, &other.tls) {
+        let tls = match (&self.tls, &other.tls) {
             (None, None) => true,
             (Some(a), Some(b)) => Arc::ptr_eq(a, b),
             _ => false,
-        }
+        };
+        let sasl = match (&self.sasl, &other.sasl) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        tls && sasl
     }
 }
 

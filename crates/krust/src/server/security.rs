@@ -9,11 +9,23 @@
 //! the key and the chain); `ssl.truststore.type=PEM` with `ssl.truststore.certificates` or
 //! `ssl.truststore.location`. JKS and PKCS12 stores and encrypted keys are refused with a
 //! message naming what krust takes.
+//!
+//! SASL (`SASL_PLAINTEXT`, `SASL_SSL`): [`listener_sasl`] (mechanisms, PLAIN users from the
+//! listener's JAAS entry) and [`ImageScramCredentials`], the SCRAM credentials of the newest
+//! image, kept current by [`ScramCredentialsPublisher`] on the node's loader.
 
+use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+use krust_metadata::image::scram::ScramImage;
+use krust_metadata::image::{LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher};
+use krust_net::security::sasl::{
+    CONNECTION_FAILED_AUTHENTICATION_DELAY_DEFAULT, SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT,
+    SaslMechanism, SaslSettings, ScramCredential, ScramCredentialStore, ScramMechanism,
+};
 use krust_net::security::tls::{certificates_from_pem, private_key_from_pem};
 use krust_net::security::{SslClientAuth, SslPrincipalMapper, TlsProtocol, TlsServer, TlsSettings};
 
@@ -233,4 +245,245 @@ fn truststore(
         }
         (None, None) => Vec::new(),
     })
+}
+
+/// The options of a one-module JAAS configuration (`sasl.jaas.config`):
+/// `<LoginModule> <flag> key="value" …;`. Values are double-quoted (with `\` escapes) or bare
+/// words.
+///
+/// # Errors
+/// Kafka's "Invalid JAAS config" family of messages for malformed text or more than one
+/// login module.
+pub fn parse_jaas_config(text: &str) -> anyhow::Result<(String, BTreeMap<String, String>)> {
+    let mut tokens = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '"' {
+            chars.next();
+            let mut value = String::new();
+            loop {
+                match chars.next() {
+                    Some('"') => break,
+                    Some('\\') => match chars.next() {
+                        Some(escaped) => value.push(escaped),
+                        None => bail!("Invalid JAAS config: unterminated quoted value"),
+                    },
+                    Some(other) => value.push(other),
+                    None => bail!("Invalid JAAS config: unterminated quoted value"),
+                }
+            }
+            tokens.push(JaasToken::Quoted(value));
+        } else if c == '=' || c == ';' {
+            chars.next();
+            tokens.push(JaasToken::Punct(c));
+        } else {
+            let mut word = String::new();
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() || c == '=' || c == ';' || c == '"' {
+                    break;
+                }
+                word.push(c);
+                chars.next();
+            }
+            tokens.push(JaasToken::Word(word));
+        }
+    }
+    let mut tokens = tokens.into_iter();
+    let Some(JaasToken::Word(module)) = tokens.next() else {
+        bail!("Invalid JAAS config: expected a login module name");
+    };
+    match tokens.next() {
+        Some(JaasToken::Word(flag))
+            if ["required", "requisite", "sufficient", "optional"]
+                .contains(&flag.to_lowercase().as_str()) => {}
+        _ => bail!(
+            "Invalid JAAS config: Invalid control flag; login module {module} needs required, requisite, sufficient or optional"
+        ),
+    }
+    let mut options = BTreeMap::new();
+    loop {
+        match tokens.next() {
+            Some(JaasToken::Punct(';')) => break,
+            Some(JaasToken::Word(key)) => {
+                if !matches!(tokens.next(), Some(JaasToken::Punct('='))) {
+                    bail!("Invalid JAAS config: expected = after option {key}");
+                }
+                let value = match tokens.next() {
+                    Some(JaasToken::Quoted(v) | JaasToken::Word(v)) => v,
+                    _ => bail!("Invalid JAAS config: option {key} has no value"),
+                };
+                options.insert(key, value);
+            }
+            _ => bail!("Invalid JAAS config: Expected ';' at the end of the login module {module}"),
+        }
+    }
+    if tokens.next().is_some() {
+        bail!("JAAS config property contains more than one login module: {text}");
+    }
+    Ok((module, options))
+}
+
+enum JaasToken {
+    Word(String),
+    Quoted(String),
+    Punct(char),
+}
+
+/// The SCRAM credentials of the newest metadata image, for the SASL listeners: a
+/// [`MetadataPublisher`] on the node's loader keeps them current.
+#[derive(Debug, Default)]
+pub struct ImageScramCredentials {
+    current: RwLock<Arc<ScramImage>>,
+}
+
+impl ScramCredentialStore for ImageScramCredentials {
+    fn credential(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {
+        let code = match mechanism {
+            ScramMechanism::Sha256 => 1,
+            ScramMechanism::Sha512 => 2,
+        };
+        let image = self
+            .current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        image
+            .credentials
+            .get(&(code, user.to_owned()))
+            .map(|c| ScramCredential {
+                salt: c.salt.clone(),
+                stored_key: c.stored_key.clone(),
+                server_key: c.server_key.clone(),
+                iterations: c.iterations,
+            })
+    }
+}
+
+/// The loader side of [`ImageScramCredentials`].
+pub struct ScramCredentialsPublisher(pub Arc<ImageScramCredentials>);
+
+impl MetadataPublisher for ScramCredentialsPublisher {
+    fn name(&self) -> &str {
+        "ScramCredentialsPublisher"
+    }
+
+    fn on_metadata_update(
+        &mut self,
+        _delta: &MetadataDelta,
+        image: &MetadataImage,
+        _manifest: &LoaderManifest,
+    ) {
+        *self
+            .0
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = image.scram.clone();
+    }
+}
+
+/// The SASL of listener `name` (`SASL_PLAINTEXT` / `SASL_SSL`): `sasl.enabled.mechanisms`
+/// (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), PLAIN's users from
+/// `listener.name.<l>.plain.sasl.jaas.config` (`user_<name>="<password>"`; Kafka ignores an
+/// unprefixed `sasl.jaas.config` on brokers and krust has no static JAAS file), SCRAM from the
+/// image, `sasl.server.max.receive.size`, `connection.failed.authentication.delay.ms`.
+///
+/// # Errors
+/// A mechanism krust lacks (GSSAPI, OAUTHBEARER), PLAIN without its JAAS entry, bad JAAS.
+pub fn listener_sasl(
+    config: &ServerConfig,
+    name: &str,
+    scram: &Arc<ImageScramCredentials>,
+) -> anyhow::Result<Arc<SaslSettings>> {
+    let l = ListenerConfig::new(config, name);
+    let mut enabled_mechanisms = Vec::new();
+    for mechanism in list(l.get("sasl.enabled.mechanisms").unwrap_or("GSSAPI")) {
+        let Some(m) = SaslMechanism::from_name(&mechanism) else {
+            bail!(
+                "listener {name}: SASL mechanism {mechanism} is not supported by krust (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are); set sasl.enabled.mechanisms"
+            );
+        };
+        enabled_mechanisms.push(m);
+    }
+    if enabled_mechanisms.is_empty() {
+        bail!("listener {name}: sasl.enabled.mechanisms is empty");
+    }
+    let mut plain_users = BTreeMap::new();
+    if enabled_mechanisms.contains(&SaslMechanism::Plain) {
+        let key = format!(
+            "listener.name.{}.plain.sasl.jaas.config",
+            name.to_lowercase()
+        );
+        let Some(jaas) = config.get(&key) else {
+            bail!(
+                "listener {name}: SASL mechanism PLAIN needs {key} (org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" …;); krust reads no static JAAS file"
+            );
+        };
+        let (_module, options) = parse_jaas_config(jaas).with_context(|| key.clone())?;
+        for (option, value) in options {
+            if let Some(user) = option.strip_prefix("user_") {
+                plain_users.insert(user.to_owned(), value);
+            }
+        }
+    }
+    let number = |key: &str, default: u64| -> anyhow::Result<u64> {
+        match l.get(key) {
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .with_context(|| format!("Invalid value {v} for configuration {key}")),
+            None => Ok(default),
+        }
+    };
+    let max_receive_size = usize::try_from(number(
+        "sasl.server.max.receive.size",
+        SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT as u64,
+    )?)
+    .unwrap_or(usize::MAX);
+    let delay = number(
+        "connection.failed.authentication.delay.ms",
+        u64::try_from(CONNECTION_FAILED_AUTHENTICATION_DELAY_DEFAULT.as_millis()).unwrap_or(100),
+    )?;
+    let scram_credentials: Arc<dyn ScramCredentialStore> = scram.clone();
+    Ok(Arc::new(SaslSettings {
+        enabled_mechanisms,
+        plain_users,
+        scram_credentials: Some(scram_credentials),
+        max_receive_size,
+        failed_authentication_delay: Duration::from_millis(delay),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jaas_options_as_kafka_documents_them() {
+        let (module, options) = parse_jaas_config(
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="al\"ice";"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            module,
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+        );
+        assert_eq!(
+            options.get("user_alice").map(String::as_str),
+            Some("al\"ice")
+        );
+        assert_eq!(options.len(), 4);
+        for bad in [
+            "",
+            "Module",
+            "Module maybe;",
+            "Module required a=\"b\"",
+            "Module required a;",
+            "Module required a=\"b;",
+            "M required; N required;",
+        ] {
+            assert!(parse_jaas_config(bad).is_err(), "{bad}");
+        }
+    }
 }

@@ -57,6 +57,9 @@ pub const OWN_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeLogDirs, 0, 4),
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
+    // Answered by krust-net: the SASL exchange on SASL listeners, ILLEGAL_SASL_STATE elsewhere.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// The client listener's handler; see the module doc.
