@@ -8,6 +8,9 @@
 //! without an answer, an unknown mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled
 //! list, a bad PLAIN token SASL_AUTHENTICATION_FAILED with the same message, a v0 handshake
 //! takes a raw token, and SaslHandshake on a PLAINTEXT listener gets ILLEGAL_SASL_STATE.
+//! A SCRAM user added while the node runs (`kafka-configs --alter --add-config
+//! 'SCRAM-SHA-512=[…]' --entity-type users`, AlterUserScramCredentials through the broker to the
+//! controller) can authenticate once the credential is in the broker's image.
 
 mod security_support;
 
@@ -393,6 +396,54 @@ fn check_confluent(node: &SecureNode, pki: &TestPki, python: &PythonClients) {
     );
 }
 
+/// `kafka-configs` adds SCRAM-SHA-512 user `carol`; kcat then authenticates as carol (the
+/// credential travels controller → metadata log → the broker's image, so it is retried for a
+/// bounded time).
+fn check_runtime_scram_user(dist: &KafkaDist, node: &SecureNode, pki: &TestPki, tool: &Kcat) {
+    let bootstrap = format!(
+        "127.0.0.1:{}",
+        node.node.broker_port().expect("broker port")
+    );
+    let out = dist
+        .tool("kafka.admin.ConfigCommand")
+        .args([
+            "--bootstrap-server",
+            &bootstrap,
+            "--alter",
+            "--add-config",
+            "SCRAM-SHA-512=[iterations=4096,password=carol-secret]",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "carol",
+        ])
+        .run()
+        .expect("kafka-configs runs");
+    assert!(
+        out.success(),
+        "kafka-configs --add-config SCRAM-SHA-512 against {}: {}\n{}",
+        node.kind,
+        out.stdout,
+        out.stderr
+    );
+    let auth = sasl_args(pki, false, "SCRAM-SHA-512", "carol", "carol-secret");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let out = run_kcat(tool, node.ports[0], &auth, &["-L"], None);
+        if out.success() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}: carol cannot authenticate 30 s after kafka-configs added her:\n{}\nbroker log:\n{}",
+            node.kind,
+            out.stderr,
+            node.log_tail()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 fn run(krust: bool) -> Vec<String> {
     let dist = KafkaDist::locate().expect("Kafka 3.9");
     let dir = tempfile::tempdir().expect("temp dir");
@@ -400,6 +451,7 @@ fn run(krust: bool) -> Vec<String> {
     let node = start(&dist, &pki, krust);
     if let Some(tool) = Kcat::locate().expect("kcat") {
         check_kcat(&node, &pki, &tool);
+        check_runtime_scram_user(&dist, &node, &pki, &tool);
     }
     if let Some(python) = PythonClients::locate().expect("python venv") {
         check_confluent(&node, &pki, &python);
