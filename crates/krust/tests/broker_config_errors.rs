@@ -1,7 +1,7 @@
 //! `krust server` with a broker role refuses configurations Kafka 3.9 refuses, with a clear
 //! message and exit code 1, never a panic or a hang: a broker-only node listed among the
 //! voters, a controller not listed, a controller listener as the only listener of a broker, an SSL listener without a key store
-//! or with a JKS one (krust reads PEM stores only), an
+//! or with a JKS one (krust reads PEM stores only), a SASL listener with GSSAPI, an
 //! `inter.broker.listener.name` that names no listener, unformatted storage.
 
 use std::path::Path;
@@ -105,6 +105,14 @@ fn bad_broker_configurations_are_refused_with_kafkas_reasons() {
             ),
             true,
             "ssl.keystore.type JKS is not supported by krust",
+        ),
+        (
+            "SASL listener with GSSAPI",
+            format!(
+                "process.roles=broker\nnode.id=4\n{common}listeners=SASL_PLAINTEXT://127.0.0.1:{broker}\nlistener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\ninter.broker.listener.name=SASL_PLAINTEXT\n"
+            ),
+            true,
+            "SASL mechanism GSSAPI is not supported by krust",
         ),
         (
             "unknown inter-broker listener",
