@@ -273,6 +273,7 @@ impl Harness {
             peer_addr: SocketAddr::from(([127, 0, 0, 1], 50_000)),
             listener_name: Arc::from("PLAINTEXT"),
             connection_id: 1,
+            principal: Arc::new(krust_net::KafkaPrincipal::anonymous()),
         };
         match self.coordinator.handle(&ctx, request).await {
             Reply::Send(r) => *r,

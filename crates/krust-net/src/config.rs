@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::frame::SOCKET_REQUEST_MAX_BYTES_DEFAULT;
+use crate::security::ListenerSecurity;
 
 /// Settings of one listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -24,6 +25,8 @@ pub struct ServerConfig {
     /// request is processed), which keeps e.g. pipelined Produce requests applied in order;
     /// listeners whose requests are independent (Raft RPCs) may raise it.
     pub max_in_flight_requests_per_connection: usize,
+    /// TLS of the listener (its security protocol); the default is plaintext.
+    pub security: ListenerSecurity,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +37,7 @@ impl Default for ServerConfig {
             max_connections: 2_147_483_647,
             connections_max_idle: Duration::from_millis(600_000),
             max_in_flight_requests_per_connection: 1,
+            security: ListenerSecurity::default(),
         }
     }
 }

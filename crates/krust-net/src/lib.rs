@@ -23,6 +23,8 @@
 //!   reconnecting with backoff).
 //! - `pool.rs`: [`NetworkClient`] (clients by node id).
 //! - `config.rs`: [`ServerConfig`], [`ClientConfig`] with Kafka's defaults.
+//! - `security/`: TLS on listeners (rustls; Kafka's `ssl.*` settings typed), the connection's
+//!   [`KafkaPrincipal`], `ssl.principal.mapping.rules`.
 //! - `error.rs`: one error enum per boundary.
 //!
 //! # Using it
@@ -85,6 +87,7 @@ pub mod error;
 pub mod error_codes;
 pub mod frame;
 pub mod pool;
+pub mod security;
 pub mod server;
 
 pub use api_versions::{ApiVersionRange, ApiVersionsTable, SupportedApis};
@@ -93,4 +96,5 @@ pub use config::{ClientConfig, ServerConfig};
 pub use error::{ClientError, FrameError, RequestError, ServerError, SupportedApisError};
 pub use frame::{FrameDecoder, SOCKET_REQUEST_MAX_BYTES_DEFAULT};
 pub use pool::NetworkClient;
+pub use security::{KafkaPrincipal, ListenerSecurity};
 pub use server::{Handler, Reply, RequestContext, Server};

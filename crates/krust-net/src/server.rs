@@ -13,6 +13,12 @@
 //! `connections.max.idle.ms` without traffic; a [`Reply::Close`]; a handler that panics or
 //! answers with another API's response or one that cannot be encoded at the request's version.
 //! Earlier requests on the connection still get their responses first.
+//!
+//! A listener with TLS ([`ServerConfig::security`]) runs the TLS handshake first, bounded by
+//! `connections.max.idle.ms`; a failed handshake (an untrusted or missing client certificate
+//! under `ssl.client.auth=required`, a client speaking plaintext, …) or a client certificate
+//! whose DN no `ssl.principal.mapping.rules` rule maps closes the connection before any request
+//! is read. The connection's principal is in every [`RequestContext`].
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -21,9 +27,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, RequestKind, ResponseKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use kafka_protocol::messages::{
+    ApiKey, RequestKind, ResponseKind, SaslAuthenticateResponse, SaslHandshakeResponse,
+};
+use kafka_protocol::protocol::StrBytes;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
@@ -37,7 +45,10 @@ use crate::codec::{
 };
 use crate::config::ServerConfig;
 use crate::error::ServerError;
+use crate::error_codes;
 use crate::frame::FrameDecoder;
+use crate::security::KafkaPrincipal;
+use crate::security::sasl::{Exchange, SaslMechanism, SaslSettings, Step};
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
@@ -59,6 +70,8 @@ pub struct RequestContext {
     pub listener_name: Arc<str>,
     /// Unique per server, for logs.
     pub connection_id: u64,
+    /// Who the client is: `User:ANONYMOUS`, or the mapped DN of its TLS certificate.
+    pub principal: Arc<KafkaPrincipal>,
 }
 
 /// What a handler returns for one request.
@@ -304,7 +317,309 @@ impl<H: Handler> ConnectionTask<H> {
         if let Err(e) = stream.set_nodelay(true) {
             debug!(error = %e, "TCP_NODELAY not set");
         }
-        let (read_half, write_half) = stream.into_split();
+        let Some(tls) = self.config.security.tls.clone() else {
+            let (read_half, write_half) = stream.into_split();
+            self.secure(read_half, write_half, KafkaPrincipal::anonymous())
+                .await;
+            return;
+        };
+        let mut shutdown = self.shutdown.clone();
+        let handshake = tokio::select! {
+            done = tokio::time::timeout(self.config.connections_max_idle, tls.acceptor().accept(stream)) => done,
+            _ = shutdown.wait_for(|stop| *stop) => return,
+        };
+        let stream = match handshake {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(e)) => {
+                info!(error = %e, "closing connection: TLS handshake failed");
+                return;
+            }
+            Err(_elapsed) => {
+                info!("closing connection: TLS handshake not done within connections.max.idle.ms");
+                return;
+            }
+        };
+        let principal = match tls.principal(stream.get_ref().1.peer_certificates()) {
+            Ok(principal) => principal,
+            Err(reason) => {
+                info!(%reason, "closing connection: SSL authentication failed");
+                return;
+            }
+        };
+        debug!(%principal, "TLS handshake done");
+        let (read_half, write_half) = tokio::io::split(stream);
+        self.secure(read_half, write_half, principal).await;
+    }
+
+    /// Runs SASL authentication when the listener has it, then serves requests.
+    async fn secure<R, W>(&self, mut read_half: R, mut write_half: W, principal: KafkaPrincipal)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let Some(sasl) = self.config.security.sasl.clone() else {
+            self.serve(read_half, write_half, Arc::new(principal), BytesMut::new())
+                .await;
+            return;
+        };
+        let Some((principal, buffered)) = self
+            .authenticate(&sasl, &mut read_half, &mut write_half)
+            .await
+        else {
+            return;
+        };
+        info!(%principal, "SASL authentication done");
+        self.serve(read_half, write_half, Arc::new(principal), buffered)
+            .await;
+    }
+
+    /// The next frame of the SASL phase, `None` at end of stream, bad size, idle or shutdown.
+    async fn sasl_frame<R: AsyncRead + Unpin>(
+        &self,
+        read_half: &mut R,
+        decoder: &FrameDecoder,
+        buf: &mut BytesMut,
+    ) -> Option<Bytes> {
+        let mut shutdown = self.shutdown.clone();
+        loop {
+            match decoder.decode(buf) {
+                Ok(Some(frame)) => return Some(frame),
+                Ok(None) => {}
+                Err(e) => {
+                    info!(error = %e, "closing connection: SASL frame over sasl.server.max.receive.size or bad size");
+                    return None;
+                }
+            }
+            let read = tokio::select! {
+                read = tokio::time::timeout(self.config.connections_max_idle, read_half.read_buf(buf)) => read,
+                _ = shutdown.wait_for(|stop| *stop) => return None,
+            };
+            match read {
+                Ok(Ok(n)) if n > 0 => {}
+                Ok(Ok(_)) => return None,
+                Ok(Err(e)) => {
+                    debug!(error = %e, "read failed during SASL authentication");
+                    return None;
+                }
+                Err(_elapsed) => {
+                    info!("closing connection: idle during SASL authentication");
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Writes one frame (size prefix included); `false` when the connection is gone.
+    async fn sasl_write<W: AsyncWrite + Unpin>(&self, write_half: &mut W, frame: &[u8]) -> bool {
+        let mut shutdown = self.shutdown.clone();
+        let written = tokio::select! {
+            written = async {
+                write_half.write_all(frame).await?;
+                write_half.flush().await
+            } => written,
+            _ = shutdown.wait_for(|stop| *stop) => return false,
+        };
+        written.is_ok()
+    }
+
+    /// Kafka's `SaslServerAuthenticator`: ApiVersions and SaslHandshake, then the mechanism's
+    /// tokens (in SaslAuthenticate after a v1 handshake, raw after v0). The principal and any
+    /// bytes read past the last token, or `None` when the connection must close.
+    async fn authenticate<R, W>(
+        &self,
+        sasl: &SaslSettings,
+        read_half: &mut R,
+        write_half: &mut W,
+    ) -> Option<(KafkaPrincipal, BytesMut)>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        enum Stage {
+            Handshake { api_versions_seen: bool },
+            Authenticate(Exchange, SaslMechanism),
+            RawTokens(Exchange),
+        }
+        let decoder = FrameDecoder::new(sasl.max_receive_size);
+        let mut buf = BytesMut::new();
+        let mut stage = Stage::Handshake {
+            api_versions_seen: false,
+        };
+        let anonymous = Arc::new(KafkaPrincipal::anonymous());
+        let enabled: Vec<StrBytes> = sasl
+            .enabled_mechanisms
+            .iter()
+            .map(|m| StrBytes::from_static_str(m.name()))
+            .collect();
+        loop {
+            let frame = self.sasl_frame(read_half, &decoder, &mut buf).await?;
+            if let Stage::RawTokens(exchange) = &mut stage {
+                return match exchange.step(&frame, sasl) {
+                    Ok(Step::Continue(token)) => {
+                        if !self.sasl_write(write_half, &size_prefixed(&token)).await {
+                            return None;
+                        }
+                        continue;
+                    }
+                    Ok(Step::Done { token, user }) => {
+                        if !self.sasl_write(write_half, &size_prefixed(&token)).await {
+                            return None;
+                        }
+                        Some((KafkaPrincipal::user(user), buf))
+                    }
+                    Err(failed) => {
+                        info!(reason = %failed.message, "closing connection: SASL authentication failed");
+                        tokio::time::sleep(sasl.failed_authentication_delay).await;
+                        None
+                    }
+                };
+            }
+            let incoming = match decode_request(frame, self.handler.supported_apis()) {
+                Ok(incoming) => incoming,
+                Err(e) => {
+                    info!(error = %e, "closing connection: bad request during SASL authentication");
+                    return None;
+                }
+            };
+            let (header, body) = match incoming {
+                IncomingRequest::UnsupportedApiVersions { header } => {
+                    let response = ResponseKind::ApiVersions(unsupported_api_versions_response(
+                        self.handler.supported_apis(),
+                    ));
+                    let frame =
+                        encode_response(header.correlation_id, ApiKey::ApiVersions, 0, &response)
+                            .ok()?;
+                    if !self.sasl_write(write_half, &frame).await {
+                        return None;
+                    }
+                    continue;
+                }
+                IncomingRequest::Request { header, body } => (header, *body),
+            };
+            match (&mut stage, body) {
+                (
+                    Stage::Handshake {
+                        api_versions_seen: seen @ false,
+                    },
+                    RequestKind::ApiVersions(request),
+                ) => {
+                    *seen = true;
+                    let ctx = self.context(&header, &anonymous);
+                    let reply = self
+                        .handler
+                        .handle(ctx, RequestKind::ApiVersions(request))
+                        .await;
+                    let Reply::Send(response) = reply else {
+                        return None;
+                    };
+                    let frame = response_frame(&header, &response)?;
+                    if !self.sasl_write(write_half, &frame).await {
+                        return None;
+                    }
+                }
+                (Stage::Handshake { .. }, RequestKind::SaslHandshake(request)) => {
+                    let wanted = SaslMechanism::from_name(request.mechanism.as_str())
+                        .filter(|m| sasl.enabled_mechanisms.contains(m));
+                    let error_code = if wanted.is_some() {
+                        error_codes::NONE
+                    } else {
+                        error_codes::UNSUPPORTED_SASL_MECHANISM
+                    };
+                    let response = ResponseKind::SaslHandshake(
+                        SaslHandshakeResponse::default()
+                            .with_error_code(error_code)
+                            .with_mechanisms(enabled.clone()),
+                    );
+                    let frame = response_frame(&header, &response)?;
+                    if !self.sasl_write(write_half, &frame).await {
+                        return None;
+                    }
+                    let Some(mechanism) = wanted else {
+                        info!(mechanism = %request.mechanism.as_str(), "closing connection: unsupported SASL mechanism");
+                        tokio::time::sleep(sasl.failed_authentication_delay).await;
+                        return None;
+                    };
+                    let exchange = Exchange::new(mechanism, sasl);
+                    stage = if header.api_version == 0 {
+                        Stage::RawTokens(exchange)
+                    } else {
+                        Stage::Authenticate(exchange, mechanism)
+                    };
+                }
+                (
+                    Stage::Authenticate(exchange, mechanism),
+                    RequestKind::SaslAuthenticate(request),
+                ) => {
+                    let (response, done) = match exchange.step(&request.auth_bytes, sasl) {
+                        Ok(Step::Continue(token)) => (
+                            SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(token)),
+                            Ok(None),
+                        ),
+                        Ok(Step::Done { token, user }) => (
+                            SaslAuthenticateResponse::default().with_auth_bytes(Bytes::from(token)),
+                            Ok(Some(user)),
+                        ),
+                        Err(failed) => (
+                            SaslAuthenticateResponse::default()
+                                .with_error_code(error_codes::SASL_AUTHENTICATION_FAILED)
+                                .with_error_message(Some(StrBytes::from_string(
+                                    failed.message.clone(),
+                                ))),
+                            Err(failed),
+                        ),
+                    };
+                    let frame = response_frame(&header, &ResponseKind::SaslAuthenticate(response))?;
+                    if !self.sasl_write(write_half, &frame).await {
+                        return None;
+                    }
+                    match done {
+                        Ok(None) => {}
+                        Ok(Some(user)) => {
+                            debug!(%mechanism, %user, "SASL exchange complete");
+                            return Some((KafkaPrincipal::user(user), buf));
+                        }
+                        Err(failed) => {
+                            info!(%mechanism, reason = %failed.message, "closing connection: SASL authentication failed");
+                            tokio::time::sleep(sasl.failed_authentication_delay).await;
+                            return None;
+                        }
+                    }
+                }
+                (Stage::Handshake { .. }, _) => {
+                    info!(api_key = ?header.api_key, "closing connection: Unexpected Kafka request of type {:?} during SASL handshake.", header.api_key);
+                    return None;
+                }
+                (_, _) => {
+                    info!(api_key = ?header.api_key, "closing connection: Unexpected Kafka request of type {:?} during SASL authentication.", header.api_key);
+                    return None;
+                }
+            }
+        }
+    }
+
+    fn context(&self, header: &DecodedHeader, principal: &Arc<KafkaPrincipal>) -> RequestContext {
+        RequestContext {
+            api_key: header.api_key,
+            api_version: header.api_version,
+            correlation_id: header.correlation_id,
+            client_id: header.client_id.clone(),
+            peer_addr: self.peer_addr,
+            listener_name: self.listener_name.clone(),
+            connection_id: self.connection_id,
+            principal: principal.clone(),
+        }
+    }
+
+    async fn serve<R, W>(
+        &self,
+        read_half: R,
+        write_half: W,
+        principal: Arc<KafkaPrincipal>,
+        buffered: BytesMut,
+    ) where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         let max_in_flight = self.config.max_in_flight_requests_per_connection;
         let (pending_tx, pending_rx) = mpsc::channel(max_in_flight);
         let activity = Arc::new(Activity::new());
@@ -316,7 +631,9 @@ impl<H: Handler> ConnectionTask<H> {
             activity.clone(),
             self.shutdown.clone(),
         );
-        let reader = self.read_requests(read_half, pending_tx, activity, in_flight);
+        let reader = self.read_requests(
+            read_half, pending_tx, activity, in_flight, &principal, buffered,
+        );
         tokio::pin!(reader, writer);
         tokio::select! {
             () = &mut writer => {}
@@ -329,18 +646,20 @@ impl<H: Handler> ConnectionTask<H> {
         debug!("connection closed");
     }
 
-    async fn read_requests(
+    async fn read_requests<R: AsyncRead + Unpin>(
         &self,
-        mut read_half: OwnedReadHalf,
+        mut read_half: R,
         pending_tx: mpsc::Sender<Pending>,
         activity: Arc<Activity>,
         in_flight: Arc<Semaphore>,
+        principal: &Arc<KafkaPrincipal>,
+        buffered: BytesMut,
     ) {
         let decoder = FrameDecoder::new(self.config.socket_request_max_bytes);
         let max_in_flight = self.config.max_in_flight_requests_per_connection;
         let idle = self.config.connections_max_idle;
         let mut shutdown = self.shutdown.clone();
-        let mut buf = BytesMut::new();
+        let mut buf = buffered;
         loop {
             loop {
                 let frame = match decoder.decode(&mut buf) {
@@ -360,7 +679,7 @@ impl<H: Handler> ConnectionTask<H> {
                     },
                     _ = shutdown.wait_for(|stop| *stop) => return,
                 };
-                let Some(pending) = self.dispatch(frame, slot) else {
+                let Some(pending) = self.dispatch(frame, slot, principal) else {
                     return;
                 };
                 if pending_tx.send(pending).await.is_err() {
@@ -401,7 +720,12 @@ impl<H: Handler> ConnectionTask<H> {
     }
 
     /// Turns one frame into the response it owes, or `None` when the connection must close.
-    fn dispatch(&self, frame: Bytes, slot: OwnedSemaphorePermit) -> Option<Pending> {
+    fn dispatch(
+        &self,
+        frame: Bytes,
+        slot: OwnedSemaphorePermit,
+        principal: &Arc<KafkaPrincipal>,
+    ) -> Option<Pending> {
         let supported = self.handler.supported_apis();
         let incoming = match decode_request(frame, supported) {
             Ok(incoming) => incoming,
@@ -427,15 +751,12 @@ impl<H: Handler> ConnectionTask<H> {
                 }
             }
             IncomingRequest::Request { header, body } => {
-                let ctx = RequestContext {
-                    api_key: header.api_key,
-                    api_version: header.api_version,
-                    correlation_id: header.correlation_id,
-                    client_id: header.client_id.clone(),
-                    peer_addr: self.peer_addr,
-                    listener_name: self.listener_name.clone(),
-                    connection_id: self.connection_id,
-                };
+                if let Some(response) = illegal_sasl_state(header.api_key) {
+                    debug!(api_key = ?header.api_key, "SASL request outside authentication: ILLEGAL_SASL_STATE");
+                    let frame = response_frame(&header, &response)?;
+                    return Some(Pending::Ready { frame, _slot: slot });
+                }
+                let ctx = self.context(&header, principal);
                 let span = debug_span!(
                     "request",
                     api_key = ?header.api_key,
@@ -457,8 +778,8 @@ impl<H: Handler> ConnectionTask<H> {
     }
 }
 
-async fn write_responses(
-    mut write_half: OwnedWriteHalf,
+async fn write_responses<W: AsyncWrite + Unpin>(
+    mut write_half: W,
     mut pending_rx: mpsc::Receiver<Pending>,
     activity: Arc<Activity>,
     mut shutdown: watch::Receiver<bool>,
@@ -508,7 +829,11 @@ async fn write_responses(
         };
         // A peer that stops reading must not hold up shutdown.
         let written = tokio::select! {
-            written = write_half.write_all(&frame) => written,
+            written = async {
+                write_half.write_all(&frame).await?;
+                // TLS buffers records until flushed; a plain socket's flush does nothing.
+                write_half.flush().await
+            } => written,
             _ = shutdown.wait_for(|stop| *stop) => return,
         };
         if let Err(e) = written {
@@ -516,6 +841,33 @@ async fn write_responses(
             return;
         }
         activity.touch();
+    }
+}
+
+/// A size-prefixed raw SASL token (the framing after a v0 SaslHandshake).
+fn size_prefixed(token: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(token.len()).unwrap_or(u32::MAX);
+    let mut frame = Vec::with_capacity(token.len() + 4);
+    frame.extend_from_slice(&len.to_be_bytes());
+    frame.extend_from_slice(token);
+    frame
+}
+
+/// Kafka's `KafkaApis` answer to SaslHandshake / SaslAuthenticate on a connection that is not
+/// authenticating (a PLAINTEXT/SSL listener, or after authentication): `ILLEGAL_SASL_STATE`.
+fn illegal_sasl_state(api_key: ApiKey) -> Option<ResponseKind> {
+    match api_key {
+        ApiKey::SaslHandshake => Some(ResponseKind::SaslHandshake(
+            SaslHandshakeResponse::default().with_error_code(error_codes::ILLEGAL_SASL_STATE),
+        )),
+        ApiKey::SaslAuthenticate => Some(ResponseKind::SaslAuthenticate(
+            SaslAuthenticateResponse::default()
+                .with_error_code(error_codes::ILLEGAL_SASL_STATE)
+                .with_error_message(Some(StrBytes::from_static_str(
+                    "SaslAuthenticate request received after successful authentication",
+                ))),
+        )),
+        _ => None,
     }
 }
 

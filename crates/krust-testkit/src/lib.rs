@@ -166,6 +166,7 @@ mod krust;
 mod ports;
 mod process;
 mod replica_logs;
+mod tls;
 mod zookeeper;
 
 pub use acked_producer::{
@@ -196,4 +197,5 @@ pub use krust::{KrustProcess, KrustProcessBuilder, krust_binary};
 pub use ports::{free_port, free_ports, port_accepts, wait_for_port};
 pub use process::{LOG_TAIL_LINES, LogMark, ManagedProcess, ProcessSpec, log_tail};
 pub use replica_logs::{LogRecord, ReplicaLog, check_acked_records};
+pub use tls::{TEST_CLIENT_DN, TestPki};
 pub use zookeeper::{DEFAULT_ZK_START_TIMEOUT, ZOOKEEPER_CLI, ZOOKEEPER_MAIN, ZooKeeperServer};

@@ -1,6 +1,7 @@
 //! `krust server` with a broker role refuses configurations Kafka 3.9 refuses, with a clear
 //! message and exit code 1, never a panic or a hang: a broker-only node listed among the
-//! voters, a controller not listed, a controller listener as the only listener of a broker, an unsupported security protocol, an
+//! voters, a controller not listed, a controller listener as the only listener of a broker, an SSL listener without a key store
+//! or with a JKS one (krust reads PEM stores only), a SASL listener with GSSAPI, an
 //! `inter.broker.listener.name` that names no listener, unformatted storage.
 
 use std::path::Path;
@@ -90,12 +91,28 @@ fn bad_broker_configurations_are_refused_with_kafkas_reasons() {
             "must not contain a value appearing in the 'listeners'",
         ),
         (
-            "SSL listener",
+            "SSL listener without a key store",
             format!(
                 "process.roles=broker\nnode.id=4\n{common}listeners=SSL://127.0.0.1:{broker}\nlistener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT\ninter.broker.listener.name=SSL\n"
             ),
             true,
-            "not supported",
+            "SSL listener without a key store",
+        ),
+        (
+            "SSL listener with a JKS key store",
+            format!(
+                "process.roles=broker\nnode.id=4\n{common}listeners=SSL://127.0.0.1:{broker}\nlistener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT\ninter.broker.listener.name=SSL\nssl.keystore.location=/nonexistent/server.jks\nssl.keystore.password=secret\n"
+            ),
+            true,
+            "ssl.keystore.type JKS is not supported by krust",
+        ),
+        (
+            "SASL listener with GSSAPI",
+            format!(
+                "process.roles=broker\nnode.id=4\n{common}listeners=SASL_PLAINTEXT://127.0.0.1:{broker}\nlistener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\ninter.broker.listener.name=SASL_PLAINTEXT\n"
+            ),
+            true,
+            "SASL mechanism GSSAPI is not supported by krust",
         ),
         (
             "unknown inter-broker listener",

@@ -559,6 +559,7 @@ mod tests {
             peer_addr: "127.0.0.5:40000".parse().expect("address"),
             listener_name: Arc::from("PLAINTEXT"),
             connection_id: 1,
+            principal: Arc::new(krust_net::KafkaPrincipal::anonymous()),
         }
     }
 

@@ -59,6 +59,7 @@ pub async fn call_as(
         peer_addr: SocketAddr::from(([127, 0, 0, 1], port)),
         listener_name: Arc::from("PLAINTEXT"),
         connection_id: 1,
+        principal: Arc::new(krust_net::KafkaPrincipal::anonymous()),
     };
     match gc.handle(&ctx, r).await {
         Reply::Send(r) => *r,

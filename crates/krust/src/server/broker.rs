@@ -11,6 +11,7 @@
 //! are accepted as they are and only gain a `directory.id` (see `initialize_log_dirs`).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
@@ -22,6 +23,7 @@ use krust_log::fs::write_atomically;
 use krust_metadata::kafka_uuid::random_directory_id;
 use krust_metadata::meta_properties::{META_PROPERTIES_NAME, verify_ensemble};
 
+use super::security::ImageScramCredentials;
 use crate::config::ServerConfig;
 
 /// The metadata partition's directory, which may only be in the metadata log dir.
@@ -29,14 +31,15 @@ const METADATA_PARTITION_DIR: &str = "__cluster_metadata-0";
 
 /// `request.timeout.ms` default: bound of one registration/heartbeat through the channel.
 const REQUEST_TIMEOUT_MS_DEFAULT: u64 = 30_000;
-/// Kafka's security protocol id of PLAINTEXT, the only one krust serves so far.
+/// Kafka's security protocol id of PLAINTEXT.
 const PLAINTEXT: i16 = 0;
 
-/// A broker listener's name and bind address.
+/// A broker listener's name, bind address and security protocol.
 #[derive(Debug)]
 struct ListenerBind {
     name: String,
     bind: String,
+    protocol: String,
 }
 
 /// A free loopback-or-given-host port: bind port 0, read it, release it. Racy in theory; the
@@ -80,9 +83,9 @@ fn broker_listeners(config: &ServerConfig) -> anyhow::Result<(Vec<ListenerBind>,
         let protocol = protocols
             .get(&listener.listener_name)
             .map_or("PLAINTEXT", String::as_str);
-        if protocol != "PLAINTEXT" {
+        if security_protocol_id(protocol).is_none() {
             bail!(
-                "listener {}: security protocol {protocol} is not supported by krust yet (PLAINTEXT only)",
+                "listener {}: unknown security protocol {protocol}",
                 listener.listener_name
             );
         }
@@ -111,6 +114,7 @@ fn broker_listeners(config: &ServerConfig) -> anyhow::Result<(Vec<ListenerBind>,
         binds.push(ListenerBind {
             name: listener.listener_name.clone(),
             bind: format!("{bind_host}:{port}"),
+            protocol: protocol.to_owned(),
         });
         endpoints.push(Endpoint {
             name: listener.listener_name.clone(),
@@ -237,8 +241,15 @@ fn initialize_log_dirs(
 }
 
 /// A client listener's limits from Kafka's keys (`socket.request.max.bytes`,
-/// `max.connections`, `connections.max.idle.ms`; Kafka's defaults when unset).
-fn listener_config(config: &ServerConfig, name: &str) -> anyhow::Result<krust_net::ServerConfig> {
+/// `max.connections`, `connections.max.idle.ms`; Kafka's defaults when unset) and its
+/// security (`protocol`: TLS from the listener's `ssl.*` keys for `SSL`/`SASL_SSL`, SASL from
+/// its `sasl.*` keys and `scram` for `SASL_PLAINTEXT`/`SASL_SSL`).
+fn listener_config(
+    config: &ServerConfig,
+    name: &str,
+    protocol: &str,
+    scram: &Arc<ImageScramCredentials>,
+) -> anyhow::Result<krust_net::ServerConfig> {
     let defaults = krust_net::ServerConfig::default();
     let number = |key: &str, default: usize| -> anyhow::Result<usize> {
         match config.get(key) {
@@ -261,6 +272,18 @@ fn listener_config(config: &ServerConfig, name: &str) -> anyhow::Result<krust_ne
             "connections.max.idle.ms",
             u64::try_from(defaults.connections_max_idle.as_millis()).unwrap_or(u64::MAX),
         )?,
+        security: krust_net::ListenerSecurity {
+            tls: match protocol {
+                "SSL" | "SASL_SSL" => Some(super::security::listener_tls(config, name, protocol)?),
+                _ => None,
+            },
+            sasl: match protocol {
+                "SASL_PLAINTEXT" | "SASL_SSL" => {
+                    Some(super::security::listener_sasl(config, name, scram)?)
+                }
+                _ => None,
+            },
+        },
         ..defaults
     })
 }
@@ -279,6 +302,7 @@ pub fn broker_server_config(
     config: &ServerConfig,
     node_id: i32,
     cluster_id: &str,
+    scram: &Arc<ImageScramCredentials>,
 ) -> anyhow::Result<BrokerServerConfig> {
     let (binds, endpoints) = broker_listeners(config)?;
     let inter_broker = inter_broker_listener_name(config, &endpoints)?;
@@ -311,7 +335,7 @@ pub fn broker_server_config(
         .into_iter()
         .map(|listener| {
             Ok(BrokerListener {
-                config: listener_config(config, &listener.name)?,
+                config: listener_config(config, &listener.name, &listener.protocol, scram)?,
                 name: listener.name,
                 bind: listener.bind,
             })
@@ -382,17 +406,18 @@ mod tests {
         let c = config(&format!(
             "{BASE}socket.request.max.bytes=1048576\nmax.connections=10\nconnections.max.idle.ms=5000\n"
         ));
-        let net = listener_config(&c, "PLAINTEXT").expect("limits");
+        let net = listener_config(&c, "PLAINTEXT", "PLAINTEXT", &scram()).expect("limits");
         assert_eq!(net.socket_request_max_bytes, 1_048_576);
         assert_eq!(net.max_connections, 10);
         assert_eq!(net.connections_max_idle, Duration::from_secs(5));
-        let defaults = listener_config(&config(BASE), "PLAINTEXT").expect("defaults");
+        let defaults =
+            listener_config(&config(BASE), "PLAINTEXT", "PLAINTEXT", &scram()).expect("defaults");
         assert_eq!(
             defaults.socket_request_max_bytes,
             krust_net::SOCKET_REQUEST_MAX_BYTES_DEFAULT
         );
         let bad = config(&format!("{BASE}max.connections=0\n"));
-        let err = listener_config(&bad, "PLAINTEXT").expect_err("zero");
+        let err = listener_config(&bad, "PLAINTEXT", "PLAINTEXT", &scram()).expect_err("zero");
         assert!(err.to_string().contains("max.connections"), "{err}");
     }
 
@@ -405,16 +430,49 @@ mod tests {
         assert_eq!(endpoints[0].host, "127.0.0.1");
     }
 
+    fn scram() -> Arc<ImageScramCredentials> {
+        Arc::new(ImageScramCredentials::default())
+    }
+
     #[test]
     fn bad_broker_listener_settings_are_clear_errors() {
         let only_controller = config(&format!("{BASE}listeners=CONTROLLER://127.0.0.1:9093\n"));
         let err = broker_listeners(&only_controller).expect_err("no broker listener");
         assert!(err.to_string().contains("no listener outside"), "{err}");
+        let sasl = config(&format!(
+            "{BASE}listeners=SASL_PLAINTEXT://127.0.0.1:9094\nlistener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\n"
+        ));
+        let err = listener_config(&sasl, "SASL_PLAINTEXT", "SASL_PLAINTEXT", &scram())
+            .expect_err("GSSAPI, the default mechanism, is refused");
+        assert!(
+            err.to_string().contains("GSSAPI is not supported by krust"),
+            "{err}"
+        );
+        let plain = config(&format!("{BASE}sasl.enabled.mechanisms=PLAIN\n"));
+        let err = listener_config(&plain, "SASL_PLAINTEXT", "SASL_PLAINTEXT", &scram())
+            .expect_err("PLAIN without JAAS");
+        assert!(
+            err.to_string()
+                .contains("listener.name.sasl_plaintext.plain.sasl.jaas.config"),
+            "{err}"
+        );
         let ssl = config(&format!(
             "{BASE}listeners=SSL://127.0.0.1:9094\nlistener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT\n"
         ));
-        let err = broker_listeners(&ssl).expect_err("SSL is refused");
-        assert!(err.to_string().contains("not supported"), "{err}");
+        let (binds, endpoints) = broker_listeners(&ssl).expect("SSL listener");
+        assert_eq!(binds[0].protocol, "SSL");
+        assert_eq!(endpoints[0].security_protocol, 1);
+        let err = listener_config(&ssl, "SSL", "SSL", &scram()).expect_err("no key store");
+        assert!(err.to_string().contains("ssl.keystore.location"), "{err}");
+        let jks = config(&format!(
+            "{BASE}listener.name.ssl.ssl.keystore.location=/nonexistent.jks\n"
+        ));
+        let err = listener_config(&jks, "SSL", "SSL", &scram()).expect_err("JKS");
+        assert!(
+            err.to_string()
+                .contains("ssl.keystore.type JKS is not supported by krust"),
+            "{err}"
+        );
         let c = config(&format!(
             "{BASE}listeners=PLAINTEXT://127.0.0.1:9092\ninter.broker.listener.name=INTERNAL\n"
         ));

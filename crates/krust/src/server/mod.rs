@@ -32,6 +32,7 @@ pub mod broker;
 pub mod controller;
 pub mod metrics_http;
 pub mod migration;
+pub mod security;
 pub mod test_writer;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -387,9 +388,16 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         controller_server = Some(server);
     }
     let loader_stats = Arc::new(LoaderStats::default());
+    // The SCRAM credentials of the newest image, for SASL listeners.
+    let scram_credentials = Arc::new(security::ImageScramCredentials::default());
     let broker_role = if is_broker {
         Some(BrokerServer::start(
-            broker::broker_server_config(&config, node.node_id, &node.cluster_id)?,
+            broker::broker_server_config(
+                &config,
+                node.node_id,
+                &node.cluster_id,
+                &scram_credentials,
+            )?,
             &voters,
             &raft,
             loader_stats.clone(),
@@ -409,7 +417,11 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             MetadataLoaderTask::builder(&raft, partition_dir.clone(), loader_stats.clone(), policy)
                 .with_publishers(controller_publishers);
         if let Some(role) = &broker_role {
+            let scram_publisher: Box<dyn krust_metadata::image::MetadataPublisher> = Box::new(
+                security::ScramCredentialsPublisher(scram_credentials.clone()),
+            );
             loader = loader
+                .with_publishers(vec![scram_publisher])
                 .with_publishers(role.metadata_publishers())
                 .on_applied(role.applied_offset_listener());
         }

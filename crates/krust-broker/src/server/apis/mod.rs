@@ -62,6 +62,9 @@ pub const OWN_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    // Answered by krust-net: the SASL exchange on SASL listeners, ILLEGAL_SASL_STATE elsewhere.
+    (ApiKey::SaslHandshake, 0, 1),
+    (ApiKey::SaslAuthenticate, 0, 2),
 ];
 
 /// The client listener's handler; see the module doc.

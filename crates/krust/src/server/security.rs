@@ -1,0 +1,489 @@
+//! A listener's security settings from `server.properties`: Kafka 3.9's `ssl.*` keys, each
+//! looked up as `listener.name.<listener lower-case>.<key>` first and `<key>` second
+//! (`ChannelBuilders` / `ListenerName.configPrefix`), read into the typed
+//! [`krust_net::security::TlsSettings`] (files read here, PEM decoded) and built into the
+//! listener's [`TlsServer`].
+//!
+//! Key stores: `ssl.keystore.type=PEM` with `ssl.keystore.certificate.chain` +
+//! `ssl.keystore.key` (inline PEM, KIP-651) or `ssl.keystore.location` (one PEM file holding
+//! the key and the chain); `ssl.truststore.type=PEM` with `ssl.truststore.certificates` or
+//! `ssl.truststore.location`. JKS and PKCS12 stores and encrypted keys are refused with a
+//! message naming what krust takes.
+//!
+//! SASL (`SASL_PLAINTEXT`, `SASL_SSL`): [`listener_sasl`] (mechanisms, PLAIN users from the
+//! listener's JAAS entry) and [`ImageScramCredentials`], the SCRAM credentials of the newest
+//! image, kept current by [`ScramCredentialsPublisher`] on the node's loader.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use anyhow::{Context as _, bail};
+use krust_metadata::image::scram::ScramImage;
+use krust_metadata::image::{LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher};
+use krust_net::security::sasl::{
+    CONNECTION_FAILED_AUTHENTICATION_DELAY_DEFAULT, SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT,
+    SaslMechanism, SaslSettings, ScramCredential, ScramCredentialStore, ScramMechanism,
+};
+use krust_net::security::tls::{certificates_from_pem, private_key_from_pem};
+use krust_net::security::{SslClientAuth, SslPrincipalMapper, TlsProtocol, TlsServer, TlsSettings};
+
+use crate::config::ServerConfig;
+
+/// Largest key or trust store file read (a bound on what a config can make us buffer).
+const MAX_STORE_FILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// One listener's view of the config: `listener.name.<l>.<key>` over `<key>`.
+pub struct ListenerConfig<'a> {
+    config: &'a ServerConfig,
+    prefix: String,
+}
+
+impl<'a> ListenerConfig<'a> {
+    /// The settings of listener `name` (any case).
+    #[must_use]
+    pub fn new(config: &'a ServerConfig, name: &str) -> Self {
+        ListenerConfig {
+            config,
+            prefix: format!("listener.name.{}.", name.to_lowercase()),
+        }
+    }
+
+    /// The listener-prefixed value if set, else the plain one.
+    #[must_use]
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        self.config
+            .get(&format!("{}{key}", self.prefix))
+            .or_else(|| self.config.get(key))
+    }
+
+    /// Whether the listener-prefixed key is set.
+    #[must_use]
+    pub fn has_prefixed(&self, key: &str) -> bool {
+        self.config.get(&format!("{}{key}", self.prefix)).is_some()
+    }
+}
+
+/// A Kafka list value: comma-separated, trimmed, empty entries dropped.
+fn list(value: &str) -> Vec<String> {
+    value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn read_store(path: &str, key: &str) -> anyhow::Result<Vec<u8>> {
+    let path = Path::new(path);
+    let len = std::fs::metadata(path)
+        .with_context(|| format!("{key}: reading {}", path.display()))?
+        .len();
+    if len > MAX_STORE_FILE_BYTES {
+        bail!(
+            "{key}: {} is {len} bytes, more than a key store may be ({MAX_STORE_FILE_BYTES})",
+            path.display()
+        );
+    }
+    std::fs::read(path).with_context(|| format!("{key}: reading {}", path.display()))
+}
+
+/// The TLS of listener `name` whose security protocol is `protocol` (`SSL` or `SASL_SSL`).
+///
+/// # Errors
+/// A missing or unreadable key store, a store type or cipher suite krust does not support,
+/// an invalid value (Kafka's message where Kafka has one).
+pub fn listener_tls(
+    config: &ServerConfig,
+    name: &str,
+    protocol: &str,
+) -> anyhow::Result<Arc<TlsServer>> {
+    let l = ListenerConfig::new(config, name);
+    let (certificate_chain, private_key) = keystore(&l)?;
+    let trusted_certificates = truststore(&l)?;
+    // Kafka applies the broker-wide `ssl.client.auth` to SSL listeners only; a SASL_SSL
+    // listener asks for certificates only when its prefixed key says so.
+    let client_auth = if protocol == "SSL" || l.has_prefixed("ssl.client.auth") {
+        l.get("ssl.client.auth").unwrap_or("none")
+    } else {
+        "none"
+    };
+    let client_auth = match client_auth.trim().to_lowercase().as_str() {
+        "none" => SslClientAuth::None,
+        "requested" => SslClientAuth::Requested,
+        "required" => SslClientAuth::Required,
+        other => bail!(
+            "Invalid value {other} for configuration ssl.client.auth: String must be one of: required, requested, none"
+        ),
+    };
+    let mut enabled_protocols = Vec::new();
+    for p in list(l.get("ssl.enabled.protocols").unwrap_or("TLSv1.2,TLSv1.3")) {
+        enabled_protocols.push(match p.as_str() {
+            "TLSv1.2" => TlsProtocol::Tls12,
+            "TLSv1.3" => TlsProtocol::Tls13,
+            other => bail!(
+                "ssl.enabled.protocols: {other} is not supported by krust (TLSv1.2 and TLSv1.3 are)"
+            ),
+        });
+    }
+    if enabled_protocols.is_empty() {
+        bail!("ssl.enabled.protocols of listener {name} is empty");
+    }
+    let cipher_suites = l.get("ssl.cipher.suites").map(list).unwrap_or_default();
+    let principal_mapper = SslPrincipalMapper::new(l.get("ssl.principal.mapping.rules"))
+        .context("ssl.principal.mapping.rules")?;
+    let tls = TlsServer::new(TlsSettings {
+        certificate_chain,
+        private_key,
+        trusted_certificates,
+        client_auth,
+        enabled_protocols,
+        cipher_suites,
+        principal_mapper,
+    })
+    .with_context(|| format!("TLS of listener {name}"))?;
+    Ok(Arc::new(tls))
+}
+
+type Keystore = (
+    Vec<rustls_pki_types::CertificateDer<'static>>,
+    rustls_pki_types::PrivateKeyDer<'static>,
+);
+
+fn keystore(l: &ListenerConfig<'_>) -> anyhow::Result<Keystore> {
+    let store_type = l.get("ssl.keystore.type").unwrap_or("JKS").trim();
+    let inline_key = l.get("ssl.keystore.key");
+    let inline_chain = l.get("ssl.keystore.certificate.chain");
+    if !store_type.eq_ignore_ascii_case("PEM") {
+        if inline_key.is_some() || inline_chain.is_some() {
+            bail!(
+                "SSL private key can be specified only for PEM, but key store type is {store_type}."
+            );
+        }
+        if l.get("ssl.keystore.location").is_none() {
+            bail!(
+                "SSL listener without a key store: set ssl.keystore.type=PEM and ssl.keystore.location (or ssl.keystore.certificate.chain and ssl.keystore.key)"
+            );
+        }
+        bail!(
+            "ssl.keystore.type {store_type} is not supported by krust: use PEM (ssl.keystore.location, or ssl.keystore.certificate.chain with ssl.keystore.key)"
+        );
+    }
+    if l.get("ssl.keystore.password").is_some() {
+        bail!(
+            "SSL key store password cannot be specified with PEM format, only key password may be specified."
+        );
+    }
+    if inline_key.is_some() && l.get("ssl.keystore.location").is_some() {
+        bail!("Both SSL key store location and separate private key are specified.");
+    }
+    if l.get("ssl.key.password").is_some() {
+        bail!(
+            "ssl.key.password: encrypted private keys are not supported by krust; give an unencrypted PKCS#8 key (BEGIN PRIVATE KEY)"
+        );
+    }
+    let (chain_pem, key_pem, chain_what, key_what) = match (inline_chain, inline_key) {
+        (Some(chain), Some(key)) => (
+            chain.as_bytes().to_vec(),
+            key.as_bytes().to_vec(),
+            "ssl.keystore.certificate.chain".to_owned(),
+            "ssl.keystore.key".to_owned(),
+        ),
+        (None, None) => {
+            let Some(location) = l.get("ssl.keystore.location") else {
+                bail!(
+                    "SSL listener without a key store: set ssl.keystore.location or ssl.keystore.certificate.chain and ssl.keystore.key"
+                );
+            };
+            let bytes = read_store(location, "ssl.keystore.location")?;
+            let what = format!("ssl.keystore.location {location}");
+            (bytes.clone(), bytes, what.clone(), what)
+        }
+        (Some(_), None) => {
+            bail!("SSL certificate chain is specified, but private key is not specified")
+        }
+        (None, Some(_)) => {
+            bail!("SSL private key is specified, but certificate chain is not specified.")
+        }
+    };
+    let chain = certificates_from_pem(&chain_pem, &chain_what)?;
+    let key = private_key_from_pem(&key_pem, &key_what)?;
+    Ok((chain, key))
+}
+
+fn truststore(
+    l: &ListenerConfig<'_>,
+) -> anyhow::Result<Vec<rustls_pki_types::CertificateDer<'static>>> {
+    let inline = l.get("ssl.truststore.certificates");
+    let location = l.get("ssl.truststore.location");
+    if inline.is_none() && location.is_none() {
+        return Ok(Vec::new());
+    }
+    let store_type = l.get("ssl.truststore.type").unwrap_or("JKS").trim();
+    if !store_type.eq_ignore_ascii_case("PEM") {
+        if inline.is_some() {
+            bail!(
+                "SSL trust store certs can be specified only for PEM, but trust store type is {store_type}."
+            );
+        }
+        bail!(
+            "ssl.truststore.type {store_type} is not supported by krust: use PEM (ssl.truststore.location or ssl.truststore.certificates)"
+        );
+    }
+    if l.get("ssl.truststore.password").is_some() {
+        bail!("SSL trust store password cannot be specified for PEM format.");
+    }
+    if inline.is_some() && location.is_some() {
+        bail!("Both SSL trust store location and separate trust certificates are specified.");
+    }
+    Ok(match (inline, location) {
+        (Some(pem), _) => certificates_from_pem(pem.as_bytes(), "ssl.truststore.certificates")?,
+        (None, Some(location)) => {
+            let bytes = read_store(location, "ssl.truststore.location")?;
+            certificates_from_pem(&bytes, &format!("ssl.truststore.location {location}"))?
+        }
+        (None, None) => Vec::new(),
+    })
+}
+
+/// The options of a one-module JAAS configuration (`sasl.jaas.config`):
+/// `<LoginModule> <flag> key="value" …;`. Values are double-quoted (with `\` escapes) or bare
+/// words.
+///
+/// # Errors
+/// Kafka's "Invalid JAAS config" family of messages for malformed text or more than one
+/// login module.
+pub fn parse_jaas_config(text: &str) -> anyhow::Result<(String, BTreeMap<String, String>)> {
+    let mut tokens = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '"' {
+            chars.next();
+            let mut value = String::new();
+            loop {
+                match chars.next() {
+                    Some('"') => break,
+                    Some('\\') => match chars.next() {
+                        Some(escaped) => value.push(escaped),
+                        None => bail!("Invalid JAAS config: unterminated quoted value"),
+                    },
+                    Some(other) => value.push(other),
+                    None => bail!("Invalid JAAS config: unterminated quoted value"),
+                }
+            }
+            tokens.push(JaasToken::Quoted(value));
+        } else if c == '=' || c == ';' {
+            chars.next();
+            tokens.push(JaasToken::Punct(c));
+        } else {
+            let mut word = String::new();
+            while let Some(&c) = chars.peek() {
+                if c.is_whitespace() || c == '=' || c == ';' || c == '"' {
+                    break;
+                }
+                word.push(c);
+                chars.next();
+            }
+            tokens.push(JaasToken::Word(word));
+        }
+    }
+    let mut tokens = tokens.into_iter();
+    let Some(JaasToken::Word(module)) = tokens.next() else {
+        bail!("Invalid JAAS config: expected a login module name");
+    };
+    match tokens.next() {
+        Some(JaasToken::Word(flag))
+            if ["required", "requisite", "sufficient", "optional"]
+                .contains(&flag.to_lowercase().as_str()) => {}
+        _ => bail!(
+            "Invalid JAAS config: Invalid control flag; login module {module} needs required, requisite, sufficient or optional"
+        ),
+    }
+    let mut options = BTreeMap::new();
+    loop {
+        match tokens.next() {
+            Some(JaasToken::Punct(';')) => break,
+            Some(JaasToken::Word(key)) => {
+                if !matches!(tokens.next(), Some(JaasToken::Punct('='))) {
+                    bail!("Invalid JAAS config: expected = after option {key}");
+                }
+                let value = match tokens.next() {
+                    Some(JaasToken::Quoted(v) | JaasToken::Word(v)) => v,
+                    _ => bail!("Invalid JAAS config: option {key} has no value"),
+                };
+                options.insert(key, value);
+            }
+            _ => bail!("Invalid JAAS config: Expected ';' at the end of the login module {module}"),
+        }
+    }
+    if tokens.next().is_some() {
+        bail!("JAAS config property contains more than one login module: {text}");
+    }
+    Ok((module, options))
+}
+
+enum JaasToken {
+    Word(String),
+    Quoted(String),
+    Punct(char),
+}
+
+/// The SCRAM credentials of the newest metadata image, for the SASL listeners: a
+/// [`MetadataPublisher`] on the node's loader keeps them current.
+#[derive(Debug, Default)]
+pub struct ImageScramCredentials {
+    current: RwLock<Arc<ScramImage>>,
+}
+
+impl ScramCredentialStore for ImageScramCredentials {
+    fn credential(&self, user: &str, mechanism: ScramMechanism) -> Option<ScramCredential> {
+        let code = match mechanism {
+            ScramMechanism::Sha256 => 1,
+            ScramMechanism::Sha512 => 2,
+        };
+        let image = self
+            .current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        image
+            .credentials
+            .get(&(code, user.to_owned()))
+            .map(|c| ScramCredential {
+                salt: c.salt.clone(),
+                stored_key: c.stored_key.clone(),
+                server_key: c.server_key.clone(),
+                iterations: c.iterations,
+            })
+    }
+}
+
+/// The loader side of [`ImageScramCredentials`].
+pub struct ScramCredentialsPublisher(pub Arc<ImageScramCredentials>);
+
+impl MetadataPublisher for ScramCredentialsPublisher {
+    fn name(&self) -> &str {
+        "ScramCredentialsPublisher"
+    }
+
+    fn on_metadata_update(
+        &mut self,
+        _delta: &MetadataDelta,
+        image: &MetadataImage,
+        _manifest: &LoaderManifest,
+    ) {
+        *self
+            .0
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = image.scram.clone();
+    }
+}
+
+/// The SASL of listener `name` (`SASL_PLAINTEXT` / `SASL_SSL`): `sasl.enabled.mechanisms`
+/// (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512), PLAIN's users from
+/// `listener.name.<l>.plain.sasl.jaas.config` (`user_<name>="<password>"`; Kafka ignores an
+/// unprefixed `sasl.jaas.config` on brokers and krust has no static JAAS file), SCRAM from the
+/// image, `sasl.server.max.receive.size`, `connection.failed.authentication.delay.ms`.
+///
+/// # Errors
+/// A mechanism krust lacks (GSSAPI, OAUTHBEARER), PLAIN without its JAAS entry, bad JAAS.
+pub fn listener_sasl(
+    config: &ServerConfig,
+    name: &str,
+    scram: &Arc<ImageScramCredentials>,
+) -> anyhow::Result<Arc<SaslSettings>> {
+    let l = ListenerConfig::new(config, name);
+    let mut enabled_mechanisms = Vec::new();
+    for mechanism in list(l.get("sasl.enabled.mechanisms").unwrap_or("GSSAPI")) {
+        let Some(m) = SaslMechanism::from_name(&mechanism) else {
+            bail!(
+                "listener {name}: SASL mechanism {mechanism} is not supported by krust (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are); set sasl.enabled.mechanisms"
+            );
+        };
+        enabled_mechanisms.push(m);
+    }
+    if enabled_mechanisms.is_empty() {
+        bail!("listener {name}: sasl.enabled.mechanisms is empty");
+    }
+    let mut plain_users = BTreeMap::new();
+    if enabled_mechanisms.contains(&SaslMechanism::Plain) {
+        let key = format!(
+            "listener.name.{}.plain.sasl.jaas.config",
+            name.to_lowercase()
+        );
+        let Some(jaas) = config.get(&key) else {
+            bail!(
+                "listener {name}: SASL mechanism PLAIN needs {key} (org.apache.kafka.common.security.plain.PlainLoginModule required user_<name>=\"<password>\" …;); krust reads no static JAAS file"
+            );
+        };
+        let (_module, options) = parse_jaas_config(jaas).with_context(|| key.clone())?;
+        for (option, value) in options {
+            if let Some(user) = option.strip_prefix("user_") {
+                plain_users.insert(user.to_owned(), value);
+            }
+        }
+    }
+    let number = |key: &str, default: u64| -> anyhow::Result<u64> {
+        match l.get(key) {
+            Some(v) => v
+                .trim()
+                .parse::<u64>()
+                .with_context(|| format!("Invalid value {v} for configuration {key}")),
+            None => Ok(default),
+        }
+    };
+    let max_receive_size = usize::try_from(number(
+        "sasl.server.max.receive.size",
+        SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT as u64,
+    )?)
+    .unwrap_or(usize::MAX);
+    let delay = number(
+        "connection.failed.authentication.delay.ms",
+        u64::try_from(CONNECTION_FAILED_AUTHENTICATION_DELAY_DEFAULT.as_millis()).unwrap_or(100),
+    )?;
+    let scram_credentials: Arc<dyn ScramCredentialStore> = scram.clone();
+    Ok(Arc::new(SaslSettings {
+        enabled_mechanisms,
+        plain_users,
+        scram_credentials: Some(scram_credentials),
+        max_receive_size,
+        failed_authentication_delay: Duration::from_millis(delay),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jaas_options_as_kafka_documents_them() {
+        let (module, options) = parse_jaas_config(
+            r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="al\"ice";"#,
+        )
+        .expect("valid");
+        assert_eq!(
+            module,
+            "org.apache.kafka.common.security.plain.PlainLoginModule"
+        );
+        assert_eq!(
+            options.get("user_alice").map(String::as_str),
+            Some("al\"ice")
+        );
+        assert_eq!(options.len(), 4);
+        for bad in [
+            "",
+            "Module",
+            "Module maybe;",
+            "Module required a=\"b\"",
+            "Module required a;",
+            "Module required a=\"b;",
+            "M required; N required;",
+        ] {
+            assert!(parse_jaas_config(bad).is_err(), "{bad}");
+        }
+    }
+}
