@@ -290,6 +290,10 @@ impl ControllerHandler {
             };
             response
         };
+        if super::envelope::redirects_forwarder(&response) {
+            // Kafka: the forwarding broker must look for the active controller and resend.
+            return refuse(NOT_CONTROLLER);
+        }
         match encode_response(
             header.correlation_id,
             header.api_key,

@@ -35,6 +35,7 @@
 //! A record that does not decode or replay is fatal (Kafka's controller fault handler): the
 //! task ends with a [`ControllerTaskError`] and the process stops.
 
+mod envelope;
 pub mod features;
 pub mod listener;
 pub mod metadata_cache;
