@@ -1111,8 +1111,8 @@ fn offset_value(version: i16, offset: i64, metadata: &str, timestamp: i64) -> Ve
     v
 }
 
-/// A `__consumer_offsets` partition written before Kafka 0.11 — magic 0 and magic 1 messages —
-/// loads: the group's committed offsets come back, the latest one wins, a tombstone deletes,
+/// A `__consumer_offsets` partition written before Kafka 0.11 — magic 0 and magic 1 messages,
+/// the last two in a gzip wrapper — loads: the group's committed offsets come back, the latest one wins, a tombstone deletes,
 /// and the coordinator appends v2 batches after the legacy ones and reloads them all.
 #[tokio::test]
 async fn legacy_magic_0_and_1_offsets_load_and_new_commits_follow_them() {
@@ -1151,13 +1151,30 @@ async fn legacy_magic_0_and_1_offsets_load_and_new_commits_follow_them() {
                 value.as_deref(),
             ));
         }
+        // Then a gzip wrapper (magic 1, offsets 4 and 5: relative 0 and 1 inside, the wrapper
+        // at the last) as a broker with `offsets.topic.compression.codec=1` wrote them.
+        let mut inner = Vec::new();
+        for (relative, committed) in [(0i64, 50i64), (1, 60)] {
+            inner.extend(encode_entry(
+                MAGIC_V1,
+                relative,
+                0,
+                now,
+                Some(&offset_key(1, &group, "orders", 0)),
+                Some(&offset_value(1, committed, "", now)),
+            ));
+        }
+        let gzipped =
+            krust_log::compression::compress(krust_log::batch::Compression::Gzip, None, &inner)
+                .expect("gzip");
+        segment.extend(encode_entry(MAGIC_V1, 5, 1, now, None, Some(&gzipped)));
         let h = Arc::new(harness_with_segments(&[(3, segment)]));
         h.lead(3, 1);
         h.wait_active(3).await;
         assert_eq!(
             fetch_v8(&h, &group).await,
-            (0, 42),
-            "the magic-1 commit wins"
+            (0, 60),
+            "the last commit, inside the compressed wrapper, wins"
         );
         assert_eq!(
             fetch_v8(&h, &gone).await,

@@ -312,7 +312,7 @@ pub enum DecompressFailure {
 }
 
 impl BatchError {
-    fn decompress(compression: Compression, e: CodecError) -> BatchError {
+    pub(crate) fn decompress(compression: Compression, e: CodecError) -> BatchError {
         let failure = match &e {
             CodecError::Truncated { .. } => DecompressFailure::Truncated,
             CodecError::TooLarge { .. } => DecompressFailure::TooLarge,

@@ -24,8 +24,10 @@
 //! krust-log recognises legacy entries wherever it scans a segment (recovery, index rebuilding,
 //! offset lookups: an entry's "last offset" is its offset, and the base offset of a wrapper,
 //! unknown without decompressing it, is taken to be its offset too, which is all a lookup by
-//! last offset needs). [`LegacyEntry`] decodes them; krust-log has no decompressor, so the
-//! caller inflates a wrapper's value and passes it to [`LegacyEntry::inner_records`].
+//! last offset needs). [`LegacyEntry`] decodes them: [`LegacyEntry::records`] gives an entry's
+//! messages, inflating a wrapper's value with [`crate::compression`] (gzip, snappy, and lz4 as
+//! magic 1 writes it: magic 0's lz4 frames carry a wrong header checksum, which the reader
+//! refuses).
 
 use bytes::Bytes;
 
@@ -321,6 +323,28 @@ impl LegacyEntry {
             key,
             value,
         })
+    }
+
+    /// The messages of this entry: its own message, or a wrapper's inner messages (its value
+    /// inflated with at most [`crate::compression::MAX_DECOMPRESSED_BYTES`]).
+    ///
+    /// # Errors
+    /// [`BatchError::Decompress`] for a value that does not inflate, or as
+    /// [`LegacyEntry::record`] and [`LegacyEntry::inner_records`].
+    pub fn records(&self) -> Result<Vec<LegacyRecord>, BatchError> {
+        let codec = self.compression();
+        if codec == Compression::None {
+            return Ok(vec![self.record()?]);
+        }
+        let (_, value) = self.key_value()?;
+        let value = value.unwrap_or_default();
+        let inflated = crate::compression::decompress(
+            codec,
+            &value,
+            crate::compression::MAX_DECOMPRESSED_BYTES,
+        )
+        .map_err(|e| BatchError::decompress(codec, e))?;
+        self.inner_records(Bytes::from(inflated))
     }
 
     /// The messages of a wrapper, given its value decompressed by the caller: each inner entry

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use krust_log::batch::{BatchError, Compression, MAX_BATCH_BYTES, RecordBatchBuilder};
+use krust_log::batch::{BatchError, MAX_BATCH_BYTES, RecordBatchBuilder};
 use krust_log::legacy::{LogEntry, read_log_entries};
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -215,11 +215,7 @@ fn entry_records(entry: &LogEntry) -> Result<Option<Vec<KeyedRecord>>, BatchErro
             if batch.is_control() {
                 return Ok(None);
             }
-            if batch.compression() != Compression::None {
-                return Err(BatchError::Compressed {
-                    compression: batch.compression(),
-                });
-            }
+            // Compressed when `offsets.topic.compression.codec` was set: inflated here.
             Ok(Some(
                 batch
                     .records()?
@@ -228,15 +224,13 @@ fn entry_records(entry: &LogEntry) -> Result<Option<Vec<KeyedRecord>>, BatchErro
                     .collect(),
             ))
         }
-        LogEntry::Legacy(legacy) => {
-            if legacy.compression() != Compression::None {
-                return Err(BatchError::Compressed {
-                    compression: legacy.compression(),
-                });
-            }
-            let record = legacy.record()?;
-            Ok(Some(keyed(record.key, record.value).into_iter().collect()))
-        }
+        LogEntry::Legacy(legacy) => Ok(Some(
+            legacy
+                .records()?
+                .into_iter()
+                .filter_map(|r| keyed(r.key, r.value))
+                .collect(),
+        )),
     }
 }
 
