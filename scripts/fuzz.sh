@@ -25,7 +25,13 @@ else
   mapfile -t targets < <(cargo +nightly fuzz list)
 fi
 
-cargo +nightly fuzz build
+# No sanitizer: the crates forbid unsafe code, so AddressSanitizer would check only the
+# dependencies' unsafe code, at twice the build time and half the speed; debug assertions
+# (overflow checks) stay on. 16 codegen units: faster builds for slightly slower runs.
+build_flags=(--sanitizer none --codegen-units 16)
+build_start=$SECONDS
+cargo +nightly fuzz build "${build_flags[@]}"
+echo "fuzz build: $((SECONDS - build_start)) s"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 mkdir -p target/fuzz-logs
@@ -37,7 +43,7 @@ for target in "${targets[@]}"; do
   log="target/fuzz-logs/$target.log"
   status=ok
   # TMPDIR: targets that write files (log_dir) put them in a directory removed on exit.
-  if ! TMPDIR="$scratch/$target" cargo +nightly fuzz run "$target" \
+  if ! TMPDIR="$scratch/$target" cargo +nightly fuzz run "${build_flags[@]}" "$target" \
     "target/corpus/$target" "corpus/$target" -- \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
     -print_final_stats=1 >"$log" 2>&1; then

@@ -265,8 +265,8 @@ ZNODES = [
     (15, 0, b'{"version":1,"broker":-1,"block_start":"2000","block_end":"2999"}'),
     (16, 0, b"keyLength:128,cipherAlgorithm:AES/CBC/PKCS5Padding,initializationVector:"
             b"AAAAAAAAAAAAAAAAAAAAAA==,keyFactoryAlgorithm:PBKDF2WithHmacSHA512,"
-            b"encryptedPassword:AAAAAAAAAAAAAAAAAAAAAA==,passwordSalt:AAAAAAAAAAAAAAAAAAAAAA==,"
-            b"iterations:4096"),
+            b"encryptedPassword:AAAAAAAAAAAAAAAAAAAAAA==,salt:AAAAAAAAAAAAAAAAAAAAAA==,"
+            b"passwordLength:8,iterations:4096"),
     (17, 0, b"User%3Aal%20ice%2A"),
 ]
 
