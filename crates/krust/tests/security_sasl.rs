@@ -27,7 +27,7 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use krust_net::codec::{decode_response_body, decode_response_header, encode_request};
 use krust_testkit::{KafkaDist, Kcat, PythonClients, TestPki, ToolOutput};
-use security_support::{SecureNode, TOOL_TIMEOUT, broker_lock};
+use security_support::{SecureNode, TOOL_TIMEOUT, broker_lock, kcat_round_trip, run_kcat};
 
 const JAAS_PLAIN: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";"#;
 const JAAS_SCRAM: &str = "org.apache.kafka.common.security.scram.ScramLoginModule required;";
@@ -100,24 +100,6 @@ fn sasl_args(pki: &TestPki, tls: bool, mechanism: &str, user: &str, password: &s
     args
 }
 
-fn run_kcat(
-    tool: &Kcat,
-    port: u16,
-    auth: &[String],
-    args: &[&str],
-    stdin: Option<&str>,
-) -> ToolOutput {
-    let mut all: Vec<&str> = auth.iter().map(String::as_str).collect();
-    all.extend_from_slice(args);
-    tool.run(
-        &format!("127.0.0.1:{port}"),
-        &all,
-        stdin.map(str::as_bytes),
-        TOOL_TIMEOUT,
-    )
-    .expect("kcat runs")
-}
-
 fn produce_and_consume(tool: &Kcat, node: &SecureNode, port: u16, auth: &[String], topic: &str) {
     let context = |what: &str, out: &ToolOutput| {
         format!(
@@ -129,47 +111,7 @@ fn produce_and_consume(tool: &Kcat, node: &SecureNode, port: u16, auth: &[String
             node.log_tail()
         )
     };
-    let produced = run_kcat(
-        tool,
-        port,
-        auth,
-        &[
-            "-P",
-            "-t",
-            topic,
-            "-p",
-            "0",
-            "-K",
-            ":",
-            "-X",
-            "topic.request.required.acks=-1",
-        ],
-        Some("k1:v1\nk2:v2\n"),
-    );
-    assert!(produced.success(), "{}", context("kcat -P", &produced));
-    let consumed = run_kcat(
-        tool,
-        port,
-        auth,
-        &[
-            "-C",
-            "-t",
-            topic,
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-f",
-            "%o %k:%s\n",
-        ],
-        None,
-    );
-    assert!(
-        consumed.success() && consumed.stdout == "0 k1:v1\n1 k2:v2\n",
-        "{}",
-        context("kcat -C", &consumed)
-    );
+    kcat_round_trip(tool, port, auth, topic, &["k1:v1", "k2:v2"], &context);
 }
 
 fn check_kcat(node: &SecureNode, pki: &TestPki, tool: &Kcat) {

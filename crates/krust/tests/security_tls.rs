@@ -12,7 +12,7 @@ mod security_support;
 use std::path::Path;
 
 use krust_testkit::{KafkaDist, Kcat, PythonClients, TestPki, ToolOutput};
-use security_support::{SecureNode, TOOL_TIMEOUT, broker_lock};
+use security_support::{SecureNode, TOOL_TIMEOUT, broker_lock, kcat_round_trip, run_kcat};
 
 /// The node with an SSL listener (port 0) and an MTLS one (port 1).
 struct SecureBroker {
@@ -71,24 +71,6 @@ fn tls_args<'a>(pki: &'a TestPki, identity: Option<(&'a Path, &'a Path)>) -> Vec
     args
 }
 
-fn run_kcat(
-    tool: &Kcat,
-    port: u16,
-    tls: &[String],
-    args: &[&str],
-    stdin: Option<&str>,
-) -> ToolOutput {
-    let mut all: Vec<&str> = tls.iter().map(String::as_str).collect();
-    all.extend_from_slice(args);
-    tool.run(
-        &format!("127.0.0.1:{port}"),
-        &all,
-        stdin.map(str::as_bytes),
-        TOOL_TIMEOUT,
-    )
-    .expect("kcat runs")
-}
-
 fn produce_and_consume(tool: &Kcat, broker: &SecureBroker, port: u16, tls: &[String], topic: &str) {
     let context = |what: &str, out: &ToolOutput| {
         format!(
@@ -106,46 +88,13 @@ fn produce_and_consume(tool: &Kcat, broker: &SecureBroker, port: u16, tls: &[Str
         "{}",
         context("kcat -L", &listing)
     );
-    let produced = run_kcat(
+    kcat_round_trip(
         tool,
         port,
         tls,
-        &[
-            "-P",
-            "-t",
-            topic,
-            "-p",
-            "0",
-            "-K",
-            ":",
-            "-X",
-            "topic.request.required.acks=-1",
-        ],
-        Some("k1:v1\nk2:v2\nk3:v3\n"),
-    );
-    assert!(produced.success(), "{}", context("kcat -P", &produced));
-    let consumed = run_kcat(
-        tool,
-        port,
-        tls,
-        &[
-            "-C",
-            "-t",
-            topic,
-            "-p",
-            "0",
-            "-o",
-            "beginning",
-            "-e",
-            "-f",
-            "%o %k:%s\n",
-        ],
-        None,
-    );
-    assert!(
-        consumed.success() && consumed.stdout == "0 k1:v1\n1 k2:v2\n2 k3:v3\n",
-        "{}",
-        context("kcat -C", &consumed)
+        topic,
+        &["k1:v1", "k2:v2", "k3:v3"],
+        &context,
     );
 }
 

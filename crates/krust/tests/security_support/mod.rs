@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use krust_testkit::{
-    KafkaDist, KafkaNode, KafkaRole, KrustProcess, ToolOutput, free_ports, run_binary,
+    KafkaDist, KafkaNode, KafkaRole, Kcat, KrustProcess, ToolOutput, free_ports, run_binary,
 };
 
 pub const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
@@ -126,4 +126,83 @@ impl SecureNode {
             None => krust_testkit::log_tail(&self.node.log_path(), 40),
         }
     }
+}
+
+/// kcat against `127.0.0.1:port` with the listener's `auth` settings (`-X` pairs) before `args`.
+pub fn run_kcat(
+    tool: &Kcat,
+    port: u16,
+    auth: &[String],
+    args: &[&str],
+    stdin: Option<&str>,
+) -> ToolOutput {
+    let mut all: Vec<&str> = auth.iter().map(String::as_str).collect();
+    all.extend_from_slice(args);
+    tool.run(
+        &format!("127.0.0.1:{port}"),
+        &all,
+        stdin.map(str::as_bytes),
+        TOOL_TIMEOUT,
+    )
+    .expect("kcat runs")
+}
+
+/// Produces `records` (`key:value` each) to partition 0 of `topic` with acks=all, then consumes
+/// the partition from the beginning: every record comes back at its offset. `context` describes
+/// a failed step (its name and kcat's output).
+pub fn kcat_round_trip(
+    tool: &Kcat,
+    port: u16,
+    auth: &[String],
+    topic: &str,
+    records: &[&str],
+    context: &dyn Fn(&str, &ToolOutput) -> String,
+) {
+    let input: String = records.iter().map(|r| format!("{r}\n")).collect();
+    let produced = run_kcat(
+        tool,
+        port,
+        auth,
+        &[
+            "-P",
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-K",
+            ":",
+            "-X",
+            "topic.request.required.acks=-1",
+        ],
+        Some(&input),
+    );
+    assert!(produced.success(), "{}", context("kcat -P", &produced));
+    let consumed = run_kcat(
+        tool,
+        port,
+        auth,
+        &[
+            "-C",
+            "-t",
+            topic,
+            "-p",
+            "0",
+            "-o",
+            "beginning",
+            "-e",
+            "-f",
+            "%o %k:%s\n",
+        ],
+        None,
+    );
+    let expected: String = records
+        .iter()
+        .enumerate()
+        .map(|(offset, r)| format!("{offset} {r}\n"))
+        .collect();
+    assert!(
+        consumed.success() && consumed.stdout == expected,
+        "{}",
+        context("kcat -C", &consumed)
+    );
 }
