@@ -2,7 +2,9 @@
 //! new Password("secret"), null, <cipher>, 128, 4096).encode(new Password("pa55word"))`) decode
 //! here, and krust's own encodings decode back.
 
-use krust_zk::model::password::{PasswordEncoder, PasswordError, is_password_config};
+use krust_zk::model::password::{
+    MAX_DECODE_ITERATIONS, PasswordEncoder, PasswordError, is_password_config,
+};
 use rand::SeedableRng;
 
 const KAFKA_CBC: &str = "initializationVector:lDuGSAWt3DI6dvvQJV/RFg==,keyLength:128,salt:5Kqz1xksnCSLdJM1zgRwJdn6cIIT3nyLbcrhK0Swt0cw/TXwteZWk1tx7ghHyRpr2l4uEB9IXmwx+9Qs1rsV4OynRIsu4XOi09R+6RKTMNBu5AemfNebbKWypyIczGM33KUwVgfGpWwn8+OxcD/iJ4z5X3mQ8YZa9EniLCPOWEAX+l28jKE+bLi1dE4/bJt6x5P9yqZAPV6+fkmRzAJPs42u8sW/cFdx6P18ZX3M6g+kaZda6/OPMX4/ukTi0OLN9+Ej6mbmyOIUmphzo8uZfDh8sB4QvviKgx36xclp6wuQMZWL5WW6TzejJp57K38euA96eFUd+V1VEuCf+Fj59g==,keyFactoryAlgorithm:PBKDF2WithHmacSHA512,cipherAlgorithm:AES/CBC/PKCS5Padding,iterations:4096,passwordLength:8,encryptedPassword:MeJLxsOgARqfJSGHJy+ZCw==";
@@ -74,4 +76,20 @@ fn password_configs_are_recognised_by_suffix() {
     ));
     assert!(!is_password_config("ssl.keystore.location"));
     assert!(!is_password_config("password.encoder.secret"));
+}
+
+/// A fuzzing finding (`fuzz/`, target `znode_json`): a stored value naming 40,974,097 PBKDF2
+/// iterations took the decoder over 14 s. Above [`MAX_DECODE_ITERATIONS`] it is refused at once
+/// (Kafka's own values use 4096, which still decode above).
+#[test]
+fn an_absurd_iteration_count_is_refused_instead_of_hanging() {
+    let encoder = PasswordEncoder::new("secret");
+    let absurd = KAFKA_CBC.replace("iterations:4096", "iterations:40974097");
+    assert_eq!(
+        encoder.decode(&absurd),
+        Err(PasswordError::TooManyIterations {
+            iterations: 40_974_097,
+            max: MAX_DECODE_ITERATIONS,
+        })
+    );
 }

@@ -66,7 +66,21 @@ pub enum PasswordError {
     /// could not be decoded").
     #[error("password could not be decoded (wrong password.encoder.secret?)")]
     Decrypt,
+    /// The stored iteration count is above [`MAX_DECODE_ITERATIONS`]. Kafka has no bound and
+    /// would spend minutes deriving the key; krust refuses such a value instead of hanging.
+    #[error("encoded password: {iterations} PBKDF2 iterations is above the {max} krust accepts")]
+    TooManyIterations {
+        /// The stored count.
+        iterations: u32,
+        /// The bound.
+        max: u32,
+    },
 }
+
+/// The most PBKDF2 iterations a stored password may ask for: 244 times Kafka's default of 4096
+/// (a fraction of a second); a znode naming more is refused with
+/// [`PasswordError::TooManyIterations`] rather than tying up the reader for minutes.
+pub const MAX_DECODE_ITERATIONS: u32 = 1_000_000;
 
 /// Kafka's encrypting `PasswordEncoder` for one secret.
 #[derive(Clone)]
@@ -247,10 +261,17 @@ impl PasswordEncoder {
             .copied()
             .unwrap_or(DEFAULT_KEY_FACTORY_ALGORITHM);
         let cipher = field("cipherAlgorithm")?;
+        let iterations = number("iterations")?;
+        if iterations > MAX_DECODE_ITERATIONS {
+            return Err(PasswordError::TooManyIterations {
+                iterations,
+                max: MAX_DECODE_ITERATIONS,
+            });
+        }
         let key = self.derive_key(
             key_factory,
             &bytes("salt")?,
-            number("iterations")?,
+            iterations,
             number("keyLength")?,
         )?;
         let plain = decrypt(
