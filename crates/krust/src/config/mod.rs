@@ -655,7 +655,8 @@ pub fn read_bounded(path: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn csv(value: &str) -> Vec<String> {
+/// A Kafka list value: comma-separated, trimmed, empty entries dropped.
+pub(crate) fn csv(value: &str) -> Vec<String> {
     value
         .split(',')
         .map(str::trim)

@@ -65,16 +65,6 @@ impl<'a> ListenerConfig<'a> {
     }
 }
 
-/// A Kafka list value: comma-separated, trimmed, empty entries dropped.
-fn list(value: &str) -> Vec<String> {
-    value
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
 fn read_store(path: &str, key: &str) -> anyhow::Result<Vec<u8>> {
     let path = Path::new(path);
     let len = std::fs::metadata(path)
@@ -118,7 +108,7 @@ pub fn listener_tls(
         ),
     };
     let mut enabled_protocols = Vec::new();
-    for p in list(l.get("ssl.enabled.protocols").unwrap_or("TLSv1.2,TLSv1.3")) {
+    for p in crate::config::csv(l.get("ssl.enabled.protocols").unwrap_or("TLSv1.2,TLSv1.3")) {
         enabled_protocols.push(match p.as_str() {
             "TLSv1.2" => TlsProtocol::Tls12,
             "TLSv1.3" => TlsProtocol::Tls13,
@@ -130,7 +120,10 @@ pub fn listener_tls(
     if enabled_protocols.is_empty() {
         bail!("ssl.enabled.protocols of listener {name} is empty");
     }
-    let cipher_suites = l.get("ssl.cipher.suites").map(list).unwrap_or_default();
+    let cipher_suites = l
+        .get("ssl.cipher.suites")
+        .map(crate::config::csv)
+        .unwrap_or_default();
     let principal_mapper = SslPrincipalMapper::new(l.get("ssl.principal.mapping.rules"))
         .context("ssl.principal.mapping.rules")?;
     let tls = TlsServer::new(TlsSettings {
@@ -398,7 +391,7 @@ pub fn listener_sasl(
 ) -> anyhow::Result<Arc<SaslSettings>> {
     let l = ListenerConfig::new(config, name);
     let mut enabled_mechanisms = Vec::new();
-    for mechanism in list(l.get("sasl.enabled.mechanisms").unwrap_or("GSSAPI")) {
+    for mechanism in crate::config::csv(l.get("sasl.enabled.mechanisms").unwrap_or("GSSAPI")) {
         let Some(m) = SaslMechanism::from_name(&mechanism) else {
             bail!(
                 "listener {name}: SASL mechanism {mechanism} is not supported by krust (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are); set sasl.enabled.mechanisms"
