@@ -60,6 +60,8 @@ pub struct ReplicaManager {
     image: RwLock<MetadataImage>,
     partitions: RwLock<BTreeMap<TopicPartition, HostedPartition>>,
     purgatory: Purgatory,
+    /// Bumped by every [`ReplicaManager::set_image`].
+    image_changes: Purgatory,
 }
 
 /// Wall-clock milliseconds since the epoch (the `now_ms` the sans-IO parts take).
@@ -118,6 +120,7 @@ impl ReplicaManager {
             image: RwLock::new(MetadataImage::empty()),
             partitions: RwLock::new(BTreeMap::new()),
             purgatory: Purgatory::new(),
+            image_changes: Purgatory::new(),
         }
     }
 
@@ -137,10 +140,17 @@ impl ReplicaManager {
     }
 
     /// Replaces the image (the publisher, before it applies a publication's changes) and wakes
-    /// the delayed operations waiting for it (a forwarded CreateTopics).
+    /// the requests waiting for one ([`ReplicaManager::image_changes`]: a forwarded
+    /// CreateTopics), not the partition purgatory's produce and fetch waiters.
     pub fn set_image(&self, image: MetadataImage) {
         *self.image.write().unwrap_or_else(PoisonError::into_inner) = image;
-        self.purgatory.wake_all();
+        self.image_changes.wake_all();
+    }
+
+    /// Wake-ups on every new image (subscribe before checking, as with the purgatory).
+    #[must_use]
+    pub fn image_changes(&self) -> &Purgatory {
+        &self.image_changes
     }
 
     /// The hosted partition, if any.

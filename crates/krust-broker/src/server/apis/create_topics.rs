@@ -68,7 +68,7 @@ async fn wait_until_visible(broker: &Broker, created: &[(StrBytes, Uuid)], deadl
     let replicas = broker.replica_manager();
     loop {
         // Subscribed before the check: a publication between the two is not missed.
-        let mut waiter = replicas.purgatory().waiter();
+        let mut waiter = replicas.image_changes().waiter();
         if all_visible(&replicas.image(), created) {
             return;
         }

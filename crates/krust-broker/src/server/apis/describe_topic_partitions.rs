@@ -14,7 +14,9 @@ use kafka_protocol::protocol::StrBytes;
 use krust_metadata::image::MetadataImage;
 use krust_metadata::image::topics::TopicImage;
 use krust_net::RequestContext;
-use krust_net::error_codes::INVALID_REQUEST;
+use krust_net::error_codes::{
+    INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION,
+};
 use uuid::Uuid;
 
 use super::metadata::{
@@ -24,9 +26,6 @@ use crate::server::Broker;
 
 /// `max.request.partition.size.limit`'s default.
 const MAX_REQUEST_PARTITION_SIZE_LIMIT_DEFAULT: i32 = 2000;
-/// Kafka's `Errors.UNKNOWN_TOPIC_OR_PARTITION` and `INVALID_TOPIC_EXCEPTION`.
-const UNKNOWN_TOPIC_OR_PARTITION: i16 = 3;
-const INVALID_TOPIC_EXCEPTION: i16 = 17;
 /// `authorized_operations` of a topic without an authorizer: every operation a topic supports
 /// (`AclEntry.supportedOperations(TOPIC)`: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
 /// DESCRIBE_CONFIGS, ALTER_CONFIGS as a bit field).
