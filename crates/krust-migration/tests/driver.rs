@@ -461,14 +461,15 @@ fn zookeeper_down_is_retried_with_backoff_then_drains() {
     sim.run_for(Duration::from_secs(60));
     assert_eq!(sim.state(LEADER), S::DualWrite);
 
-    // Down while dual-writing: deltas queue, then drain in order once ZooKeeper is back.
+    // Down while dual-writing: deltas queue behind the write in flight, coalesced into one
+    // batch, then drain in order once ZooKeeper is back.
     sim.zk_down = true;
     for i in 0..5 {
         sim.create_topic(&format!("late-{i}"), &[0]);
         sim.run_for(Duration::from_millis(300));
     }
     let status = sim.driver(LEADER).status();
-    assert!(status.pending_dual_writes >= 4, "{status:?}");
+    assert_eq!(status.pending_dual_writes, 1, "{status:?}");
     assert!(status.zk_write_behind_lag > 0);
     assert!(matches!(status.waiting_for, Some(WaitReason::Zk { .. })));
     sim.zk_down = false;
@@ -491,7 +492,9 @@ fn a_write_cut_by_connection_loss_resumes_from_the_failed_step() {
     sim.set_leader(Some(LEADER), 1);
     sim.run_for(Duration::from_secs(3));
     assert_eq!(sim.state(LEADER), S::DualWrite);
-    // A delta with two creates: the second multi fails with CONNECTIONLOSS.
+    // A delta with two creates, packed into one multi-op: the step after it (the
+    // `/migration` bump) fails with CONNECTIONLOSS.
+    let before = sim.zk_migration().kraft_metadata_offset;
     sim.zk_fail_write_after_steps = Some(1);
     sim.commit(vec![
         MetadataRecord::Topic(krust_metadata::records::TopicRecord {
@@ -506,9 +509,14 @@ fn a_write_cut_by_connection_loss_resumes_from_the_failed_step() {
         }),
     ]);
     sim.run_for(Duration::from_millis(1));
-    assert!(sim.zk_topics().contains("x") ^ sim.zk_topics().contains("y"));
+    assert!(sim.zk_topics().contains("x") && sim.zk_topics().contains("y"));
+    assert_eq!(sim.zk_migration().kraft_metadata_offset, before);
     sim.run_for(Duration::from_secs(1));
     assert!(sim.zk_topics().contains("x") && sim.zk_topics().contains("y"));
+    assert_eq!(
+        sim.zk_migration().kraft_metadata_offset,
+        sim.image.provenance.last_contained_offset
+    );
     assert_eq!(sim.state(LEADER), S::DualWrite);
     assert_eq!(sim.driver(LEADER).status().last_error, None);
 }

@@ -46,10 +46,29 @@ where
                     } else {
                         None
                     };
+                    if let Some(DualWriteJob::Delta {
+                        target: queued_target,
+                        writes: queued,
+                        rpcs: queued_rpcs,
+                    }) = self.dual_writes.back_mut()
+                        && queued.ops.len() + writes.ops.len() <= MAX_COALESCED_OPS
+                    {
+                        // Not yet started: this delta's writes follow the queued ones in the
+                        // same batch, and one `/migration` bump covers both.
+                        *queued_target = target;
+                        queued.ops.extend(writes.ops);
+                        queued.notifications.extend(writes.notifications);
+                        for (name, n) in writes.counts {
+                            *queued.counts.entry(name).or_insert(0) += n;
+                        }
+                        queued_rpcs.extend(rpcs);
+                        self.wake = true;
+                        return;
+                    }
                     DualWriteJob::Delta {
                         target,
                         writes,
-                        rpcs,
+                        rpcs: rpcs.into_iter().collect(),
                     }
                 }
                 Err(e) => {
@@ -109,7 +128,7 @@ where
                     target,
                     wrote_something: !writes.is_empty(),
                     snapshot: false,
-                    rpcs: rpcs.map(|r| (false, r)),
+                    rpcs: rpcs.into_iter().map(|r| (false, r)).collect(),
                     started: Some(now),
                 };
                 self.issue_write(now, Purpose::WriteDualWrite(prepared), steps);
@@ -146,7 +165,7 @@ where
             target,
             wrote_something: !writes.is_empty(),
             snapshot: true,
-            rpcs: Some((true, rpcs)),
+            rpcs: vec![(true, rpcs)],
             started: Some(started),
         };
         self.issue_write(now, Purpose::WriteDualWrite(prepared), steps);

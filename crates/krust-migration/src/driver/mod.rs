@@ -35,7 +35,8 @@
 //! - `requests`: issuing ZooKeeper requests and migration batches; the fence of facts §6.7.
 //! - `replies`: ZooKeeper replies and failures: recovery, the claim (§6.6), the copy (§6.8),
 //!   the reconciliation (§6.10).
-//! - `dual_write`: one job per published image while dual-writing.
+//! - `dual_write`: one job per published image while dual-writing; deltas published while a
+//!   write is in flight are coalesced into the job queued behind it.
 //! - [`io`]: actions, ZooKeeper requests and replies as data.
 //! - [`seams`]: the reader, writer and propagator traits the driver calls.
 //! - [`status`]: [`MigrationStatus`], [`WaitReason`], [`MigrationManifest`].
@@ -92,6 +93,19 @@ pub const DEFAULT_MIN_BATCH_SIZE: usize = 200;
 /// Dual-writes queued behind the one in flight before they are folded into one full
 /// reconciliation against the latest image (a bound on memory while ZooKeeper is down).
 pub const MAX_PENDING_DUAL_WRITES: usize = 1_000;
+
+/// Deltas published while a dual-write is in flight are coalesced into the job queued behind
+/// it until it holds this many ZooKeeper operations; ZooKeeper then sees one batch (and one
+/// `/migration` bump) instead of one per delta, which is how dual-write keeps up with
+/// thousands of metadata changes per second.
+pub const MAX_COALESCED_OPS: usize = 5_000;
+
+/// Fenced operations sent in one multi-op at most (besides the two guards).
+pub const MAX_OPS_PER_MULTI: usize = 1_000;
+
+/// Paths and data of the operations of one multi-op, at most (ZooKeeper refuses a request
+/// over `jute.maxbuffer`, 1 MiB by default; an operation larger than this goes alone).
+pub const MAX_MULTI_BYTES: usize = 256 * 1024;
 
 /// The name of the initial copy's metadata transaction.
 pub const MIGRATION_TRANSACTION_NAME: &str = "ZK Migration";
@@ -184,7 +198,8 @@ struct PreparedWrite<Rpcs> {
     target: OffsetAndEpoch,
     wrote_something: bool,
     snapshot: bool,
-    rpcs: Option<(bool, Rpcs)>,
+    /// The broker RPCs to send once the write is in (several when deltas were coalesced).
+    rpcs: Vec<(bool, Rpcs)>,
     started: Option<Instant>,
 }
 
@@ -246,10 +261,12 @@ struct CopyProgress {
 #[derive(Debug)]
 enum DualWriteJob<Rpcs> {
     Snapshot(MetadataImage),
+    /// One published delta's writes, or several consecutive ones coalesced while an earlier
+    /// write was in flight (their ops in order; `target` is the last one's).
     Delta {
         target: OffsetAndEpoch,
         writes: ZkWriteBatch,
-        rpcs: Option<Rpcs>,
+        rpcs: Vec<Rpcs>,
     },
 }
 

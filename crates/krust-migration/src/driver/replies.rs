@@ -323,7 +323,7 @@ where
                         self.push_write_timing(WriteTiming::Delta(ms));
                     }
                 }
-                if let Some((full, rpcs)) = prepared.rpcs {
+                for (full, rpcs) in prepared.rpcs {
                     self.push_rpcs(full, rpcs);
                 }
                 self.drive_dual_writes(now);

@@ -131,9 +131,15 @@ where
         )
     }
 
-    /// Facts §6.7: each write in its own multi-op checking `/controller_epoch` and
-    /// `/migration`; notifications after, unfenced; then `/migration` set to `new_state` at
-    /// its known version (the bump that tells any other writer it lost).
+    /// Facts §6.7: the writes in multi-ops that each check `/controller_epoch` and
+    /// `/migration` first; notifications after, unfenced; then `/migration` set to `new_state`
+    /// at its known version (the bump that tells any other writer it lost).
+    ///
+    /// Kafka sends one multi-op per write. krust packs consecutive writes into one multi-op
+    /// (up to [`MAX_OPS_PER_MULTI`] operations and [`MAX_MULTI_BYTES`]) and the notifications
+    /// likewise: the fence is the same for every write of a batch, a multi-op is all or nothing,
+    /// and a batch that fails part-way is redone whole either way, so packing changes the
+    /// number of round trips to ZooKeeper, not what ends up in it.
     pub(super) fn fenced_steps(
         &self,
         batch: &ZkWriteBatch,
@@ -144,18 +150,21 @@ where
             "fenced writes need a ZooKeeper controller claim"
         );
         let migration_version = self.leadership.migration_zk_version;
-        let mut steps: Vec<ZkStep> = batch
-            .ops
-            .iter()
-            .map(|op| {
-                ZkStep::Multi(vec![
-                    self.controller_epoch_check(),
-                    ZkOp::check(MIGRATION_PATH, migration_version),
-                    op.clone(),
-                ])
+        let mut steps: Vec<ZkStep> = multi_op_chunks(&batch.ops)
+            .map(|chunk| {
+                let mut ops = Vec::with_capacity(chunk.len() + 2);
+                ops.push(self.controller_epoch_check());
+                ops.push(ZkOp::check(MIGRATION_PATH, migration_version));
+                ops.extend_from_slice(chunk);
+                ZkStep::Multi(ops)
             })
             .collect();
-        steps.extend(batch.notifications.iter().cloned().map(ZkStep::Single));
+        steps.extend(
+            multi_op_chunks(&batch.notifications).map(|chunk| match chunk {
+                [one] => ZkStep::Single(one.clone()),
+                many => ZkStep::Multi(many.to_vec()),
+            }),
+        );
         steps.push(ZkStep::Multi(vec![
             self.controller_epoch_check(),
             ZkOp::set_data(
@@ -195,5 +204,70 @@ where
         self.retry = None;
         self.reload_pending = false;
         self.transition(MigrationDriverState::Inactive);
+    }
+}
+
+/// Bytes an operation adds to a multi-op request (path and data; the framing is small).
+fn op_bytes(op: &ZkOp) -> usize {
+    let data = match op {
+        ZkOp::Create { data, .. } | ZkOp::SetData { data, .. } => data.len(),
+        ZkOp::Delete { .. } | ZkOp::Check { .. } => 0,
+    };
+    op.path().len() + data + 16
+}
+
+/// Splits `ops` into runs for one multi-op each: at most [`MAX_OPS_PER_MULTI`] operations and
+/// [`MAX_MULTI_BYTES`] (an operation larger than that goes alone), in order.
+fn multi_op_chunks(ops: &[ZkOp]) -> impl Iterator<Item = &[ZkOp]> {
+    let mut rest = ops;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut n = 0;
+        let mut bytes = 0;
+        while n < rest.len() && n < MAX_OPS_PER_MULTI {
+            let b = op_bytes(&rest[n]);
+            if n > 0 && bytes + b > MAX_MULTI_BYTES {
+                break;
+            }
+            bytes += b;
+            n += 1;
+        }
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        Some(chunk)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(path: &str, len: usize) -> ZkOp {
+        ZkOp::set_data(path, vec![0; len], ANY_VERSION)
+    }
+
+    #[test]
+    fn multi_op_chunks_keep_order_and_bound_count_and_bytes() {
+        let ops: Vec<ZkOp> = (0..2_500).map(|i| set(&format!("/a/{i}"), 10)).collect();
+        let chunks: Vec<&[ZkOp]> = multi_op_chunks(&ops).collect();
+        assert_eq!(
+            chunks.iter().map(|c| c.len()).collect::<Vec<_>>(),
+            [1_000, 1_000, 500]
+        );
+        assert_eq!(chunks.concat(), ops);
+
+        // Big operations: split by bytes; one over the bound goes alone.
+        let big = vec![
+            set("/b/0", 100_000),
+            set("/b/1", 100_000),
+            set("/b/2", 100_000),
+            set("/b/3", 600_000),
+            set("/b/4", 10),
+        ];
+        let sizes: Vec<usize> = multi_op_chunks(&big).map(<[ZkOp]>::len).collect();
+        assert_eq!(sizes, [2, 1, 1, 1]);
+        assert_eq!(multi_op_chunks(&[]).count(), 0);
     }
 }

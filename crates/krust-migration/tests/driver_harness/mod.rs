@@ -897,8 +897,11 @@ impl Sim {
         let is_claim = ops
             .iter()
             .any(|op| op.path() == CONTROLLER_EPOCH_PATH && matches!(op, ZkOp::SetData { .. }));
-        let is_notification =
-            matches!(step, ZkStep::Single(op) if op.path().starts_with("/config/changes/"));
+        // Notifications go out unfenced, one alone or several packed in one multi-op.
+        let is_notification = !ops.is_empty()
+            && ops
+                .iter()
+                .all(|op| matches!(op, ZkOp::Create { path, .. } if path.starts_with("/config/changes/")));
         if is_claim {
             assert_eq!(
                 self.zk_controller().broker_id,
