@@ -6,6 +6,9 @@
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
+
 use crate::ops::{MultiError, Stat, ZkError, ZkErrorCode, ZkOp, ZkOpResult};
 use crate::tree::{ZkTree, join};
 
@@ -32,38 +35,73 @@ pub trait ZkBackend: Send + Sync {
     ) -> impl Future<Output = Result<Vec<ZkOpResult>, MultiError>> + Send;
 }
 
+/// Reads issued at once by [`read_tree`] on one session. ZooKeeper answers a session's
+/// requests in order, so keeping many in flight hides the round trip instead of paying it once
+/// per znode (tens of thousands of them in a large cluster).
+pub const READ_TREE_CONCURRENCY: usize = 64;
+
 /// Reads the subtrees under `roots` (each root included; a missing root is skipped) into a
 /// tree, data and stats as read. Not atomic: ZooKeeper has no snapshot read, so a concurrent
 /// writer may be seen half-way (Kafka's reader has the same property; the migration fences
-/// writers before it reads).
+/// writers before it reads). Up to [`READ_TREE_CONCURRENCY`] reads are in flight at a time;
+/// a node's children are listed only after the node itself was read.
 ///
 /// # Errors
 /// The first error other than a node vanishing between listing and reading it.
 pub async fn read_tree<B: ZkBackend>(backend: &B, roots: &[&str]) -> Result<ZkTree, ZkError> {
     let mut tree = ZkTree::new();
-    for root in roots {
-        let mut stack = vec![(*root).to_owned()];
-        while let Some(path) = stack.pop() {
-            let (data, stat) = match backend.get_data(&path).await {
-                Ok(found) => found,
-                Err(e) if e.code == ZkErrorCode::NoNode => continue,
-                Err(e) => return Err(e),
-            };
-            tree.insert_read(&path, data, stat);
-            if stat.num_children == 0 {
-                continue;
-            }
-            let children = match backend.get_children(&path).await {
-                Ok(children) => children,
-                Err(e) if e.code == ZkErrorCode::NoNode => continue,
-                Err(e) => return Err(e),
-            };
-            for child in children {
-                stack.push(join(&path, &child));
-            }
+    let mut queue: Vec<String> = roots.iter().rev().map(|r| (*r).to_owned()).collect();
+    let mut in_flight = FuturesUnordered::new();
+    loop {
+        while in_flight.len() < READ_TREE_CONCURRENCY
+            && let Some(path) = queue.pop()
+        {
+            in_flight.push(read_node(backend, path));
+        }
+        let Some(read) = in_flight.next().await else {
+            break;
+        };
+        let Some(node) = read? else {
+            continue;
+        };
+        tree.insert_read(&node.path, node.data, node.stat);
+        for child in node.children {
+            queue.push(join(&node.path, &child));
         }
     }
     Ok(tree)
+}
+
+/// One node as [`read_tree`] saw it.
+struct ReadNode {
+    path: String,
+    data: Vec<u8>,
+    stat: Stat,
+    children: Vec<String>,
+}
+
+/// Reads `path` and lists its children if it has any; `None` if it vanished.
+async fn read_node<B: ZkBackend>(backend: &B, path: String) -> Result<Option<ReadNode>, ZkError> {
+    let (data, stat) = match backend.get_data(&path).await {
+        Ok(found) => found,
+        Err(e) if e.code == ZkErrorCode::NoNode => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let children = if stat.num_children == 0 {
+        Vec::new()
+    } else {
+        match backend.get_children(&path).await {
+            Ok(children) => children,
+            Err(e) if e.code == ZkErrorCode::NoNode => Vec::new(),
+            Err(e) => return Err(e),
+        }
+    };
+    Ok(Some(ReadNode {
+        path,
+        data,
+        stat,
+        children,
+    }))
 }
 
 /// An in-memory ensemble for tests: a [`ZkTree`] behind a lock, one session, and a switch that
