@@ -6,13 +6,18 @@
 //! `read_committed` consumer then sees exactly the committed records (the markers the krust
 //! coordinator sent with WriteTxnMarkers reached the Kafka leader, which also verified each
 //! first write with the coordinator — AddPartitionsToTxn v4 `verify_only`). Kafka's
-//! `kafka-transactions.sh list|describe` read the coordinator's state. Last, a corrupt
+//! `kafka-transactions.sh list|describe` read the coordinator's state. `__transaction_state` has
+//! a second partition led by the Kafka broker, so the same refusals (stale epochs with old and
+//! new versions, unknown topics and ids, wrong states) are asked of both coordinators in one
+//! cluster and must get the same codes. Last, a corrupt
 //! `__transaction_state` record makes the restarted krust broker refuse to load that partition
 //! with a clear error, and it keeps serving.
 //!
 //! Real processes only, 127.0.0.1, every wait bounded, everything killed on drop.
 
 use std::time::Duration;
+
+use kafka_protocol::protocol::StrBytes;
 
 use krust_testkit::{
     KafkaDist, KafkaNode, KafkaRole, PythonClients, class, free_ports, random_kafka_uuid,
@@ -85,6 +90,212 @@ out['committed'] = committed[0].offset
 print(json.dumps(out))
 "#;
 
+/// Transactional ids whose `__transaction_state` partition (of 2) is 0 (krust's) and 1
+/// (Kafka's): Java's `abs(hashCode) % 2`.
+const ON_KRUST: [&str; 2] = ["k-2", "unknown-1"];
+const ON_KAFKA: [&str; 2] = ["k-1", "unknown-0"];
+
+/// The same refusals asked of the krust coordinator and of Kafka's, in one cluster: every
+/// answer must be Kafka's, and the one the test expects.
+fn side_by_side(krust_addr: &str, kafka_addr: &str) {
+    let runtime = tokio::runtime::Runtime::new().expect("tokio runtime");
+    runtime.block_on(async {
+        let found = find_coordinators(krust_addr, &[ON_KRUST[0], ON_KAFKA[0]]).await;
+        assert_eq!(
+            found,
+            vec![(0, KRUST_ID), (0, KAFKA_ID)],
+            "FindCoordinator TRANSACTION"
+        );
+        let krust = refusals(krust_addr, ON_KRUST).await;
+        let kafka = refusals(kafka_addr, ON_KAFKA).await;
+        assert_eq!(
+            krust, kafka,
+            "krust's answers (left) against Kafka's (right)"
+        );
+        let expected: Vec<(&str, i16)> = vec![
+            ("init", 0),
+            ("init timeout 0", 50),
+            ("init pid without epoch", 42),
+            ("add unknown topic", 3),
+            ("add existing topic beside it", 55),
+            ("add stale epoch v3", 90),
+            ("add stale epoch v1", 47),
+            ("end stale epoch v3", 90),
+            ("end stale epoch v1", 47),
+            ("end other producer id", 49),
+            ("end unknown id", 49),
+            ("end commit on Empty", 48),
+            ("add", 0),
+            ("end commit", 0),
+            ("describe unknown id", 105),
+        ];
+        let got: Vec<(&str, i16)> = krust.iter().map(|(w, c)| (w.as_str(), *c)).collect();
+        assert_eq!(got, expected);
+    });
+}
+
+fn client(addr: &str) -> krust_net::Client {
+    krust_net::Client::new(
+        addr,
+        krust_net::ClientConfig {
+            request_timeout: Duration::from_secs(30),
+            ..krust_net::ClientConfig::default()
+        },
+    )
+}
+
+async fn find_coordinators(addr: &str, ids: &[&str]) -> Vec<(i16, i32)> {
+    use kafka_protocol::messages::{FindCoordinatorRequest, ResponseKind};
+    let request = FindCoordinatorRequest::default()
+        .with_key_type(1)
+        .with_coordinator_keys(
+            ids.iter()
+                .map(|i| StrBytes::from_string((*i).into()))
+                .collect(),
+        );
+    match client(addr)
+        .send(request, 4)
+        .await
+        .expect("FindCoordinator")
+    {
+        ResponseKind::FindCoordinator(r) => r
+            .coordinators
+            .iter()
+            .map(|c| (c.error_code, c.node_id.0))
+            .collect(),
+        other => panic!("not FindCoordinator: {other:?}"),
+    }
+}
+
+/// Error codes of a fixed sequence of requests for `[txn, unknown]` sent to `addr`.
+async fn refusals(addr: &str, [txn, unknown]: [&str; 2]) -> Vec<(String, i16)> {
+    use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+    use kafka_protocol::messages::{
+        AddPartitionsToTxnRequest, DescribeTransactionsRequest, EndTxnRequest,
+        InitProducerIdRequest, ProducerId, ResponseKind, TopicName, TransactionalId,
+    };
+    let c = client(addr);
+    let id = |s: &str| TransactionalId(StrBytes::from_string(s.into()));
+    let mut out = Vec::new();
+    let init = |timeout: i32, pid: i64| {
+        InitProducerIdRequest::default()
+            .with_transactional_id(Some(id(txn)))
+            .with_transaction_timeout_ms(timeout)
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(-1)
+    };
+    // COORDINATOR_LOAD_IN_PROGRESS is retriable (the partition loading, or the broker's first
+    // producer-id block on its way from the controller): clients retry it, and so does this.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let (pid, epoch) = loop {
+        match c.send(init(60_000, -1), 4).await.expect("init") {
+            ResponseKind::InitProducerId(r) if r.error_code == 14 => {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{addr}: still loading"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            ResponseKind::InitProducerId(r) => {
+                out.push(("init".to_owned(), r.error_code));
+                break (r.producer_id.0, r.producer_epoch);
+            }
+            other => panic!("{other:?}"),
+        }
+    };
+    for (what, request) in [
+        ("init timeout 0", init(0, -1)),
+        ("init pid without epoch", init(60_000, pid)),
+    ] {
+        match c.send(request, 4).await.expect("init") {
+            ResponseKind::InitProducerId(r) => out.push((what.to_owned(), r.error_code)),
+            other => panic!("{other:?}"),
+        }
+    }
+    let add = |topics: &[(&str, i32)], epoch: i16| {
+        AddPartitionsToTxnRequest::default()
+            .with_v3_and_below_transactional_id(id(txn))
+            .with_v3_and_below_producer_id(ProducerId(pid))
+            .with_v3_and_below_producer_epoch(epoch)
+            .with_v3_and_below_topics(
+                topics
+                    .iter()
+                    .map(|(t, p)| {
+                        AddPartitionsToTxnTopic::default()
+                            .with_name(TopicName(StrBytes::from_string((*t).into())))
+                            .with_partitions(vec![*p])
+                    })
+                    .collect(),
+            )
+    };
+    let add_codes = |response: ResponseKind| match response {
+        ResponseKind::AddPartitionsToTxn(r) => r
+            .results_by_topic_v3_and_below
+            .iter()
+            .map(|t| {
+                (
+                    t.name.0.to_string(),
+                    t.results_by_partition[0].partition_error_code,
+                )
+            })
+            .collect::<std::collections::BTreeMap<_, _>>(),
+        other => panic!("{other:?}"),
+    };
+    let codes = add_codes(
+        c.send(add(&[("nope", 0), ("txn-data", 0)], epoch), 3)
+            .await
+            .expect("add"),
+    );
+    out.push(("add unknown topic".to_owned(), codes["nope"]));
+    out.push(("add existing topic beside it".to_owned(), codes["txn-data"]));
+    for (what, version) in [("add stale epoch v3", 3), ("add stale epoch v1", 1)] {
+        let codes = add_codes(
+            c.send(add(&[("txn-data", 0)], epoch + 1), version)
+                .await
+                .expect("add"),
+        );
+        out.push((what.to_owned(), codes["txn-data"]));
+    }
+    let end = |txn: &str, pid: i64, epoch: i16| {
+        EndTxnRequest::default()
+            .with_transactional_id(id(txn))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_committed(true)
+    };
+    for (what, request, version) in [
+        ("end stale epoch v3", end(txn, pid, epoch + 1), 3),
+        ("end stale epoch v1", end(txn, pid, epoch + 1), 1),
+        ("end other producer id", end(txn, pid + 1000, epoch), 3),
+        ("end unknown id", end(unknown, pid, epoch), 3),
+        ("end commit on Empty", end(txn, pid, epoch), 3),
+    ] {
+        match c.send(request, version).await.expect("end") {
+            ResponseKind::EndTxn(r) => out.push((what.to_owned(), r.error_code)),
+            other => panic!("{other:?}"),
+        }
+    }
+    let codes = add_codes(
+        c.send(add(&[("txn-data", 0)], epoch), 3)
+            .await
+            .expect("add"),
+    );
+    out.push(("add".to_owned(), codes["txn-data"]));
+    match c.send(end(txn, pid, epoch), 3).await.expect("end") {
+        ResponseKind::EndTxn(r) => out.push(("end commit".to_owned(), r.error_code)),
+        other => panic!("{other:?}"),
+    }
+    let describe = DescribeTransactionsRequest::default().with_transactional_ids(vec![id(unknown)]);
+    match c.send(describe, 0).await.expect("describe") {
+        ResponseKind::DescribeTransactions(r) => out.push((
+            "describe unknown id".to_owned(),
+            r.transaction_states[0].error_code,
+        )),
+        other => panic!("{other:?}"),
+    }
+    out
+}
+
 fn run_tool(dist: &KafkaDist, class: &str, args: &[&str]) -> String {
     let out = dist
         .run_tool(class, args, TOOL_TIMEOUT)
@@ -112,8 +323,9 @@ fn krust_transaction_coordinator_drives_kafka_partition_leaders() {
     let mut controller = write_node(root.path(), 1, &controller_text, &cluster_id);
     // Both kinds must agree on partitionFor: one partition of each internal topic.
     let props = "broker.heartbeat.interval.ms=500\noffsets.topic.num.partitions=1\n\
-                 offsets.topic.replication.factor=1\ntransaction.state.log.num.partitions=1\n\
-                 transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n";
+                 offsets.topic.replication.factor=1\n\
+                 transaction.state.log.replication.factor=1\ntransaction.state.log.min.isr=1\n\
+                 transaction.state.log.num.partitions=2\n";
     let dir = root.path().join(format!("node{KRUST_ID}"));
     let text = broker_properties(
         KRUST_ID,
@@ -150,10 +362,11 @@ fn krust_transaction_coordinator_drives_kafka_partition_leaders() {
         .expect("the Kafka broker registers with the krust controller");
     let bootstrap = format!("127.0.0.1:{},127.0.0.1:{}", ports[1], ports[2]);
     for (topic, leader, extra) in [
-        ("__transaction_state", KRUST_ID, "cleanup.policy=compact"),
-        ("__consumer_offsets", KAFKA_ID, "cleanup.policy=compact"),
-        ("txn-data", KAFKA_ID, "min.insync.replicas=1"),
-        ("txn-source", KAFKA_ID, "min.insync.replicas=1"),
+        // Partition 0 on krust, 1 on Kafka: ids hashing to 1 are Kafka's, side by side.
+        ("__transaction_state", "2,3", "cleanup.policy=compact"),
+        ("__consumer_offsets", "3", "cleanup.policy=compact"),
+        ("txn-data", "3", "min.insync.replicas=1"),
+        ("txn-source", "3", "min.insync.replicas=1"),
     ] {
         run_tool(
             &dist,
@@ -165,12 +378,17 @@ fn krust_transaction_coordinator_drives_kafka_partition_leaders() {
                 "--topic",
                 topic,
                 "--replica-assignment",
-                &leader.to_string(),
+                leader,
                 "--config",
                 extra,
             ],
         );
     }
+
+    side_by_side(
+        &format!("127.0.0.1:{}", ports[1]),
+        &format!("127.0.0.1:{}", ports[2]),
+    );
 
     let out = python
         .run_script(
@@ -215,7 +433,10 @@ fn krust_transaction_coordinator_drives_kafka_partition_leaders() {
     assert!(
         listed.lines().any(|l| {
             let fields: Vec<&str> = l.split_whitespace().collect();
-            fields == ["tx-a", &KRUST_ID.to_string(), "0", "CompleteCommit"]
+            fields.len() == 4
+                && fields[0] == "tx-a"
+                && fields[1] == KRUST_ID.to_string()
+                && fields[3] == "CompleteCommit"
         }),
         "kafka-transactions list names tx-a on the krust coordinator:\n{listed}"
     );
@@ -242,7 +463,8 @@ fn krust_transaction_coordinator_drives_kafka_partition_leaders() {
 import sys
 from confluent_kafka import Producer
 p = Producer({'bootstrap.servers': sys.argv[1], 'client.id': '__admin_client'})
-p.produce('__transaction_state', key=b'\x00\x00\x00\x04tx-z', value=b'\x00\x09garbage')
+p.produce('__transaction_state', partition=0, key=b'\x00\x00\x00\x04tx-z',
+          value=b'\x00\x09garbage')
 assert p.flush(30) == 0
 "#;
     let out = python

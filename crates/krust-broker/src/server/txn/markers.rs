@@ -8,8 +8,9 @@
 //! REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR → again, with the leader looked up anew;
 //! INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED → the job stops (a newer coordinator
 //! or producer owns the transaction); UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_VERSION →
-//! done. A partition whose topic or partition no longer exists is done. A connection failure
-//! retries every partition of that leader.
+//! done; so is a leader that does not serve WriteTxnMarkers at all (no common version). A
+//! partition whose topic or partition no longer exists is done. A connection failure retries
+//! every partition of that leader.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -156,6 +157,15 @@ impl MarkerSender {
                                     return;
                                 }
                             }
+                        }
+                    }
+                    Err(krust_net::ClientError::NoCommonVersion { .. }) => {
+                        // Kafka treats UNSUPPORTED_VERSION as done: a leader that cannot write
+                        // markers must not hold the transaction open forever.
+                        warn!(leader, %addr, transactional_id = %job.transactional_id,
+                            "the leader does not serve WriteTxnMarkers; its partitions get no marker");
+                        for tp in &tps {
+                            remaining.remove(tp);
                         }
                     }
                     Err(e) => {
