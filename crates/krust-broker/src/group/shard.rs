@@ -165,6 +165,10 @@ pub struct GroupCoordinatorShard {
     actions: VecDeque<Action>,
     next_retention_check_ms: i64,
     failed: bool,
+    /// Offsets written by a transactional producer whose COMMIT/ABORT marker has not reached
+    /// this partition yet: producer id → group → offsets. Invisible to OffsetFetch (Kafka's
+    /// `pendingTransactionalOffsetCommits`).
+    pending_txn_offsets: BTreeMap<i64, BTreeMap<String, GroupOffsets>>,
 }
 
 fn sb(s: &str) -> StrBytes {
@@ -188,6 +192,74 @@ impl GroupCoordinatorShard {
             actions: VecDeque::new(),
             next_retention_check_ms,
             failed: false,
+            pending_txn_offsets: BTreeMap::new(),
+        }
+    }
+
+    /// Offsets waiting for their transaction's marker, by producer id and group.
+    #[must_use]
+    pub fn pending_txn_offsets(&self) -> &BTreeMap<i64, BTreeMap<String, GroupOffsets>> {
+        &self.pending_txn_offsets
+    }
+
+    /// Replays one record of a transactional batch of `producer_id` (loading): an offset
+    /// commit is held as pending until the producer's marker is replayed; other records apply
+    /// at once, as Kafka's `GroupMetadataManager.doLoadGroupsAndOffsets` does.
+    ///
+    /// # Errors
+    /// A record that does not decode; the caller decides whether to skip it.
+    pub fn replay_transactional(
+        &mut self,
+        now_ms: i64,
+        producer_id: i64,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), RecordDecodeError> {
+        match CoordinatorRecord::decode(key, value)? {
+            CoordinatorRecord::OffsetCommit {
+                group,
+                topic,
+                partition,
+                value: Some(v),
+            } => {
+                self.pending_txn_offsets
+                    .entry(producer_id)
+                    .or_default()
+                    .entry(group)
+                    .or_default()
+                    .insert(
+                        (topic, partition),
+                        CommittedOffset {
+                            offset: v.offset,
+                            leader_epoch: v.leader_epoch,
+                            metadata: v.metadata,
+                            commit_timestamp_ms: v.commit_timestamp_ms,
+                            expire_timestamp_ms: v.expire_timestamp_ms,
+                        },
+                    );
+            }
+            other => self.replay_record(now_ms, other),
+        }
+        Ok(())
+    }
+
+    /// A COMMIT (`commit`) or ABORT marker of `producer_id` reached this partition (replayed
+    /// while loading, or written by this broker as partition leader): its pending offsets
+    /// become committed offsets, or are dropped (Kafka's `handleTxnCompletion`). Idempotent: a
+    /// second marker finds nothing pending. Offsets committed outside the transaction after
+    /// it are overwritten by the transaction's (Kafka keeps the later by log position).
+    pub fn handle_txn_marker(&mut self, now_ms: i64, producer_id: i64, commit: bool) {
+        let Some(pending) = self.pending_txn_offsets.remove(&producer_id) else {
+            return;
+        };
+        if !commit {
+            return;
+        }
+        for (group, offsets) in pending {
+            self.groups
+                .entry(group.clone())
+                .or_insert_with(|| ClassicGroup::new(group.clone(), now_ms));
+            self.offsets.entry(group).or_default().extend(offsets);
         }
     }
 
