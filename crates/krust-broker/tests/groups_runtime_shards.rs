@@ -1254,7 +1254,13 @@ async fn transactional_offsets_wait_for_their_markers() {
         );
         assert_eq!(fetch_v8(&h, &aborted).await, (0, -1), "ABORT marker loaded");
         assert_eq!(fetch_v8(&h, &open).await, (0, -1), "no marker yet");
+        assert_eq!(
+            fetch_stable(&h, &open).await,
+            (88, -1),
+            "require_stable: UNSTABLE_OFFSET_COMMIT while pending"
+        );
         h.coordinator.on_txn_marker(3, 9, true).await;
+        assert_eq!(fetch_stable(&h, &open).await, (0, 33));
         assert_eq!(
             fetch_v8(&h, &open).await,
             (0, 33),
@@ -1266,4 +1272,29 @@ async fn transactional_offsets_wait_for_their_markers() {
         assert_eq!(fetch_v8(&h, &open).await, (0, 33));
     })
     .await;
+}
+
+/// OffsetFetch v8 `require_stable` of `orders`-0: (partition error code, offset).
+async fn fetch_stable(h: &Harness, group: &str) -> (i16, i64) {
+    let request = OffsetFetchRequest::default()
+        .with_require_stable(true)
+        .with_groups(vec![
+            OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(sb(group)))
+                .with_topics(Some(vec![
+                    OffsetFetchRequestTopics::default()
+                        .with_name(TopicName(sb("orders")))
+                        .with_partition_indexes(vec![0]),
+                ])),
+        ]);
+    match h
+        .call(ApiKey::OffsetFetch, 8, RequestKind::OffsetFetch(request))
+        .await
+    {
+        ResponseKind::OffsetFetch(r) => {
+            let p = &r.groups[0].topics[0].partitions[0];
+            (p.error_code, p.committed_offset)
+        }
+        other => panic!("{other:?}"),
+    }
 }

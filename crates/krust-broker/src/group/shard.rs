@@ -196,6 +196,14 @@ impl GroupCoordinatorShard {
         }
     }
 
+    fn has_pending_txn_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.pending_txn_offsets.values().any(|groups| {
+            groups
+                .get(group)
+                .is_some_and(|o| o.contains_key(&(topic.to_owned(), partition)))
+        })
+    }
+
     /// Offsets waiting for their transaction's marker, by producer id and group.
     #[must_use]
     pub fn pending_txn_offsets(&self) -> &BTreeMap<i64, BTreeMap<String, GroupOffsets>> {
@@ -1521,8 +1529,9 @@ impl GroupCoordinatorShard {
     }
 
     fn offset_fetch(&self, ctx: &RequestContext, r: &OffsetFetchRequest) -> OffsetFetchResponse {
-        // No transactional offsets are kept here, so `require_stable` never finds a pending
-        // one: UNSTABLE_OFFSET_COMMIT is never returned.
+        // `require_stable` (v7+, KIP-447): a requested partition with offsets pending in a
+        // transaction answers UNSTABLE_OFFSET_COMMIT, as Kafka's `GroupMetadataManager.getOffsets`
+        // (not when all of the group's offsets are asked for).
         if ctx.api_version >= 8 {
             let groups = r
                 .groups
@@ -1540,6 +1549,14 @@ impl GroupCoordinatorShard {
                             let partitions = rows
                                 .into_iter()
                                 .map(|(p, o)| {
+                                    let unstable = r.require_stable
+                                        && gr.topics.is_some()
+                                        && self.has_pending_txn_offset(
+                                            gr.group_id.0.as_str(),
+                                            name.0.as_str(),
+                                            p,
+                                        );
+                                    let o = if unstable { None } else { o };
                                     OffsetFetchResponsePartitions::default()
                                         .with_partition_index(p)
                                         .with_committed_offset(o.map_or(-1, |o| o.offset))
@@ -1549,6 +1566,11 @@ impl GroupCoordinatorShard {
                                         .with_metadata(Some(sb(
                                             o.map_or("", |o| o.metadata.as_str())
                                         )))
+                                        .with_error_code(if unstable {
+                                            GroupError::UnstableOffsetCommit.code()
+                                        } else {
+                                            0
+                                        })
                                 })
                                 .collect();
                             OffsetFetchResponseTopics::default()
@@ -1575,8 +1597,23 @@ impl GroupCoordinatorShard {
                 let partitions = rows
                     .into_iter()
                     .map(|(p, o)| {
+                        // KIP-447: `require_stable` (v7) refuses a partition whose offsets
+                        // wait for a transaction marker.
+                        let unstable = r.require_stable
+                            && r.topics.is_some()
+                            && self.has_pending_txn_offset(
+                                r.group_id.0.as_str(),
+                                name.0.as_str(),
+                                p,
+                            );
+                        let o = if unstable { None } else { o };
                         OffsetFetchResponsePartition::default()
                             .with_partition_index(p)
+                            .with_error_code(if unstable {
+                                GroupError::UnstableOffsetCommit.code()
+                            } else {
+                                0
+                            })
                             .with_committed_offset(o.map_or(-1, |o| o.offset))
                             .with_committed_leader_epoch(o.map_or(-1, |o| o.leader_epoch))
                             .with_metadata(Some(sb(o.map_or("", |o| o.metadata.as_str()))))
