@@ -104,7 +104,15 @@ pub async fn handle(
             };
             // The shard needs a fresh id only for a new transactional id or an exhausted
             // epoch; without one it answers COORDINATOR_LOAD_IN_PROGRESS in those cases.
-            let new_producer_id = broker.producer_ids.next_id(broker).await.ok();
+            let txn_id = request
+                .transactional_id
+                .as_ref()
+                .map_or("", |t| t.0.as_str());
+            let new_producer_id = if txn.needs_new_producer_id(txn_id).await {
+                broker.producer_ids.next_id(broker).await.ok()
+            } else {
+                None
+            };
             return ResponseKind::InitProducerId(
                 txn.init_producer_id(version, request, new_producer_id)
                     .await,

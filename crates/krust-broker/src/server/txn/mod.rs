@@ -18,9 +18,9 @@
 //! - [`markers`]: [`markers::MarkerSender`], WriteTxnMarkers to partition leaders.
 //!
 //! # Limits
-//! - Every transactional InitProducerId takes a producer id from the block before reaching
-//!   its shard (the shard uses it only for a new id or an exhausted epoch): ids are used up
-//!   faster than Kafka does, never reused.
+//! - A transactional InitProducerId asks its shard whether it needs a fresh producer id, then
+//!   takes one from the block; two concurrent InitProducerId for one new id may both take one
+//!   (the second is not used): ids are never reused.
 //! - Markers of different transactions to one broker go in separate requests (Kafka drains a
 //!   broker's queue into one request).
 //! - No TxnOffsetCommit in the group coordinator yet: a transaction's offsets go to a Kafka
@@ -270,6 +270,20 @@ impl TxnCoordinator {
             return Err(TxnError::NotCoordinator);
         }
         rx.await.map_err(|_| TxnError::NotCoordinator)
+    }
+
+    /// Whether a transactional InitProducerId for `transactional_id` needs a fresh producer
+    /// id (a new id, or an exhausted epoch); `false` when its shard cannot answer (the request
+    /// then gets the shard's refusal).
+    pub async fn needs_new_producer_id(&self, transactional_id: &str) -> bool {
+        let partition = self.partition_for(transactional_id);
+        let transactional_id = transactional_id.to_owned();
+        self.route(partition, |reply| Command::NeedsProducerId {
+            transactional_id,
+            reply,
+        })
+        .await
+        .unwrap_or(false)
     }
 
     /// A transactional InitProducerId (`new_producer_id`: one from the broker's block, if it

@@ -86,6 +86,11 @@ pub(super) enum Command {
         min_duration_ms: i64,
         reply: oneshot::Sender<Vec<ListedTxn>>,
     },
+    /// Whether InitProducerId for the id needs a fresh producer id.
+    NeedsProducerId {
+        transactional_id: String,
+        reply: oneshot::Sender<bool>,
+    },
     /// Every marker of a job was written.
     MarkersWritten {
         transactional_id: String,
@@ -392,6 +397,9 @@ async fn serve(
                     }
                     Command::Verify { transactional_id, producer_id, producer_epoch, partitions, reply } => {
                         let _ = reply.send(shard.verify_partitions(&transactional_id, producer_id, producer_epoch, &partitions));
+                    }
+                    Command::NeedsProducerId { transactional_id, reply } => {
+                        let _ = reply.send(shard.needs_new_producer_id(&transactional_id));
                     }
                     Command::Describe { transactional_id, reply } => {
                         let _ = reply.send(shard.describe(&transactional_id));
