@@ -1,7 +1,8 @@
 //! The marker sender (Kafka's `TransactionMarkerChannelManager`): for each ended transaction,
 //! WriteTxnMarkers to the current leader of every partition it wrote to, on the inter-broker
-//! listener, the partitions of one leader in one request; retried across leader changes until
-//! each partition answered, then the shard is told so and writes CompleteCommit/CompleteAbort.
+//! listener; retried across leader changes until each partition answered, then the shard is
+//! told so and writes CompleteCommit/CompleteAbort. Markers for one broker queue up while a
+//! request to it is in flight and go out together in the next one (Kafka's per-broker queue).
 //!
 //! Per partition answer (Kafka's `TransactionMarkerRequestCompletionHandler`): NONE → done;
 //! UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
@@ -24,7 +25,7 @@ use kafka_protocol::protocol::StrBytes;
 use krust_net::error_codes as codes;
 use krust_net::{Client, ClientConfig};
 use krust_txn::{MarkerJob, TopicPartition};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info, warn};
 
 use super::runtime::Command;
@@ -44,6 +45,25 @@ pub struct MarkerSender {
     listener: String,
     /// One client per destination broker, by `host:port`.
     clients: Mutex<HashMap<String, Arc<Client>>>,
+    /// Per destination: whether a request is in flight, and the markers waiting for the next
+    /// one (Kafka's per-broker marker queue, drained into one request).
+    queues: Mutex<HashMap<String, (bool, Vec<Queued>)>>,
+}
+
+/// A marker waiting to go to one broker, and where its partitions' answers go.
+struct Queued {
+    marker: WritableTxnMarker,
+    partitions: Vec<TopicPartition>,
+    reply: oneshot::Sender<Result<Vec<(TopicPartition, i16)>, SendError>>,
+}
+
+/// Why a request to a leader got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SendError {
+    /// The leader does not serve WriteTxnMarkers.
+    Unsupported,
+    /// Connection failure or timeout: retry.
+    Retriable,
 }
 
 impl std::fmt::Debug for MarkerSender {
@@ -81,6 +101,7 @@ impl MarkerSender {
             node_id,
             listener,
             clients: Mutex::new(HashMap::new()),
+            queues: Mutex::new(HashMap::new()),
         }
     }
 
@@ -110,7 +131,7 @@ impl MarkerSender {
         tokio::spawn(async move { sender.run_job(job, shard).await });
     }
 
-    async fn run_job(&self, job: MarkerJob, shard: mpsc::Sender<Command>) {
+    async fn run_job(self: Arc<Self>, job: MarkerJob, shard: mpsc::Sender<Command>) {
         let mut remaining: BTreeSet<TopicPartition> = job.partitions.clone();
         loop {
             if shard.is_closed() {
@@ -140,7 +161,7 @@ impl MarkerSender {
                     .and_then(|b| b.listeners.get(&self.listener))
                     .map(|e| format!("{}:{}", e.host, e.port));
                 let Some(addr) = addr else { continue };
-                match self.send(&addr, &job, &tps).await {
+                match Arc::clone(&self).send(&addr, &job, &tps).await {
                     Ok(answers) => {
                         for (tp, code) in answers {
                             match outcome(code) {
@@ -159,7 +180,7 @@ impl MarkerSender {
                             }
                         }
                     }
-                    Err(krust_net::ClientError::NoCommonVersion { .. }) => {
+                    Err(SendError::Unsupported) => {
                         // Kafka treats UNSUPPORTED_VERSION as done: a leader that cannot write
                         // markers must not hold the transaction open forever.
                         warn!(leader, %addr, transactional_id = %job.transactional_id,
@@ -168,9 +189,8 @@ impl MarkerSender {
                             remaining.remove(tp);
                         }
                     }
-                    Err(e) => {
-                        debug!(leader, %addr, error = %e, "WriteTxnMarkers failed; retrying");
-                        self.client(&addr).disconnect().await;
+                    Err(SendError::Retriable) => {
+                        debug!(leader, %addr, "WriteTxnMarkers failed; retrying");
                     }
                 }
             }
@@ -188,14 +208,14 @@ impl MarkerSender {
         }
     }
 
-    /// One WriteTxnMarkers with the job's marker for `tps`; the answer per partition (a
-    /// partition missing from the answer counts as retriable).
+    /// Queues the job's marker for `tps` to `addr` and waits for the request that carries it:
+    /// the answer per partition (a partition missing from the answer counts as retriable).
     async fn send(
-        &self,
+        self: Arc<Self>,
         addr: &str,
         job: &MarkerJob,
         tps: &[TopicPartition],
-    ) -> Result<Vec<(TopicPartition, i16)>, krust_net::ClientError> {
+    ) -> Result<Vec<(TopicPartition, i16)>, SendError> {
         let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for tp in tps {
             topics.entry(&tp.topic).or_default().push(tp.partition);
@@ -215,29 +235,94 @@ impl MarkerSender {
                     })
                     .collect(),
             );
-        let request = WriteTxnMarkersRequest::default().with_markers(vec![marker]);
-        let (_, response) = self.client(addr).send_latest(request, (0, 1)).await?;
-        let mut answers: Vec<(TopicPartition, i16)> = tps
-            .iter()
-            .map(|tp| (tp.clone(), codes::REQUEST_TIMED_OUT))
-            .collect();
-        if let ResponseKind::WriteTxnMarkers(r) = response {
-            for m in r
-                .markers
-                .iter()
-                .filter(|m| m.producer_id.0 == job.producer_id)
-            {
-                for t in &m.topics {
-                    for p in &t.partitions {
-                        if let Some(a) = answers.iter_mut().find(|(tp, _)| {
-                            tp.topic == t.name.0.as_str() && tp.partition == p.partition_index
-                        }) {
-                            a.1 = p.error_code;
+        let (reply, answer) = oneshot::channel();
+        let start_drain = {
+            let mut queues = self.lock_queues();
+            let (in_flight, queued) = queues.entry(addr.to_owned()).or_default();
+            queued.push(Queued {
+                marker,
+                partitions: tps.to_vec(),
+                reply,
+            });
+            !std::mem::replace(in_flight, true)
+        };
+        if start_drain {
+            let sender = Arc::clone(&self);
+            let addr = addr.to_owned();
+            tokio::spawn(async move { sender.drain(addr).await });
+        }
+        answer.await.unwrap_or(Err(SendError::Retriable))
+    }
+
+    fn lock_queues(&self) -> std::sync::MutexGuard<'_, HashMap<String, (bool, Vec<Queued>)>> {
+        self.queues
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sends everything queued for `addr`, one request at a time, each carrying every marker
+    /// queued meanwhile, until the queue is empty.
+    async fn drain(&self, addr: String) {
+        loop {
+            let batch: Vec<Queued> = {
+                let mut queues = self.lock_queues();
+                let Some((in_flight, queued)) = queues.get_mut(&addr) else {
+                    return;
+                };
+                if queued.is_empty() {
+                    *in_flight = false;
+                    return;
+                }
+                std::mem::take(queued)
+            };
+            let request = WriteTxnMarkersRequest::default()
+                .with_markers(batch.iter().map(|q| q.marker.clone()).collect());
+            let client = self.client(&addr);
+            match client.send_latest(request, (0, 1)).await {
+                Ok((_, ResponseKind::WriteTxnMarkers(r))) => {
+                    for (i, q) in batch.into_iter().enumerate() {
+                        // Kafka answers the markers in request order.
+                        let answered = r
+                            .markers
+                            .get(i)
+                            .filter(|m| m.producer_id == q.marker.producer_id);
+                        let mut answers: Vec<(TopicPartition, i16)> = q
+                            .partitions
+                            .iter()
+                            .map(|tp| (tp.clone(), codes::REQUEST_TIMED_OUT))
+                            .collect();
+                        for t in answered.iter().flat_map(|m| m.topics.iter()) {
+                            for p in &t.partitions {
+                                if let Some(a) = answers.iter_mut().find(|(tp, _)| {
+                                    tp.topic == t.name.0.as_str()
+                                        && tp.partition == p.partition_index
+                                }) {
+                                    a.1 = p.error_code;
+                                }
+                            }
                         }
+                        let _ = q.reply.send(Ok(answers));
+                    }
+                }
+                Ok(_) => {
+                    for q in batch {
+                        let _ = q.reply.send(Err(SendError::Retriable));
+                    }
+                }
+                Err(e) => {
+                    let error = match e {
+                        krust_net::ClientError::NoCommonVersion { .. } => SendError::Unsupported,
+                        _ => SendError::Retriable,
+                    };
+                    if error == SendError::Retriable {
+                        debug!(%addr, error = %e, "WriteTxnMarkers failed");
+                        client.disconnect().await;
+                    }
+                    for q in batch {
+                        let _ = q.reply.send(Err(error));
                     }
                 }
             }
         }
-        Ok(answers)
     }
 }
