@@ -443,7 +443,8 @@ impl Broker {
     /// them (Kafka's `BrokerServer` registers its `BrokerMetadataPublisher` the same way):
     /// [`DynamicConfigPublisher`], [`ReplicaManagerPublisher`] (replication included), then,
     /// when built with one, [`GroupCoordinatorPublisher`], which relies on the replica manager
-    /// having made this broker leader of its `__consumer_offsets` partitions. Register them
+    /// having made this broker leader of its `__consumer_offsets` partitions, and
+    /// [`txn::TxnCoordinatorPublisher`] (the same for `__transaction_state`). Register them
     /// with the loader when the node is built; they are handles over this broker's state.
     #[must_use]
     pub fn metadata_publishers(self: &Arc<Self>) -> Vec<Box<dyn MetadataPublisher>> {
