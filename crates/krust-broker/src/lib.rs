@@ -36,7 +36,7 @@
 //!   partition (JoinGroup/SyncGroup/Heartbeat/LeaveGroup, offsets, records, loading).
 //! - [`server`]: the runtime — `Broker` (log dir locks, checkpoints, retention task,
 //!   shutdown), `ReplicaManager`, the metadata publisher, the purgatory, the client APIs, and
-//!   the plug-ins (replication, groups, forwarding, lifecycle).
+//!   the plug-ins (replication, groups, transactions, forwarding, lifecycle).
 //! - [`error`]: [`PartitionError`] and its one mapping to Kafka error codes.
 pub mod error;
 pub mod fetch;

@@ -1193,3 +1193,108 @@ async fn legacy_magic_0_and_1_offsets_load_and_new_commits_follow_them() {
     })
     .await;
 }
+
+/// Transactional offset commits (KIP-98) in `__consumer_offsets`, as a Kafka 3.9 group
+/// coordinator writes them: the offsets of a transactional batch stay invisible until their
+/// producer's COMMIT marker (a control batch) is loaded, and are dropped by an ABORT marker;
+/// a producer whose marker is not in the log yet gets its offsets through
+/// `GroupCoordinator::on_txn_marker`, the call the partition leader makes once it wrote the
+/// marker.
+#[tokio::test]
+async fn transactional_offsets_wait_for_their_markers() {
+    use krust_log::batch::RecordBatchBuilder;
+    bounded(async {
+        let committed = group_on(3, "txn-committed");
+        let aborted = group_on(3, "txn-aborted");
+        let open = group_on(3, "txn-open");
+        let now = 1_700_000_000_000i64;
+        let mut segment = Vec::new();
+        let mut next_offset = 0i64;
+        let mut push = |producer_id: i64, control: bool, key: Vec<u8>, value: Vec<u8>| {
+            let mut builder = RecordBatchBuilder::new(next_offset)
+                .producer(producer_id, 0, if control { -1 } else { 0 })
+                .transactional(true)
+                .control(control);
+            builder.append_kv(now, Some(Bytes::from(key)), Some(Bytes::from(value)));
+            segment.extend_from_slice(&builder.build().into_bytes());
+            next_offset += 1;
+        };
+        // Control record key: version 0, type 0 (ABORT) or 1 (COMMIT); value: version 0,
+        // coordinator epoch 0.
+        let marker = |commit: bool| (vec![0, 0, 0, u8::from(commit)], vec![0, 0, 0, 0, 0, 0]);
+        push(
+            7,
+            false,
+            offset_key(1, &committed, "orders", 0),
+            offset_value(1, 11, "", now),
+        );
+        push(
+            8,
+            false,
+            offset_key(1, &aborted, "orders", 0),
+            offset_value(1, 22, "", now),
+        );
+        push(
+            9,
+            false,
+            offset_key(1, &open, "orders", 0),
+            offset_value(1, 33, "", now),
+        );
+        let (k, v) = marker(true);
+        push(7, true, k, v);
+        let (k, v) = marker(false);
+        push(8, true, k, v);
+        let h = Arc::new(harness_with_segments(&[(3, segment)]));
+        h.lead(3, 1);
+        h.wait_active(3).await;
+        assert_eq!(
+            fetch_v8(&h, &committed).await,
+            (0, 11),
+            "COMMIT marker loaded"
+        );
+        assert_eq!(fetch_v8(&h, &aborted).await, (0, -1), "ABORT marker loaded");
+        assert_eq!(fetch_v8(&h, &open).await, (0, -1), "no marker yet");
+        assert_eq!(
+            fetch_stable(&h, &open).await,
+            (88, -1),
+            "require_stable: UNSTABLE_OFFSET_COMMIT while pending"
+        );
+        h.coordinator.on_txn_marker(3, 9, true).await;
+        assert_eq!(fetch_stable(&h, &open).await, (0, 33));
+        assert_eq!(
+            fetch_v8(&h, &open).await,
+            (0, 33),
+            "COMMIT marker written live"
+        );
+        // A repeated notice, or one for a partition not loaded here, changes nothing.
+        h.coordinator.on_txn_marker(3, 9, false).await;
+        h.coordinator.on_txn_marker(4, 9, true).await;
+        assert_eq!(fetch_v8(&h, &open).await, (0, 33));
+    })
+    .await;
+}
+
+/// OffsetFetch v8 `require_stable` of `orders`-0: (partition error code, offset).
+async fn fetch_stable(h: &Harness, group: &str) -> (i16, i64) {
+    let request = OffsetFetchRequest::default()
+        .with_require_stable(true)
+        .with_groups(vec![
+            OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(sb(group)))
+                .with_topics(Some(vec![
+                    OffsetFetchRequestTopics::default()
+                        .with_name(TopicName(sb("orders")))
+                        .with_partition_indexes(vec![0]),
+                ])),
+        ]);
+    match h
+        .call(ApiKey::OffsetFetch, 8, RequestKind::OffsetFetch(request))
+        .await
+    {
+        ResponseKind::OffsetFetch(r) => {
+            let p = &r.groups[0].topics[0].partitions[0];
+            (p.error_code, p.committed_offset)
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -66,6 +66,9 @@ pub enum GroupError {
     /// (record too large for the offsets topic).
     #[error("unknown server error")]
     UnknownServerError,
+    /// OffsetFetch `require_stable`: the partition's offsets wait for a transaction marker.
+    #[error("unstable offset commit")]
+    UnstableOffsetCommit,
     /// Writing the group's records failed with this Kafka error code, passed on as Kafka
     /// passes on errors it does not map.
     #[error("append failed with error code {0}")]
@@ -94,6 +97,7 @@ impl GroupError {
             GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
             GroupError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
             GroupError::UnknownServerError => ResponseError::UnknownServerError,
+            GroupError::UnstableOffsetCommit => ResponseError::UnstableOffsetCommit,
             GroupError::AppendFailed(code) => {
                 ResponseError::try_from_code(*code).unwrap_or(ResponseError::UnknownServerError)
             }

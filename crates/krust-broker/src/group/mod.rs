@@ -28,8 +28,11 @@
 //!
 //! # Limits
 //!
-//! - Classic groups only: no KIP-848 consumer groups, no transactional offset commits
-//!   (so OffsetFetch `require_stable` never answers UNSTABLE_OFFSET_COMMIT).
+//! - Classic groups only: no KIP-848 consumer groups. TxnOffsetCommit is not served: offsets of
+//!   transactional batches (written by a Kafka coordinator before, or a future krust one) are
+//!   held per producer until its COMMIT/ABORT marker is replayed or reported
+//!   (`handle_txn_marker`); OffsetFetch `require_stable` answers UNSTABLE_OFFSET_COMMIT for
+//!   them meanwhile.
 //! - A failed append does not roll back memory (Kafka reverts a timeline snapshot): the shard
 //!   answers NOT_COORDINATOR from then on and must be reloaded from the log.
 //! - ListGroups answers for this shard's groups; the broker merges the shards.

@@ -165,6 +165,10 @@ pub struct GroupCoordinatorShard {
     actions: VecDeque<Action>,
     next_retention_check_ms: i64,
     failed: bool,
+    /// Offsets written by a transactional producer whose COMMIT/ABORT marker has not reached
+    /// this partition yet: producer id → group → offsets. Invisible to OffsetFetch (Kafka's
+    /// `pendingTransactionalOffsetCommits`).
+    pending_txn_offsets: BTreeMap<i64, BTreeMap<String, GroupOffsets>>,
 }
 
 fn sb(s: &str) -> StrBytes {
@@ -188,6 +192,82 @@ impl GroupCoordinatorShard {
             actions: VecDeque::new(),
             next_retention_check_ms,
             failed: false,
+            pending_txn_offsets: BTreeMap::new(),
+        }
+    }
+
+    fn has_pending_txn_offset(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.pending_txn_offsets.values().any(|groups| {
+            groups
+                .get(group)
+                .is_some_and(|o| o.contains_key(&(topic.to_owned(), partition)))
+        })
+    }
+
+    /// Offsets waiting for their transaction's marker, by producer id and group.
+    #[must_use]
+    pub fn pending_txn_offsets(&self) -> &BTreeMap<i64, BTreeMap<String, GroupOffsets>> {
+        &self.pending_txn_offsets
+    }
+
+    /// Replays one record of a transactional batch of `producer_id` (loading): an offset
+    /// commit is held as pending until the producer's marker is replayed; other records apply
+    /// at once, as Kafka's `GroupMetadataManager.doLoadGroupsAndOffsets` does.
+    ///
+    /// # Errors
+    /// A record that does not decode; the caller decides whether to skip it.
+    pub fn replay_transactional(
+        &mut self,
+        now_ms: i64,
+        producer_id: i64,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<(), RecordDecodeError> {
+        match CoordinatorRecord::decode(key, value)? {
+            CoordinatorRecord::OffsetCommit {
+                group,
+                topic,
+                partition,
+                value: Some(v),
+            } => {
+                self.pending_txn_offsets
+                    .entry(producer_id)
+                    .or_default()
+                    .entry(group)
+                    .or_default()
+                    .insert(
+                        (topic, partition),
+                        CommittedOffset {
+                            offset: v.offset,
+                            leader_epoch: v.leader_epoch,
+                            metadata: v.metadata,
+                            commit_timestamp_ms: v.commit_timestamp_ms,
+                            expire_timestamp_ms: v.expire_timestamp_ms,
+                        },
+                    );
+            }
+            other => self.replay_record(now_ms, other),
+        }
+        Ok(())
+    }
+
+    /// A COMMIT (`commit`) or ABORT marker of `producer_id` reached this partition (replayed
+    /// while loading, or written by this broker as partition leader): its pending offsets
+    /// become committed offsets, or are dropped (Kafka's `handleTxnCompletion`). Idempotent: a
+    /// second marker finds nothing pending. Offsets committed outside the transaction after
+    /// it are overwritten by the transaction's (Kafka keeps the later by log position).
+    pub fn handle_txn_marker(&mut self, now_ms: i64, producer_id: i64, commit: bool) {
+        let Some(pending) = self.pending_txn_offsets.remove(&producer_id) else {
+            return;
+        };
+        if !commit {
+            return;
+        }
+        for (group, offsets) in pending {
+            self.groups
+                .entry(group.clone())
+                .or_insert_with(|| ClassicGroup::new(group.clone(), now_ms));
+            self.offsets.entry(group).or_default().extend(offsets);
         }
     }
 
@@ -1449,8 +1529,9 @@ impl GroupCoordinatorShard {
     }
 
     fn offset_fetch(&self, ctx: &RequestContext, r: &OffsetFetchRequest) -> OffsetFetchResponse {
-        // No transactional offsets are kept here, so `require_stable` never finds a pending
-        // one: UNSTABLE_OFFSET_COMMIT is never returned.
+        // `require_stable` (v7+, KIP-447): a requested partition with offsets pending in a
+        // transaction answers UNSTABLE_OFFSET_COMMIT, as Kafka's `GroupMetadataManager.getOffsets`
+        // (not when all of the group's offsets are asked for).
         if ctx.api_version >= 8 {
             let groups = r
                 .groups
@@ -1468,6 +1549,14 @@ impl GroupCoordinatorShard {
                             let partitions = rows
                                 .into_iter()
                                 .map(|(p, o)| {
+                                    let unstable = r.require_stable
+                                        && gr.topics.is_some()
+                                        && self.has_pending_txn_offset(
+                                            gr.group_id.0.as_str(),
+                                            name.0.as_str(),
+                                            p,
+                                        );
+                                    let o = if unstable { None } else { o };
                                     OffsetFetchResponsePartitions::default()
                                         .with_partition_index(p)
                                         .with_committed_offset(o.map_or(-1, |o| o.offset))
@@ -1477,6 +1566,11 @@ impl GroupCoordinatorShard {
                                         .with_metadata(Some(sb(
                                             o.map_or("", |o| o.metadata.as_str())
                                         )))
+                                        .with_error_code(if unstable {
+                                            GroupError::UnstableOffsetCommit.code()
+                                        } else {
+                                            0
+                                        })
                                 })
                                 .collect();
                             OffsetFetchResponseTopics::default()
@@ -1503,8 +1597,23 @@ impl GroupCoordinatorShard {
                 let partitions = rows
                     .into_iter()
                     .map(|(p, o)| {
+                        // KIP-447: `require_stable` (v7) refuses a partition whose offsets
+                        // wait for a transaction marker.
+                        let unstable = r.require_stable
+                            && r.topics.is_some()
+                            && self.has_pending_txn_offset(
+                                r.group_id.0.as_str(),
+                                name.0.as_str(),
+                                p,
+                            );
+                        let o = if unstable { None } else { o };
                         OffsetFetchResponsePartition::default()
                             .with_partition_index(p)
+                            .with_error_code(if unstable {
+                                GroupError::UnstableOffsetCommit.code()
+                            } else {
+                                0
+                            })
                             .with_committed_offset(o.map_or(-1, |o| o.offset))
                             .with_committed_leader_epoch(o.map_or(-1, |o| o.leader_epoch))
                             .with_metadata(Some(sb(o.map_or("", |o| o.metadata.as_str()))))

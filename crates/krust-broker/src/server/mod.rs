@@ -22,6 +22,8 @@
 //! - [`forwarding`]: admin requests forwarded to the controller in an `Envelope`.
 //! - [`replication`]: follower fetchers and ISR shrink/expand via AlterPartition.
 //! - [`groups`]: the group coordinator runtime over the sans-IO shards of [`crate::group`].
+//! - [`txn`]: the transaction coordinator runtime over `krust-txn`'s sans-IO shards, and its
+//!   marker sender.
 
 pub mod apis;
 pub mod cleaner;
@@ -34,6 +36,7 @@ pub mod publisher;
 pub mod purgatory;
 pub mod replica_manager;
 pub mod replication;
+pub mod txn;
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -154,6 +157,8 @@ pub struct Broker {
     publisher: Publisher,
     replication: Option<Arc<ReplicationManager>>,
     groups: Option<Arc<GroupCoordinator>>,
+    /// The transaction coordinator, built with the group coordinator.
+    txn: Option<Arc<txn::TxnCoordinator>>,
     forwarder: Option<Arc<Forwarder>>,
     pub(crate) fetch_sessions: apis::fetch::FetchSessionCache,
     pub(crate) producer_ids: apis::producer_id::ProducerIdManager,
@@ -311,6 +316,15 @@ impl BrokerBuilder {
                 Arc::clone(&channel),
             ))
         });
+        let txn = groups.is_some().then(|| {
+            Arc::new(txn::TxnCoordinator::new(
+                txn::txn_config(&config.static_config),
+                config.node_id,
+                config.inter_broker_listener_name.clone(),
+                Arc::clone(&replicas),
+                Arc::clone(&channel),
+            ))
+        });
         let broker = Arc::new(Broker {
             publisher: Publisher::new(Arc::clone(&config), checkpoints),
             fetch_sessions: apis::fetch::FetchSessionCache::new(config.prop(
@@ -323,6 +337,7 @@ impl BrokerBuilder {
             channel,
             replication,
             groups,
+            txn,
             forwarder: forwarder.map(Arc::new),
             client_stats: Arc::new(apis::stats::ClientApiStats::default()),
             auto_create_inflight: Mutex::new(std::collections::BTreeSet::new()),
@@ -405,6 +420,12 @@ impl Broker {
         self.groups.as_ref()
     }
 
+    /// The transaction coordinator (present with the group coordinator).
+    #[must_use]
+    pub fn txn(&self) -> Option<&Arc<txn::TxnCoordinator>> {
+        self.txn.as_ref()
+    }
+
     /// The forwarder, if the broker was built with it.
     #[must_use]
     pub fn forwarder(&self) -> Option<&Arc<Forwarder>> {
@@ -422,7 +443,8 @@ impl Broker {
     /// them (Kafka's `BrokerServer` registers its `BrokerMetadataPublisher` the same way):
     /// [`DynamicConfigPublisher`], [`ReplicaManagerPublisher`] (replication included), then,
     /// when built with one, [`GroupCoordinatorPublisher`], which relies on the replica manager
-    /// having made this broker leader of its `__consumer_offsets` partitions. Register them
+    /// having made this broker leader of its `__consumer_offsets` partitions, and
+    /// [`txn::TxnCoordinatorPublisher`] (the same for `__transaction_state`). Register them
     /// with the loader when the node is built; they are handles over this broker's state.
     #[must_use]
     pub fn metadata_publishers(self: &Arc<Self>) -> Vec<Box<dyn MetadataPublisher>> {
@@ -432,6 +454,11 @@ impl Broker {
         ];
         if self.groups.is_some() {
             publishers.push(Box::new(GroupCoordinatorPublisher::new(Arc::clone(self))));
+        }
+        if self.txn.is_some() {
+            publishers.push(Box::new(txn::TxnCoordinatorPublisher::new(Arc::clone(
+                self,
+            ))));
         }
         publishers
     }
@@ -535,6 +562,9 @@ impl Broker {
         }
         if let Some(groups) = &self.groups {
             groups.shutdown().await;
+        }
+        if let Some(txn) = &self.txn {
+            txn.shutdown().await;
         }
         for (tp, hosted) in self.replicas.all_hosted() {
             let p = lock(&hosted.partition);

@@ -92,6 +92,9 @@ impl ClientApiHandler {
         if broker.groups().is_some() {
             apis.extend(GroupCoordinator::apis());
         }
+        if broker.txn().is_some() {
+            apis.extend(super::txn::TxnCoordinator::apis());
+        }
         // A key listed twice (a plug-in claiming one of ours) keeps the first range; ranges
         // are clamped to the codec's so the set is always valid.
         let mut seen = std::collections::BTreeSet::new();
@@ -212,7 +215,7 @@ impl ClientApiHandler {
                 configs::describe_configs(broker, &r, version).into()
             }
             RequestKind::DescribeLogDirs(r) => log_dirs::describe_log_dirs(broker, &r).into(),
-            RequestKind::InitProducerId(r) => producer_id::handle(broker, &r).await.into(),
+            RequestKind::InitProducerId(r) => producer_id::handle(broker, &r, version).await.into(),
             RequestKind::DescribeProducers(r) => producers::describe_producers(broker, &r).into(),
             RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
                 describe_topic_partitions::describe_topic_partitions(broker, &ctx, &r),
@@ -228,8 +231,21 @@ impl ClientApiHandler {
             RequestKind::CreateTopics(r) if let Some(forwarder) = broker.forwarder() => {
                 create_topics::create_topics(broker, forwarder, &ctx, r).await
             }
+            RequestKind::FindCoordinator(r)
+                if r.key_type == 1
+                    && let Some(txn) = broker.txn() =>
+            {
+                super::txn::find_coordinator(txn, &ctx, &r).into()
+            }
             other => {
                 let key = ctx.api_key;
+                if let Some(txn) = broker.txn()
+                    && super::txn::TxnCoordinator::apis()
+                        .iter()
+                        .any(|(k, _, _)| *k == key)
+                {
+                    return txn.handle(&ctx, other).await;
+                }
                 if let Some(groups) = broker.groups()
                     && GroupCoordinator::apis().iter().any(|(k, _, _)| *k == key)
                 {

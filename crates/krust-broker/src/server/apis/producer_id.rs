@@ -1,9 +1,9 @@
 //! InitProducerId (22) for idempotent producers (no `transactional.id`; Kafka's
 //! `TransactionCoordinator.handleInitProducerId` without a transactional id): a fresh
 //! producer id with epoch 0 every time, taken from blocks the controller hands out through
-//! AllocateProducerIds (Kafka's `RPCProducerIdManager`). Transactional producers get
-//! `COORDINATOR_NOT_AVAILABLE` (this broker runs no transaction coordinator), an empty
-//! transactional id `INVALID_REQUEST` as in Kafka.
+//! AllocateProducerIds (Kafka's `RPCProducerIdManager`). Transactional producers go to the
+//! transaction coordinator ([`crate::server::txn`]; `COORDINATOR_NOT_AVAILABLE` on a broker
+//! without one), an empty transactional id gets `INVALID_REQUEST` as in Kafka.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,7 +82,11 @@ impl ProducerIdManager {
 }
 
 /// Handles an InitProducerId request.
-pub async fn handle(broker: &Arc<Broker>, request: &InitProducerIdRequest) -> ResponseKind {
+pub async fn handle(
+    broker: &Arc<Broker>,
+    request: &InitProducerIdRequest,
+    version: i16,
+) -> ResponseKind {
     let mut response = InitProducerIdResponse::default()
         .with_producer_id(ProducerId(-1))
         .with_producer_epoch(-1);
@@ -94,8 +98,25 @@ pub async fn handle(broker: &Arc<Broker>, request: &InitProducerIdRequest) -> Re
             return ResponseKind::InitProducerId(response);
         }
         Some(false) => {
-            response.error_code = ResponseError::CoordinatorNotAvailable.code();
-            return ResponseKind::InitProducerId(response);
+            let Some(txn) = broker.txn() else {
+                response.error_code = ResponseError::CoordinatorNotAvailable.code();
+                return ResponseKind::InitProducerId(response);
+            };
+            // The shard needs a fresh id only for a new transactional id or an exhausted
+            // epoch; without one it answers COORDINATOR_LOAD_IN_PROGRESS in those cases.
+            let txn_id = request
+                .transactional_id
+                .as_ref()
+                .map_or("", |t| t.0.as_str());
+            let new_producer_id = if txn.needs_new_producer_id(txn_id).await {
+                broker.producer_ids.next_id(broker).await.ok()
+            } else {
+                None
+            };
+            return ResponseKind::InitProducerId(
+                txn.init_producer_id(version, request, new_producer_id)
+                    .await,
+            );
         }
     }
     match broker.producer_ids.next_id(broker).await {

@@ -6,7 +6,8 @@
 //!   listener the request came in on; COORDINATOR_NOT_AVAILABLE while the topic does not exist
 //!   (its creation is requested), the partition has no leader, or the leader is fenced or has
 //!   no such listener.
-//! - TRANSACTION keys: COORDINATOR_NOT_AVAILABLE (krust has no transaction coordinator yet).
+//! - TRANSACTION keys: COORDINATOR_NOT_AVAILABLE here; the client listener sends them to the
+//!   transaction coordinator ([`crate::server::txn::find_coordinator`]) when the broker has one.
 //! - Any other key type: INVALID_REQUEST.
 //! - v4+ answers each of `coordinator_keys`; v0–v3 the single `key`.
 

@@ -32,8 +32,11 @@
 //!   write is caught only by the append failing.
 //! - A shard finds its next timer by scanning its groups and members after every event
 //!   (Kafka keeps a timer wheel): fine for thousands of members per partition, not millions.
-//! - Only classic groups: no KIP-848 `ConsumerGroupHeartbeat`, no transactional offset
-//!   commits (`TxnOffsetCommit`), TRANSACTION keys answer COORDINATOR_NOT_AVAILABLE.
+//! - Only classic groups: no KIP-848 `ConsumerGroupHeartbeat`; TRANSACTION keys are the
+//!   transaction coordinator's ([`super::txn`]). `TxnOffsetCommit` is not served (not
+//!   advertised); transactional offsets already in the log load as pending and become
+//!   visible with their COMMIT marker — loaded, or reported by the partition leader's
+//!   WriteTxnMarkers handler through [`GroupCoordinator::on_txn_marker`].
 
 pub mod find_coordinator;
 pub mod log;
@@ -653,6 +656,29 @@ impl GroupCoordinator {
             if slot.requests.try_send(command).is_err() {
                 warn!("a group coordinator shard is busy: deleted topics' offsets kept");
             }
+        }
+    }
+
+    /// A COMMIT (`commit`) or ABORT marker of `producer_id` was written to
+    /// `__consumer_offsets-partition` by this broker as its leader (the WriteTxnMarkers
+    /// handler calls this once the marker is appended): the shard makes the producer's
+    /// pending transactional offsets visible, or drops them. Also safe to call for a partition
+    /// still loading (the notice waits in the shard's queue) or not loaded here (ignored).
+    pub async fn on_txn_marker(&self, partition: i32, producer_id: i64, commit: bool) {
+        let sender = self
+            .lock_shards()
+            .get(&partition)
+            .map(|slot| slot.requests.clone());
+        if let Some(sender) = sender {
+            // Waits for room rather than dropping the notice: a lost marker would leave the
+            // producer's offsets pending until the partition is loaded again. An error means
+            // the shard is gone; its successor replays the marker from the log.
+            let _ = sender
+                .send(ShardCommand::TxnMarker {
+                    producer_id,
+                    commit,
+                })
+                .await;
         }
     }
 

@@ -67,6 +67,8 @@ pub(super) enum ShardCommand {
     },
     /// Topic partitions were deleted: drop the offsets committed for them.
     PartitionsDeleted(Vec<(String, i32)>),
+    /// A COMMIT/ABORT marker of a producer reached this partition.
+    TxnMarker { producer_id: i64, commit: bool },
 }
 
 /// The coordinator's handle on one shard task.
@@ -141,8 +143,9 @@ pub(super) enum LoadError {
 
 /// Reads `__consumer_offsets-partition` from its log start to its log end offset into a new
 /// shard (Kafka's `CoordinatorLoaderImpl.load`): v2 batches and legacy (magic 0/1) entries.
-/// Undecodable records are skipped with a warning, as Kafka skips unknown record types;
-/// control batches (transaction markers) are skipped. Blocking IO.
+/// Undecodable records are skipped with a warning, as Kafka skips unknown record types.
+/// Offset commits of transactional batches are held per producer until its control batch
+/// (COMMIT/ABORT marker) is replayed. Blocking IO.
 pub(super) fn load_shard(
     log: &dyn CoordinatorLog,
     partition: i32,
@@ -172,6 +175,24 @@ pub(super) fn load_shard(
                 continue;
             }
             offset = entry.next_offset();
+            // Transactional offset commits wait for their producer's marker (KIP-98).
+            if let LogEntry::Batch(batch) = &entry
+                && batch.is_control()
+            {
+                match control_marker(batch) {
+                    Some(commit) => shard.handle_txn_marker(now_ms, batch.producer_id(), commit),
+                    None => warn!(
+                        partition,
+                        next_offset = offset,
+                        "skipping an unreadable control batch in __consumer_offsets"
+                    ),
+                }
+                continue;
+            }
+            let transactional = match &entry {
+                LogEntry::Batch(batch) if batch.is_transactional() => Some(batch.producer_id()),
+                _ => None,
+            };
             let records = match entry_records(&entry) {
                 Ok(Some(records)) => records,
                 Ok(None) => continue,
@@ -182,7 +203,13 @@ pub(super) fn load_shard(
                 }
             };
             for (key, value) in records {
-                if let Err(e) = shard.replay(now_ms, &key, value.as_deref()) {
+                let replayed = match transactional {
+                    Some(producer_id) => {
+                        shard.replay_transactional(now_ms, producer_id, &key, value.as_deref())
+                    }
+                    None => shard.replay(now_ms, &key, value.as_deref()),
+                };
+                if let Err(e) = replayed {
                     warn!(partition, error = %e, "skipping an undecodable __consumer_offsets record");
                 } else {
                     records_loaded += 1;
@@ -200,6 +227,18 @@ pub(super) fn load_shard(
         "loaded group coordinator shard"
     );
     Ok(shard)
+}
+
+/// The marker of a control batch: `Some(true)` COMMIT, `Some(false)` ABORT, `None` if its
+/// first record's key is not a control record key (int16 version, int16 type) of type 0 or 1.
+fn control_marker(batch: &krust_log::batch::RecordBatch) -> Option<bool> {
+    let records = batch.records().ok()?;
+    let key = records.first()?.key.as_ref()?;
+    match key.get(2..4)? {
+        [0, 0] => Some(false),
+        [0, 1] => Some(true),
+        _ => None,
+    }
 }
 
 /// A record's key and value (`None`: a tombstone).
@@ -367,6 +406,9 @@ async fn serve(
                     }
                     Some(ShardCommand::PartitionsDeleted(deleted)) => {
                         shard.handle_partitions_deleted(&deleted);
+                    }
+                    Some(ShardCommand::TxnMarker { producer_id, commit }) => {
+                        shard.handle_txn_marker(now_ms(), producer_id, commit);
                     }
                 }
             }

@@ -1,0 +1,328 @@
+//! The marker sender (Kafka's `TransactionMarkerChannelManager`): for each ended transaction,
+//! WriteTxnMarkers to the current leader of every partition it wrote to, on the inter-broker
+//! listener; retried across leader changes until each partition answered, then the shard is
+//! told so and writes CompleteCommit/CompleteAbort. Markers for one broker queue up while a
+//! request to it is in flight and go out together in the next one (Kafka's per-broker queue).
+//!
+//! Per partition answer (Kafka's `TransactionMarkerRequestCompletionHandler`): NONE → done;
+//! UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS(_AFTER_APPEND),
+//! REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR → again, with the leader looked up anew;
+//! INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED → the job stops (a newer coordinator
+//! or producer owns the transaction); UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_VERSION →
+//! done; so is a leader that does not serve WriteTxnMarkers at all (no common version). A
+//! partition whose topic or partition no longer exists is done. A connection failure retries
+//! every partition of that leader.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::{ProducerId, ResponseKind, TopicName, WriteTxnMarkersRequest};
+use kafka_protocol::protocol::StrBytes;
+use krust_net::error_codes as codes;
+use krust_net::{Client, ClientConfig};
+use krust_txn::{MarkerJob, TopicPartition};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{debug, info, warn};
+
+use super::runtime::Command;
+use crate::server::replica_manager::ReplicaManager;
+
+/// Pause between rounds while some partitions are not done (Kafka's marker channel polls its
+/// queues every `retry.backoff.ms`, 100 ms).
+const RETRY_BACKOFF: Duration = Duration::from_millis(100);
+
+/// How long one WriteTxnMarkers may take (Kafka: `request.timeout.ms`, 30 s).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Sends the markers of every shard of this broker.
+pub struct MarkerSender {
+    replicas: Arc<ReplicaManager>,
+    node_id: i32,
+    listener: String,
+    /// One client per destination broker, by `host:port`.
+    clients: Mutex<HashMap<String, Arc<Client>>>,
+    /// Per destination: whether a request is in flight, and the markers waiting for the next
+    /// one (Kafka's per-broker marker queue, drained into one request).
+    queues: Mutex<HashMap<String, (bool, Vec<Queued>)>>,
+}
+
+/// A marker waiting to go to one broker, and where its partitions' answers go.
+struct Queued {
+    marker: WritableTxnMarker,
+    partitions: Vec<TopicPartition>,
+    reply: oneshot::Sender<Result<Vec<(TopicPartition, i16)>, SendError>>,
+}
+
+/// Why a request to a leader got no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SendError {
+    /// The leader does not serve WriteTxnMarkers.
+    Unsupported,
+    /// Connection failure or timeout: retry.
+    Retriable,
+}
+
+impl std::fmt::Debug for MarkerSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MarkerSender")
+            .field("listener", &self.listener)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Outcome {
+    Done,
+    Retry,
+    Stop,
+}
+
+fn outcome(code: i16) -> Outcome {
+    match code {
+        codes::NONE | codes::UNSUPPORTED_FOR_MESSAGE_FORMAT | codes::UNSUPPORTED_VERSION => {
+            Outcome::Done
+        }
+        codes::INVALID_PRODUCER_EPOCH | codes::TRANSACTION_COORDINATOR_FENCED => Outcome::Stop,
+        // The retriable ones, and anything unexpected: try again (Kafka treats the rest as
+        // fatal to the broker; krust keeps the job and says so).
+        _ => Outcome::Retry,
+    }
+}
+
+impl MarkerSender {
+    /// For this broker (`node_id`), sending on `inter.broker.listener.name`.
+    #[must_use]
+    pub fn new(replicas: Arc<ReplicaManager>, node_id: i32, listener: String) -> Self {
+        MarkerSender {
+            replicas,
+            node_id,
+            listener,
+            clients: Mutex::new(HashMap::new()),
+            queues: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn client(&self, addr: &str) -> Arc<Client> {
+        let mut clients = self
+            .clients
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Arc::clone(clients.entry(addr.to_owned()).or_insert_with(|| {
+            Arc::new(Client::new(
+                addr.to_owned(),
+                ClientConfig {
+                    client_id: format!("broker-{}-txn-marker-sender", self.node_id),
+                    request_timeout: REQUEST_TIMEOUT,
+                    negotiate_api_versions: true,
+                    ..ClientConfig::default()
+                },
+            ))
+        }))
+    }
+
+    /// Starts writing `job`'s markers; `shard` gets [`Command::MarkersWritten`] once all are
+    /// written. The job ends without it when the shard is gone (unloaded) or a partition
+    /// answered that the transaction moved on.
+    pub(super) fn spawn_job(self: &Arc<Self>, job: MarkerJob, shard: mpsc::Sender<Command>) {
+        let sender = Arc::clone(self);
+        tokio::spawn(async move { sender.run_job(job, shard).await });
+    }
+
+    async fn run_job(self: Arc<Self>, job: MarkerJob, shard: mpsc::Sender<Command>) {
+        let mut remaining: BTreeSet<TopicPartition> = job.partitions.clone();
+        loop {
+            if shard.is_closed() {
+                debug!(transactional_id = %job.transactional_id, "shard unloaded: markers left to the next coordinator");
+                return;
+            }
+            let image = self.replicas.image();
+            let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+            for tp in remaining.clone() {
+                let registration = image
+                    .topics
+                    .topic_by_name(&tp.topic)
+                    .and_then(|t| t.partitions.get(&tp.partition));
+                match registration {
+                    None => {
+                        info!(topic = %tp.topic, partition = tp.partition, "partition gone: no marker needed");
+                        remaining.remove(&tp);
+                    }
+                    Some(r) if r.leader < 0 => {}
+                    Some(r) => by_leader.entry(r.leader).or_default().push(tp),
+                }
+            }
+            for (leader, tps) in by_leader {
+                let addr = image
+                    .cluster
+                    .broker(leader)
+                    .and_then(|b| b.listeners.get(&self.listener))
+                    .map(|e| format!("{}:{}", e.host, e.port));
+                let Some(addr) = addr else { continue };
+                match Arc::clone(&self).send(&addr, &job, &tps).await {
+                    Ok(answers) => {
+                        for (tp, code) in answers {
+                            match outcome(code) {
+                                Outcome::Done => {
+                                    remaining.remove(&tp);
+                                }
+                                Outcome::Retry => {
+                                    debug!(leader, topic = %tp.topic, partition = tp.partition, code, "marker to retry");
+                                }
+                                Outcome::Stop => {
+                                    warn!(transactional_id = %job.transactional_id, leader,
+                                        topic = %tp.topic, partition = tp.partition, code,
+                                        "marker refused: the transaction has moved on; not completing it");
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                    Err(SendError::Unsupported) => {
+                        // Kafka treats UNSUPPORTED_VERSION as done: a leader that cannot write
+                        // markers must not hold the transaction open forever.
+                        warn!(leader, %addr, transactional_id = %job.transactional_id,
+                            "the leader does not serve WriteTxnMarkers; its partitions get no marker");
+                        for tp in &tps {
+                            remaining.remove(tp);
+                        }
+                    }
+                    Err(SendError::Retriable) => {
+                        debug!(leader, %addr, "WriteTxnMarkers failed; retrying");
+                    }
+                }
+            }
+            if remaining.is_empty() {
+                let _ = shard
+                    .send(Command::MarkersWritten {
+                        transactional_id: job.transactional_id.clone(),
+                        producer_id: job.producer_id,
+                        producer_epoch: job.producer_epoch,
+                    })
+                    .await;
+                return;
+            }
+            tokio::time::sleep(RETRY_BACKOFF).await;
+        }
+    }
+
+    /// Queues the job's marker for `tps` to `addr` and waits for the request that carries it:
+    /// the answer per partition (a partition missing from the answer counts as retriable).
+    async fn send(
+        self: Arc<Self>,
+        addr: &str,
+        job: &MarkerJob,
+        tps: &[TopicPartition],
+    ) -> Result<Vec<(TopicPartition, i16)>, SendError> {
+        let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for tp in tps {
+            topics.entry(&tp.topic).or_default().push(tp.partition);
+        }
+        let marker = WritableTxnMarker::default()
+            .with_producer_id(ProducerId(job.producer_id))
+            .with_producer_epoch(job.producer_epoch)
+            .with_transaction_result(job.commit)
+            .with_coordinator_epoch(job.coordinator_epoch)
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(name, partitions)| {
+                        WritableTxnMarkerTopic::default()
+                            .with_name(TopicName(StrBytes::from_string(name.to_owned())))
+                            .with_partition_indexes(partitions)
+                    })
+                    .collect(),
+            );
+        let (reply, answer) = oneshot::channel();
+        let start_drain = {
+            let mut queues = self.lock_queues();
+            let (in_flight, queued) = queues.entry(addr.to_owned()).or_default();
+            queued.push(Queued {
+                marker,
+                partitions: tps.to_vec(),
+                reply,
+            });
+            !std::mem::replace(in_flight, true)
+        };
+        if start_drain {
+            let sender = Arc::clone(&self);
+            let addr = addr.to_owned();
+            tokio::spawn(async move { sender.drain(addr).await });
+        }
+        answer.await.unwrap_or(Err(SendError::Retriable))
+    }
+
+    fn lock_queues(&self) -> std::sync::MutexGuard<'_, HashMap<String, (bool, Vec<Queued>)>> {
+        self.queues
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sends everything queued for `addr`, one request at a time, each carrying every marker
+    /// queued meanwhile, until the queue is empty.
+    async fn drain(&self, addr: String) {
+        loop {
+            let batch: Vec<Queued> = {
+                let mut queues = self.lock_queues();
+                let Some((in_flight, queued)) = queues.get_mut(&addr) else {
+                    return;
+                };
+                if queued.is_empty() {
+                    *in_flight = false;
+                    return;
+                }
+                std::mem::take(queued)
+            };
+            let request = WriteTxnMarkersRequest::default()
+                .with_markers(batch.iter().map(|q| q.marker.clone()).collect());
+            let client = self.client(&addr);
+            match client.send_latest(request, (0, 1)).await {
+                Ok((_, ResponseKind::WriteTxnMarkers(r))) => {
+                    for (i, q) in batch.into_iter().enumerate() {
+                        // Kafka answers the markers in request order.
+                        let answered = r
+                            .markers
+                            .get(i)
+                            .filter(|m| m.producer_id == q.marker.producer_id);
+                        let mut answers: Vec<(TopicPartition, i16)> = q
+                            .partitions
+                            .iter()
+                            .map(|tp| (tp.clone(), codes::REQUEST_TIMED_OUT))
+                            .collect();
+                        for t in answered.iter().flat_map(|m| m.topics.iter()) {
+                            for p in &t.partitions {
+                                if let Some(a) = answers.iter_mut().find(|(tp, _)| {
+                                    tp.topic == t.name.0.as_str()
+                                        && tp.partition == p.partition_index
+                                }) {
+                                    a.1 = p.error_code;
+                                }
+                            }
+                        }
+                        let _ = q.reply.send(Ok(answers));
+                    }
+                }
+                Ok(_) => {
+                    for q in batch {
+                        let _ = q.reply.send(Err(SendError::Retriable));
+                    }
+                }
+                Err(e) => {
+                    let error = match e {
+                        krust_net::ClientError::NoCommonVersion { .. } => SendError::Unsupported,
+                        _ => SendError::Retriable,
+                    };
+                    if error == SendError::Retriable {
+                        debug!(%addr, error = %e, "WriteTxnMarkers failed");
+                        client.disconnect().await;
+                    }
+                    for q in batch {
+                        let _ = q.reply.send(Err(error));
+                    }
+                }
+            }
+        }
+    }
+}
