@@ -49,6 +49,26 @@ pub const READ_TREE_CONCURRENCY: usize = 64;
 /// # Errors
 /// The first error other than a node vanishing between listing and reading it.
 pub async fn read_tree<B: ZkBackend>(backend: &B, roots: &[&str]) -> Result<ZkTree, ZkError> {
+    read_tree_with(backend, roots, |_, _| None).await
+}
+
+/// [`read_tree`] where `shortcut(path, data)` may name, for a node just read, the descendants
+/// to read instead of listing its children level by level (a reader that knows where its
+/// data is, as Kafka's migration reads a topic's partition states from its assignment). The
+/// nodes in between are then in the tree without data or stat of their own, and descendants
+/// the shortcut does not name are not read.
+///
+/// # Errors
+/// As [`read_tree`].
+pub async fn read_tree_with<B, F>(
+    backend: &B,
+    roots: &[&str],
+    shortcut: F,
+) -> Result<ZkTree, ZkError>
+where
+    B: ZkBackend,
+    F: Fn(&str, &[u8]) -> Option<Vec<String>>,
+{
     let mut tree = ZkTree::new();
     let mut queue: Vec<String> = roots.iter().rev().map(|r| (*r).to_owned()).collect();
     let mut in_flight = FuturesUnordered::new();
@@ -56,7 +76,7 @@ pub async fn read_tree<B: ZkBackend>(backend: &B, roots: &[&str]) -> Result<ZkTr
         while in_flight.len() < READ_TREE_CONCURRENCY
             && let Some(path) = queue.pop()
         {
-            in_flight.push(read_node(backend, path));
+            in_flight.push(read_node(backend, path, &shortcut));
         }
         let Some(read) = in_flight.next().await else {
             break;
@@ -65,33 +85,42 @@ pub async fn read_tree<B: ZkBackend>(backend: &B, roots: &[&str]) -> Result<ZkTr
             continue;
         };
         tree.insert_read(&node.path, node.data, node.stat);
-        for child in node.children {
-            queue.push(join(&node.path, &child));
-        }
+        queue.extend(node.next);
     }
     Ok(tree)
 }
 
-/// One node as [`read_tree`] saw it.
+/// One node as [`read_tree`] saw it, and the paths to read next.
 struct ReadNode {
     path: String,
     data: Vec<u8>,
     stat: Stat,
-    children: Vec<String>,
+    next: Vec<String>,
 }
 
-/// Reads `path` and lists its children if it has any; `None` if it vanished.
-async fn read_node<B: ZkBackend>(backend: &B, path: String) -> Result<Option<ReadNode>, ZkError> {
+/// Reads `path` and lists its children if it has any (or asks `shortcut` which descendants
+/// to read); `None` if it vanished.
+async fn read_node<B, F>(
+    backend: &B,
+    path: String,
+    shortcut: &F,
+) -> Result<Option<ReadNode>, ZkError>
+where
+    B: ZkBackend,
+    F: Fn(&str, &[u8]) -> Option<Vec<String>>,
+{
     let (data, stat) = match backend.get_data(&path).await {
         Ok(found) => found,
         Err(e) if e.code == ZkErrorCode::NoNode => return Ok(None),
         Err(e) => return Err(e),
     };
-    let children = if stat.num_children == 0 {
+    let next = if stat.num_children == 0 {
         Vec::new()
+    } else if let Some(descendants) = shortcut(&path, &data) {
+        descendants
     } else {
         match backend.get_children(&path).await {
-            Ok(children) => children,
+            Ok(children) => children.iter().map(|c| join(&path, c)).collect(),
             Err(e) if e.code == ZkErrorCode::NoNode => Vec::new(),
             Err(e) => return Err(e),
         }
@@ -100,7 +129,7 @@ async fn read_node<B: ZkBackend>(backend: &B, path: String) -> Result<Option<Rea
         path,
         data,
         stat,
-        children,
+        next,
     }))
 }
 

@@ -25,7 +25,8 @@ use krust_migration::driver::{
     RequestId, ZkFailure, ZkMetadataReader, ZkMetadataWriter, ZkReply, ZkRequest, ZkStep,
 };
 use krust_migration::kafka_seams::KraftEpoch;
-use krust_zk::backend::{ZkBackend, read_tree};
+use krust_zk::backend::{ZkBackend, read_tree_with};
+use krust_zk::model::topics::partition_states_of_topic;
 use krust_zk::ops::{ZkError, ZkErrorCode, ZkOp};
 use krust_zk::tree::parent_of;
 use tokio::sync::mpsc;
@@ -386,7 +387,8 @@ pub async fn execute<B: ZkBackend>(zk: &B, request: &ZkRequest) -> Result<ZkRepl
         }
         ZkRequest::ReadTrees { roots } => {
             let roots: Vec<&str> = roots.iter().map(String::as_str).collect();
-            read_tree(zk, &roots)
+            // Partition states straight from each topic's assignment, as Kafka reads them.
+            read_tree_with(zk, &roots, partition_states_of_topic)
                 .await
                 .map(ZkReply::Trees)
                 .map_err(|e| fail(0, e))

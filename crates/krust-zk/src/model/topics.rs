@@ -262,3 +262,25 @@ impl ProducerIdBlockZNode {
         })
     }
 }
+
+/// For [`crate::backend::read_tree_with`]: a topic znode (`/brokers/topics/<name>`) names its
+/// partitions in its assignment, so the readers go straight to each partition's `state`
+/// znode, as Kafka's migration reads them, instead of listing `partitions` and each
+/// `partitions/<p>` (three requests per partition instead of one). `None` (list the children)
+/// for any other node, and for an assignment that does not decode, which the reader then
+/// reports.
+#[must_use]
+pub fn partition_states_of_topic(path: &str, data: &[u8]) -> Option<Vec<String>> {
+    let name = path.strip_prefix(paths::TOPICS)?.strip_prefix('/')?;
+    if name.is_empty() || name.contains('/') {
+        return None;
+    }
+    let znode = TopicZNode::decode(name, data).ok()?;
+    Some(
+        znode
+            .partitions
+            .keys()
+            .map(|p| paths::partition_state(name, *p))
+            .collect(),
+    )
+}
