@@ -208,7 +208,12 @@ impl Log {
             .values()
             .next_back()
             .map_or(first_base, Segment::next_offset);
+        let bases: Vec<i64> = segments.keys().copied().collect();
+        let (txn_indexes, txn_indexes_corrupt) =
+            crate::txn_index::load_all(dir, &bases, log_end_offset)?;
         let mut log = Log {
+            txn_indexes,
+            txn_indexes_corrupt,
             dir: dir.to_path_buf(),
             config,
             segments,
