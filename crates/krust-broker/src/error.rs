@@ -110,6 +110,10 @@ pub enum PartitionError {
     /// The producer-state checks refused a batch.
     #[error(transparent)]
     Producer(#[from] ProducerStateError),
+    /// A transaction marker refused by the producer state (stale producer or coordinator
+    /// epoch).
+    #[error(transparent)]
+    Marker(#[from] crate::producer_state::MarkerError),
     /// The log refused or failed the operation.
     #[error(transparent)]
     Log(#[from] LogError),
@@ -146,6 +150,12 @@ impl PartitionError {
             PartitionError::Producer(ProducerStateError::OutOfOrderSequence { .. }) => {
                 ResponseError::OutOfOrderSequenceNumber
             }
+            PartitionError::Marker(crate::producer_state::MarkerError::InvalidProducerEpoch {
+                ..
+            }) => ResponseError::InvalidProducerEpoch,
+            PartitionError::Marker(crate::producer_state::MarkerError::CoordinatorFenced {
+                ..
+            }) => ResponseError::TransactionCoordinatorFenced,
             PartitionError::Log(e) => code_to_error(e.kafka_error_code()),
             PartitionError::Snapshot(SnapshotError::Log(e)) => code_to_error(e.kafka_error_code()),
             PartitionError::Snapshot(_) => ResponseError::KafkaStorageError,

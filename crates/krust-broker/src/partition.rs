@@ -29,6 +29,7 @@ use bytes::Bytes;
 use krust_log::batch::{MAX_BATCH_BYTES, NO_TIMESTAMP, parse_all};
 use krust_log::leader_epoch::{EpochEndOffset, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use krust_log::log::{LATEST_TIMESTAMP, MAX_TIMESTAMP};
+use krust_log::txn_index::AbortedTxn;
 use krust_log::{Log, LogError, RecordBatch, TimestampAndOffset, TimestampType};
 use tracing::info;
 
@@ -223,8 +224,10 @@ impl Partition {
         checkpointed_high_watermark: i64,
         now_ms: i64,
     ) -> Result<Partition, PartitionError> {
-        let producer_state =
+        let mut log = log;
+        let mut producer_state =
             ProducerStateManager::load(&log, config.producer_id_expiration_ms, now_ms)?;
+        index_replayed_aborted(&mut log, &mut producer_state)?;
         let high_watermark =
             checkpointed_high_watermark.clamp(log.log_start_offset(), log.log_end_offset());
         let mut partition = Partition {
@@ -327,11 +330,13 @@ impl Partition {
         self.log.log_start_offset()
     }
 
-    /// Last stable offset: the HW, or the first offset of an open transaction below it.
+    /// Last stable offset (Kafka's `UnifiedLog.lastStableOffset`): the HW, or the first
+    /// offset of an open transaction (or of a completed one whose marker is not yet below
+    /// the HW) when that is lower.
     #[must_use]
     pub fn last_stable_offset(&self) -> i64 {
         self.producer_state
-            .first_unstable_offset()
+            .first_unstable_offset(self.high_watermark)
             .map_or(self.high_watermark, |o| o.min(self.high_watermark))
     }
 
@@ -508,6 +513,7 @@ impl Partition {
         self.log.truncate_fully_and_start_at(offset)?;
         self.producer_state =
             ProducerStateManager::load(&self.log, self.config.producer_id_expiration_ms, now_ms)?;
+        index_replayed_aborted(&mut self.log, &mut self.producer_state)?;
         self.high_watermark = offset;
         self.log.set_high_watermark(offset);
         Ok(())
@@ -642,6 +648,62 @@ impl Partition {
         })
     }
 
+    /// Writes a COMMIT or ABORT marker for `producer_id` as leader (Kafka's
+    /// `ReplicaManager.appendRecords` of a WriteTxnMarkers request: acks=-1, origin
+    /// COORDINATOR). The marker's producer epoch may not be older than the partition's, nor
+    /// its coordinator epoch older than the last marker's; a producer the partition does not
+    /// know gets its marker written (it ends nothing). The caller answers once the high
+    /// watermark reaches [`LeaderAppend::wait_for_high_watermark`].
+    ///
+    /// # Errors
+    /// [`PartitionError::NotLeaderOrFollower`], [`PartitionError::NotEnoughReplicas`],
+    /// [`PartitionError::Marker`] (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED),
+    /// [`PartitionError::Log`].
+    pub fn append_txn_marker_as_leader(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: krust_log::txn_marker::EndTxnMarker,
+        now_ms: i64,
+    ) -> Result<LeaderAppend, PartitionError> {
+        self.require_leader()?;
+        if self.is_under_min_isr() {
+            return Err(PartitionError::NotEnoughReplicas {
+                isr_size: self.isr.len(),
+                min_isr: self.config.min_insync_replicas,
+            });
+        }
+        self.producer_state
+            .check_marker(producer_id, producer_epoch, marker.coordinator_epoch)?;
+        let batch = marker.batch(producer_id, producer_epoch, now_ms);
+        let active_base = self.active_segment_base();
+        let info = self
+            .log
+            .append_as_leader(vec![batch], self.leader_epoch, now_ms)?;
+        self.apply_written(&info.batches, active_base);
+        self.maybe_increment_high_watermark(now_ms);
+        Ok(LeaderAppend {
+            base_offset: info.first_offset,
+            last_offset: info.last_offset,
+            log_append_time_ms: info.log_append_time_ms.unwrap_or(NO_TIMESTAMP),
+            log_start_offset: self.log.log_start_offset(),
+            duplicate: false,
+            wait_for_high_watermark: Some(info.last_offset + 1),
+        })
+    }
+
+    /// Aborted transactions a read-committed fetch from `fetch_offset` must be told about,
+    /// for the whole batches in `records` (Kafka's `LocalLog.addAbortedTransactions`): those
+    /// overlapping `[fetch_offset, upper bound)`, where the upper bound is the offset after
+    /// the last returned batch. Empty when nothing is returned.
+    #[must_use]
+    pub fn aborted_transactions(&self, fetch_offset: i64, records: &Bytes) -> Vec<AbortedTxn> {
+        let Some(upper) = next_offset_after(records) else {
+            return Vec::new();
+        };
+        self.log.collect_aborted_txns(fetch_offset, upper)
+    }
+
     /// Kafka's `LogValidator` record checks, one allocation-free scan per batch:
     /// - a compacted topic keeps the latest record per key, so a record without one cannot be
     ///   written (`validateKey`; all keyless records of the batch are named);
@@ -754,6 +816,7 @@ impl Partition {
         if new_hw > self.high_watermark {
             self.high_watermark = new_hw;
             self.log.set_high_watermark(new_hw);
+            self.producer_state.on_high_watermark_updated(new_hw);
             true
         } else {
             false
@@ -1062,6 +1125,7 @@ impl Partition {
                 self.config.producer_id_expiration_ms,
                 now_ms,
             )?;
+            index_replayed_aborted(&mut self.log, &mut self.producer_state)?;
         }
         self.high_watermark = self.high_watermark.min(self.log.log_end_offset());
         self.log.set_high_watermark(self.high_watermark);
@@ -1093,8 +1157,27 @@ impl Partition {
                 // background flush: no file is created or fsynced on the produce path.
                 self.roll_snapshot = Some(self.producer_state.snapshot_file(self.log.dir()));
             }
-            self.producer_state.apply_batch(batch);
+            if let Some(done) = self.producer_state.apply_batch(batch)
+                && done.is_aborted
+            {
+                // Kafka's `UnifiedLog.append` → `LogSegment.updateTxnIndex`: the aborted
+                // transaction goes into the index of the segment holding its marker.
+                let txn = AbortedTxn {
+                    producer_id: done.producer_id,
+                    first_offset: done.first_offset,
+                    last_offset: done.last_offset,
+                    last_stable_offset: self.producer_state.last_stable_offset_of(&done),
+                };
+                if let Err(error) = self.log.append_aborted_txn(txn) {
+                    // The marker is in the log; a restart rebuilds the missing entry when it
+                    // replays past it.
+                    tracing::error!(%error, dir = %self.log.dir().display(),
+                        "writing the transaction index failed");
+                }
+            }
         }
+        self.producer_state
+            .on_high_watermark_updated(self.high_watermark);
     }
 
     /// The flush the last roll(s) left behind ([`krust_log::Log::take_roll_flush`]), with the
@@ -1286,4 +1369,44 @@ impl Partition {
     pub fn close(self) -> Result<i64, PartitionError> {
         Ok(self.log.close()?)
     }
+}
+
+/// Indexes the aborted transactions a producer-state load met in the log (entries already in
+/// a `.txnindex` are skipped), then clears the log's rebuild request: this is how a corrupt or
+/// torn `.txnindex` is rebuilt (Kafka rebuilds it while recovering segments).
+fn index_replayed_aborted(
+    log: &mut Log,
+    producer_state: &mut ProducerStateManager,
+) -> Result<(), PartitionError> {
+    for txn in producer_state.take_replayed_aborted() {
+        log.append_aborted_txn(txn)?;
+    }
+    log.txn_indexes_rebuilt();
+    Ok(())
+}
+
+/// The offset after the last whole batch in `records` (v2 batches and magic 0/1 entries),
+/// `None` if there is none.
+fn next_offset_after(records: &Bytes) -> Option<i64> {
+    let mut pos = 0usize;
+    let mut next = None;
+    while let Some(rest) = records.get(pos..) {
+        let Ok(size) = krust_log::batch::peek_batch_size(rest, MAX_BATCH_BYTES) else {
+            break;
+        };
+        let (Some(header), true) = (rest.get(..17), size <= rest.len()) else {
+            break;
+        };
+        let mut base = [0u8; 8];
+        base.copy_from_slice(&header[..8]);
+        let base = i64::from_be_bytes(base);
+        // A legacy entry's offset is its last offset; a v2 batch adds its last offset delta.
+        let delta = match rest.get(23..27) {
+            Some(d) if header[16] >= 2 => i32::from_be_bytes([d[0], d[1], d[2], d[3]]),
+            _ => 0,
+        };
+        next = Some(base.saturating_add(i64::from(delta)).saturating_add(1));
+        pos += size;
+    }
+    next
 }
