@@ -83,7 +83,7 @@ pub fn decode_index(
     base_offset: i64,
     end_offset: i64,
 ) -> Result<Vec<AbortedTxn>, String> {
-    if bytes.len() % ABORTED_TXN_BYTES != 0 {
+    if !bytes.len().is_multiple_of(ABORTED_TXN_BYTES) {
         return Err(format!(
             "{} bytes is not a whole number of {ABORTED_TXN_BYTES}-byte entries",
             bytes.len()
