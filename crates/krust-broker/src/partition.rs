@@ -55,7 +55,19 @@ pub struct PartitionConfig {
     pub message_timestamp_after_max_ms: i64,
     /// `producer.id.expiration.ms` (86400000).
     pub producer_id_expiration_ms: i64,
+    /// `transaction.partition.verification.enable` (true, KIP-890 part 1): the first
+    /// transactional batch of a producer epoch from a client must carry the
+    /// [`VerificationGuard`] of a verification with the transaction coordinator.
+    pub transaction_verification_enable: bool,
 }
+
+/// Proof that the transaction coordinator confirmed a partition is part of a producer's
+/// transaction (Kafka's `VerificationGuard`): handed out by
+/// [`Partition::maybe_start_txn_verification`] before asking the coordinator, presented to
+/// [`Partition::append_client_records`] after its answer. A marker or the first
+/// transactional batch written meanwhile invalidates it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerificationGuard(u64);
 
 impl Default for PartitionConfig {
     fn default() -> Self {
@@ -65,6 +77,7 @@ impl Default for PartitionConfig {
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: i64::MAX,
             producer_id_expiration_ms: DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+            transaction_verification_enable: true,
         }
     }
 }
@@ -197,6 +210,10 @@ pub struct Partition {
     /// The producer snapshot taken at the latest roll (path, bytes), for the roll's background
     /// flush to write ([`Partition::take_roll_flush`]).
     roll_snapshot: Option<(std::path::PathBuf, Vec<u8>)>,
+    /// Verifications in flight with the transaction coordinator, by producer id: (guard,
+    /// producer epoch) (Kafka's `VerificationStateEntry`).
+    verification_guards: BTreeMap<i64, (VerificationGuard, i16)>,
+    next_verification_guard: u64,
 }
 
 /// A log-compaction pass planned under the partition lock ([`Partition::plan_compaction`]),
@@ -244,6 +261,8 @@ impl Partition {
             role: Role::Follower { leader_id: None },
             high_watermark,
             roll_snapshot: None,
+            verification_guards: BTreeMap::new(),
+            next_verification_guard: 1,
         };
         partition.log.set_high_watermark(high_watermark);
         Ok(partition)
@@ -646,6 +665,76 @@ impl Partition {
             duplicate: false,
             wait_for_high_watermark: wait(info.last_offset),
         })
+    }
+
+    /// KIP-890 part 1 (Kafka's `UnifiedLog.maybeStartTransactionVerification`): `None` when
+    /// the producer already has a transaction open here in `producer_epoch` (no verification
+    /// needed), else the guard to present with the append once the coordinator confirmed the
+    /// partition is in the transaction (an existing guard is reused unless the epoch is newer).
+    ///
+    /// # Errors
+    /// [`PartitionError::NotLeaderOrFollower`].
+    pub fn maybe_start_txn_verification(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<Option<VerificationGuard>, PartitionError> {
+        self.require_leader()?;
+        if self.has_ongoing_txn(producer_id, producer_epoch) {
+            return Ok(None);
+        }
+        if let Some(&(guard, epoch)) = self.verification_guards.get(&producer_id)
+            && epoch >= producer_epoch
+        {
+            return Ok(Some(guard));
+        }
+        let guard = VerificationGuard(self.next_verification_guard);
+        self.next_verification_guard += 1;
+        self.verification_guards
+            .insert(producer_id, (guard, producer_epoch));
+        Ok(Some(guard))
+    }
+
+    fn has_ongoing_txn(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        self.producer_state.entry(producer_id).is_some_and(|e| {
+            e.current_txn_first_offset.is_some() && e.producer_epoch == producer_epoch
+        })
+    }
+
+    /// [`Partition::append_as_leader`] for a client's Produce (Kafka's `AppendOrigin.CLIENT`
+    /// with `transaction.partition.verification.enable`): a transactional batch of a producer
+    /// without an open transaction in its epoch needs `guard`, the one this partition handed
+    /// out for the producer's verification, else INVALID_TXN_STATE ("Record was not part of an
+    /// ongoing transaction") and nothing is written.
+    ///
+    /// # Errors
+    /// [`PartitionError::InvalidTxnState`], then as [`Partition::append_as_leader`].
+    pub fn append_client_records(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        guard: Option<VerificationGuard>,
+        now_ms: i64,
+    ) -> Result<LeaderAppend, PartitionError> {
+        if self.config.transaction_verification_enable {
+            self.require_leader()?;
+            if let Ok(batches) = parse_all(records.clone(), MAX_BATCH_BYTES) {
+                for batch in &batches {
+                    let pid = batch.producer_id();
+                    if !batch.is_transactional() || batch.is_control() || pid < 0 {
+                        continue;
+                    }
+                    if self.has_ongoing_txn(pid, batch.producer_epoch()) {
+                        continue;
+                    }
+                    let expected = self.verification_guards.get(&pid).map(|g| g.0);
+                    if expected.is_none() || expected != guard {
+                        return Err(PartitionError::InvalidTxnState { producer_id: pid });
+                    }
+                }
+            }
+        }
+        self.append_as_leader(records, required_acks, now_ms)
     }
 
     /// Writes a COMMIT or ABORT marker for `producer_id` as leader (Kafka's
@@ -1156,6 +1245,11 @@ impl Partition {
                 // Taken now (the state as of the new segment's base), written by the roll's
                 // background flush: no file is created or fsynced on the produce path.
                 self.roll_snapshot = Some(self.producer_state.snapshot_file(self.log.dir()));
+            }
+            if batch.is_transactional() {
+                // The first transactional batch or a marker ends a verification (Kafka clears
+                // the producer's `VerificationStateEntry`).
+                self.verification_guards.remove(&batch.producer_id());
             }
             if let Some(done) = self.producer_state.apply_batch(batch)
                 && done.is_aborted

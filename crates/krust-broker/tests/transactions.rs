@@ -252,3 +252,52 @@ fn read_committed_fetch_answers_aborted_transactions_and_read_uncommitted_null()
         assert_eq!(got, want, "isolation level {isolation}");
     }
 }
+
+#[test]
+fn a_transactional_batch_needs_a_verification_guard_until_its_transaction_is_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = sole_leader(&dir.path().join("t-0"));
+    let refused = p
+        .append_client_records(txn_batch(7, 0, 0, 1), 1, None, T0)
+        .expect_err("no verification");
+    assert_eq!(refused.response_error(), ResponseError::InvalidTxnState);
+    let guard = p
+        .maybe_start_txn_verification(7, 0)
+        .expect("leader")
+        .expect("verification needed");
+    assert_eq!(
+        p.maybe_start_txn_verification(7, 0).expect("leader"),
+        Some(guard),
+        "a second request of the same epoch shares the verification"
+    );
+    p.append_client_records(txn_batch(7, 0, 0, 1), 1, Some(guard), T0)
+        .expect("verified");
+    assert_eq!(
+        p.maybe_start_txn_verification(7, 0).expect("leader"),
+        None,
+        "the transaction is open here: no verification"
+    );
+    p.append_client_records(txn_batch(7, 0, 1, 1), 1, None, T0)
+        .expect("inside the open transaction");
+    // A verification started, then the transaction ends before the append: the late write
+    // is refused (KIP-890: no transaction left hanging).
+    p.append_txn_marker_as_leader(7, 0, marker(true, 0), T0)
+        .expect("commit");
+    let late_guard = p
+        .maybe_start_txn_verification(7, 0)
+        .expect("leader")
+        .expect("needed");
+    p.append_txn_marker_as_leader(7, 0, marker(false, 0), T0)
+        .expect("a marker without an open transaction");
+    let late = p
+        .append_client_records(txn_batch(7, 0, 2, 1), 1, Some(late_guard), T0)
+        .expect_err("the marker ended the verification");
+    assert_eq!(late.response_error(), ResponseError::InvalidTxnState);
+    assert_eq!(p.last_stable_offset(), p.high_watermark(), "no stuck LSO");
+    // With verification disabled the batch is taken as before.
+    let mut config = PartitionConfig::default();
+    config.transaction_verification_enable = false;
+    p.set_config(config, T0);
+    p.append_client_records(txn_batch(7, 0, 2, 1), 1, None, T0)
+        .expect("verification disabled");
+}

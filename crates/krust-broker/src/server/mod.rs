@@ -159,6 +159,7 @@ pub struct Broker {
     txn_marker_listener: Option<Arc<dyn apis::write_txn_markers::TxnMarkerListener>>,
     pub(crate) fetch_sessions: apis::fetch::FetchSessionCache,
     pub(crate) producer_ids: apis::producer_id::ProducerIdManager,
+    pub(crate) txn_verifier: apis::txn_verification::TxnVerifier,
     client_stats: Arc<apis::stats::ClientApiStats>,
     /// Topics with an auto-creation in flight (Kafka's `AutoTopicCreationManager`
     /// `inflightTopics`): clients polling Metadata do not send the controller one each.
@@ -333,6 +334,7 @@ impl BrokerBuilder {
                 apis::fetch::DEFAULT_SESSION_CACHE_SLOTS,
             )),
             producer_ids: apis::producer_id::ProducerIdManager::default(),
+            txn_verifier: apis::txn_verification::TxnVerifier::default(),
             replicas,
             config,
             channel,

@@ -19,6 +19,8 @@
 //! - `log_dirs.rs`: DescribeLogDirs.
 //! - `producer_id.rs`: InitProducerId (producer id blocks from the controller).
 //! - `producers.rs`: DescribeProducers.
+//! - `txn_verification.rs`: KIP-890 part 1, AddPartitionsToTxn `verify_only` to the
+//!   transaction coordinator before a producer's first transactional batch on a partition.
 //! - `write_txn_markers.rs`: WriteTxnMarkers (COMMIT/ABORT markers as partition leader; the
 //!   `TxnMarkerListener` hook for `__consumer_offsets`).
 //! - `stats.rs`: `BrokerTopicMetrics` and per-request `TotalTimeMs` for `/metrics`.
@@ -35,6 +37,7 @@ pub mod produce;
 pub mod producer_id;
 pub mod producers;
 pub mod stats;
+pub mod txn_verification;
 pub mod write_txn_markers;
 
 use std::sync::Arc;
