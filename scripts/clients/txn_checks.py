@@ -5,9 +5,7 @@ Usage: txn_checks.py <bootstrap> <topic> [<producer bootstrap>]
 One transactional producer writes four transactions to partitions 0 and 1 of <topic> — commit
 (3 records per partition), abort (2), commit (2), abort (1) — then an assign-only consumer with
 isolation.level=read_committed must read exactly the committed records of each partition, and
-one with read_uncommitted every record. The producer may get its own bootstrap list, e.g. only
-the broker that is the transaction coordinator (librdkafka sends FindCoordinator to a broker
-it is connected to). Exits non-zero with the reason otherwise; prints the
+one with read_uncommitted every record. The producer may get its own bootstrap list. Exits non-zero with the reason otherwise; prints the
 producer id range it saw on success.
 """
 
@@ -26,6 +24,13 @@ def produce(bootstrap, topic):
             "bootstrap.servers": bootstrap,
             "transactional.id": "krust-txn-check",
             "linger.ms": 0,
+            # librdkafka asks a randomly chosen *connected* broker for the transaction
+            # coordinator; with sparse connections it may be connected only to a broker that
+            # cannot name one (a krust broker without a transaction coordinator answers
+            # COORDINATOR_NOT_AVAILABLE) and ask it alone until the call times out.
+            "enable.sparse.connections": False,
+            # Transaction state changes on stderr, shown when a check fails.
+            "debug": "eos",
         }
     )
     producer.init_transactions(TIMEOUT_S)

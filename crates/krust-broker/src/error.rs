@@ -158,6 +158,9 @@ impl PartitionError {
             PartitionError::Producer(ProducerStateError::OutOfOrderSequence { .. }) => {
                 ResponseError::OutOfOrderSequenceNumber
             }
+            PartitionError::Producer(ProducerStateError::InvalidTxnState { .. }) => {
+                ResponseError::InvalidTxnState
+            }
             PartitionError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
             PartitionError::Marker(crate::producer_state::MarkerError::InvalidProducerEpoch {
                 ..

@@ -265,6 +265,13 @@ pub enum ProducerStateError {
         /// The partition's epoch for it.
         current_epoch: i16,
     },
+    /// A non-transactional batch from a producer with a transaction open on the partition
+    /// (Kafka's `appendDataBatch`). Kafka code `INVALID_TXN_STATE`.
+    #[error("producer {producer_id}: expected a transactional write, a transaction is open")]
+    InvalidTxnState {
+        /// Producer id.
+        producer_id: i64,
+    },
 }
 
 /// A transaction marker refused by the producer-state checks (Kafka's
@@ -537,6 +544,8 @@ impl ProducerStateManager {
     ) -> Result<AppendCheck, ProducerStateError> {
         // (epoch, last sequence) of producers updated by earlier batches of this append.
         let mut updated: BTreeMap<i64, (i16, i32)> = BTreeMap::new();
+        // Whether each producer has a transaction open after earlier batches of this append.
+        let mut txn_open: BTreeMap<i64, bool> = BTreeMap::new();
         for (index, batch) in batches.iter().enumerate() {
             if batch.producer_id < 0 || batch.is_control {
                 continue;
@@ -592,6 +601,16 @@ impl ProducerStateManager {
                     });
                 }
             }
+            let open = txn_open
+                .get(&batch.producer_id)
+                .copied()
+                .unwrap_or_else(|| current.is_some_and(|e| e.current_txn_first_offset.is_some()));
+            if open && !batch.is_transactional {
+                return Err(ProducerStateError::InvalidTxnState {
+                    producer_id: batch.producer_id,
+                });
+            }
+            txn_open.insert(batch.producer_id, open || batch.is_transactional);
             updated.insert(
                 batch.producer_id,
                 (batch.producer_epoch, batch.last_sequence()),

@@ -777,6 +777,20 @@ async fn every_advertised_version_answers() {
                     }
                     ApiKey::DescribeCluster => DescribeClusterRequest::default().into(),
                     ApiKey::DescribeProducers => describe_producers_request("orders").into(),
+                    // A marker for a producer the partition does not know: written.
+                    ApiKey::WriteTxnMarkers => {
+                        kafka_protocol::messages::WriteTxnMarkersRequest::default()
+                            .with_markers(vec![
+                                kafka_protocol::messages::write_txn_markers_request::WritableTxnMarker::default()
+                                    .with_producer_id(kafka_protocol::messages::ProducerId(424_242))
+                                    .with_topics(vec![
+                                        kafka_protocol::messages::write_txn_markers_request::WritableTxnMarkerTopic::default()
+                                            .with_name(tname("orders"))
+                                            .with_partition_indexes(vec![0]),
+                                    ]),
+                            ])
+                            .into()
+                    }
                     ApiKey::DescribeTopicPartitions => {
                         kafka_protocol::messages::DescribeTopicPartitionsRequest::default()
                             .with_response_partition_limit(10)

@@ -279,6 +279,15 @@ fn a_transactional_batch_needs_a_verification_guard_until_its_transaction_is_ope
     );
     p.append_client_records(txn_batch(7, 0, 1, 1), 1, None, T0)
         .expect("inside the open transaction");
+    let plain_batch = {
+        let mut b = RecordBatchBuilder::new(0).producer(7, 0, 2);
+        b.append_kv(T0, None, Some(Bytes::from_static(b"x")));
+        b.build().into_bytes()
+    };
+    let mixed = p
+        .append_client_records(plain_batch, 1, None, T0)
+        .expect_err("a non-transactional write inside the transaction");
+    assert_eq!(mixed.response_error(), ResponseError::InvalidTxnState);
     // A verification started, then the transaction ends before the append: the late write
     // is refused (KIP-890: no transaction left hanging).
     p.append_txn_marker_as_leader(7, 0, marker(true, 0), T0)
@@ -295,9 +304,13 @@ fn a_transactional_batch_needs_a_verification_guard_until_its_transaction_is_ope
     assert_eq!(late.response_error(), ResponseError::InvalidTxnState);
     assert_eq!(p.last_stable_offset(), p.high_watermark(), "no stuck LSO");
     // With verification disabled the batch is taken as before.
-    let mut config = PartitionConfig::default();
-    config.transaction_verification_enable = false;
-    p.set_config(config, T0);
+    p.set_config(
+        PartitionConfig {
+            transaction_verification_enable: false,
+            ..PartitionConfig::default()
+        },
+        T0,
+    );
     p.append_client_records(txn_batch(7, 0, 2, 1), 1, None, T0)
         .expect("verification disabled");
 }

@@ -183,6 +183,25 @@ impl TransactionIndex {
         }
     }
 
+    /// Replaces the index of the segment at `base_offset` by `entries` (in order), written
+    /// with [`crate::fs::write_atomically`] (the cleaner moving a group's entries to its
+    /// cleaned segment).
+    ///
+    /// # Errors
+    /// [`LogError::Io`].
+    pub fn write_new(
+        dir: &Path,
+        base_offset: i64,
+        entries: Vec<AbortedTxn>,
+    ) -> Result<TransactionIndex, LogError> {
+        let mut index = TransactionIndex::new(dir, base_offset);
+        let bytes: Vec<u8> = entries.iter().flat_map(AbortedTxn::encode).collect();
+        crate::fs::write_atomically(&index.path, &bytes)
+            .map_err(|e| LogError::io(&index.path, e))?;
+        index.entries = entries;
+        Ok(index)
+    }
+
     /// The segment's base offset.
     #[must_use]
     pub fn base_offset(&self) -> i64 {

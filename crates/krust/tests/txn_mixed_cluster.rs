@@ -8,15 +8,22 @@
 //! same records to both partitions; read_committed consumers must see only the committed ones
 //! and read_uncommitted ones everything. Then the two leaders must answer the same
 //! read-committed Fetch (v12, from several offsets) with the same high watermark, last stable
-//! offset and `aborted_transactions`, Kafka's `DumpLogSegments` must print krust's `.txnindex`
-//! as it prints Kafka's, and krust's reader must read Kafka's `.txnindex` as its own.
+//! offset and `aborted_transactions`; a late transactional Produce for the ended transaction
+//! must be refused by both alike (KIP-890 part 1: the krust leader asks Kafka's coordinator
+//! with AddPartitionsToTxn `verify_only`); Kafka's `DumpLogSegments` must print krust's
+//! `.txnindex` as it prints Kafka's, and krust's reader must read Kafka's `.txnindex` as its own.
 //!
 //! Real processes only, 127.0.0.1, every wait bounded, everything killed on drop.
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
-use kafka_protocol::messages::{BrokerId, FetchRequest, ResponseKind, TopicName};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::{
+    BrokerId, FetchRequest, ProduceRequest, ResponseKind, TopicName, TransactionalId,
+};
+use krust_log::RecordBatchBuilder;
 use krust_log::txn_index::TransactionIndex;
 use krust_net::{Client, ClientConfig};
 use krust_testkit::{
@@ -95,6 +102,44 @@ async fn fetch_committed(address: &str, partition: i32, offset: i64) -> Answer {
                 .map(|t| (t.producer_id.0, t.first_offset))
                 .collect()
         }),
+    )
+}
+
+/// A transactional Produce v9 of one record by `producer_id` epoch 0 to `partition`, for
+/// transaction `krust-txn-check` whose transactions all ended: (error code, error message).
+async fn late_produce(address: &str, partition: i32, producer_id: i64) -> (i16, Option<String>) {
+    let client = Client::new(
+        address.to_string(),
+        ClientConfig {
+            client_id: "txn-mixed-cluster".to_owned(),
+            request_timeout: Duration::from_secs(30),
+            ..ClientConfig::default()
+        },
+    );
+    let mut batch = RecordBatchBuilder::new(0)
+        .producer(producer_id, 0, 100)
+        .transactional(true);
+    batch.append_kv(0, None, Some(Bytes::from_static(b"late")));
+    let request = ProduceRequest::default()
+        .with_transactional_id(Some(TransactionalId("krust-txn-check".to_string().into())))
+        .with_acks(-1)
+        .with_timeout_ms(30_000)
+        .with_topic_data(vec![
+            TopicProduceData::default()
+                .with_name(TopicName(TOPIC.to_string().into()))
+                .with_partition_data(vec![
+                    PartitionProduceData::default()
+                        .with_index(partition)
+                        .with_records(Some(batch.build().into_bytes())),
+                ]),
+        ]);
+    let ResponseKind::Produce(r) = client.send(request, 9).await.expect("Produce") else {
+        panic!("not a Produce response");
+    };
+    let p = &r.responses[0].partition_responses[0];
+    (
+        p.error_code,
+        p.error_message.as_ref().map(|m| m.to_string()),
     )
 }
 
@@ -188,10 +233,8 @@ fn transactions_commit_and_abort_on_krust_and_kafka_leaders_alike() {
         );
     }
 
-    // The producer bootstraps from the Kafka broker only: librdkafka asks a broker it is
-    // connected to for the transaction coordinator, and krust has no coordinator yet.
     let out = python
-        .run_script(CHECKS, &[&bootstrap, TOPIC, &kafka_address], CHECK_TIMEOUT)
+        .run_script(CHECKS, &[&bootstrap, TOPIC], CHECK_TIMEOUT)
         .expect("run txn_checks.py");
     assert!(
         out.success(),
@@ -222,6 +265,24 @@ fn transactions_commit_and_abort_on_krust_and_kafka_leaders_alike() {
             assert_eq!((ours.0, ours.1), (12, 12));
         }
     }
+
+    // KIP-890 part 1: a late transactional write for the ended transaction is refused by
+    // both leaders alike (the coordinator says the partition is not in a transaction), and
+    // nothing is left open.
+    let producer_id = runtime
+        .block_on(fetch_committed(&krust_address, 0, 0))
+        .2
+        .expect("list")[0]
+        .0;
+    let ours = runtime.block_on(late_produce(&krust_address, 0, producer_id));
+    let theirs = runtime.block_on(late_produce(&kafka_address, 1, producer_id));
+    assert_eq!(ours, theirs, "late transactional produce");
+    assert_eq!(ours.0, 48, "INVALID_TXN_STATE: {ours:?}");
+    assert_eq!(
+        runtime.block_on(fetch_committed(&krust_address, 0, 0)),
+        runtime.block_on(fetch_committed(&kafka_address, 1, 0)),
+        "after the late produce"
+    );
 
     // Kafka's tool reads krust's index as it reads its own; krust reads Kafka's.
     let index = "00000000000000000000.txnindex";

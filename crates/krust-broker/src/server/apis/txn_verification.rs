@@ -103,11 +103,16 @@ impl TxnVerifier {
     }
 }
 
-/// Transactional partitions of `request` and their single producer, or `Err` when records of
-/// several producer ids are mixed.
+/// A (topic, partition).
+type Tp = (String, i32);
+/// The one producer (id, epoch) of a request's transactional batches, and their partitions.
+type TransactionalWrite = ((i64, i16), Vec<Tp>);
+
+/// Transactional partitions of `request` and their single producer, or `Err` with every
+/// partition of the request when records of several producer ids are mixed.
 fn transactional_partitions(
     request: &ProduceRequest,
-) -> Result<Option<((i64, i16), Vec<(String, i32)>)>, Vec<(String, i32)>> {
+) -> Result<Option<TransactionalWrite>, Vec<Tp>> {
     let mut producers = BTreeSet::new();
     let mut partitions = Vec::new();
     for topic in &request.topic_data {
