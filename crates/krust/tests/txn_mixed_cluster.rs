@@ -143,6 +143,20 @@ async fn late_produce(address: &str, partition: i32, producer_id: i64) -> (i16, 
     )
 }
 
+/// `GET /metrics` on 127.0.0.1:`port`.
+fn scrape_metrics(port: u16) -> String {
+    use std::io::{Read as _, Write as _};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return String::new();
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+    let _ =
+        stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body);
+    body
+}
+
 /// DumpLogSegments' lines for a `.txnindex`, without its `Dumping <file>` header.
 fn dump_txn_index(dist: &KafkaDist, file: &std::path::Path) -> Vec<String> {
     run_tool(
@@ -163,7 +177,8 @@ fn transactions_commit_and_abort_on_krust_and_kafka_leaders_alike() {
     };
     let root = tempfile::tempdir().expect("tempdir");
     let cluster_id = random_kafka_uuid();
-    let ports = free_ports(5).expect("ports");
+    let ports = free_ports(6).expect("ports");
+    let metrics_port = ports[5];
     let voters = voters(&ports);
     let mut controllers = write_controllers(root.path(), &ports, &cluster_id, "");
     let broker_props = "broker.heartbeat.interval.ms=500\noffsets.topic.replication.factor=1\n\
@@ -178,7 +193,7 @@ fn transactions_commit_and_abort_on_krust_and_kafka_leaders_alike() {
             ports[3],
             &voters,
             &format!(
-                "log.dirs={}\nmetadata.log.dir={}\n{broker_props}",
+                "log.dirs={}\nmetadata.log.dir={}\nmetrics.port={metrics_port}\n{broker_props}",
                 krust_dir.join("logs").display(),
                 krust_dir.join("metadata").display(),
             ),
@@ -282,6 +297,17 @@ fn transactions_commit_and_abort_on_krust_and_kafka_leaders_alike() {
         runtime.block_on(fetch_committed(&krust_address, 0, 0)),
         runtime.block_on(fetch_committed(&kafka_address, 1, 0)),
         "after the late produce"
+    );
+
+    // Kafka's partition gauge: nothing open, no lag.
+    let metrics = scrape_metrics(metrics_port);
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("kafka_cluster_partition_laststableoffsetlag{")
+                && l.contains("topic=\"txn-data\"")
+                && l.ends_with(" 0")
+        ),
+        "LastStableOffsetLag of txn-data-0 in:\n{metrics}"
     );
 
     // Kafka's tool reads krust's index as it reads its own; krust reads Kafka's.
