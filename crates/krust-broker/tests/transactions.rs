@@ -314,3 +314,54 @@ fn a_transactional_batch_needs_a_verification_guard_until_its_transaction_is_ope
     p.append_client_records(txn_batch(7, 0, 2, 1), 1, None, T0)
         .expect("verification disabled");
 }
+
+#[test]
+fn a_follower_indexes_the_aborted_transactions_it_replicates_as_the_leader_did() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut leader = open(&dir.path().join("leader/t-0"));
+    leader
+        .make_leader(3, &[LEADER, 2], &[LEADER, 2], T0)
+        .expect("leader");
+    let mut follower = {
+        let log =
+            Log::open(&dir.path().join("follower/t-0"), LogConfig::default(), 0).expect("log");
+        Partition::open(2, log, PartitionConfig::default(), 0, T0).expect("partition")
+    };
+    follower.make_follower(3, Some(LEADER), &[LEADER, 2], &[LEADER, 2]);
+    leader
+        .append_as_leader(txn_batch(7, 0, 0, 2), 1, T0)
+        .expect("txn 7");
+    leader
+        .append_as_leader(txn_batch(8, 0, 0, 1), 1, T0)
+        .expect("txn 8");
+    leader
+        .append_txn_marker_as_leader(8, 0, marker(false, 1), T0)
+        .expect("abort 8");
+    leader
+        .append_txn_marker_as_leader(7, 0, marker(false, 1), T0)
+        .expect("abort 7");
+    let data = leader
+        .read(
+            0,
+            1 << 20,
+            Fetcher::Follower { replica_id: 2 },
+            Some(3),
+            None,
+            true,
+            T0,
+        )
+        .expect("follower fetch");
+    follower
+        .append_as_follower(data.records, data.high_watermark, T0)
+        .expect("replicate");
+    assert_eq!(leader.log().all_aborted_txns().len(), 2);
+    assert_eq!(
+        follower.log().all_aborted_txns(),
+        leader.log().all_aborted_txns()
+    );
+    assert_eq!(
+        leader.log().all_aborted_txns()[0].last_stable_offset,
+        0,
+        "producer 7's transaction was still open when 8 aborted"
+    );
+}
