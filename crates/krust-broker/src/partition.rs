@@ -718,19 +718,14 @@ impl Partition {
     ) -> Result<LeaderAppend, PartitionError> {
         if self.config.transaction_verification_enable {
             self.require_leader()?;
-            if let Ok(batches) = parse_all(records.clone(), MAX_BATCH_BYTES) {
-                for batch in &batches {
-                    let pid = batch.producer_id();
-                    if !batch.is_transactional() || batch.is_control() || pid < 0 {
-                        continue;
-                    }
-                    if self.has_ongoing_txn(pid, batch.producer_epoch()) {
-                        continue;
-                    }
-                    let expected = self.verification_guards.get(&pid).map(|g| g.0);
-                    if expected.is_none() || expected != guard {
-                        return Err(PartitionError::InvalidTxnState { producer_id: pid });
-                    }
+            // Headers only: the append parses and CRC-checks every batch anyway.
+            for (pid, epoch) in transactional_producers(&records) {
+                if self.has_ongoing_txn(pid, epoch) {
+                    continue;
+                }
+                let expected = self.verification_guards.get(&pid).map(|g| g.0);
+                if expected.is_none() || expected != guard {
+                    return Err(PartitionError::InvalidTxnState { producer_id: pid });
                 }
             }
         }
@@ -1503,4 +1498,37 @@ fn next_offset_after(records: &Bytes) -> Option<i64> {
         pos += size;
     }
     next
+}
+
+/// (producer id, epoch) of every transactional data batch in `records`, read from the v2
+/// batch headers alone (no CRC check: callers parse the batches fully later). Stops at the
+/// first header that is cut short or not v2.
+#[must_use]
+pub fn transactional_producers(records: &Bytes) -> Vec<(i64, i16)> {
+    const MAGIC: usize = 16;
+    const ATTRIBUTES: usize = 21;
+    const PRODUCER_ID: usize = 43;
+    const PRODUCER_EPOCH: usize = 51;
+    const HEADER: usize = 61;
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while let Some(rest) = records.get(pos..) {
+        let Ok(size) = krust_log::batch::peek_batch_size(rest, MAX_BATCH_BYTES) else {
+            break;
+        };
+        let Some(h) = rest.get(..HEADER).filter(|h| h[MAGIC] == 2) else {
+            break;
+        };
+        let attributes = i16::from_be_bytes([h[ATTRIBUTES], h[ATTRIBUTES + 1]]);
+        let mut pid = [0u8; 8];
+        pid.copy_from_slice(&h[PRODUCER_ID..PRODUCER_ID + 8]);
+        let pid = i64::from_be_bytes(pid);
+        let epoch = i16::from_be_bytes([h[PRODUCER_EPOCH], h[PRODUCER_EPOCH + 1]]);
+        // 0x10 transactional, 0x20 control.
+        if attributes & 0x10 != 0 && attributes & 0x20 == 0 && pid >= 0 {
+            out.push((pid, epoch));
+        }
+        pos = pos.saturating_add(size);
+    }
+    out
 }

@@ -32,7 +32,6 @@ use kafka_protocol::messages::add_partitions_to_txn_request::{
 use kafka_protocol::messages::{
     AddPartitionsToTxnRequest, ProduceRequest, ProducerId, ResponseKind, TransactionalId,
 };
-use krust_log::batch::{MAX_BATCH_BYTES, parse_all};
 use krust_net::{Client, ClientConfig, ClientError};
 use tracing::warn;
 
@@ -120,18 +119,9 @@ fn transactional_partitions(
             let Some(records) = &data.records else {
                 continue;
             };
-            let Ok(batches) = parse_all(records.clone(), MAX_BATCH_BYTES) else {
-                continue;
-            };
-            let mut transactional = false;
-            for b in batches
-                .iter()
-                .filter(|b| b.producer_id() >= 0 && b.is_transactional())
-            {
-                producers.insert((b.producer_id(), b.producer_epoch()));
-                transactional = true;
-            }
-            if transactional {
+            let found = crate::partition::transactional_producers(records);
+            if !found.is_empty() {
+                producers.extend(found);
                 partitions.push((topic.name.0.to_string(), data.index));
             }
         }
