@@ -110,6 +110,18 @@ pub enum PartitionError {
     /// The producer-state checks refused a batch.
     #[error(transparent)]
     Producer(#[from] ProducerStateError),
+    /// A transactional batch of a producer with no open transaction here arrived without a
+    /// verification by the transaction coordinator (KIP-890 part 1), or after a marker ended
+    /// the transaction. Kafka code `INVALID_TXN_STATE`.
+    #[error("producer {producer_id}: record was not part of an ongoing transaction")]
+    InvalidTxnState {
+        /// Producer id.
+        producer_id: i64,
+    },
+    /// A transaction marker refused by the producer state (stale producer or coordinator
+    /// epoch).
+    #[error(transparent)]
+    Marker(#[from] crate::producer_state::MarkerError),
     /// The log refused or failed the operation.
     #[error(transparent)]
     Log(#[from] LogError),
@@ -146,6 +158,16 @@ impl PartitionError {
             PartitionError::Producer(ProducerStateError::OutOfOrderSequence { .. }) => {
                 ResponseError::OutOfOrderSequenceNumber
             }
+            PartitionError::Producer(ProducerStateError::InvalidTxnState { .. }) => {
+                ResponseError::InvalidTxnState
+            }
+            PartitionError::InvalidTxnState { .. } => ResponseError::InvalidTxnState,
+            PartitionError::Marker(crate::producer_state::MarkerError::InvalidProducerEpoch {
+                ..
+            }) => ResponseError::InvalidProducerEpoch,
+            PartitionError::Marker(crate::producer_state::MarkerError::CoordinatorFenced {
+                ..
+            }) => ResponseError::TransactionCoordinatorFenced,
             PartitionError::Log(e) => code_to_error(e.kafka_error_code()),
             PartitionError::Snapshot(SnapshotError::Log(e)) => code_to_error(e.kafka_error_code()),
             PartitionError::Snapshot(_) => ResponseError::KafkaStorageError,

@@ -16,14 +16,17 @@
 //! Fetch sessions (KIP-227) are the caller's: [`handle_fetch`] reads every partition the
 //! request lists and ignores `session_id`/`session_epoch`/`forgotten_topics_data`
 //! (`server::apis::fetch` resolves a session into a full partition list first).
-//! Limits: no aborted-transaction lists; no preferred read replica.
+//! `READ_COMMITTED` answers carry the aborted transactions overlapping the returned batches
+//! (Kafka's `abortedTransactions`, an empty list when there are none; null for
+//! `READ_UNCOMMITTED`), read from the segments' `.txnindex` files.
+//! Limits: no preferred read replica.
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{
-    EpochEndOffset as WireEpochEndOffset, FetchableTopicResponse, PartitionData,
+    AbortedTransaction, EpochEndOffset as WireEpochEndOffset, FetchableTopicResponse, PartitionData,
 };
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, ProducerId, TopicName};
 use krust_log::batch::{MAX_BATCH_BYTES, peek_batch_size};
 
 use crate::error::PartitionError;
@@ -126,8 +129,12 @@ pub fn handle_fetch<R: PartitionAccess>(
             let limit = partition_max.min(remaining);
             let current_leader_epoch = Some(fp.current_leader_epoch);
             let last_fetched_epoch = (version >= 12).then_some(fp.last_fetched_epoch);
+            let read_committed = fetcher
+                == Fetcher::Consumer {
+                    isolation: IsolationLevel::ReadCommitted,
+                };
             let read = replicas.with_partition(&name, index, |p| {
-                let data = p.read(
+                let mut data = p.read(
                     fp.fetch_offset,
                     limit.max(1),
                     fetcher,
@@ -141,14 +148,22 @@ pub fn handle_fetch<R: PartitionAccess>(
                 {
                     p.record_follower_log_start(replica_id, fp.log_start_offset);
                 }
-                Ok(data)
+                // READ_COMMITTED: the aborted transactions of exactly the batches returned
+                // (trimmed here as below, so the upper bound matches what is sent).
+                let aborted = if read_committed {
+                    data.records = trim_to_whole_batches(data.records, limit, min_one_batch);
+                    Some(p.aborted_transactions(fp.fetch_offset, &data.records))
+                } else {
+                    None
+                };
+                Ok((data, aborted))
             });
             let data = match read {
                 Err(e) => {
                     error_or_divergence = true;
                     error_partition(index, read_error(e))
                 }
-                Ok(data) => {
+                Ok((data, aborted)) => {
                     let records = trim_to_whole_batches(data.records, limit, min_one_batch);
                     if !records.is_empty() {
                         min_one_batch = false;
@@ -160,7 +175,16 @@ pub fn handle_fetch<R: PartitionAccess>(
                         .with_high_watermark(data.high_watermark)
                         .with_last_stable_offset(data.last_stable_offset)
                         .with_log_start_offset(data.log_start_offset)
-                        .with_records(Some(records));
+                        .with_records(Some(records))
+                        .with_aborted_transactions(aborted.map(|list| {
+                            list.into_iter()
+                                .map(|t| {
+                                    AbortedTransaction::default()
+                                        .with_producer_id(ProducerId(t.producer_id))
+                                        .with_first_offset(t.first_offset)
+                                })
+                                .collect()
+                        }));
                     if let Some(diverging) = data.diverging_epoch {
                         error_or_divergence = true;
                         out.diverging_epoch = WireEpochEndOffset::default()

@@ -8,9 +8,11 @@
 //!
 //! # Limits
 //!
-//! - Transactions: open transactions bound the last stable offset, but there is no
-//!   transaction index, no aborted-transaction list in fetches, no transaction coordinator
-//!   (transactional InitProducerId answers `COORDINATOR_NOT_AVAILABLE`).
+//! - Transactions, partition side: markers (WriteTxnMarkers), the last stable offset, the
+//!   `.txnindex` and read-committed fetches, KIP-890 part 1 verification of transactional
+//!   produce. Not yet: the log cleaner's transaction rules (aborted data is not removed,
+//!   markers are kept), the partition LSO-lag metric, the lowest-sequence check of a
+//!   verification guard.
 //! - Produce below v3 and Fetch below v4 are not served (they need message-format
 //!   down-conversion).
 //!
@@ -18,11 +20,15 @@
 //!
 //! - [`producer_state`]: idempotent producer state of a partition (last 5 batches per
 //!   producer, sequence/epoch checks, `<offset>.snapshot` files in Kafka's format, rebuild
-//!   from snapshot + log, expiry).
+//!   from snapshot + log, expiry), open and completed transactions (COMMIT/ABORT markers with
+//!   their producer and coordinator epoch checks, the first unstable offset, the aborted
+//!   transactions met by a replay for re-indexing).
 //! - [`partition`]: [`Partition`] — a `krust_log::Log` with leader epoch, high watermark, the
 //!   leader's view of follower fetch state (ISR candidates), leader append with Kafka's
 //!   validation, reads for consumers and followers, ListOffsets, OffsetForLeaderEpoch,
-//!   DeleteRecords, follower divergence truncation, config updates.
+//!   DeleteRecords, follower divergence truncation, config updates; transaction markers as
+//!   leader, the last stable offset, aborted transactions in the log's `.txnindex` (and of a
+//!   read-committed read), KIP-890 verification guards.
 //! - [`replicas`]: [`PartitionAccess`] (how handlers reach partitions) and [`ReplicaSet`] —
 //!   hosted partitions plus the topics the metadata knows (NOT_LEADER_OR_FOLLOWER vs
 //!   UNKNOWN_TOPIC_OR_PARTITION, topic ids), the sans-IO implementation.

@@ -29,6 +29,7 @@ use bytes::Bytes;
 use krust_log::batch::{MAX_BATCH_BYTES, NO_TIMESTAMP, parse_all};
 use krust_log::leader_epoch::{EpochEndOffset, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use krust_log::log::{LATEST_TIMESTAMP, MAX_TIMESTAMP};
+use krust_log::txn_index::AbortedTxn;
 use krust_log::{Log, LogError, RecordBatch, TimestampAndOffset, TimestampType};
 use tracing::info;
 
@@ -54,7 +55,19 @@ pub struct PartitionConfig {
     pub message_timestamp_after_max_ms: i64,
     /// `producer.id.expiration.ms` (86400000).
     pub producer_id_expiration_ms: i64,
+    /// `transaction.partition.verification.enable` (true, KIP-890 part 1): the first
+    /// transactional batch of a producer epoch from a client must carry the
+    /// [`VerificationGuard`] of a verification with the transaction coordinator.
+    pub transaction_verification_enable: bool,
 }
+
+/// Proof that the transaction coordinator confirmed a partition is part of a producer's
+/// transaction (Kafka's `VerificationGuard`): handed out by
+/// [`Partition::maybe_start_txn_verification`] before asking the coordinator, presented to
+/// [`Partition::append_client_records`] after its answer. A marker or the first
+/// transactional batch written meanwhile invalidates it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerificationGuard(u64);
 
 impl Default for PartitionConfig {
     fn default() -> Self {
@@ -64,6 +77,7 @@ impl Default for PartitionConfig {
             message_timestamp_before_max_ms: i64::MAX,
             message_timestamp_after_max_ms: i64::MAX,
             producer_id_expiration_ms: DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+            transaction_verification_enable: true,
         }
     }
 }
@@ -196,6 +210,10 @@ pub struct Partition {
     /// The producer snapshot taken at the latest roll (path, bytes), for the roll's background
     /// flush to write ([`Partition::take_roll_flush`]).
     roll_snapshot: Option<(std::path::PathBuf, Vec<u8>)>,
+    /// Verifications in flight with the transaction coordinator, by producer id: (guard,
+    /// producer epoch) (Kafka's `VerificationStateEntry`).
+    verification_guards: BTreeMap<i64, (VerificationGuard, i16)>,
+    next_verification_guard: u64,
 }
 
 /// A log-compaction pass planned under the partition lock ([`Partition::plan_compaction`]),
@@ -223,8 +241,10 @@ impl Partition {
         checkpointed_high_watermark: i64,
         now_ms: i64,
     ) -> Result<Partition, PartitionError> {
-        let producer_state =
+        let mut log = log;
+        let mut producer_state =
             ProducerStateManager::load(&log, config.producer_id_expiration_ms, now_ms)?;
+        index_replayed_aborted(&mut log, &mut producer_state)?;
         let high_watermark =
             checkpointed_high_watermark.clamp(log.log_start_offset(), log.log_end_offset());
         let mut partition = Partition {
@@ -241,6 +261,8 @@ impl Partition {
             role: Role::Follower { leader_id: None },
             high_watermark,
             roll_snapshot: None,
+            verification_guards: BTreeMap::new(),
+            next_verification_guard: 1,
         };
         partition.log.set_high_watermark(high_watermark);
         Ok(partition)
@@ -327,11 +349,13 @@ impl Partition {
         self.log.log_start_offset()
     }
 
-    /// Last stable offset: the HW, or the first offset of an open transaction below it.
+    /// Last stable offset (Kafka's `UnifiedLog.lastStableOffset`): the HW, or the first
+    /// offset of an open transaction (or of a completed one whose marker is not yet below
+    /// the HW) when that is lower.
     #[must_use]
     pub fn last_stable_offset(&self) -> i64 {
         self.producer_state
-            .first_unstable_offset()
+            .first_unstable_offset(self.high_watermark)
             .map_or(self.high_watermark, |o| o.min(self.high_watermark))
     }
 
@@ -508,6 +532,7 @@ impl Partition {
         self.log.truncate_fully_and_start_at(offset)?;
         self.producer_state =
             ProducerStateManager::load(&self.log, self.config.producer_id_expiration_ms, now_ms)?;
+        index_replayed_aborted(&mut self.log, &mut self.producer_state)?;
         self.high_watermark = offset;
         self.log.set_high_watermark(offset);
         Ok(())
@@ -642,6 +667,127 @@ impl Partition {
         })
     }
 
+    /// KIP-890 part 1 (Kafka's `UnifiedLog.maybeStartTransactionVerification`): `None` when
+    /// the producer already has a transaction open here in `producer_epoch` (no verification
+    /// needed), else the guard to present with the append once the coordinator confirmed the
+    /// partition is in the transaction (an existing guard is reused unless the epoch is newer).
+    ///
+    /// # Errors
+    /// [`PartitionError::NotLeaderOrFollower`].
+    pub fn maybe_start_txn_verification(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+    ) -> Result<Option<VerificationGuard>, PartitionError> {
+        self.require_leader()?;
+        if self.has_ongoing_txn(producer_id, producer_epoch) {
+            return Ok(None);
+        }
+        if let Some(&(guard, epoch)) = self.verification_guards.get(&producer_id)
+            && epoch >= producer_epoch
+        {
+            return Ok(Some(guard));
+        }
+        let guard = VerificationGuard(self.next_verification_guard);
+        self.next_verification_guard += 1;
+        self.verification_guards
+            .insert(producer_id, (guard, producer_epoch));
+        Ok(Some(guard))
+    }
+
+    fn has_ongoing_txn(&self, producer_id: i64, producer_epoch: i16) -> bool {
+        self.producer_state.entry(producer_id).is_some_and(|e| {
+            e.current_txn_first_offset.is_some() && e.producer_epoch == producer_epoch
+        })
+    }
+
+    /// [`Partition::append_as_leader`] for a client's Produce (Kafka's `AppendOrigin.CLIENT`
+    /// with `transaction.partition.verification.enable`): a transactional batch of a producer
+    /// without an open transaction in its epoch needs `guard`, the one this partition handed
+    /// out for the producer's verification, else INVALID_TXN_STATE ("Record was not part of an
+    /// ongoing transaction") and nothing is written.
+    ///
+    /// # Errors
+    /// [`PartitionError::InvalidTxnState`], then as [`Partition::append_as_leader`].
+    pub fn append_client_records(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        guard: Option<VerificationGuard>,
+        now_ms: i64,
+    ) -> Result<LeaderAppend, PartitionError> {
+        if self.config.transaction_verification_enable {
+            self.require_leader()?;
+            // Headers only: the append parses and CRC-checks every batch anyway.
+            for (pid, epoch) in transactional_producers(&records) {
+                if self.has_ongoing_txn(pid, epoch) {
+                    continue;
+                }
+                let expected = self.verification_guards.get(&pid).map(|g| g.0);
+                if expected.is_none() || expected != guard {
+                    return Err(PartitionError::InvalidTxnState { producer_id: pid });
+                }
+            }
+        }
+        self.append_as_leader(records, required_acks, now_ms)
+    }
+
+    /// Writes a COMMIT or ABORT marker for `producer_id` as leader (Kafka's
+    /// `ReplicaManager.appendRecords` of a WriteTxnMarkers request: acks=-1, origin
+    /// COORDINATOR). The marker's producer epoch may not be older than the partition's, nor
+    /// its coordinator epoch older than the last marker's; a producer the partition does not
+    /// know gets its marker written (it ends nothing). The caller answers once the high
+    /// watermark reaches [`LeaderAppend::wait_for_high_watermark`].
+    ///
+    /// # Errors
+    /// [`PartitionError::NotLeaderOrFollower`], [`PartitionError::NotEnoughReplicas`],
+    /// [`PartitionError::Marker`] (INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED),
+    /// [`PartitionError::Log`].
+    pub fn append_txn_marker_as_leader(
+        &mut self,
+        producer_id: i64,
+        producer_epoch: i16,
+        marker: krust_log::txn_marker::EndTxnMarker,
+        now_ms: i64,
+    ) -> Result<LeaderAppend, PartitionError> {
+        self.require_leader()?;
+        if self.is_under_min_isr() {
+            return Err(PartitionError::NotEnoughReplicas {
+                isr_size: self.isr.len(),
+                min_isr: self.config.min_insync_replicas,
+            });
+        }
+        self.producer_state
+            .check_marker(producer_id, producer_epoch, marker.coordinator_epoch)?;
+        let batch = marker.batch(producer_id, producer_epoch, now_ms);
+        let active_base = self.active_segment_base();
+        let info = self
+            .log
+            .append_as_leader(vec![batch], self.leader_epoch, now_ms)?;
+        self.apply_written(&info.batches, active_base);
+        self.maybe_increment_high_watermark(now_ms);
+        Ok(LeaderAppend {
+            base_offset: info.first_offset,
+            last_offset: info.last_offset,
+            log_append_time_ms: info.log_append_time_ms.unwrap_or(NO_TIMESTAMP),
+            log_start_offset: self.log.log_start_offset(),
+            duplicate: false,
+            wait_for_high_watermark: Some(info.last_offset + 1),
+        })
+    }
+
+    /// Aborted transactions a read-committed fetch from `fetch_offset` must be told about,
+    /// for the whole batches in `records` (Kafka's `LocalLog.addAbortedTransactions`): those
+    /// overlapping `[fetch_offset, upper bound)`, where the upper bound is the offset after
+    /// the last returned batch. Empty when nothing is returned.
+    #[must_use]
+    pub fn aborted_transactions(&self, fetch_offset: i64, records: &Bytes) -> Vec<AbortedTxn> {
+        let Some(upper) = next_offset_after(records) else {
+            return Vec::new();
+        };
+        self.log.collect_aborted_txns(fetch_offset, upper)
+    }
+
     /// Kafka's `LogValidator` record checks, one allocation-free scan per batch:
     /// - a compacted topic keeps the latest record per key, so a record without one cannot be
     ///   written (`validateKey`; all keyless records of the batch are named);
@@ -754,6 +900,7 @@ impl Partition {
         if new_hw > self.high_watermark {
             self.high_watermark = new_hw;
             self.log.set_high_watermark(new_hw);
+            self.producer_state.on_high_watermark_updated(new_hw);
             true
         } else {
             false
@@ -1062,6 +1209,7 @@ impl Partition {
                 self.config.producer_id_expiration_ms,
                 now_ms,
             )?;
+            index_replayed_aborted(&mut self.log, &mut self.producer_state)?;
         }
         self.high_watermark = self.high_watermark.min(self.log.log_end_offset());
         self.log.set_high_watermark(self.high_watermark);
@@ -1093,8 +1241,32 @@ impl Partition {
                 // background flush: no file is created or fsynced on the produce path.
                 self.roll_snapshot = Some(self.producer_state.snapshot_file(self.log.dir()));
             }
-            self.producer_state.apply_batch(batch);
+            if batch.is_transactional() {
+                // The first transactional batch or a marker ends a verification (Kafka clears
+                // the producer's `VerificationStateEntry`).
+                self.verification_guards.remove(&batch.producer_id());
+            }
+            if let Some(done) = self.producer_state.apply_batch(batch)
+                && done.is_aborted
+            {
+                // Kafka's `UnifiedLog.append` → `LogSegment.updateTxnIndex`: the aborted
+                // transaction goes into the index of the segment holding its marker.
+                let txn = AbortedTxn {
+                    producer_id: done.producer_id,
+                    first_offset: done.first_offset,
+                    last_offset: done.last_offset,
+                    last_stable_offset: self.producer_state.last_stable_offset_of(&done),
+                };
+                if let Err(error) = self.log.append_aborted_txn(txn) {
+                    // The marker is in the log; a restart rebuilds the missing entry when it
+                    // replays past it.
+                    tracing::error!(%error, dir = %self.log.dir().display(),
+                        "writing the transaction index failed");
+                }
+            }
         }
+        self.producer_state
+            .on_high_watermark_updated(self.high_watermark);
     }
 
     /// The flush the last roll(s) left behind ([`krust_log::Log::take_roll_flush`]), with the
@@ -1286,4 +1458,77 @@ impl Partition {
     pub fn close(self) -> Result<i64, PartitionError> {
         Ok(self.log.close()?)
     }
+}
+
+/// Indexes the aborted transactions a producer-state load met in the log (entries already in
+/// a `.txnindex` are skipped), then clears the log's rebuild request: this is how a corrupt or
+/// torn `.txnindex` is rebuilt (Kafka rebuilds it while recovering segments).
+fn index_replayed_aborted(
+    log: &mut Log,
+    producer_state: &mut ProducerStateManager,
+) -> Result<(), PartitionError> {
+    for txn in producer_state.take_replayed_aborted() {
+        log.append_aborted_txn(txn)?;
+    }
+    log.txn_indexes_rebuilt();
+    Ok(())
+}
+
+/// The offset after the last whole batch in `records` (v2 batches and magic 0/1 entries),
+/// `None` if there is none.
+fn next_offset_after(records: &Bytes) -> Option<i64> {
+    let mut pos = 0usize;
+    let mut next = None;
+    while let Some(rest) = records.get(pos..) {
+        let Ok(size) = krust_log::batch::peek_batch_size(rest, MAX_BATCH_BYTES) else {
+            break;
+        };
+        let (Some(header), true) = (rest.get(..17), size <= rest.len()) else {
+            break;
+        };
+        let mut base = [0u8; 8];
+        base.copy_from_slice(&header[..8]);
+        let base = i64::from_be_bytes(base);
+        // A legacy entry's offset is its last offset; a v2 batch adds its last offset delta.
+        let delta = match rest.get(23..27) {
+            Some(d) if header[16] >= 2 => i32::from_be_bytes([d[0], d[1], d[2], d[3]]),
+            _ => 0,
+        };
+        next = Some(base.saturating_add(i64::from(delta)).saturating_add(1));
+        pos += size;
+    }
+    next
+}
+
+/// (producer id, epoch) of every transactional data batch in `records`, read from the v2
+/// batch headers alone (no CRC check: callers parse the batches fully later). Stops at the
+/// first header that is cut short or not v2.
+#[must_use]
+pub fn transactional_producers(records: &Bytes) -> Vec<(i64, i16)> {
+    const MAGIC: usize = 16;
+    const ATTRIBUTES: usize = 21;
+    const PRODUCER_ID: usize = 43;
+    const PRODUCER_EPOCH: usize = 51;
+    const HEADER: usize = 61;
+    let mut out = Vec::new();
+    let mut pos = 0usize;
+    while let Some(rest) = records.get(pos..) {
+        let Ok(size) = krust_log::batch::peek_batch_size(rest, MAX_BATCH_BYTES) else {
+            break;
+        };
+        let Some(h) = rest.get(..HEADER).filter(|h| h[MAGIC] == 2) else {
+            break;
+        };
+        let attributes = i16::from_be_bytes([h[ATTRIBUTES], h[ATTRIBUTES + 1]]);
+        let mut pid = [0u8; 8];
+        pid.copy_from_slice(&h[PRODUCER_ID..PRODUCER_ID + 8]);
+        let pid = i64::from_be_bytes(pid);
+        let epoch = i16::from_be_bytes([h[PRODUCER_EPOCH], h[PRODUCER_EPOCH + 1]]);
+        // 0x10 transactional, 0x20 control.
+        if attributes & 0x10 != 0 && attributes & 0x20 == 0 && pid >= 0 {
+            out.push((pid, epoch));
+        }
+        pos = pos.saturating_add(size);
+    }
+    out
 }

@@ -9,9 +9,10 @@
 //! [`DelayedProduce::expire`] at `timeout_ms` (`REQUEST_TIMED_OUT` for partitions still
 //! waiting). With acks=0 the caller sends no response at all.
 //!
-//! Limits: no transactions (transactional batches are appended but not verified with the
-//! coordinator), no `current_leader`/`node_endpoints` hints on NOT_LEADER_OR_FOLLOWER (they
-//! need the metadata image).
+//! Transactional batches are checked against the partition's verification guards (KIP-890
+//! part 1; the coordinator round trip is the runtime's, `server::apis::txn_verification`).
+//! Limits: no `current_leader`/`node_endpoints` hints on NOT_LEADER_OR_FOLLOWER (they need the
+//! metadata image).
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
@@ -21,7 +22,10 @@ use kafka_protocol::messages::produce_response::{
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse, TopicName};
 use krust_log::batch::{MAX_BATCH_BYTES, parse_all};
 
+use std::collections::BTreeMap;
+
 use crate::error::PartitionError;
+use crate::partition::VerificationGuard;
 use crate::replicas::PartitionAccess;
 
 /// What to do with a produce request.
@@ -110,12 +114,26 @@ fn has_exactly_one_batch(records: &Bytes) -> bool {
     parse_all(records.clone(), MAX_BATCH_BYTES).map_or(true, |batches| batches.len() == 1)
 }
 
-/// Handles a produce request of `version` at `now_ms`; see the module doc.
+/// Handles a produce request of `version` at `now_ms`; see the module doc. Transactional
+/// batches that need a coordinator verification (KIP-890) are refused with INVALID_TXN_STATE:
+/// use [`handle_produce_verified`] with the guards of the verifications done.
 pub fn handle_produce<R: PartitionAccess>(
     replicas: &mut R,
     request: &ProduceRequest,
     version: i16,
     now_ms: i64,
+) -> ProduceOutcome {
+    handle_produce_verified(replicas, request, version, now_ms, &BTreeMap::new())
+}
+
+/// [`handle_produce`] with the [`VerificationGuard`]s of the partitions whose transaction
+/// the coordinator confirmed, by (topic, partition).
+pub fn handle_produce_verified<R: PartitionAccess>(
+    replicas: &mut R,
+    request: &ProduceRequest,
+    version: i16,
+    now_ms: i64,
+    guards: &BTreeMap<(String, i32), VerificationGuard>,
 ) -> ProduceOutcome {
     let acks = request.acks;
     let valid_acks = matches!(acks, -1..=1);
@@ -133,9 +151,10 @@ pub fn handle_produce<R: PartitionAccess>(
                 if version >= 3 && !has_exactly_one_batch(&records) {
                     error_response(index, ResponseError::InvalidRecord)
                 } else {
-                    match replicas
-                        .with_partition(name, index, |p| p.append_as_leader(records, acks, now_ms))
-                    {
+                    match replicas.with_partition(name, index, |p| {
+                        let guard = guards.get(&(name.to_string(), index)).copied();
+                        p.append_client_records(records, acks, guard, now_ms)
+                    }) {
                         Err(e) => {
                             let mut part = error_response(index, e.response_error());
                             if let PartitionError::InvalidTimestamp { record_index, .. } = e {

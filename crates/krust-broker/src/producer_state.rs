@@ -265,6 +265,58 @@ pub enum ProducerStateError {
         /// The partition's epoch for it.
         current_epoch: i16,
     },
+    /// A non-transactional batch from a producer with a transaction open on the partition
+    /// (Kafka's `appendDataBatch`). Kafka code `INVALID_TXN_STATE`.
+    #[error("producer {producer_id}: expected a transactional write, a transaction is open")]
+    InvalidTxnState {
+        /// Producer id.
+        producer_id: i64,
+    },
+}
+
+/// A transaction marker refused by the producer-state checks (Kafka's
+/// `ProducerAppendInfo.appendEndTxnMarker` for a coordinator append).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MarkerError {
+    /// The marker's producer epoch is older than the partition's. Kafka code
+    /// `INVALID_PRODUCER_EPOCH`.
+    #[error(
+        "producer {producer_id}: marker epoch {epoch} is older than the current epoch {current_epoch}"
+    )]
+    InvalidProducerEpoch {
+        /// Producer id.
+        producer_id: i64,
+        /// The marker's producer epoch.
+        epoch: i16,
+        /// The partition's epoch for the producer.
+        current_epoch: i16,
+    },
+    /// The marker comes from a coordinator older than the last one that wrote a marker for
+    /// this producer. Kafka code `TRANSACTION_COORDINATOR_FENCED`.
+    #[error(
+        "producer {producer_id}: coordinator epoch {coordinator_epoch} is older than {current}"
+    )]
+    CoordinatorFenced {
+        /// Producer id.
+        producer_id: i64,
+        /// The marker's coordinator epoch.
+        coordinator_epoch: i32,
+        /// The last coordinator epoch seen for the producer.
+        current: i32,
+    },
+}
+
+/// A transaction ended by a marker (Kafka's `CompletedTxn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CompletedTxn {
+    /// The producer.
+    pub producer_id: i64,
+    /// Offset of the transaction's first batch.
+    pub first_offset: i64,
+    /// Offset of the marker.
+    pub last_offset: i64,
+    /// Ended by an ABORT marker.
+    pub is_aborted: bool,
 }
 
 /// A snapshot file that cannot be used.
@@ -353,6 +405,12 @@ pub enum AppendCheck {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerStateManager {
     producers: BTreeMap<i64, ProducerStateEntry>,
+    /// Completed transactions whose marker is not yet below the high watermark, by first
+    /// offset (Kafka's `unreplicatedTxns`): they still bound the last stable offset.
+    unreplicated_txns: BTreeMap<i64, CompletedTxn>,
+    /// Aborted transactions met by [`ProducerStateManager::replay`], with their last stable
+    /// offsets, for the caller to (re)index ([`ProducerStateManager::take_replayed_aborted`]).
+    replayed_aborted: Vec<krust_log::txn_index::AbortedTxn>,
     /// Offset after the last batch applied (the log end offset once caught up).
     last_map_offset: i64,
     producer_id_expiration_ms: i64,
@@ -364,6 +422,8 @@ impl ProducerStateManager {
     pub fn new(producer_id_expiration_ms: i64) -> Self {
         ProducerStateManager {
             producers: BTreeMap::new(),
+            unreplicated_txns: BTreeMap::new(),
+            replayed_aborted: Vec::new(),
             last_map_offset: 0,
             producer_id_expiration_ms,
         }
@@ -392,13 +452,84 @@ impl ProducerStateManager {
         self.producers.values().map(SnapshotEntry::from).collect()
     }
 
-    /// Smallest first offset of an open transaction (bounds the last stable offset).
+    /// Kafka's `firstUnstableOffset`: the smallest first offset of an open transaction or of
+    /// a completed one whose marker is at or above `high_watermark` (bounds the last stable
+    /// offset).
     #[must_use]
-    pub fn first_unstable_offset(&self) -> Option<i64> {
-        self.producers
+    pub fn first_unstable_offset(&self, high_watermark: i64) -> Option<i64> {
+        let ongoing = self
+            .producers
             .values()
             .filter_map(|e| e.current_txn_first_offset)
+            .min();
+        let unreplicated = self
+            .unreplicated_txns
+            .values()
+            .filter(|t| t.last_offset >= high_watermark)
+            .map(|t| t.first_offset)
+            .min();
+        match (ongoing, unreplicated) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The high watermark moved: completed transactions whose marker is below it no longer
+    /// bound the last stable offset (Kafka's `onHighWatermarkUpdated`).
+    pub fn on_high_watermark_updated(&mut self, high_watermark: i64) {
+        self.unreplicated_txns
+            .retain(|_, t| t.last_offset >= high_watermark);
+    }
+
+    /// The last stable offset recorded with a transaction `completed` just ended (Kafka's
+    /// `lastStableOffset(completedTxn)`): the first offset of the earliest other open
+    /// transaction, else the marker's offset + 1. Call after the marker was applied.
+    #[must_use]
+    pub fn last_stable_offset_of(&self, completed: &CompletedTxn) -> i64 {
+        self.producers
+            .values()
+            .filter(|e| e.producer_id != completed.producer_id)
+            .filter_map(|e| e.current_txn_first_offset)
             .min()
+            .unwrap_or(completed.last_offset + 1)
+    }
+
+    /// Checks a transaction marker the coordinator asks the leader to write (Kafka's
+    /// `appendEndTxnMarker` with `AppendOrigin.COORDINATOR`). A producer the partition does
+    /// not know is accepted (its marker ends nothing).
+    ///
+    /// # Errors
+    /// [`MarkerError`].
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        producer_epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), MarkerError> {
+        let Some(entry) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if producer_epoch < entry.producer_epoch {
+            return Err(MarkerError::InvalidProducerEpoch {
+                producer_id,
+                epoch: producer_epoch,
+                current_epoch: entry.producer_epoch,
+            });
+        }
+        if entry.coordinator_epoch > coordinator_epoch {
+            return Err(MarkerError::CoordinatorFenced {
+                producer_id,
+                coordinator_epoch,
+                current: entry.coordinator_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    /// Aborted transactions met by the last [`ProducerStateManager::load`] /
+    /// [`ProducerStateManager::replay`], to index.
+    pub fn take_replayed_aborted(&mut self) -> Vec<krust_log::txn_index::AbortedTxn> {
+        std::mem::take(&mut self.replayed_aborted)
     }
 
     /// Checks a leader append from a client, batch by batch, as Kafka's
@@ -413,6 +544,8 @@ impl ProducerStateManager {
     ) -> Result<AppendCheck, ProducerStateError> {
         // (epoch, last sequence) of producers updated by earlier batches of this append.
         let mut updated: BTreeMap<i64, (i16, i32)> = BTreeMap::new();
+        // Whether each producer has a transaction open after earlier batches of this append.
+        let mut txn_open: BTreeMap<i64, bool> = BTreeMap::new();
         for (index, batch) in batches.iter().enumerate() {
             if batch.producer_id < 0 || batch.is_control {
                 continue;
@@ -468,6 +601,16 @@ impl ProducerStateManager {
                     });
                 }
             }
+            let open = txn_open
+                .get(&batch.producer_id)
+                .copied()
+                .unwrap_or_else(|| current.is_some_and(|e| e.current_txn_first_offset.is_some()));
+            if open && !batch.is_transactional {
+                return Err(ProducerStateError::InvalidTxnState {
+                    producer_id: batch.producer_id,
+                });
+            }
+            txn_open.insert(batch.producer_id, open || batch.is_transactional);
             updated.insert(
                 batch.producer_id,
                 (batch.producer_epoch, batch.last_sequence()),
@@ -477,12 +620,15 @@ impl ProducerStateManager {
     }
 
     /// Applies a batch that is in the log (leader after append, follower append, replay at
-    /// open), without checks (Kafka's `AppendOrigin.REPLICATION`).
-    pub fn apply_batch(&mut self, batch: &RecordBatch) {
+    /// open), without checks (Kafka's `AppendOrigin.REPLICATION`). A COMMIT/ABORT marker that
+    /// ends an open transaction returns it, already counted as unreplicated (it bounds the
+    /// last stable offset until the high watermark passes the marker); an aborted one must be
+    /// indexed by the caller with [`ProducerStateManager::last_stable_offset_of`].
+    pub fn apply_batch(&mut self, batch: &RecordBatch) -> Option<CompletedTxn> {
         self.last_map_offset = self.last_map_offset.max(batch.next_offset());
         let pid = batch.producer_id();
         if pid < 0 {
-            return;
+            return None;
         }
         let entry = self
             .producers
@@ -491,13 +637,36 @@ impl ProducerStateManager {
         let epoch = batch.producer_epoch();
         if batch.is_control() {
             // A transaction marker ends the open transaction (Kafka's appendEndTxnMarker).
+            // A control batch that is not a readable COMMIT/ABORT (emptied by the cleaner, or
+            // unreadable) changes nothing.
+            let marker = match krust_log::txn_marker::EndTxnMarker::of(batch) {
+                Ok(Some(marker)) => marker,
+                Ok(None) => return None,
+                Err(reason) => {
+                    warn!(producer_id = pid, offset = batch.base_offset(), %reason,
+                        "ignoring an unreadable transaction marker");
+                    return None;
+                }
+            };
             if entry.producer_epoch != epoch {
                 entry.batches.clear();
                 entry.producer_epoch = epoch;
             }
-            entry.current_txn_first_offset = None;
+            let completed = entry
+                .current_txn_first_offset
+                .take()
+                .map(|first| CompletedTxn {
+                    producer_id: pid,
+                    first_offset: first,
+                    last_offset: batch.base_offset(),
+                    is_aborted: !marker.commit,
+                });
+            entry.coordinator_epoch = marker.coordinator_epoch;
             entry.last_timestamp = batch.max_timestamp();
-            return;
+            if let Some(done) = completed {
+                self.unreplicated_txns.insert(done.first_offset, done);
+            }
+            return completed;
         }
         let header = ProducerBatch::of(batch);
         entry.add_batch(
@@ -512,6 +681,7 @@ impl ProducerStateManager {
         if batch.is_transactional() && entry.current_txn_first_offset.is_none() {
             entry.current_txn_first_offset = Some(batch.base_offset());
         }
+        None
     }
 
     /// Removes producers idle for `producer.id.expiration.ms` with no open transaction
@@ -579,6 +749,11 @@ impl ProducerStateManager {
             remove_file(path)?;
         }
         snapshots.retain(|(o, _)| *o <= log_end);
+        if log.txn_indexes_need_rebuild() {
+            // A corrupt `.txnindex` was dropped: replay the whole log so every aborted
+            // transaction is met again and re-indexed.
+            snapshots.clear();
+        }
         let mut start = log.log_start_offset();
         while let Some((offset, path)) = snapshots.pop() {
             let bytes = std::fs::read(&path).map_err(|source| SnapshotError::Io {
@@ -620,7 +795,18 @@ impl ProducerStateManager {
             }
             for batch in &read.batches {
                 if batch.last_offset() >= next {
-                    self.apply_batch(batch);
+                    if let Some(done) = self.apply_batch(batch)
+                        && done.is_aborted
+                    {
+                        let last_stable_offset = self.last_stable_offset_of(&done);
+                        self.replayed_aborted
+                            .push(krust_log::txn_index::AbortedTxn {
+                                producer_id: done.producer_id,
+                                first_offset: done.first_offset,
+                                last_offset: done.last_offset,
+                                last_stable_offset,
+                            });
+                    }
                     next = batch.next_offset();
                 }
             }

@@ -652,6 +652,10 @@ impl ConfigLayers<'_> {
                 "producer.id.expiration.ms",
                 DEFAULT_PRODUCER_ID_EXPIRATION_MS,
             ),
+            transaction_verification_enable: self
+                .static_props
+                .get("transaction.partition.verification.enable")
+                .is_none_or(|v| !v.trim().eq_ignore_ascii_case("false")),
         }
     }
 }

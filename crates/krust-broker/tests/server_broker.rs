@@ -777,6 +777,20 @@ async fn every_advertised_version_answers() {
                     }
                     ApiKey::DescribeCluster => DescribeClusterRequest::default().into(),
                     ApiKey::DescribeProducers => describe_producers_request("orders").into(),
+                    // A marker for a producer the partition does not know: written.
+                    ApiKey::WriteTxnMarkers => {
+                        kafka_protocol::messages::WriteTxnMarkersRequest::default()
+                            .with_markers(vec![
+                                kafka_protocol::messages::write_txn_markers_request::WritableTxnMarker::default()
+                                    .with_producer_id(kafka_protocol::messages::ProducerId(424_242))
+                                    .with_topics(vec![
+                                        kafka_protocol::messages::write_txn_markers_request::WritableTxnMarkerTopic::default()
+                                            .with_name(tname("orders"))
+                                            .with_partition_indexes(vec![0]),
+                                    ]),
+                            ])
+                            .into()
+                    }
                     ApiKey::DescribeTopicPartitions => {
                         kafka_protocol::messages::DescribeTopicPartitionsRequest::default()
                             .with_response_partition_limit(10)
@@ -1225,6 +1239,88 @@ async fn fetch_sessions_rotate_partitions_that_returned_data() {
             "the partition that returned data moves to the end"
         );
         b.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn write_txn_markers_answers_per_partition_as_kafka() {
+    use kafka_protocol::messages::write_txn_markers_request::{
+        WritableTxnMarker, WritableTxnMarkerTopic,
+    };
+    use kafka_protocol::messages::{ProducerId, WriteTxnMarkersRequest};
+    bounded(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let b = start(dir.path()).await;
+        // A partition led here, one followed here (led elsewhere) and one nobody has: Kafka
+        // looks for the local log first (UNKNOWN_TOPIC_OR_PARTITION without one), then
+        // appends as leader (NOT_LEADER_OR_FOLLOWER on a follower).
+        let request = WriteTxnMarkersRequest::default().with_markers(vec![
+            WritableTxnMarker::default()
+                .with_producer_id(ProducerId(77))
+                .with_producer_epoch(0)
+                .with_transaction_result(false)
+                .with_coordinator_epoch(3)
+                .with_topics(vec![
+                    WritableTxnMarkerTopic::default()
+                        .with_name(tname("orders"))
+                        .with_partition_indexes(vec![0]),
+                    WritableTxnMarkerTopic::default()
+                        .with_name(tname("remote"))
+                        .with_partition_indexes(vec![0]),
+                    WritableTxnMarkerTopic::default()
+                        .with_name(tname("nope"))
+                        .with_partition_indexes(vec![0]),
+                ]),
+        ]);
+        let ResponseKind::WriteTxnMarkers(r) = b.client.send(request, 1).await.expect("answer")
+        else {
+            panic!("not WriteTxnMarkers");
+        };
+        assert_eq!(r.markers.len(), 1);
+        assert_eq!(r.markers[0].producer_id, ProducerId(77));
+        let codes: Vec<(String, i16)> = r.markers[0]
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(move |p| (t.name.0.to_string(), p.error_code))
+            })
+            .collect();
+        let unknown = ResponseError::UnknownTopicOrPartition.code();
+        assert_eq!(
+            codes,
+            vec![
+                ("orders".to_string(), 0),
+                (
+                    "remote".to_string(),
+                    ResponseError::NotLeaderOrFollower.code()
+                ),
+                ("nope".to_string(), unknown)
+            ]
+        );
+        // A stale coordinator epoch for the same producer is fenced.
+        let stale = WriteTxnMarkersRequest::default().with_markers(vec![
+            WritableTxnMarker::default()
+                .with_producer_id(ProducerId(77))
+                .with_producer_epoch(0)
+                .with_transaction_result(true)
+                .with_coordinator_epoch(2)
+                .with_topics(vec![
+                    WritableTxnMarkerTopic::default()
+                        .with_name(tname("orders"))
+                        .with_partition_indexes(vec![0]),
+                ]),
+        ]);
+        let ResponseKind::WriteTxnMarkers(r) = b.client.send(stale, 0).await.expect("answer")
+        else {
+            panic!("not WriteTxnMarkers");
+        };
+        assert_eq!(
+            r.markers[0].topics[0].partitions[0].error_code,
+            ResponseError::TransactionCoordinatorFenced.code()
+        );
     })
     .await;
 }

@@ -92,6 +92,10 @@
 //!   files, `cleaner-offset-checkpoint`, I/O throttle.
 //! - [`segment`]: one segment (`.log` + indexes); tail recovery.
 //! - [`offset_index`], [`time_index`]: the two index files (pre-allocated, trimmed on roll).
+//! - [`txn_index`]: the aborted-transaction index (`.txnindex`, Kafka's 34-byte entries) of
+//!   each segment, [`Log::append_aborted_txn`], [`Log::collect_aborted_txns`]; corrupt files
+//!   are deleted and reported for a rebuild from the log.
+//! - [`txn_marker`]: COMMIT/ABORT control batches ([`txn_marker::EndTxnMarker`]).
 //! - [`leader_epoch`]: [`LeaderEpochCache`] and `leader-epoch-checkpoint`.
 //! - [`checkpoint`]: per-log-dir offset checkpoints (an empty file is empty, as Kafka creates
 //!   them), `partition.metadata`.
@@ -114,6 +118,8 @@ pub mod recovery;
 pub mod retention;
 pub mod segment;
 pub mod time_index;
+pub mod txn_index;
+pub mod txn_marker;
 pub mod varint;
 
 pub use batch::{

@@ -16,6 +16,7 @@ use crate::error::LogError;
 use crate::fs::fsync_dir;
 use crate::leader_epoch::{EpochEndOffset, LeaderEpochCache};
 use crate::segment::{Segment, SpareSegment, StoredEntry, SyncHandle};
+use crate::txn_index::TransactionIndex;
 
 /// Spare segments ([`SpareSegment`]) a log keeps ready: with rolls coming faster than a
 /// background flush makes a spare (small `segment.bytes`, a busy disk: three file creations
@@ -307,6 +308,12 @@ pub struct Log {
     /// at the same path: work finishing after that (a [`FlushJob`]'s spare files and published
     /// files) must not land in the new one.
     pub(crate) dir_identity: Option<(u64, u64)>,
+    /// Each segment's aborted-transaction index (`.txnindex`), by segment base; a segment
+    /// without an entry has none.
+    pub(crate) txn_indexes: BTreeMap<i64, TransactionIndex>,
+    /// A `.txnindex` was found corrupt at open and deleted: the owner must rebuild the
+    /// indexes from the log ([`Log::txn_indexes_need_rebuild`]).
+    pub(crate) txn_indexes_corrupt: bool,
 }
 
 /// `(device, inode)` of `dir`, `None` if it cannot be read (then nothing is written by path).
@@ -819,6 +826,9 @@ impl Log {
                 segment.flush()?;
             }
         }
+        for index in self.txn_indexes.values_mut() {
+            index.flush()?;
+        }
         if self.dir_dirty {
             // New segment files must survive a crash along with their data.
             fsync_dir(&self.dir).map_err(|e| LogError::io(&self.dir, e))?;
@@ -1138,6 +1148,10 @@ impl Log {
         let active = self.active_segment_mut()?;
         active.truncate_to(offset)?;
         let new_end = active.next_offset();
+        self.txn_indexes.retain(|&base, _| base <= offset);
+        for index in self.txn_indexes.values_mut() {
+            index.truncate_to(new_end)?;
+        }
         self.log_end_offset = new_end;
         self.recovery_point = self.recovery_point.min(new_end);
         if let Some(hw) = self.high_watermark {
@@ -1162,6 +1176,7 @@ impl Log {
         self.truncations += 1;
         self.pending_roll_flush = None;
         let all = std::mem::take(&mut self.segments);
+        self.txn_indexes.clear();
         let mut first_error = None;
         for segment in all.into_values() {
             if let Err(e) = segment.delete() {

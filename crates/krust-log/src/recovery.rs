@@ -88,6 +88,9 @@ pub struct RecoveryReport {
     pub deleted_segments: Vec<i64>,
     /// Leftover files removed.
     pub removed_files: Vec<String>,
+    /// An interrupted log cleaner swap was completed (the cleaned segment's `.txnindex` may
+    /// be missing: the aborted-transaction indexes are rebuilt).
+    pub completed_swaps: bool,
 }
 
 impl RecoveryReport {
@@ -208,7 +211,14 @@ impl Log {
             .values()
             .next_back()
             .map_or(first_base, Segment::next_offset);
+        let bases: Vec<i64> = segments.keys().copied().collect();
+        let (txn_indexes, txn_indexes_corrupt) =
+            crate::txn_index::load_all(dir, &bases, log_end_offset)?;
+        // A swap completed here may have lost the `.txnindex` the cleaner writes after it.
+        let txn_indexes_corrupt = txn_indexes_corrupt || report.completed_swaps;
         let mut log = Log {
+            txn_indexes,
+            txn_indexes_corrupt,
             dir: dir.to_path_buf(),
             config,
             segments,
@@ -248,7 +258,7 @@ impl Log {
 
 /// Removes leftovers and returns the base offsets of the `.log` files, ascending.
 fn scan_dir(dir: &Path, report: &mut RecoveryReport) -> Result<Vec<i64>, LogError> {
-    complete_swaps(dir, report)?;
+    report.completed_swaps = complete_swaps(dir, report)?;
     let mut logs = Vec::new();
     let mut indexes = Vec::new();
     let entries = std::fs::read_dir(dir).map_err(|e| LogError::io(dir, e))?;
@@ -299,7 +309,7 @@ fn log_swap_suffix() -> String {
 }
 
 /// Completes interrupted cleaner swaps (see the module docs).
-fn complete_swaps(dir: &Path, report: &mut RecoveryReport) -> Result<(), LogError> {
+fn complete_swaps(dir: &Path, report: &mut RecoveryReport) -> Result<bool, LogError> {
     let swap_suffix = log_swap_suffix();
     let mut swaps = Vec::new();
     let mut names = Vec::new();
@@ -325,7 +335,7 @@ fn complete_swaps(dir: &Path, report: &mut RecoveryReport) -> Result<(), LogErro
         }
     }
     if swaps.is_empty() {
-        return Ok(());
+        return Ok(false);
     }
     swaps.sort_unstable();
     for base in swaps {
@@ -355,7 +365,8 @@ fn complete_swaps(dir: &Path, report: &mut RecoveryReport) -> Result<(), LogErro
         std::fs::rename(&swap_path, &final_path).map_err(|e| LogError::io(&final_path, e))?;
     }
     // The completed swap must not be undone by a later crash.
-    fsync_dir(dir).map_err(|e| LogError::io(dir, e))
+    fsync_dir(dir).map_err(|e| LogError::io(dir, e))?;
+    Ok(true)
 }
 
 /// The offset after the last batch of a swap file (`base` if it has none). The file was fsynced

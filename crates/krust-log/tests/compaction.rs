@@ -858,3 +858,53 @@ fn a_pass_whose_first_segments_were_deleted_meanwhile_skips_their_group() {
     }
     assert_eq!(log.log_start_offset(), second_base);
 }
+
+#[test]
+fn aborted_transaction_entries_move_to_the_cleaned_segment_and_survive_a_restart() {
+    use krust_log::txn_index::AbortedTxn;
+    use krust_log::txn_marker::EndTxnMarker;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("t-0");
+    let mut log = Log::open(&path, compacted_config(), 0).expect("open");
+    let mut expected = Vec::new();
+    // Aborted transactions spread over several segments, between keyed writes.
+    for round in 0..4i64 {
+        append(&mut log, &many_writes()[..20], 2, T0);
+        let first = log.log_end_offset();
+        let mut b = RecordBatchBuilder::new(0)
+            .producer(round, 0, 0)
+            .transactional(true);
+        b.append_kv(T0, Some(key(1)), Some(value(1, 1, first)));
+        log.append_as_leader(vec![b.build()], 0, T0).expect("txn");
+        let marker = EndTxnMarker {
+            commit: false,
+            coordinator_epoch: 0,
+        };
+        let info = log
+            .append_as_leader(vec![marker.batch(round, 0, T0)], 0, T0)
+            .expect("marker");
+        let txn = AbortedTxn {
+            producer_id: round,
+            first_offset: first,
+            last_offset: info.first_offset,
+            last_stable_offset: info.first_offset + 1,
+        };
+        log.append_aborted_txn(txn).expect("index");
+        expected.push(txn);
+    }
+    log.roll(log.log_end_offset(), T0).expect("roll");
+    assert!(log.segment_count() > 3);
+    assert_eq!(log.all_aborted_txns(), expected);
+    let mut cleaner = Cleaner::new(CleanerConfig::default());
+    let mut checkpoint = None;
+    clean_fully(&mut cleaner, &mut log, &mut checkpoint, T0);
+    assert_eq!(log.all_aborted_txns(), expected, "after cleaning");
+    let recovery_point = log.close().expect("close");
+    let log = Log::open(&path, compacted_config(), recovery_point).expect("reopen");
+    assert!(!log.txn_indexes_need_rebuild());
+    assert_eq!(
+        log.all_aborted_txns(),
+        expected,
+        "read back from the .txnindex files"
+    );
+}

@@ -248,7 +248,8 @@ impl BrokerServer {
 
 /// Broker gauges (Kafka's names): `kafka.server:type=KafkaServer,name=BrokerState`,
 /// `kafka.server:type=ReplicaManager` `PartitionCount`, `LeaderCount`,
-/// `UnderReplicatedPartitions`, `UnderMinIsrPartitionCount` and the `IsrShrinksPerSec` /
+/// `UnderReplicatedPartitions`, `UnderMinIsrPartitionCount`,
+/// `kafka.cluster:type=Partition,name=LastStableOffsetLag` per partition, the `IsrShrinksPerSec` /
 /// `IsrExpandsPerSec` / `FailedIsrUpdatesPerSec` counts, and the
 /// `broker-metadata-metrics` group's `last-applied-record-offset` and
 /// `metadata-load-error-count`, plus krust's `fenced` gauge (1 while the controller keeps the
@@ -283,6 +284,28 @@ impl Collector for BrokerMetrics {
             "Number of partitions this broker leads.",
             as_f64(i64::try_from(leaders).unwrap_or(i64::MAX)),
         ));
+        // Kafka's `kafka.cluster:type=Partition,name=LastStableOffsetLag` per hosted
+        // partition: high watermark minus last stable offset (an open transaction's lag).
+        let mut lso_lag = Family::gauge(
+            prometheus_name("kafka.cluster", "Partition", "LastStableOffsetLag"),
+            "High watermark minus last stable offset of the partition.",
+            0.0,
+        );
+        lso_lag.samples = hosted
+            .iter()
+            .map(|(tp, h)| {
+                let p = lock(&h.partition);
+                krust_metrics::Sample {
+                    suffix: "",
+                    labels: vec![
+                        ("topic".to_string(), tp.topic.clone()),
+                        ("partition".to_string(), tp.partition.to_string()),
+                    ],
+                    value: as_f64(p.high_watermark() - p.last_stable_offset()),
+                }
+            })
+            .collect();
+        out.push(lso_lag);
         if let Some(replication) = self.broker.replication() {
             let stats = replication.stats();
             let count = |v: u64| as_f64(i64::try_from(v).unwrap_or(i64::MAX));

@@ -23,7 +23,8 @@
 //!
 //! Differences from Kafka, all on the side of keeping more:
 //! - control batches and transactional batches are kept whole (Kafka removes aborted data and
-//!   markers of finished transactions once safe); their keys do not enter the offset map.
+//!   markers of finished transactions once safe); their keys do not enter the offset map. The
+//!   `.txnindex` entries of a group's segments move to its cleaned segment.
 //!
 //! A compressed batch is inflated like any other, and a rebuilt one is compressed again with
 //! the batch's codec at its default level, as Kafka's `MemoryRecords.filterTo` does.
@@ -892,6 +893,13 @@ impl<C: ThrottleClock> Cleaner<C> {
         self.maybe_crash(CrashPoint::AfterSwapRenamed)?;
         let last_old = old.last().map_or(base, |(b, _)| *b);
         let next_base = log.segments.range(last_old + 1..).next().map(|(b, _)| *b);
+        // The aborted transactions indexed by the old segments move to the cleaned one
+        // (transactional batches and markers are kept whole, so every entry stays true).
+        let aborted: Vec<crate::txn_index::AbortedTxn> = old
+            .iter()
+            .filter_map(|(b, _)| log.txn_indexes.remove(b))
+            .flat_map(|index| index.entries().to_vec())
+            .collect();
         for (segment_base, _) in &old {
             if let Some(segment) = log.segments.remove(segment_base) {
                 segment.delete()?;
@@ -905,6 +913,12 @@ impl<C: ThrottleClock> Cleaner<C> {
         // The index files (fsynced when prepared) follow only now: next to the old segment's
         // data they would have described the wrong file.
         cleaned.take_final_names(&dir)?;
+        if !aborted.is_empty() {
+            // Written whole and fsynced; a crash before this leaves a completed swap, and
+            // recovery then has the index rebuilt from the log.
+            let index = crate::txn_index::TransactionIndex::write_new(&dir, base, aborted)?;
+            log.txn_indexes.insert(base, index);
+        }
         // The segment is the log's again under its own name; a crash must not revert that.
         fsync_dir(&dir).map_err(|e| LogError::io(&dir, e))?;
         if let Some(next) = next_base {

@@ -19,6 +19,10 @@
 //! - `log_dirs.rs`: DescribeLogDirs.
 //! - `producer_id.rs`: InitProducerId (producer id blocks from the controller).
 //! - `producers.rs`: DescribeProducers.
+//! - `txn_verification.rs`: KIP-890 part 1, AddPartitionsToTxn `verify_only` to the
+//!   transaction coordinator before a producer's first transactional batch on a partition.
+//! - `write_txn_markers.rs`: WriteTxnMarkers (COMMIT/ABORT markers as partition leader; the
+//!   `TxnMarkerListener` hook for `__consumer_offsets`).
 //! - `stats.rs`: `BrokerTopicMetrics` and per-request `TotalTimeMs` for `/metrics`.
 
 mod alter_configs;
@@ -33,6 +37,8 @@ pub mod produce;
 pub mod producer_id;
 pub mod producers;
 pub mod stats;
+pub mod txn_verification;
+pub mod write_txn_markers;
 
 use std::sync::Arc;
 
@@ -62,6 +68,7 @@ pub const OWN_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 1),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
+    (ApiKey::WriteTxnMarkers, 0, 1),
     // Answered by krust-net: the SASL exchange on SASL listeners, ILLEGAL_SASL_STATE elsewhere.
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
@@ -217,6 +224,9 @@ impl ClientApiHandler {
             RequestKind::DescribeLogDirs(r) => log_dirs::describe_log_dirs(broker, &r).into(),
             RequestKind::InitProducerId(r) => producer_id::handle(broker, &r, version).await.into(),
             RequestKind::DescribeProducers(r) => producers::describe_producers(broker, &r).into(),
+            RequestKind::WriteTxnMarkers(r) => {
+                ResponseKind::WriteTxnMarkers(write_txn_markers::handle(broker, &r).await).into()
+            }
             RequestKind::DescribeTopicPartitions(r) => ResponseKind::DescribeTopicPartitions(
                 describe_topic_partitions::describe_topic_partitions(broker, &ctx, &r),
             )

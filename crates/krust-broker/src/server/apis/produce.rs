@@ -15,7 +15,7 @@ use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, Respon
 use krust_net::{Reply, RequestContext};
 
 use super::metadata::{INTERNAL_TOPICS, leader_hint, leader_node_endpoints};
-use crate::produce::{ProduceOutcome, handle_produce};
+use crate::produce::{ProduceOutcome, handle_produce_verified};
 use crate::server::Broker;
 use crate::server::replica_manager::now_ms;
 
@@ -34,7 +34,32 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: Produce
             INTERNAL_TOPICS.contains(&t.name.0.as_str()) && ctx.client_id != ADMIN_CLIENT_ID
         });
     request.topic_data = topics;
-    let outcome = handle_produce(&mut replicas.access(), &request, ctx.api_version, now_ms());
+    // KIP-890 part 1: transactional partitions are verified with the coordinator first; the
+    // refused ones are answered without an append.
+    let verified = super::txn_verification::verify(broker, &request, ctx.api_version).await;
+    let mut refused = Vec::new();
+    if !verified.errors.is_empty() {
+        for topic in &mut request.topic_data {
+            let name = topic.name.0.to_string();
+            topic
+                .partition_data
+                .retain(|p| match verified.errors.get(&(name.clone(), p.index)) {
+                    Some((error, message)) => {
+                        refused.push((topic.name.clone(), p.index, *error, message.clone()));
+                        false
+                    }
+                    None => true,
+                });
+        }
+        request.topic_data.retain(|t| !t.partition_data.is_empty());
+    }
+    let outcome = handle_produce_verified(
+        &mut replicas.access(),
+        &request,
+        ctx.api_version,
+        now_ms(),
+        &verified.guards,
+    );
     let mut response = match outcome {
         ProduceOutcome::Respond(response) => response,
         ProduceOutcome::Wait(mut delayed) => {
@@ -69,6 +94,23 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: Produce
                         .collect(),
                 ),
         );
+    }
+    for (name, index, error, message) in refused {
+        let part = PartitionProduceResponse::default()
+            .with_index(index)
+            .with_error_code(error)
+            .with_base_offset(-1)
+            .with_log_append_time_ms(-1)
+            .with_log_start_offset(-1)
+            .with_error_message(message.map(Into::into));
+        match response.responses.iter_mut().find(|t| t.name == name) {
+            Some(topic) => topic.partition_responses.push(part),
+            None => response.responses.push(
+                TopicProduceResponse::default()
+                    .with_name(name)
+                    .with_partition_responses(vec![part]),
+            ),
+        }
     }
     let has_error = response
         .responses
