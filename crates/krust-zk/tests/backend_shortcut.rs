@@ -37,10 +37,12 @@ async fn topic_shortcut_reads_the_assigned_partition_states() {
     ] {
         zk.apply(&create(path, data)).await.expect(path);
     }
-    let full = read_tree(&zk, &["/brokers/topics"]).await.unwrap();
+    let full = read_tree(&zk, &["/brokers/topics"])
+        .await
+        .expect("full read");
     let short = read_tree_with(&zk, &["/brokers/topics"], partition_states_of_topic)
         .await
-        .unwrap();
+        .expect("read with the shortcut");
     for p in ["0", "1"] {
         let path = format!("/brokers/topics/t/partitions/{p}/state");
         assert_eq!(

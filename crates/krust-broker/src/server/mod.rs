@@ -160,8 +160,6 @@ pub struct Broker {
     /// The transaction coordinator, built with the group coordinator.
     txn: Option<Arc<txn::TxnCoordinator>>,
     forwarder: Option<Arc<Forwarder>>,
-    /// Told of COMMIT/ABORT markers written to `__consumer_offsets` partitions.
-    txn_marker_listener: Option<Arc<dyn apis::write_txn_markers::TxnMarkerListener>>,
     pub(crate) fetch_sessions: apis::fetch::FetchSessionCache,
     pub(crate) producer_ids: apis::producer_id::ProducerIdManager,
     pub(crate) txn_verifier: apis::txn_verification::TxnVerifier,
@@ -221,7 +219,6 @@ pub struct BrokerBuilder {
     replication: bool,
     groups: bool,
     forwarder: Option<Forwarder>,
-    txn_marker_listener: Option<Arc<dyn apis::write_txn_markers::TxnMarkerListener>>,
 }
 
 impl std::fmt::Debug for BrokerBuilder {
@@ -258,17 +255,6 @@ impl BrokerBuilder {
         self
     }
 
-    /// The group coordinator's hook for transaction markers written to `__consumer_offsets`
-    /// (WriteTxnMarkers; see [`apis::write_txn_markers::TxnMarkerListener`]).
-    #[must_use]
-    pub fn with_txn_marker_listener(
-        mut self,
-        listener: Arc<dyn apis::write_txn_markers::TxnMarkerListener>,
-    ) -> Self {
-        self.txn_marker_listener = Some(listener);
-        self
-    }
-
     /// Locks the log dirs (all but `metadata.log.dir`, which the Raft driver locks), reads
     /// their checkpoints and builds the chosen parts. Partition directories are opened when a
     /// publication says they are hosted; strays are removed at the first one. In a tokio
@@ -283,7 +269,6 @@ impl BrokerBuilder {
             replication,
             groups,
             forwarder,
-            txn_marker_listener,
         } = self;
         if config.log_dirs.is_empty() {
             return Err(BrokerError::NoLogDirs);
@@ -356,7 +341,6 @@ impl BrokerBuilder {
             groups,
             txn,
             forwarder: forwarder.map(Arc::new),
-            txn_marker_listener,
             client_stats: Arc::new(apis::stats::ClientApiStats::default()),
             auto_create_inflight: Mutex::new(std::collections::BTreeSet::new()),
             background: Mutex::new(None),
@@ -398,7 +382,6 @@ impl Broker {
             replication: false,
             groups: false,
             forwarder: None,
-            txn_marker_listener: None,
         }
     }
 
@@ -449,14 +432,6 @@ impl Broker {
     #[must_use]
     pub fn forwarder(&self) -> Option<&Arc<Forwarder>> {
         self.forwarder.as_ref()
-    }
-
-    /// The hook told of transaction markers written to `__consumer_offsets`, if any.
-    #[must_use]
-    pub fn txn_marker_listener(
-        &self,
-    ) -> Option<&Arc<dyn apis::write_txn_markers::TxnMarkerListener>> {
-        self.txn_marker_listener.as_ref()
     }
 
     /// The client listener's handler (it advertises the APIs of the parts the broker was built

@@ -21,8 +21,8 @@
 //! - `producers.rs`: DescribeProducers.
 //! - `txn_verification.rs`: KIP-890 part 1, AddPartitionsToTxn `verify_only` to the
 //!   transaction coordinator before a producer's first transactional batch on a partition.
-//! - `write_txn_markers.rs`: WriteTxnMarkers (COMMIT/ABORT markers as partition leader; the
-//!   `TxnMarkerListener` hook for `__consumer_offsets`).
+//! - `write_txn_markers.rs`: WriteTxnMarkers (COMMIT/ABORT markers as partition leader;
+//!   those in `__consumer_offsets` reported to the group coordinator).
 //! - `stats.rs`: `BrokerTopicMetrics` and per-request `TotalTimeMs` for `/metrics`.
 
 mod alter_configs;

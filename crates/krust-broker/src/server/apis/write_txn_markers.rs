@@ -12,11 +12,9 @@
 //! after `request.timeout.ms`). The response is sent once every append is done, one result
 //! per producer id.
 //!
-//! Markers that land in `__consumer_offsets` partitions are reported to the
-//! [`TxnMarkerListener`] given to the broker ([`super::super::BrokerBuilder::with_txn_marker_listener`]):
-//! the group coordinator makes the transaction's pending offsets visible (commit) or drops
-//! them (abort). A listener error turns those partitions' results into
-//! `UNKNOWN_SERVER_ERROR`, as Kafka does.
+//! Markers that land in `__consumer_offsets` partitions are reported to this broker's group
+//! coordinator ([`crate::server::groups::GroupCoordinator::on_txn_marker`]) once replicated:
+//! it makes the transaction's pending offsets visible (commit) or drops them (abort).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +25,6 @@ use kafka_protocol::messages::write_txn_markers_response::{
 };
 use kafka_protocol::messages::{WriteTxnMarkersRequest, WriteTxnMarkersResponse};
 use krust_log::txn_marker::EndTxnMarker;
-use tracing::warn;
 
 use crate::error::PartitionError;
 use crate::replicas::PartitionAccess;
@@ -38,26 +35,6 @@ use crate::server::replica_manager::{ManagerAccess, now_ms};
 const CONSUMER_OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// `request.timeout.ms` default: how long a marker append waits for its replication.
 const DEFAULT_REQUEST_TIMEOUT_MS: i32 = 30_000;
-
-/// Told when a transaction marker has been written (and replicated) in `__consumer_offsets`
-/// partitions led here, so the group coordinator materialises (commit) or discards (abort)
-/// the transaction's pending offsets (Kafka's `GroupCoordinator.onTransactionCompleted`).
-/// Called once per marker of a WriteTxnMarkers request, after its appends completed, with
-/// the partitions whose marker was written.
-pub trait TxnMarkerListener: Send + Sync {
-    /// The transaction of `producer_id` ended with `commit` in these `__consumer_offsets`
-    /// partitions.
-    ///
-    /// # Errors
-    /// A description of why the group coordinator could not apply it; those partitions are
-    /// answered `UNKNOWN_SERVER_ERROR`.
-    fn on_transaction_completed(
-        &self,
-        producer_id: i64,
-        offsets_partitions: &[i32],
-        commit: bool,
-    ) -> Result<(), String>;
-}
 
 /// One marker's append on one partition.
 struct PendingAppend {
@@ -126,7 +103,7 @@ pub async fn handle(
             }
         }
     }
-    notify_group_coordinator(broker, request, &mut appends);
+    notify_group_coordinator(broker, request, &appends).await;
     build_response(request, &appends)
 }
 
@@ -151,35 +128,26 @@ fn try_complete(access: &ManagerAccess<'_>, appends: &mut [PendingAppend]) -> Op
     (!waiting).then_some(())
 }
 
-fn notify_group_coordinator(
+async fn notify_group_coordinator(
     broker: &Broker,
     request: &WriteTxnMarkersRequest,
-    appends: &mut [PendingAppend],
+    appends: &[PendingAppend],
 ) {
-    let Some(listener) = broker.txn_marker_listener() else {
+    let Some(groups) = broker.groups() else {
         return;
     };
     for (index, marker) in request.markers.iter().enumerate() {
-        let written: Vec<i32> = appends
+        for append in appends
             .iter()
             .filter(|a| a.marker == index && a.topic == CONSUMER_OFFSETS_TOPIC && a.state.is_ok())
-            .map(|a| a.partition)
-            .collect();
-        if written.is_empty() {
-            continue;
-        }
-        if let Err(reason) = listener.on_transaction_completed(
-            marker.producer_id.0,
-            &written,
-            marker.transaction_result,
-        ) {
-            warn!(producer_id = marker.producer_id.0, %reason,
-                "the group coordinator could not apply a transaction marker");
-            for a in appends.iter_mut().filter(|a| {
-                a.marker == index && a.topic == CONSUMER_OFFSETS_TOPIC && a.state.is_ok()
-            }) {
-                a.state = Err(ResponseError::UnknownServerError);
-            }
+        {
+            groups
+                .on_txn_marker(
+                    append.partition,
+                    marker.producer_id.0,
+                    marker.transaction_result,
+                )
+                .await;
         }
     }
 }
