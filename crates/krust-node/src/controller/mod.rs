@@ -184,6 +184,8 @@ struct PendingAppend {
     epoch: i32,
     base_offset: i64,
     records: Vec<Bytes>,
+    /// Written at once instead of after the append linger (a migration batch).
+    flush: bool,
 }
 
 /// Where the controller task runs: its identity and the quorum's addresses.
@@ -370,6 +372,7 @@ impl ControllerServerBuilder {
                 next_attempt: Instant::now(),
             },
             waiting: HashMap::new(),
+            flush_appends: false,
             loaded_snapshot: None,
             zk_write_behind,
             delivered_end: 0,
@@ -408,9 +411,13 @@ async fn run_appender(raft: RaftHandle, mut appends: mpsc::Receiver<PendingAppen
             continue;
         }
         let count = i64::try_from(append.records.len()).unwrap_or(i64::MAX);
-        let result = raft
-            .append_in_epoch_no_wait(LeaderEpoch(append.epoch), append.records)
-            .await;
+        let epoch = LeaderEpoch(append.epoch);
+        let result = if append.flush {
+            raft.append_in_epoch_no_wait_now(epoch, append.records)
+                .await
+        } else {
+            raft.append_in_epoch_no_wait(epoch, append.records).await
+        };
         let landed = match result {
             Ok(last) if last.0 - count + 1 == append.base_offset => continue,
             Ok(last) => format!("landed at {}", last.0 - count + 1),
@@ -434,6 +441,8 @@ struct ControllerTask {
     partition_dir: PathBuf,
     /// Requests waiting for their response.
     waiting: HashMap<RequestId, oneshot::Sender<ControllerResponse>>,
+    /// The appends of the request being handled are written at once (a migration batch).
+    flush_appends: bool,
     /// Offset after the last batch (data or control) handed up by the driver.
     delivered_end: i64,
     /// The epoch this controller is active in.
@@ -484,6 +493,10 @@ impl ControllerTask {
                         if let Some(lag) = &self.zk_write_behind {
                             self.controller.set_zk_write_behind(lag.load(Ordering::Relaxed));
                         }
+                        // The migration driver sends its next batch only once this one
+                        // committed: nothing would join it while it lingers.
+                        self.flush_appends =
+                            matches!(request, ControllerRequest::MigrationRecords { .. });
                         let id = self.controller.handle_request(Instant::now(), request);
                         self.waiting.insert(id, reply);
                     }
@@ -496,6 +509,7 @@ impl ControllerTask {
             }
             self.maybe_register();
             self.drain_actions();
+            self.flush_appends = false;
         }
     }
 
@@ -781,7 +795,7 @@ impl ControllerTask {
                     epoch,
                     base_offset,
                     records,
-                } => self.append(epoch, base_offset, &records),
+                } => self.append(epoch, base_offset, &records, self.flush_appends),
                 ControllerAction::Respond { id, response } => {
                     if self.registration.local == Some(id) {
                         self.registration.local = None;
@@ -801,7 +815,13 @@ impl ControllerTask {
         }
     }
 
-    fn append(&mut self, epoch: i32, base_offset: i64, records: &[ApiMessageAndVersion]) {
+    fn append(
+        &mut self,
+        epoch: i32,
+        base_offset: i64,
+        records: &[ApiMessageAndVersion],
+        flush: bool,
+    ) {
         let encoded: Result<Vec<Bytes>, _> =
             records.iter().map(ApiMessageAndVersion::encode).collect();
         let failure = match encoded {
@@ -809,6 +829,7 @@ impl ControllerTask {
                 epoch,
                 base_offset,
                 records,
+                flush,
             }) {
                 Ok(()) => return,
                 Err(_) => "the append queue is full".to_owned(),

@@ -629,6 +629,15 @@ impl RaftCore {
         Ok(last)
     }
 
+    /// Leader: writes the records appended so far now, without waiting for
+    /// `append.linger.ms` (a no-op on other roles or with nothing pending).
+    pub fn flush_appends(&mut self, now: Instant) {
+        if matches!(self.role, Role::Leader(_)) {
+            self.drain_accumulator(now, true);
+            self.arm_linger_timer();
+        }
+    }
+
     /// Leader: step down now (Kafka's `resign(epoch)`); ignored if `epoch` is not our current
     /// leader epoch.
     pub fn resign(&mut self, now: Instant, epoch: LeaderEpoch) {

@@ -2061,6 +2061,31 @@ fn appends_within_the_linger_share_a_batch() {
     );
 }
 
+/// `flush_appends`: what was appended is written at once, without waiting for the linger.
+#[test]
+fn flushed_appends_are_written_without_the_linger() {
+    let mut ctx = Builder::new(1, &[1]).build();
+    let actions = ctx.take();
+    ctx.flush_all(&actions);
+    let epoch = ctx.core.epoch();
+    ctx.core
+        .append(
+            ctx.now,
+            epoch,
+            vec![Bytes::from_static(b"a"), Bytes::from_static(b"b")],
+        )
+        .expect("append");
+    ctx.core.flush_appends(ctx.now);
+    let batches = appended(&ctx.take());
+    assert_eq!(batches.len(), 1);
+    assert_eq!(
+        (batches[0].base_offset(), batches[0].record_count()),
+        (1, 2)
+    );
+    // Nothing left to linger: the timer brings no second batch.
+    assert!(appended(&ctx.advance(30)).is_empty());
+}
+
 /// testMetrics: the `raft-metrics` gauges follow the state.
 #[test]
 fn metrics_follow_the_replica_state() {

@@ -241,6 +241,8 @@ enum Command {
         records: Vec<Bytes>,
         /// Reply as soon as the records are in the log (offsets assigned), not at commit.
         appended_only: bool,
+        /// Write the records' batch now instead of after `append.linger.ms`.
+        flush: bool,
         reply: oneshot::Sender<Result<LogOffset, DriverAppendError>>,
     },
     Resign {
@@ -331,7 +333,7 @@ impl RaftHandle {
     /// # Errors
     /// [`DriverAppendError`]; `Rejected(NotLeader)` on a follower.
     pub async fn append(&self, records: Vec<Bytes>) -> Result<LogOffset, DriverAppendError> {
-        self.send_append(None, records, false).await
+        self.send_append(None, records, false, false).await
     }
 
     /// [`RaftHandle::append`] only if this replica leads `epoch` (Kafka's
@@ -345,7 +347,7 @@ impl RaftHandle {
         epoch: LeaderEpoch,
         records: Vec<Bytes>,
     ) -> Result<LogOffset, DriverAppendError> {
-        self.send_append(Some(epoch), records, false).await
+        self.send_append(Some(epoch), records, false, false).await
     }
 
     /// [`RaftHandle::append_in_epoch`] that returns once the records are in the leader's log
@@ -360,7 +362,22 @@ impl RaftHandle {
         epoch: LeaderEpoch,
         records: Vec<Bytes>,
     ) -> Result<LogOffset, DriverAppendError> {
-        self.send_append(Some(epoch), records, true).await
+        self.send_append(Some(epoch), records, true, false).await
+    }
+
+    /// [`RaftHandle::append_in_epoch_no_wait`] whose batch is written at once instead of
+    /// lingering `controller.quorum.append.linger.ms` for company: for a writer that waits for
+    /// each batch to commit before it sends the next (the ZooKeeper migration's copy), so that
+    /// nothing would join it anyway.
+    ///
+    /// # Errors
+    /// As [`RaftHandle::append_in_epoch`].
+    pub async fn append_in_epoch_no_wait_now(
+        &self,
+        epoch: LeaderEpoch,
+        records: Vec<Bytes>,
+    ) -> Result<LogOffset, DriverAppendError> {
+        self.send_append(Some(epoch), records, true, true).await
     }
 
     async fn send_append(
@@ -368,6 +385,7 @@ impl RaftHandle {
         epoch: Option<LeaderEpoch>,
         records: Vec<Bytes>,
         appended_only: bool,
+        flush: bool,
     ) -> Result<LogOffset, DriverAppendError> {
         let (reply, answer) = oneshot::channel();
         self.commands
@@ -375,6 +393,7 @@ impl RaftHandle {
                 epoch,
                 records,
                 appended_only,
+                flush,
                 reply,
             })
             .await
@@ -735,6 +754,7 @@ impl Driver {
                 epoch,
                 records,
                 appended_only,
+                flush,
                 reply,
             } => {
                 if self.shutdown.is_some() {
@@ -742,7 +762,11 @@ impl Driver {
                     return;
                 }
                 let epoch = epoch.unwrap_or_else(|| self.core.epoch());
-                match self.core.append(now, epoch, records) {
+                let appended = self.core.append(now, epoch, records);
+                if flush && appended.is_ok() {
+                    self.core.flush_appends(now);
+                }
+                match appended {
                     Ok(last) if appended_only => {
                         let _ = reply.send(Ok(last));
                     }
