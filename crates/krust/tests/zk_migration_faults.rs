@@ -232,16 +232,20 @@ fn create_and_see_in_zookeeper(
 }
 
 /// SIGKILL of the active controller in the middle of the initial copy (facts §6.8 step 4):
-/// ZooKeeper holds 100 topics and 3,000 client quotas, 3,200 records, so the copy is a
-/// `BeginTransaction`, 16 batches of 200 records, each committed by the quorum before the next
-/// is appended, and the completion. The active controller is killed as soon as it logs that its
+/// ZooKeeper holds 100 topics and 3,000 client quotas, 3,200 records, and the controllers run
+/// with `zookeeper.metadata.migration.min.batch.size=1`, so the copy is a `BeginTransaction`,
+/// some 3,000 small batches (one per group of records the reader yields), each committed by
+/// the quorum before the next is appended, and the completion. The active controller is killed as soon as it logs that its
 /// first data batch committed (Kafka's "Finished waiting for the metadata layer to commit …").
 ///
 /// Why the timing is reliable: that line is logged after the quorum committed the
 /// `BeginTransaction` and the first batch, so both are on a majority and survive the leader
-/// (the abort is certain, not likely); and after it 16 more appends each wait for a quorum
-/// commit (about 130 ms each on a 2-core machine, per the redo's completion line: a window of
-/// about 2 s), where the kill follows the line within the 1 ms poll of the log. The test checks
+/// (the abort is certain, not likely); and after it some 3,000 more appends each wait for a
+/// quorum commit (a migration batch is written without the append linger, so a commit is one
+/// replication round trip: a window of seconds; with the default 200-record batches it was 16
+/// round trips, which the copy could finish before the kill once the linger went, and with
+/// 10-record batches it still did once in three runs), where the kill follows the line within
+/// the 1 ms poll of the log. The test checks
 /// afterwards, rather than assuming, that it hit the window: the killed controller never logged
 /// the completion, and the log holds exactly one aborted copy, with the seeded topics in it.
 ///
@@ -258,7 +262,11 @@ fn killing_the_active_controller_mid_copy_aborts_the_copy_and_the_next_leader_re
     let topics: Vec<String> = (0..TOPICS).map(|i| format!("seeded-{i:03}")).collect();
     seed_zookeeper(&zk.connect_string(), &topics, QUOTAS, 101);
     let mut broker = zk_broker(&dist, &zk, 101);
-    let mut quorum = migrating_quorum(&zk, broker.cluster_id(), &[]);
+    let mut quorum = migrating_quorum(
+        &zk,
+        broker.cluster_id(),
+        &[("zookeeper.metadata.migration.min.batch.size", "1")],
+    );
 
     let logs: Vec<(std::path::PathBuf, u64)> = quorum
         .nodes
