@@ -61,6 +61,15 @@ pub struct PartitionConfig {
     pub transaction_verification_enable: bool,
 }
 
+/// Who writes a batch (Kafka's `AppendOrigin`, the leader-side kinds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AppendOrigin {
+    /// A producer's Produce: duplicates and sequences are checked.
+    Client,
+    /// A coordinator of this broker: only the producer epoch is checked.
+    Coordinator,
+}
+
 /// Proof that the transaction coordinator confirmed a partition is part of a producer's
 /// transaction (Kafka's `VerificationGuard`): handed out by
 /// [`Partition::maybe_start_txn_verification`] before asking the coordinator, presented to
@@ -603,6 +612,16 @@ impl Partition {
         required_acks: i16,
         now_ms: i64,
     ) -> Result<LeaderAppend, PartitionError> {
+        self.append_as_leader_from(records, required_acks, now_ms, AppendOrigin::Client)
+    }
+
+    fn append_as_leader_from(
+        &mut self,
+        records: Bytes,
+        required_acks: i16,
+        now_ms: i64,
+        origin: AppendOrigin,
+    ) -> Result<LeaderAppend, PartitionError> {
         self.require_leader()?;
         if required_acks == -1 && self.is_under_min_isr() {
             return Err(PartitionError::NotEnoughReplicas {
@@ -639,7 +658,9 @@ impl Partition {
         }
         self.validate_records(&batches, now_ms)?;
         let headers: Vec<ProducerBatch> = batches.iter().map(ProducerBatch::of).collect();
-        if let AppendCheck::Duplicate { original, .. } =
+        if origin == AppendOrigin::Coordinator {
+            self.producer_state.check_coordinator_append(&headers)?;
+        } else if let AppendCheck::Duplicate { original, .. } =
             self.producer_state.check_client_append(&headers)?
         {
             return Ok(LeaderAppend {
@@ -716,10 +737,39 @@ impl Partition {
         guard: Option<VerificationGuard>,
         now_ms: i64,
     ) -> Result<LeaderAppend, PartitionError> {
+        self.check_verification(&records, guard)?;
+        self.append_as_leader(records, required_acks, now_ms)
+    }
+
+    /// A group coordinator's write of a TxnOffsetCommit's offsets (Kafka's
+    /// `AppendOrigin.COORDINATOR`, acks=-1): the verification rule of
+    /// [`Partition::append_client_records`], then [`Partition::append_as_leader`] without the
+    /// duplicate and sequence checks (the coordinator writes every batch at sequence 0); a
+    /// producer epoch older than the partition's is still INVALID_PRODUCER_EPOCH.
+    ///
+    /// # Errors
+    /// As [`Partition::append_client_records`].
+    pub fn append_coordinator_records(
+        &mut self,
+        records: Bytes,
+        guard: Option<VerificationGuard>,
+        now_ms: i64,
+    ) -> Result<LeaderAppend, PartitionError> {
+        self.check_verification(&records, guard)?;
+        self.append_as_leader_from(records, -1, now_ms, AppendOrigin::Coordinator)
+    }
+
+    /// KIP-890: a transactional batch of a producer without an open transaction in its epoch
+    /// needs the guard this partition handed out for the producer's verification.
+    fn check_verification(
+        &self,
+        records: &Bytes,
+        guard: Option<VerificationGuard>,
+    ) -> Result<(), PartitionError> {
         if self.config.transaction_verification_enable {
             self.require_leader()?;
             // Headers only: the append parses and CRC-checks every batch anyway.
-            for (pid, epoch) in transactional_producers(&records) {
+            for (pid, epoch) in transactional_producers(records) {
                 if self.has_ongoing_txn(pid, epoch) {
                     continue;
                 }
@@ -729,7 +779,7 @@ impl Partition {
                 }
             }
         }
-        self.append_as_leader(records, required_acks, now_ms)
+        Ok(())
     }
 
     /// Writes a COMMIT or ABORT marker for `producer_id` as leader (Kafka's

@@ -619,6 +619,33 @@ impl ProducerStateManager {
         Ok(AppendCheck::Append)
     }
 
+    /// Kafka's `analyzeAndValidateProducerState` with `AppendOrigin.COORDINATOR` (the group
+    /// coordinator writing a TxnOffsetCommit's offsets): no duplicate or sequence checks, only a
+    /// producer epoch older than the partition's is refused.
+    ///
+    /// # Errors
+    /// [`ProducerStateError::InvalidProducerEpoch`] for the first such batch.
+    pub fn check_coordinator_append(
+        &self,
+        batches: &[ProducerBatch],
+    ) -> Result<(), ProducerStateError> {
+        for batch in batches {
+            if batch.producer_id < 0 || batch.is_control {
+                continue;
+            }
+            if let Some(entry) = self.producers.get(&batch.producer_id)
+                && batch.producer_epoch < entry.producer_epoch
+            {
+                return Err(ProducerStateError::InvalidProducerEpoch {
+                    producer_id: batch.producer_id,
+                    epoch: batch.producer_epoch,
+                    current_epoch: entry.producer_epoch,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Applies a batch that is in the log (leader after append, follower append, replay at
     /// open), without checks (Kafka's `AppendOrigin.REPLICATION`). A COMMIT/ABORT marker that
     /// ends an open transaction returns it, already counted as unreplicated (it bounds the

@@ -9,7 +9,8 @@ use bytes::Bytes;
 use kafka_protocol::messages::{
     DeleteGroupsRequest, DescribeGroupsRequest, GroupId, HeartbeatRequest, JoinGroupRequest,
     JoinGroupResponse, LeaveGroupRequest, ListGroupsRequest, OffsetCommitRequest,
-    OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest, TopicName,
+    OffsetDeleteRequest, OffsetFetchRequest, ProducerId, SyncGroupRequest, TopicName,
+    TransactionalId, TxnOffsetCommitRequest,
     join_group_request::JoinGroupRequestProtocol,
     leave_group_request::MemberIdentity,
     offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic},
@@ -18,11 +19,12 @@ use kafka_protocol::messages::{
         OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
     },
     sync_group_request::SyncGroupRequestAssignment,
+    txn_offset_commit_request::{TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic},
 };
 use kafka_protocol::protocol::StrBytes;
 use krust_broker::group::{
-    Action, CoordinatorRecord, GroupConfig, GroupCoordinatorShard, GroupRequest, GroupResponse,
-    GroupState, RequestContext, RequestId,
+    Action, CoordinatorRecord, GroupConfig, GroupCoordinatorShard, GroupError, GroupRequest,
+    GroupResponse, GroupState, RequestContext, RequestId, TxnAppend,
 };
 
 const NONE: i16 = 0;
@@ -66,6 +68,8 @@ struct Harness {
     responses: BTreeMap<u64, GroupResponse>,
     hold_appends: bool,
     held: Vec<krust_broker::group::AppendId>,
+    /// Transactional appends emitted, in order.
+    txn_appends: Vec<(krust_broker::group::AppendId, TxnAppend)>,
 }
 
 impl Harness {
@@ -83,13 +87,21 @@ impl Harness {
             responses: BTreeMap::new(),
             hold_appends: false,
             held: Vec::new(),
+            txn_appends: Vec::new(),
         }
     }
 
     fn drain(&mut self) {
         while let Some(action) = self.shard.poll_action() {
             match action {
-                Action::Append { append_id, records } => {
+                Action::Append {
+                    append_id,
+                    records,
+                    txn,
+                } => {
+                    if let Some(txn) = txn {
+                        self.txn_appends.push((append_id, txn));
+                    }
                     for r in records {
                         self.log.push(r.encode());
                         self.records.push(r);
@@ -1552,4 +1564,182 @@ fn group_loaded_above_a_reduced_max_size_sheds_members_on_rejoin() {
         (ra.generation_id, rb.generation_id, ra.members.len()),
         (5, 5, 2)
     );
+}
+
+// ---- TxnOffsetCommit ----------------------------------------------------------------------
+
+const UNSTABLE_OFFSET_COMMIT: i16 = 88;
+const INVALID_PRODUCER_EPOCH: i16 = 47;
+const INVALID_GROUP_ID: i16 = 24;
+
+/// TxnOffsetCommit v3 of producer `pid` (epoch 0) for `group`.
+fn txn_commit(
+    group: &str,
+    pid: i64,
+    member: &str,
+    generation: i32,
+    offsets: &[(&str, i32, i64, &str)],
+) -> GroupRequest {
+    let topics = offsets
+        .iter()
+        .map(|(t, p, o, m)| {
+            TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(t)))
+                .with_partitions(vec![
+                    TxnOffsetCommitRequestPartition::default()
+                        .with_partition_index(*p)
+                        .with_committed_offset(*o)
+                        .with_committed_leader_epoch(2)
+                        .with_committed_metadata(Some(s(m))),
+                ])
+        })
+        .collect();
+    GroupRequest::TxnOffsetCommit {
+        request: TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(s("tx")))
+            .with_group_id(GroupId(s(group)))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(0)
+            .with_generation_id(generation)
+            .with_member_id(s(member))
+            .with_topics(topics),
+        guard: None,
+    }
+}
+
+fn txn_codes(h: &mut Harness, id: RequestId) -> Vec<i16> {
+    match h.take(id).expect("TxnOffsetCommit response") {
+        GroupResponse::TxnOffsetCommit(r) => r
+            .topics
+            .iter()
+            .flat_map(|t| t.partitions.iter().map(|p| p.error_code))
+            .collect(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// OffsetFetch v7 with `require_stable` of `t`-0 → (offset, partition error).
+fn fetch_stable(h: &mut Harness, group: &str) -> (i64, i16) {
+    let request = OffsetFetchRequest::default()
+        .with_group_id(GroupId(s(group)))
+        .with_require_stable(true)
+        .with_topics(Some(vec![
+            OffsetFetchRequestTopic::default()
+                .with_name(TopicName(s("t")))
+                .with_partition_indexes(vec![0]),
+        ]));
+    let id = h.send_v(7, GroupRequest::OffsetFetch(request));
+    let Some(GroupResponse::OffsetFetch(r)) = h.take(id) else {
+        panic!("fetch")
+    };
+    let p = &r.topics[0].partitions[0];
+    (p.committed_offset, p.error_code)
+}
+
+#[test]
+fn txn_offsets_are_written_as_the_producers_batch_and_visible_only_after_its_commit_marker() {
+    let mut h = Harness::new();
+    let id = h.send(txn_commit("g", 7, "", -1, &[("t", 0, 5, "m")]));
+    assert_eq!(txn_codes(&mut h, id), vec![NONE]);
+    assert_eq!(
+        h.txn_appends.iter().map(|(_, t)| t).collect::<Vec<_>>(),
+        vec![&TxnAppend {
+            producer_id: 7,
+            producer_epoch: 0,
+            guard: None
+        }],
+        "one transactional append of producer 7"
+    );
+    assert!(
+        matches!(h.records.last(), Some(CoordinatorRecord::OffsetCommit { value: Some(v), .. })
+            if v.offset == 5 && v.expire_timestamp_ms.is_none()),
+        "the offset record: {:?}",
+        h.records.last()
+    );
+    assert_eq!(
+        fetch_stable(&mut h, "g"),
+        (-1, UNSTABLE_OFFSET_COMMIT),
+        "pending: require_stable sees it unstable"
+    );
+    assert_eq!(
+        fetch(&mut h, "g", Some(&[("t", &[0])]))[0].2,
+        -1,
+        "and invisible"
+    );
+    h.shard.handle_txn_marker(h.now, 7, true);
+    assert_eq!(
+        fetch_stable(&mut h, "g"),
+        (5, NONE),
+        "committed by the marker"
+    );
+
+    let id = h.send(txn_commit("g", 7, "", -1, &[("t", 0, 9, "")]));
+    assert_eq!(txn_codes(&mut h, id), vec![NONE]);
+    h.shard.handle_txn_marker(h.now, 7, false);
+    assert_eq!(
+        fetch_stable(&mut h, "g"),
+        (5, NONE),
+        "an aborted offset is dropped"
+    );
+    assert!(h.shard.pending_txn_offsets().is_empty());
+}
+
+#[test]
+fn a_txn_offset_commit_the_partition_refuses_is_answered_with_its_error_and_undone() {
+    let mut h = Harness::new();
+    let id = h.send(txn_commit("g", 7, "", -1, &[("t", 0, 5, "")]));
+    assert_eq!(txn_codes(&mut h, id), vec![NONE]);
+    h.hold_appends = true;
+    let refused = h.send(txn_commit("g", 7, "", -1, &[("t", 0, 9, "")]));
+    // A plain commit of another group after it: its append follows the refused one.
+    let plain = h.send(commit("other", "", -1, &[("t", 0, 3, "")]));
+    assert!(
+        h.take(refused).is_none(),
+        "held until the append is decided"
+    );
+    let (txn_append, _) = *h.txn_appends.last().expect("a txn append");
+    assert_eq!(h.held.first(), Some(&txn_append));
+    h.shard
+        .handle_append_rejected(txn_append, GroupError::AppendFailed(INVALID_PRODUCER_EPOCH));
+    h.held.remove(0);
+    h.hold_appends = false;
+    for id in std::mem::take(&mut h.held) {
+        h.shard.handle_append_committed(id);
+    }
+    h.drain();
+    assert_eq!(txn_codes(&mut h, refused), vec![INVALID_PRODUCER_EPOCH]);
+    assert_eq!(commit_codes(&mut h, plain), vec![("t".into(), 0, NONE)]);
+    let pending = &h.shard.pending_txn_offsets()[&7]["g"];
+    assert_eq!(
+        pending[&("t".to_string(), 0)].offset,
+        5,
+        "the refused offset is taken back, the earlier one stays pending"
+    );
+    h.shard.handle_txn_marker(h.now, 7, true);
+    assert_eq!(fetch_stable(&mut h, "g"), (5, NONE));
+}
+
+#[test]
+fn txn_offset_commits_are_validated_like_kafkas_transactional_commits() {
+    let mut h = Harness::new();
+    let member = h.stable_single("g", &["t"]);
+    let codes = |h: &mut Harness, member: &str, generation: i32| {
+        let id = h.send(txn_commit("g", 7, member, generation, &[("t", 0, 5, "")]));
+        txn_codes(h, id)
+    };
+    assert_eq!(codes(&mut h, "nobody", 1), vec![UNKNOWN_MEMBER_ID]);
+    assert_eq!(codes(&mut h, &member, 2), vec![ILLEGAL_GENERATION]);
+    assert_eq!(codes(&mut h, &member, 1), vec![NONE]);
+    // Unlike OffsetCommit, a transactional commit without member and generation is taken by
+    // a non-empty group (older producers send neither).
+    assert_eq!(codes(&mut h, "", -1), vec![NONE]);
+    let big = "x".repeat(5000);
+    let id = h.send(txn_commit("g", 7, "", -1, &[("t", 0, 5, &big)]));
+    assert_eq!(txn_codes(&mut h, id), vec![OFFSET_METADATA_TOO_LARGE]);
+    let id = h.send(txn_commit("", 7, "", -1, &[("t", 0, 5, "")]));
+    assert_eq!(txn_codes(&mut h, id), vec![INVALID_GROUP_ID]);
+    // A group the coordinator has never seen is created (Empty) by the commit.
+    let id = h.send(txn_commit("fresh", 8, "", -1, &[("t", 0, 1, "")]));
+    assert_eq!(txn_codes(&mut h, id), vec![NONE]);
+    assert_eq!(h.state("fresh"), Some(GroupState::Empty));
 }

@@ -20,19 +20,24 @@
 //! shard.handle_request(now, id, &ctx, req)  // ctx: api_version, client_id, client_host
 //! shard.handle_timeout(now)                 // when poll_timeout() is due
 //! while let Some(a) = shard.poll_action() {
-//!     Append { append_id, records } => append record.encode() bytes; later
-//!                                      shard.handle_append_committed(append_id)
+//!     Append { append_id, records, txn } => append record.encode() bytes (txn: as one
+//!                                      transactional batch of that producer); later
+//!                                      shard.handle_append_committed(append_id), or
+//!                                      handle_append_rejected(append_id, e) if the
+//!                                      partition refused a txn batch for its producer
 //!     Respond { request_id, response } => send
 //! }
 //! ```
 //!
 //! # Limits
 //!
-//! - Classic groups only: no KIP-848 consumer groups. TxnOffsetCommit is not served: offsets of
-//!   transactional batches (written by a Kafka coordinator before, or a future krust one) are
-//!   held per producer until its COMMIT/ABORT marker is replayed or reported
+//! - Classic groups only: no KIP-848 consumer groups.
+//! - TxnOffsetCommit offsets (and those of transactional batches loaded from the log) are held
+//!   per producer until its COMMIT/ABORT marker is replayed or reported
 //!   (`handle_txn_marker`); OffsetFetch `require_stable` answers UNSTABLE_OFFSET_COMMIT for
-//!   them meanwhile.
+//!   them meanwhile. A TxnOffsetCommit's append carries its producer ([`shard::TxnAppend`])
+//!   and goes alone; a refusal for the producer's sake (`handle_append_rejected`) undoes only
+//!   its pending offsets.
 //! - A failed append does not roll back memory (Kafka reverts a timeline snapshot): the shard
 //!   answers NOT_COORDINATOR from then on and must be reloaded from the log.
 //! - ListGroups answers for this shard's groups; the broker merges the shards.
@@ -54,5 +59,5 @@ pub use records::{
 };
 pub use shard::{
     Action, AppendId, CommittedOffset, GroupCoordinatorShard, GroupRequest, GroupResponse,
-    RequestContext, RequestId,
+    RequestContext, RequestId, TxnAppend, txn_offset_commit_error,
 };

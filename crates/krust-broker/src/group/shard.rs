@@ -23,6 +23,7 @@ use kafka_protocol::messages::{
     LeaveGroupRequest, LeaveGroupResponse, ListGroupsRequest, ListGroupsResponse,
     OffsetCommitRequest, OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
     OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse, TopicName,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
     delete_groups_response::DeletableGroupResult,
     describe_groups_response::{DescribedGroup, DescribedGroupMember},
     join_group_response::JoinGroupResponseMember,
@@ -34,6 +35,7 @@ use kafka_protocol::messages::{
         OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
         OffsetFetchResponseTopic, OffsetFetchResponseTopics,
     },
+    txn_offset_commit_response::{TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic},
 };
 use kafka_protocol::protocol::StrBytes;
 
@@ -41,6 +43,7 @@ use super::classic::{ClassicGroup, ClassicMember, GroupState};
 use super::config::GroupConfig;
 use super::error::GroupError;
 use super::records::{CoordinatorRecord, OffsetCommitValue, RecordDecodeError};
+use crate::partition::VerificationGuard;
 
 /// Identifies a request; chosen by the driver, echoed in [`Action::Respond`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -84,6 +87,27 @@ pub enum GroupRequest {
     DescribeGroups(DescribeGroupsRequest),
     /// DeleteGroups.
     DeleteGroups(DeleteGroupsRequest),
+    /// TxnOffsetCommit whose `__consumer_offsets` partition passed KIP-890 verification:
+    /// `guard` is the partition's verification guard for the producer (`None`: the producer
+    /// already has a transaction open on the partition, or verification is off).
+    TxnOffsetCommit {
+        /// The request (unknown topics already answered by the broker).
+        request: TxnOffsetCommitRequest,
+        /// The partition's verification guard.
+        guard: Option<VerificationGuard>,
+    },
+}
+
+/// The producer of a transactional append (a TxnOffsetCommit's offsets): the batch carries
+/// its id and epoch, is transactional, and goes to the partition alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxnAppend {
+    /// Producer id.
+    pub producer_id: i64,
+    /// Producer epoch.
+    pub producer_epoch: i16,
+    /// The partition's KIP-890 verification guard to present with the append.
+    pub guard: Option<VerificationGuard>,
 }
 
 /// The answer to a [`GroupRequest`].
@@ -109,6 +133,8 @@ pub enum GroupResponse {
     DescribeGroups(DescribeGroupsResponse),
     /// DeleteGroups.
     DeleteGroups(DeleteGroupsResponse),
+    /// TxnOffsetCommit.
+    TxnOffsetCommit(TxnOffsetCommitResponse),
 }
 
 /// Output of the shard, in order.
@@ -121,6 +147,10 @@ pub enum Action {
         append_id: AppendId,
         /// Records, in order.
         records: Vec<CoordinatorRecord>,
+        /// `Some`: a transactional batch of this producer, appended alone; if the partition
+        /// refuses it for the producer's sake (nothing written), report
+        /// `handle_append_rejected(append_id, error)`.
+        txn: Option<TxnAppend>,
     },
     /// Send `response` for `request_id`.
     Respond {
@@ -169,6 +199,18 @@ pub struct GroupCoordinatorShard {
     /// this partition yet: producer id → group → offsets. Invisible to OffsetFetch (Kafka's
     /// `pendingTransactionalOffsetCommits`).
     pending_txn_offsets: BTreeMap<i64, BTreeMap<String, GroupOffsets>>,
+    /// Transactional appends not yet committed: what each put into `pending_txn_offsets`
+    /// (producer, group, and each partition's previous pending offset), to undo it if the
+    /// partition refuses the batch.
+    txn_appends: BTreeMap<AppendId, PendingTxnAppend>,
+}
+
+/// What a transactional append changed in `pending_txn_offsets`.
+#[derive(Debug)]
+struct PendingTxnAppend {
+    producer_id: i64,
+    group: String,
+    previous: Vec<((String, i32), Option<CommittedOffset>)>,
 }
 
 fn sb(s: &str) -> StrBytes {
@@ -193,6 +235,7 @@ impl GroupCoordinatorShard {
             next_retention_check_ms,
             failed: false,
             pending_txn_offsets: BTreeMap::new(),
+            txn_appends: BTreeMap::new(),
         }
     }
 
@@ -374,6 +417,7 @@ impl GroupCoordinatorShard {
     /// The append `append_id` (and every earlier one) is committed: releases the responses
     /// that waited for it.
     pub fn handle_append_committed(&mut self, append_id: AppendId) {
+        self.txn_appends = self.txn_appends.split_off(&AppendId(append_id.0 + 1));
         if self.last_uncommitted.is_some_and(|last| last <= append_id) {
             self.last_uncommitted = None;
         }
@@ -411,6 +455,43 @@ impl GroupCoordinatorShard {
         }
     }
 
+    /// The partition refused the transactional append `append_id` for its producer's sake
+    /// (INVALID_PRODUCER_EPOCH, INVALID_TXN_STATE, …: nothing was written): the offsets it
+    /// made pending are taken back, the TxnOffsetCommit waiting for it is answered with
+    /// `error`, and the shard goes on (appends emitted before it are committed: appends
+    /// commit in order).
+    pub fn handle_append_rejected(&mut self, append_id: AppendId, error: GroupError) {
+        if let Some(undo) = self.txn_appends.remove(&append_id) {
+            let pending = self
+                .pending_txn_offsets
+                .entry(undo.producer_id)
+                .or_default();
+            let offsets = pending.entry(undo.group.clone()).or_default();
+            for (tp, previous) in undo.previous {
+                match previous {
+                    Some(p) => {
+                        offsets.insert(tp, p);
+                    }
+                    None => {
+                        offsets.remove(&tp);
+                    }
+                }
+            }
+            if offsets.is_empty() {
+                pending.remove(&undo.group);
+            }
+            if pending.is_empty() {
+                self.pending_txn_offsets.remove(&undo.producer_id);
+            }
+        }
+        for (wait, _, response) in &mut self.held {
+            if *wait == append_id && matches!(response, GroupResponse::TxnOffsetCommit(_)) {
+                *response = error_like(response, error.clone());
+            }
+        }
+        self.handle_append_committed(append_id);
+    }
+
     fn random_uuid(&mut self) -> uuid::Uuid {
         let mut next = || {
             // splitmix64: reproducible from the seed.
@@ -433,8 +514,11 @@ impl GroupCoordinatorShard {
         let append_id = AppendId(self.next_append_id);
         self.next_append_id += 1;
         self.last_uncommitted = Some(append_id);
-        self.actions
-            .push_back(Action::Append { append_id, records });
+        self.actions.push_back(Action::Append {
+            append_id,
+            records,
+            txn: None,
+        });
     }
 
     fn respond(&mut self, request_id: RequestId, response: GroupResponse) {
@@ -506,6 +590,9 @@ impl GroupCoordinatorShard {
                 self.respond(request_id, GroupResponse::DescribeGroups(response));
             }
             GroupRequest::DeleteGroups(r) => self.delete_groups(now_ms, request_id, r),
+            GroupRequest::TxnOffsetCommit { request, guard } => {
+                self.txn_offset_commit(now_ms, request_id, &request, guard);
+            }
         }
         self.check_invariants();
     }
@@ -1494,6 +1581,146 @@ impl GroupCoordinatorShard {
         self.respond(request_id, GroupResponse::OffsetCommit(response));
     }
 
+    /// Kafka 3.9 `GroupCoordinator.validateOffsetCommit` for a transactional commit (a group
+    /// that does not exist is created Empty, as `handleTxnCommitOffsets` does).
+    fn validate_txn_offset_commit(
+        &mut self,
+        now_ms: i64,
+        r: &TxnOffsetCommitRequest,
+    ) -> Result<(), GroupError> {
+        let group_id = r.group_id.0.to_string();
+        let g = self
+            .groups
+            .entry(group_id.clone())
+            .or_insert_with(|| ClassicGroup::new(group_id, now_ms));
+        let generation = r.generation_id;
+        let instance = r.group_instance_id.as_deref();
+        if g.state == GroupState::Dead {
+            return Err(GroupError::CoordinatorNotAvailable);
+        }
+        if generation < 0 && g.state == GroupState::Empty {
+            return Ok(());
+        }
+        if generation >= 0 || !r.member_id.is_empty() || instance.is_some() {
+            g.validate_member(&r.member_id, instance)?;
+            if generation != g.generation_id {
+                return Err(GroupError::IllegalGeneration);
+            }
+        }
+        Ok(())
+    }
+
+    /// TxnOffsetCommit (Kafka 3.9 `doTxnCommitOffsets` → `storeOffsets` with a producer): the
+    /// offsets become pending for the producer at once (OffsetFetch with `require_stable`
+    /// answers UNSTABLE_OFFSET_COMMIT for them), are written in one transactional batch, and
+    /// become committed offsets with the producer's COMMIT marker ([`Self::handle_txn_marker`]).
+    fn txn_offset_commit(
+        &mut self,
+        now_ms: i64,
+        request_id: RequestId,
+        r: &TxnOffsetCommitRequest,
+        guard: Option<VerificationGuard>,
+    ) {
+        let group_id = r.group_id.0.to_string();
+        let check = if group_id.is_empty() {
+            Err(GroupError::InvalidGroupId)
+        } else {
+            self.validate_txn_offset_commit(now_ms, r)
+        };
+        let mut records = Vec::new();
+        let mut offsets = Vec::new();
+        let mut topics = Vec::new();
+        for t in &r.topics {
+            let mut partitions = Vec::new();
+            for p in &t.partitions {
+                let code = match &check {
+                    Err(e) => e.code(),
+                    Ok(()) => {
+                        let metadata = p.committed_metadata.as_deref().unwrap_or("").to_owned();
+                        if metadata.len() > self.config.offset_metadata_max_bytes
+                            || metadata.len() > MAX_RECORD_STRING_BYTES
+                        {
+                            GroupError::OffsetMetadataTooLarge.code()
+                        } else {
+                            let value = OffsetCommitValue {
+                                offset: p.committed_offset,
+                                leader_epoch: p.committed_leader_epoch,
+                                metadata,
+                                commit_timestamp_ms: now_ms,
+                                expire_timestamp_ms: None,
+                            };
+                            offsets.push((
+                                (t.name.0.to_string(), p.partition_index),
+                                CommittedOffset {
+                                    offset: value.offset,
+                                    leader_epoch: value.leader_epoch,
+                                    metadata: value.metadata.clone(),
+                                    commit_timestamp_ms: now_ms,
+                                    expire_timestamp_ms: None,
+                                },
+                            ));
+                            records.push(CoordinatorRecord::OffsetCommit {
+                                group: group_id.clone(),
+                                topic: t.name.0.to_string(),
+                                partition: p.partition_index,
+                                value: Some(value),
+                            });
+                            0
+                        }
+                    }
+                };
+                partitions.push(
+                    TxnOffsetCommitResponsePartition::default()
+                        .with_partition_index(p.partition_index)
+                        .with_error_code(code),
+                );
+            }
+            topics.push(
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(partitions),
+            );
+        }
+        if !records.is_empty() {
+            let producer_id = r.producer_id.0;
+            let pending = self
+                .pending_txn_offsets
+                .entry(producer_id)
+                .or_default()
+                .entry(group_id.clone())
+                .or_default();
+            let previous = offsets
+                .into_iter()
+                .map(|(tp, offset)| {
+                    let before = pending.insert(tp.clone(), offset);
+                    (tp, before)
+                })
+                .collect();
+            let append_id = AppendId(self.next_append_id);
+            self.next_append_id += 1;
+            self.last_uncommitted = Some(append_id);
+            self.txn_appends.insert(
+                append_id,
+                PendingTxnAppend {
+                    producer_id,
+                    group: group_id,
+                    previous,
+                },
+            );
+            self.actions.push_back(Action::Append {
+                append_id,
+                records,
+                txn: Some(TxnAppend {
+                    producer_id,
+                    producer_epoch: r.producer_epoch,
+                    guard,
+                }),
+            });
+        }
+        let response = TxnOffsetCommitResponse::default().with_topics(topics);
+        self.respond(request_id, GroupResponse::TxnOffsetCommit(response));
+    }
+
     fn fetch_group_offsets(
         &self,
         group_id: &str,
@@ -1840,6 +2067,12 @@ fn check_record_strings(ctx: &RequestContext, request: &GroupRequest) -> Result<
                 .iter()
                 .try_for_each(|t| check("topic name", &t.name.0))
         }
+        GroupRequest::TxnOffsetCommit { request: r, .. } => {
+            check("group_id", &r.group_id.0)?;
+            r.topics
+                .iter()
+                .try_for_each(|t| check("topic name", &t.name.0))
+        }
         _ => Ok(()),
     }
 }
@@ -1911,6 +2144,15 @@ fn error_like(response: &GroupResponse, error: GroupError) -> GroupResponse {
                 g.error_code = code;
             }
             GroupResponse::DeleteGroups(r)
+        }
+        GroupResponse::TxnOffsetCommit(r) => {
+            let mut r = r.clone();
+            for t in &mut r.topics {
+                for p in &mut t.partitions {
+                    p.error_code = code;
+                }
+            }
+            GroupResponse::TxnOffsetCommit(r)
         }
     }
 }
@@ -2044,5 +2286,32 @@ fn error_response(
                     .collect(),
             ),
         ),
+        GroupRequest::TxnOffsetCommit { request: r, .. } => {
+            GroupResponse::TxnOffsetCommit(txn_offset_commit_error(r, code))
+        }
     }
+}
+
+/// `code` for every partition of a TxnOffsetCommit.
+#[must_use]
+pub fn txn_offset_commit_error(r: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
+    TxnOffsetCommitResponse::default().with_topics(
+        r.topics
+            .iter()
+            .map(|t| {
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(t.name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(code)
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
 }

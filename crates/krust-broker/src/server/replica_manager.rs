@@ -256,7 +256,42 @@ impl ReplicaManager {
             (append, p.take_roll_flush())
         };
         schedule_roll_flush(&partition, roll_flush);
-        let append = append?;
+        self.await_append(tp, &partition, append?, timeout).await
+    }
+
+    /// The group coordinator's write of a TxnOffsetCommit (Kafka's `AppendOrigin.COORDINATOR`,
+    /// acks=-1; see [`Partition::append_coordinator_records`]): waits up to `timeout` for the
+    /// high watermark to pass it.
+    ///
+    /// # Errors
+    /// The partition's error (not leader, INVALID_TXN_STATE, INVALID_PRODUCER_EPOCH, not enough
+    /// replicas, timeout, …).
+    pub async fn append_coordinator_records(
+        &self,
+        tp: &TopicPartition,
+        records: Bytes,
+        guard: Option<crate::partition::VerificationGuard>,
+        timeout: Duration,
+    ) -> Result<AppendResult, PartitionError> {
+        let Some(partition) = self.partition(tp) else {
+            return Err(self.missing_partition_error(&tp.topic, tp.partition));
+        };
+        let (append, roll_flush) = {
+            let mut p = lock(&partition);
+            let append = p.append_coordinator_records(records, guard, now_ms());
+            (append, p.take_roll_flush())
+        };
+        schedule_roll_flush(&partition, roll_flush);
+        self.await_append(tp, &partition, append?, timeout).await
+    }
+
+    async fn await_append(
+        &self,
+        tp: &TopicPartition,
+        partition: &Arc<Mutex<Partition>>,
+        append: crate::partition::LeaderAppend,
+        timeout: Duration,
+    ) -> Result<AppendResult, PartitionError> {
         self.partition_changed(tp);
         let result = AppendResult {
             base_offset: append.base_offset,
@@ -269,7 +304,7 @@ impl ReplicaManager {
         match self
             .purgatory
             .wait_for(timeout, || {
-                lock(&partition).check_enough_replicas_reach_offset(required)
+                lock(partition).check_enough_replicas_reach_offset(required)
             })
             .await
         {

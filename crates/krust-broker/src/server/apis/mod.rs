@@ -241,6 +241,23 @@ impl ClientApiHandler {
             RequestKind::CreateTopics(r) if let Some(forwarder) = broker.forwarder() => {
                 create_topics::create_topics(broker, forwarder, &ctx, r).await
             }
+            RequestKind::TxnOffsetCommit(r) if let Some(groups) = broker.groups() => {
+                let transactional_id = r.transactional_id.0.to_string();
+                let (producer_id, producer_epoch) = (r.producer_id.0, r.producer_epoch);
+                let verify = |partition: i32| async move {
+                    txn_verification::verify_offsets_partition(
+                        broker,
+                        &transactional_id,
+                        producer_id,
+                        producer_epoch,
+                        partition,
+                        version,
+                    )
+                    .await
+                };
+                ResponseKind::TxnOffsetCommit(groups.txn_offset_commit(&ctx, r, verify).await)
+                    .into()
+            }
             RequestKind::FindCoordinator(r)
                 if r.key_type == 1
                     && let Some(txn) = broker.txn() =>

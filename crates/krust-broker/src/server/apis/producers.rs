@@ -1,6 +1,7 @@
 //! DescribeProducers (61): the active idempotent/transactional producers of partitions this
-//! broker leads (Kafka's `ReplicaManager.activeProducerState`), as `kafka-transactions.sh
-//! describe-producers` shows them.
+//! broker hosts, as leader or follower (Kafka's `ReplicaManager.activeProducerState`: any
+//! replica with a log answers, which `kafka-transactions.sh find-hanging --broker-id` relies
+//! on), as `kafka-transactions.sh describe-producers` shows them.
 
 use std::sync::Arc;
 
@@ -29,21 +30,22 @@ pub fn describe_producers(
         for &index in &topic.partition_indexes {
             let mut part = PartitionResponse::default().with_partition_index(index);
             let producers = access.with_partition(topic.name.0.as_str(), index, |p| {
-                if !p.is_leader() {
-                    return Err(PartitionError::NotLeaderOrFollower);
-                }
-                Ok(p.producer_state()
-                    .entries()
-                    .map(|e| {
-                        ProducerState::default()
-                            .with_producer_id(ProducerId(e.producer_id))
-                            .with_producer_epoch(i32::from(e.producer_epoch))
-                            .with_last_sequence(e.last_seq())
-                            .with_last_timestamp(e.last_timestamp)
-                            .with_coordinator_epoch(e.coordinator_epoch)
-                            .with_current_txn_start_offset(e.current_txn_first_offset.unwrap_or(-1))
-                    })
-                    .collect::<Vec<_>>())
+                Ok::<_, PartitionError>(
+                    p.producer_state()
+                        .entries()
+                        .map(|e| {
+                            ProducerState::default()
+                                .with_producer_id(ProducerId(e.producer_id))
+                                .with_producer_epoch(i32::from(e.producer_epoch))
+                                .with_last_sequence(e.last_seq())
+                                .with_last_timestamp(e.last_timestamp)
+                                .with_coordinator_epoch(e.coordinator_epoch)
+                                .with_current_txn_start_offset(
+                                    e.current_txn_first_offset.unwrap_or(-1),
+                                )
+                        })
+                        .collect::<Vec<_>>(),
+                )
             });
             match producers {
                 Ok(active) => part.active_producers = active,

@@ -194,7 +194,8 @@ pub async fn verify(broker: &Arc<Broker>, request: &ProduceRequest, version: i16
         producer_id,
         producer_epoch,
         pending.keys(),
-        version,
+        // Produce v11+ knows TRANSACTION_ABORTABLE.
+        version > 10,
     )
     .await;
     for (tp, guard) in pending {
@@ -208,6 +209,55 @@ pub async fn verify(broker: &Arc<Broker>, request: &ProduceRequest, version: i16
         }
     }
     out
+}
+
+/// KIP-890 for a TxnOffsetCommit (Kafka 3.9 `GroupCoordinator.handleTxnCommitOffsets` →
+/// `ReplicaManager.maybeStartTransactionVerificationForPartition`): the guard of
+/// `__consumer_offsets-partition` for the producer once its transaction coordinator confirmed
+/// the partition is in the transaction (added by AddOffsetsToTxn); `Ok(None)` when the
+/// producer already has a transaction open there or verification is off. `Err` carries the
+/// coordinator's (or the partition's) error code, before the group coordinator's mapping.
+pub async fn verify_offsets_partition(
+    broker: &Arc<Broker>,
+    transactional_id: &str,
+    producer_id: i64,
+    producer_epoch: i16,
+    partition: i32,
+    txn_offset_commit_version: i16,
+) -> Result<Option<VerificationGuard>, i16> {
+    let config = &broker.config().static_config;
+    if config
+        .boolean("transaction.partition.verification.enable")
+        .is_some_and(|enabled| !enabled)
+    {
+        return Ok(None);
+    }
+    let topic = crate::server::groups::GROUP_METADATA_TOPIC_NAME.to_string();
+    let replicas = broker.replica_manager();
+    let mut access = replicas.access();
+    let guard = access
+        .with_partition(&topic, partition, |p| {
+            p.maybe_start_txn_verification(producer_id, producer_epoch)
+        })
+        .map_err(|e| e.response_error().code())?;
+    let Some(guard) = guard else {
+        return Ok(None);
+    };
+    let tp = (topic, partition);
+    let unverified = ask_coordinator(
+        broker,
+        transactional_id,
+        producer_id,
+        producer_epoch,
+        std::iter::once(&tp),
+        // TxnOffsetCommit v4+ knows TRANSACTION_ABORTABLE (Kafka's `genericError`).
+        txn_offset_commit_version >= 4,
+    )
+    .await;
+    match unverified.get(&tp) {
+        None => Ok(Some(guard)),
+        Some(&code) => Err(code),
+    }
 }
 
 /// Kafka's `handleProduceAppend` translation of a verification error for the producer.
@@ -241,7 +291,7 @@ async fn ask_coordinator<'a>(
     producer_id: i64,
     producer_epoch: i16,
     partitions: impl Iterator<Item = &'a (String, i32)> + Clone,
-    produce_version: i16,
+    abortable_supported: bool,
 ) -> BTreeMap<(String, i32), i16> {
     let all = |error: ResponseError| -> BTreeMap<(String, i32), i16> {
         partitions
@@ -334,8 +384,8 @@ async fn ask_coordinator<'a>(
                     c if c == ResponseError::ProducerFenced.code() => {
                         ResponseError::InvalidProducerEpoch.code()
                     }
-                    // Older clients do not know TRANSACTION_ABORTABLE (Produce v11+ do).
-                    krust_net::error_codes::TRANSACTION_ABORTABLE if produce_version <= 10 => {
+                    // Older clients do not know TRANSACTION_ABORTABLE.
+                    krust_net::error_codes::TRANSACTION_ABORTABLE if !abortable_supported => {
                         ResponseError::InvalidTxnState.code()
                     }
                     other => other,

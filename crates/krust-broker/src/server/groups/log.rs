@@ -12,6 +12,7 @@ use krust_metadata::image::MetadataImage;
 use krust_metadata::image::topics::TopicPartition;
 
 use crate::error::PartitionError;
+use crate::partition::VerificationGuard;
 use crate::server::controller_channel::BoxFuture;
 use crate::server::replica_manager::ReplicaManager;
 
@@ -52,6 +53,21 @@ pub trait CoordinatorLog: Send + Sync + 'static {
         records: Bytes,
         timeout: Duration,
     ) -> BoxFuture<'_, Result<(), PartitionError>>;
+
+    /// Appends one transactional batch (a TxnOffsetCommit's offsets) as the coordinator
+    /// (Kafka's `AppendOrigin.COORDINATOR`): `guard` is the partition's KIP-890 verification
+    /// guard for the batch's producer. Resolves as [`CoordinatorLog::append`]. By default the
+    /// plain append (logs without producer state).
+    fn append_transactional(
+        &self,
+        partition: i32,
+        records: Bytes,
+        guard: Option<VerificationGuard>,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<(), PartitionError>> {
+        let _ = guard;
+        self.append(partition, records, timeout)
+    }
 
     /// The latest published metadata image.
     fn image(&self) -> MetadataImage;
@@ -113,6 +129,20 @@ impl CoordinatorLog for ReplicaManager {
         })
     }
 
+    fn append_transactional(
+        &self,
+        partition: i32,
+        records: Bytes,
+        guard: Option<VerificationGuard>,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<(), PartitionError>> {
+        Box::pin(async move {
+            self.append_coordinator_records(&offsets_tp(partition), records, guard, timeout)
+                .await
+                .map(|_| ())
+        })
+    }
+
     fn image(&self) -> MetadataImage {
         ReplicaManager::image(self)
     }
@@ -136,6 +166,16 @@ impl<T: CoordinatorLog> CoordinatorLog for Arc<T> {
         timeout: Duration,
     ) -> BoxFuture<'_, Result<(), PartitionError>> {
         (**self).append(partition, records, timeout)
+    }
+
+    fn append_transactional(
+        &self,
+        partition: i32,
+        records: Bytes,
+        guard: Option<VerificationGuard>,
+        timeout: Duration,
+    ) -> BoxFuture<'_, Result<(), PartitionError>> {
+        (**self).append_transactional(partition, records, guard, timeout)
     }
 
     fn image(&self) -> MetadataImage {

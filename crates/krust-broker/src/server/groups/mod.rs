@@ -33,10 +33,11 @@
 //! - A shard finds its next timer by scanning its groups and members after every event
 //!   (Kafka keeps a timer wheel): fine for thousands of members per partition, not millions.
 //! - Only classic groups: no KIP-848 `ConsumerGroupHeartbeat`; TRANSACTION keys are the
-//!   transaction coordinator's ([`super::txn`]). `TxnOffsetCommit` is not served (not
-//!   advertised); transactional offsets already in the log load as pending and become
-//!   visible with their COMMIT marker — loaded, or reported by the partition leader's
-//!   WriteTxnMarkers handler through [`GroupCoordinator::on_txn_marker`].
+//!   transaction coordinator's ([`super::txn`]). `TxnOffsetCommit`
+//!   ([`GroupCoordinator::txn_offset_commit`], KIP-890 verified by the caller's closure)
+//!   writes the offsets as the producer's transactional batch; they stay pending (and load
+//!   as pending) until the producer's COMMIT/ABORT marker — loaded, or reported by the
+//!   partition leader's WriteTxnMarkers handler through [`GroupCoordinator::on_txn_marker`].
 
 pub mod find_coordinator;
 pub mod log;
@@ -52,7 +53,9 @@ use kafka_protocol::messages::{
     ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
     DescribeGroupsResponse, HeartbeatResponse, ListGroupsRequest, ListGroupsResponse,
     OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, RequestKind, ResponseKind,
+    TxnOffsetCommitRequest, TxnOffsetCommitResponse,
     offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic},
+    txn_offset_commit_response::{TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic},
 };
 use krust_metadata::image::MetadataImage;
 use krust_net::{Reply, RequestContext};
@@ -65,8 +68,9 @@ use super::controller_channel::ControllerChannel;
 use super::replica_manager::ReplicaManager;
 use crate::group::{
     GroupConfig, GroupError, GroupRequest, GroupResponse, RequestContext as ShardContext,
-    partition_for_group,
+    partition_for_group, txn_offset_commit_error,
 };
+use crate::partition::VerificationGuard;
 pub use log::{CoordinatorLog, GROUP_METADATA_TOPIC_NAME, LoadChunk};
 use runtime::{ACTIVE, LOADING, STOPPED, ShardCommand, ShardSettings, ShardSlot};
 
@@ -257,6 +261,7 @@ impl GroupCoordinator {
             (ApiKey::DescribeGroups, 0, 5),
             (ApiKey::DeleteGroups, 0, 2),
             (ApiKey::OffsetDelete, 0, 0),
+            (ApiKey::TxnOffsetCommit, 0, 4),
         ]
     }
 
@@ -367,6 +372,128 @@ impl GroupCoordinator {
             }
         };
         into_response_kind(response).into()
+    }
+
+    /// TxnOffsetCommit (Kafka 3.9 `KafkaApis.handleTxnOffsetCommitRequest` →
+    /// `GroupCoordinator.handleTxnCommitOffsets`): topics and partitions the metadata does not
+    /// know get UNKNOWN_TOPIC_OR_PARTITION; an empty group id INVALID_GROUP_ID; a group this
+    /// broker does not coordinate NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS while loading).
+    /// Then `verify` is asked, with the group's `__consumer_offsets` partition, for KIP-890's
+    /// verification guard (`Err(code)`: the coordinator's refusal, mapped as Kafka's
+    /// `maybeConvertOffsetCommitError`), and the shard validates the member, generation and
+    /// metadata and writes the offsets as the producer's transactional batch. Below v2,
+    /// COORDINATOR_LOAD_IN_PROGRESS is answered as COORDINATOR_NOT_AVAILABLE (KAFKA-7296).
+    pub async fn txn_offset_commit<V, F>(
+        &self,
+        ctx: &RequestContext,
+        mut r: TxnOffsetCommitRequest,
+        verify: V,
+    ) -> TxnOffsetCommitResponse
+    where
+        V: FnOnce(i32) -> F,
+        F: std::future::Future<Output = Result<Option<VerificationGuard>, i16>>,
+    {
+        let image = self.log.image();
+        let mut unknown: Vec<TxnOffsetCommitResponseTopic> = Vec::new();
+        let mut known = Vec::new();
+        for mut topic in std::mem::take(&mut r.topics) {
+            let refuse = |partitions: &[i32]| {
+                TxnOffsetCommitResponseTopic::default()
+                    .with_name(topic.name.clone())
+                    .with_partitions(
+                        partitions
+                            .iter()
+                            .map(|&p| {
+                                TxnOffsetCommitResponsePartition::default()
+                                    .with_partition_index(p)
+                                    .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            })
+                            .collect(),
+                    )
+            };
+            let Some(meta) = image.topics.topic_by_name(&topic.name.0) else {
+                let all: Vec<i32> = topic.partitions.iter().map(|p| p.partition_index).collect();
+                unknown.push(refuse(&all));
+                continue;
+            };
+            let (valid, invalid): (Vec<_>, Vec<_>) = std::mem::take(&mut topic.partitions)
+                .into_iter()
+                .partition(|p| meta.partitions.contains_key(&p.partition_index));
+            if !invalid.is_empty() {
+                let missing: Vec<i32> = invalid.iter().map(|p| p.partition_index).collect();
+                unknown.push(refuse(&missing));
+            }
+            if !valid.is_empty() {
+                topic.partitions = valid;
+                known.push(topic);
+            }
+        }
+        r.topics = known;
+        let mut response = if r.topics.is_empty() {
+            TxnOffsetCommitResponse::default()
+        } else {
+            self.txn_offset_commit_known(ctx, r, verify).await
+        };
+        response.topics.extend(unknown);
+        if ctx.api_version < 2 {
+            let loading = GroupError::CoordinatorLoadInProgress.code();
+            for p in response
+                .topics
+                .iter_mut()
+                .flat_map(|t| t.partitions.iter_mut())
+            {
+                if p.error_code == loading {
+                    p.error_code = GroupError::CoordinatorNotAvailable.code();
+                }
+            }
+        }
+        response
+    }
+
+    async fn txn_offset_commit_known<V, F>(
+        &self,
+        ctx: &RequestContext,
+        r: TxnOffsetCommitRequest,
+        verify: V,
+    ) -> TxnOffsetCommitResponse
+    where
+        V: FnOnce(i32) -> F,
+        F: std::future::Future<Output = Result<Option<VerificationGuard>, i16>>,
+    {
+        let all = |code: i16| txn_offset_commit_error(&r, code);
+        if r.group_id.0.is_empty() {
+            return all(GroupError::InvalidGroupId.code());
+        }
+        let partition = self.partition_for(&r.group_id);
+        let status = self
+            .lock_shards()
+            .get(&partition)
+            .map(|s| s.status.load(Ordering::SeqCst));
+        match status {
+            Some(ACTIVE) => {}
+            Some(LOADING) => return all(GroupError::CoordinatorLoadInProgress.code()),
+            _ => return all(GroupError::NotCoordinator.code()),
+        }
+        let guard = match verify(partition).await {
+            Ok(guard) => guard,
+            Err(code) => return all(convert_offset_commit_error(code)),
+        };
+        let shard_ctx = ShardContext {
+            api_version: ctx.api_version,
+            client_id: ctx.client_id.clone(),
+            client_host: format!("/{}", ctx.peer_addr.ip()),
+        };
+        match self
+            .route(
+                partition,
+                shard_ctx,
+                GroupRequest::TxnOffsetCommit { request: r, guard },
+            )
+            .await
+        {
+            GroupResponse::TxnOffsetCommit(response) => response,
+            _ => TxnOffsetCommitResponse::default(),
+        }
     }
 
     /// Sends `request` to the shard of `partition` and waits for its answer.
@@ -720,6 +847,26 @@ impl GroupCoordinator {
     }
 }
 
+/// Kafka 3.9 `GroupMetadataManager.maybeConvertOffsetCommitError`, for a failed
+/// verification of a transactional offset commit.
+fn convert_offset_commit_error(code: i16) -> i16 {
+    use kafka_protocol::error::ResponseError as E;
+    let Some(error) = E::try_from_code(code) else {
+        return code;
+    };
+    match error {
+        E::NetworkException => E::CoordinatorLoadInProgress.code(),
+        E::UnknownTopicOrPartition | E::NotEnoughReplicas | E::NotEnoughReplicasAfterAppend => {
+            E::CoordinatorNotAvailable.code()
+        }
+        E::NotLeaderOrFollower | E::KafkaStorageError => E::NotCoordinator.code(),
+        E::MessageTooLarge | E::RecordListTooLarge | E::InvalidFetchSize => {
+            E::InvalidCommitOffsetSize.code()
+        }
+        _ => code,
+    }
+}
+
 /// The wire response of a shard answer.
 fn into_response_kind(response: GroupResponse) -> ResponseKind {
     match response {
@@ -733,5 +880,6 @@ fn into_response_kind(response: GroupResponse) -> ResponseKind {
         GroupResponse::ListGroups(r) => ResponseKind::ListGroups(r),
         GroupResponse::DescribeGroups(r) => ResponseKind::DescribeGroups(r),
         GroupResponse::DeleteGroups(r) => ResponseKind::DeleteGroups(r),
+        GroupResponse::TxnOffsetCommit(r) => ResponseKind::TxnOffsetCommit(r),
     }
 }

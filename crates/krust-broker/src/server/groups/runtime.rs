@@ -23,7 +23,7 @@ use super::log::CoordinatorLog;
 use crate::error::PartitionError;
 use crate::group::{
     Action, AppendId, CoordinatorRecord, GroupConfig, GroupCoordinatorShard, GroupError,
-    GroupRequest, GroupResponse, RequestContext, RequestId,
+    GroupRequest, GroupResponse, RequestContext, RequestId, TxnAppend,
 };
 
 /// Shard status: reading its partition; requests get COORDINATOR_LOAD_IN_PROGRESS.
@@ -273,9 +273,20 @@ fn entry_records(entry: &LogEntry) -> Result<Option<Vec<KeyedRecord>>, BatchErro
     }
 }
 
-/// One batch (CreateTime `now_ms`, no producer) of the given records, in order.
-pub(super) fn build_batch(records: &[CoordinatorRecord], now_ms: i64) -> Bytes {
+/// One batch (CreateTime `now_ms`) of the given records, in order: without a producer, or
+/// a transactional batch of `txn`'s producer at sequence 0 (Kafka's `storeOffsets` for a
+/// TxnOffsetCommit).
+pub(super) fn build_batch(
+    records: &[CoordinatorRecord],
+    now_ms: i64,
+    txn: Option<&TxnAppend>,
+) -> Bytes {
     let mut builder = RecordBatchBuilder::new(0);
+    if let Some(txn) = txn {
+        builder = builder
+            .producer(txn.producer_id, txn.producer_epoch, 0)
+            .transactional(true);
+    }
     for record in records {
         let (key, value) = record.encode();
         builder.append_kv(now_ms, Some(key), value);
@@ -350,8 +361,12 @@ enum ServeOutcome {
     AppendFailed,
 }
 
-/// The append in flight: the last append id it carries and the task doing it.
-type InFlight = (AppendId, JoinHandle<Result<(), PartitionError>>);
+/// The append in flight: the last append id it carries, whether it is a transactional batch,
+/// and the task doing it.
+type InFlight = (AppendId, bool, JoinHandle<Result<(), PartitionError>>);
+
+/// An append the shard emitted, waiting to go out.
+type Queued = (AppendId, Vec<CoordinatorRecord>, Option<TxnAppend>);
 
 async fn serve(
     partition: i32,
@@ -364,12 +379,16 @@ async fn serve(
 ) -> ServeOutcome {
     let mut next_request_id = 0u64;
     let mut waiting: HashMap<RequestId, oneshot::Sender<GroupResponse>> = HashMap::new();
-    let mut queued: Vec<(AppendId, Vec<CoordinatorRecord>)> = Vec::new();
+    let mut queued: Vec<Queued> = Vec::new();
     let mut in_flight: Option<InFlight> = None;
     loop {
         while let Some(action) = shard.poll_action() {
             match action {
-                Action::Append { append_id, records } => queued.push((append_id, records)),
+                Action::Append {
+                    append_id,
+                    records,
+                    txn,
+                } => queued.push((append_id, records, txn)),
                 Action::Respond {
                     request_id,
                     response,
@@ -414,13 +433,17 @@ async fn serve(
             }
             result = async {
                 match in_flight.as_mut() {
-                    Some((_, task)) => task.await,
+                    Some((_, _, task)) => task.await,
                     None => std::future::pending().await,
                 }
             } => {
-                let Some((last, _)) = in_flight.take() else { continue };
+                let Some((last, transactional, _)) = in_flight.take() else { continue };
                 match result {
                     Ok(Ok(())) => shard.handle_append_committed(last),
+                    Ok(Err(e)) if transactional && let Some(error) = txn_rejection(&e) => {
+                        debug!(partition, error = %e, "transactional offsets refused");
+                        shard.handle_append_rejected(last, error);
+                    }
                     Ok(Err(e)) => {
                         warn!(partition, error = %e, "__consumer_offsets append failed");
                         let error = append_error(&e);
@@ -461,6 +484,27 @@ fn append_error(e: &PartitionError) -> GroupError {
     }
 }
 
+/// A transactional append the partition refused for its producer's sake, before writing
+/// anything: the answer to its TxnOffsetCommit (Kafka's `maybeConvertOffsetCommitError`:
+/// a batch too large → INVALID_COMMIT_OFFSET_SIZE, producer and transaction errors as they
+/// are). `None`: a partition failure, handled as any failed append.
+fn txn_rejection(e: &PartitionError) -> Option<GroupError> {
+    use kafka_protocol::error::ResponseError as E;
+    match e {
+        PartitionError::InvalidTxnState { .. }
+        | PartitionError::Producer(_)
+        | PartitionError::InvalidRecord { .. }
+        | PartitionError::InvalidTimestamp { .. } => Some(GroupError::AppendFailed(e.code())),
+        PartitionError::Log(_) => match e.response_error() {
+            E::MessageTooLarge | E::RecordListTooLarge | E::InvalidFetchSize => {
+                Some(GroupError::AppendFailed(E::InvalidCommitOffsetSize.code()))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// A failed append: the shard answers what it held with NOT_COORDINATOR; every other waiting
 /// request gets it too (its reply sender is dropped); the caller reloads.
 fn fail(
@@ -492,12 +536,28 @@ fn start_append(
     partition: i32,
     log: &Arc<dyn CoordinatorLog>,
     settings: &ShardSettings,
-    queued: &mut Vec<(AppendId, Vec<CoordinatorRecord>)>,
+    queued: &mut Vec<Queued>,
 ) -> InFlight {
+    let timeout = settings.commit_timeout;
+    // A transactional append goes alone, as its producer's batch.
+    if let Some((id, _, Some(txn))) = queued.first() {
+        let (id, txn) = (*id, *txn);
+        let (_, records, _) = queued.remove(0);
+        let batch = build_batch(&records, now_ms(), Some(&txn));
+        let log = Arc::clone(log);
+        let task = tokio::spawn(async move {
+            log.append_transactional(partition, batch, txn.guard, timeout)
+                .await
+        });
+        return (id, true, task);
+    }
     let mut records = Vec::new();
     let mut taken = 0;
     let mut size = 0usize;
-    for (_, rs) in queued.iter() {
+    for (_, rs, txn) in queued.iter() {
+        if txn.is_some() {
+            break;
+        }
         let append_size: usize = rs
             .iter()
             .map(|r| {
@@ -512,13 +572,12 @@ fn start_append(
         taken += 1;
     }
     let mut last = AppendId(0);
-    for (id, rs) in queued.drain(..taken) {
+    for (id, rs, _) in queued.drain(..taken) {
         last = id;
         records.extend(rs);
     }
-    let batch = build_batch(&records, now_ms());
+    let batch = build_batch(&records, now_ms(), None);
     let log = Arc::clone(log);
-    let timeout = settings.commit_timeout;
     let task = tokio::spawn(async move { log.append(partition, batch, timeout).await });
-    (last, task)
+    (last, false, task)
 }

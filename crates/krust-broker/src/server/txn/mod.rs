@@ -21,8 +21,6 @@
 //! - A transactional InitProducerId asks its shard whether it needs a fresh producer id, then
 //!   takes one from the block; two concurrent InitProducerId for one new id may both take one
 //!   (the second is not used): ids are never reused.
-//! - No TxnOffsetCommit in the group coordinator yet: a transaction's offsets go to a Kafka
-//!   group coordinator only.
 //! - No transaction coordinator metrics.
 
 pub mod markers;
