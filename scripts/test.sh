@@ -35,16 +35,16 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo test --workspace --no-fail-fast
 
-# Coverage-guided fuzzing (fuzz/README.md): every target for 30 s. Needs nightly and cargo-fuzz;
+# Coverage-guided fuzzing (fuzz/README.md): every target for 10 s (a smoke run; long runs on demand, fuzz/README.md). Needs nightly and cargo-fuzz;
 # in CI a failed install is fatal, locally it only skips this step.
 install_fuzzing() {
   rustup toolchain install nightly --profile minimal >/dev/null 2>&1 &&
     { command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked; }
 }
 if rustup run nightly rustc --version >/dev/null 2>&1 && command -v cargo-fuzz >/dev/null; then
-  ./scripts/fuzz.sh 30
+  ./scripts/fuzz.sh 10
 elif install_fuzzing; then
-  ./scripts/fuzz.sh 30
+  ./scripts/fuzz.sh 10
 elif [[ "${CI:-}" == "true" ]]; then
   echo "scripts/test.sh: installing nightly + cargo-fuzz failed" >&2
   exit 1
