@@ -252,8 +252,10 @@ impl BrokerServer {
 /// `kafka.cluster:type=Partition,name=LastStableOffsetLag` per partition, the `IsrShrinksPerSec` /
 /// `IsrExpandsPerSec` / `FailedIsrUpdatesPerSec` counts, and the
 /// `broker-metadata-metrics` group's `last-applied-record-offset` and
-/// `metadata-load-error-count`, plus krust's `fenced` gauge (1 while the controller keeps the
-/// broker fenced).
+/// `metadata-load-error-count`, the transaction coordinator's
+/// `kafka.coordinator.transaction:type=TransactionMarkerChannelManager,name=UnknownDestinationQueueSize`
+/// and `transaction-coordinator-metrics` `partition-load-time-max/avg`, plus krust's `fenced`
+/// gauge (1 while the controller keeps the broker fenced).
 struct BrokerMetrics {
     broker: Arc<Broker>,
     lifecycle: Arc<BrokerLifecycle>,
@@ -355,6 +357,37 @@ impl Collector for BrokerMetrics {
                 );
                 family.kind = krust_metrics::MetricKind::Counter;
                 out.push(family);
+            }
+        }
+        if let Some(txn) = self.broker.txn() {
+            let stats = txn.stats();
+            out.push(Family::gauge(
+                prometheus_name(
+                    "kafka.coordinator.transaction",
+                    "TransactionMarkerChannelManager",
+                    "UnknownDestinationQueueSize",
+                ),
+                "Transaction markers waiting for their partition's leader to be known.",
+                as_f64(stats.unknown_destination_queue_size()),
+            ));
+            let (max, avg) = stats.partition_load_time();
+            for (name, help, value) in [
+                (
+                    "partition-load-time-max",
+                    "The max time it took to load the partitions in the last 30sec",
+                    max,
+                ),
+                (
+                    "partition-load-time-avg",
+                    "The avg time it took to load the partitions in the last 30sec",
+                    avg,
+                ),
+            ] {
+                out.push(Family::gauge(
+                    prometheus_name("kafka.server", "transaction-coordinator-metrics", name),
+                    help,
+                    value,
+                ));
             }
         }
         out.push(Family::gauge(

@@ -309,6 +309,17 @@ fn transactions_commit_and_abort_on_krust_and_kafka_leaders_alike() {
         ),
         "LastStableOffsetLag of txn-data-0 in:\n{metrics}"
     );
+    // The transaction coordinator's gauges (Kafka's names): every marker found its leader.
+    assert!(
+        metrics.lines().any(|l| l
+            == "kafka_coordinator_transaction_transactionmarkerchannelmanager_unknowndestinationqueuesize 0"),
+        "UnknownDestinationQueueSize 0 in:\n{metrics}"
+    );
+    assert!(
+        metrics.lines().any(|l| l
+            .starts_with("kafka_server_transaction_coordinator_metrics_partition_load_time_max ")),
+        "partition-load-time-max in:\n{metrics}"
+    );
 
     // Kafka's tool reads krust's index as it reads its own; krust reads Kafka's.
     let index = "00000000000000000000.txnindex";

@@ -48,6 +48,73 @@ pub struct MarkerSender {
     /// Per destination: whether a request is in flight, and the markers waiting for the next
     /// one (Kafka's per-broker marker queue, drained into one request).
     queues: Mutex<HashMap<String, (bool, Vec<Queued>)>>,
+    /// The coordinator's metrics (shared with the shard tasks).
+    stats: Arc<TxnCoordinatorStats>,
+}
+
+/// How long `partition-load-time-*` remembers a load: Kafka's sensor keeps 2 samples of 30 s.
+const LOAD_TIME_WINDOW: Duration = Duration::from_secs(60);
+
+/// The transaction coordinator's metrics, with Kafka 3.9's meaning.
+#[derive(Debug, Default)]
+pub struct TxnCoordinatorStats {
+    /// Markers (one per transaction and partition) waiting because their partition has no
+    /// leader, or its leader no address on the inter-broker listener (Kafka's
+    /// `TransactionMarkerChannelManager` `UnknownDestinationQueueSize`).
+    unknown_destination: std::sync::atomic::AtomicI64,
+    /// When each recent `__transaction_state` partition load ended, and how long it took (ms).
+    loads: Mutex<std::collections::VecDeque<(std::time::Instant, f64)>>,
+}
+
+impl TxnCoordinatorStats {
+    /// `UnknownDestinationQueueSize`.
+    #[must_use]
+    pub fn unknown_destination_queue_size(&self) -> i64 {
+        self.unknown_destination
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn add_unknown_destination(&self, delta: i64) {
+        if delta != 0 {
+            self.unknown_destination
+                .fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// A partition load that took `took`.
+    pub fn record_load(&self, took: Duration) {
+        let mut loads = self
+            .loads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        loads.retain(|(at, _)| now.duration_since(*at) < LOAD_TIME_WINDOW);
+        loads.push_back((now, took.as_secs_f64() * 1000.0));
+    }
+
+    /// `partition-load-time-max` and `partition-load-time-avg` (ms) over the loads of the last
+    /// minute (Kafka: its sensor's two 30-second samples); NaN without a load, as Kafka's
+    /// `Max` and `Avg` answer for no events.
+    #[must_use]
+    pub fn partition_load_time(&self) -> (f64, f64) {
+        let loads = self
+            .loads
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = std::time::Instant::now();
+        let recent: Vec<f64> = loads
+            .iter()
+            .filter(|(at, _)| now.duration_since(*at) < LOAD_TIME_WINDOW)
+            .map(|(_, ms)| *ms)
+            .collect();
+        if recent.is_empty() {
+            return (f64::NAN, f64::NAN);
+        }
+        let max = recent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        #[allow(clippy::cast_precision_loss)] // a handful of loads
+        let avg = recent.iter().sum::<f64>() / recent.len() as f64;
+        (max, avg)
+    }
 }
 
 /// A marker waiting to go to one broker, and where its partitions' answers go.
@@ -102,7 +169,14 @@ impl MarkerSender {
             listener,
             clients: Mutex::new(HashMap::new()),
             queues: Mutex::new(HashMap::new()),
+            stats: Arc::new(TxnCoordinatorStats::default()),
         }
+    }
+
+    /// The coordinator's metrics.
+    #[must_use]
+    pub fn stats(&self) -> &Arc<TxnCoordinatorStats> {
+        &self.stats
     }
 
     fn client(&self, addr: &str) -> Arc<Client> {
@@ -132,6 +206,20 @@ impl MarkerSender {
     }
 
     async fn run_job(self: Arc<Self>, job: MarkerJob, shard: mpsc::Sender<Command>) {
+        // This job's markers counted in `UnknownDestinationQueueSize`, taken back at its end.
+        let mut unknown = 0i64;
+        Arc::clone(&self)
+            .write_markers(job, shard, &mut unknown)
+            .await;
+        self.stats.add_unknown_destination(-unknown);
+    }
+
+    async fn write_markers(
+        self: Arc<Self>,
+        job: MarkerJob,
+        shard: mpsc::Sender<Command>,
+        unknown: &mut i64,
+    ) {
         let mut remaining: BTreeSet<TopicPartition> = job.partitions.clone();
         loop {
             if shard.is_closed() {
@@ -140,6 +228,7 @@ impl MarkerSender {
             }
             let image = self.replicas.image();
             let mut by_leader: BTreeMap<i32, Vec<TopicPartition>> = BTreeMap::new();
+            let mut no_destination = 0i64;
             for tp in remaining.clone() {
                 let registration = image
                     .topics
@@ -150,17 +239,27 @@ impl MarkerSender {
                         info!(topic = %tp.topic, partition = tp.partition, "partition gone: no marker needed");
                         remaining.remove(&tp);
                     }
-                    Some(r) if r.leader < 0 => {}
+                    Some(r) if r.leader < 0 => no_destination += 1,
                     Some(r) => by_leader.entry(r.leader).or_default().push(tp),
                 }
             }
+            // Leaders without an address on the listener count as unknown destinations too.
+            let mut addressed = Vec::new();
             for (leader, tps) in by_leader {
                 let addr = image
                     .cluster
                     .broker(leader)
                     .and_then(|b| b.listeners.get(&self.listener))
                     .map(|e| format!("{}:{}", e.host, e.port));
-                let Some(addr) = addr else { continue };
+                match addr {
+                    Some(addr) => addressed.push((leader, addr, tps)),
+                    None => no_destination += i64::try_from(tps.len()).unwrap_or(i64::MAX),
+                }
+            }
+            self.stats
+                .add_unknown_destination(no_destination - *unknown);
+            *unknown = no_destination;
+            for (leader, addr, tps) in addressed {
                 match Arc::clone(&self).send(&addr, &job, &tps).await {
                     Ok(answers) => {
                         for (tp, code) in answers {
@@ -324,5 +423,30 @@ impl MarkerSender {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_times_are_nan_without_a_load_then_max_and_average() {
+        let stats = TxnCoordinatorStats::default();
+        let (max, avg) = stats.partition_load_time();
+        assert!(
+            max.is_nan() && avg.is_nan(),
+            "Kafka's Max/Avg of no event: NaN"
+        );
+        stats.record_load(Duration::from_millis(10));
+        stats.record_load(Duration::from_millis(30));
+        let (max, avg) = stats.partition_load_time();
+        assert!(
+            (max - 30.0).abs() < 1e-9 && (avg - 20.0).abs() < 1e-9,
+            "{max} {avg}"
+        );
+        stats.add_unknown_destination(3);
+        stats.add_unknown_destination(-2);
+        assert_eq!(stats.unknown_destination_queue_size(), 1);
     }
 }

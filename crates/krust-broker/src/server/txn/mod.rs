@@ -21,7 +21,9 @@
 //! - A transactional InitProducerId asks its shard whether it needs a fresh producer id, then
 //!   takes one from the block; two concurrent InitProducerId for one new id may both take one
 //!   (the second is not used): ids are never reused.
-//! - No transaction coordinator metrics.
+//! - Metrics: `UnknownDestinationQueueSize` and `partition-load-time-max/avg` (over the last
+//!   minute's loads); no `LogAppendRetryQueueSize` (a failed Complete append reloads the shard
+//!   instead of queueing a retry).
 
 pub mod markers;
 mod runtime;
@@ -126,6 +128,12 @@ fn tid(s: &str) -> TransactionalId {
 }
 
 impl TxnCoordinator {
+    /// The coordinator's metrics (`UnknownDestinationQueueSize`, `partition-load-time-*`).
+    #[must_use]
+    pub fn stats(&self) -> &Arc<markers::TxnCoordinatorStats> {
+        self.markers.stats()
+    }
+
     /// For this broker (`node_id`; markers go out on `inter_broker_listener`).
     #[must_use]
     pub fn new(

@@ -282,6 +282,7 @@ async fn run_shard(
     mut stop: watch::Receiver<bool>,
     status: Arc<AtomicU8>,
 ) {
+    let load_started = std::time::Instant::now();
     let load = {
         let replicas = Arc::clone(&replicas);
         let config = config.clone();
@@ -309,6 +310,7 @@ async fn run_shard(
     if *stop.borrow() {
         return;
     }
+    markers.stats().record_load(load_started.elapsed());
     status.store(ACTIVE, Ordering::SeqCst);
     serve(
         partition,
