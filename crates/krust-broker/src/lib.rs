@@ -10,9 +10,8 @@
 //!
 //! - Transactions, partition side: markers (WriteTxnMarkers), the last stable offset, the
 //!   `.txnindex` and read-committed fetches, KIP-890 part 1 verification of transactional
-//!   produce. Not yet: the log cleaner's transaction rules (aborted data is not removed,
-//!   markers are kept), the partition LSO-lag metric, the lowest-sequence check of a
-//!   verification guard.
+//!   produce, the log cleaner's transaction rules (in `krust_log::cleaner`). Not yet: the
+//!   lowest-sequence check of a verification guard.
 //! - Produce below v3 and Fetch below v4 are not served (they need message-format
 //!   down-conversion).
 //!

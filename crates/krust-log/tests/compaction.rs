@@ -859,8 +859,134 @@ fn a_pass_whose_first_segments_were_deleted_meanwhile_skips_their_group() {
     assert_eq!(log.log_start_offset(), second_base);
 }
 
+/// Every batch of the log: (base offset, control, transactional, delete horizon set, keys).
+fn batches(log: &Log) -> Vec<(i64, bool, bool, bool, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut next = log.log_start_offset();
+    while next < log.log_end_offset() {
+        let read = log.read(next, 1 << 20).expect("read");
+        if read.batches.is_empty() {
+            break;
+        }
+        for b in &read.batches {
+            let keys = if b.is_control() {
+                Vec::new()
+            } else {
+                b.records()
+                    .expect("records")
+                    .iter()
+                    .filter_map(|r| r.key.as_ref())
+                    .map(|k| String::from_utf8_lossy(k).into_owned())
+                    .collect()
+            };
+            out.push((
+                b.base_offset(),
+                b.is_control(),
+                b.is_transactional(),
+                b.has_delete_horizon(),
+                keys,
+            ));
+            next = b.next_offset();
+        }
+    }
+    out
+}
+
+/// Kafka's transactional cleaning (`CleanedTransactionMetadata`): aborted data goes at once,
+/// committed transactional data is compacted like any other, a marker stays while its
+/// transaction still had data in the pass, then gets a delete horizon, and goes once past it.
 #[test]
-fn aborted_transaction_entries_move_to_the_cleaned_segment_and_survive_a_restart() {
+fn aborted_data_goes_and_markers_of_emptied_transactions_go_after_their_horizon() {
+    use krust_log::txn_index::AbortedTxn;
+    use krust_log::txn_marker::EndTxnMarker;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = Log::open(&dir.path().join("t-0"), compacted_config(), 0).expect("open");
+    let txn_write = |log: &mut Log, pid: i64, k: u8, commit: bool| {
+        let first = log.log_end_offset();
+        let mut b = RecordBatchBuilder::new(0)
+            .producer(pid, 0, 0)
+            .transactional(true);
+        b.append_kv(T0, Some(key(k)), Some(value(k, 1, first)));
+        log.append_as_leader(vec![b.build()], 0, T0)
+            .expect("txn data");
+        let marker = EndTxnMarker {
+            commit,
+            coordinator_epoch: 0,
+        };
+        let at = log
+            .append_as_leader(vec![marker.batch(pid, 0, T0)], 0, T0)
+            .expect("marker")
+            .first_offset;
+        if !commit {
+            log.append_aborted_txn(AbortedTxn {
+                producer_id: pid,
+                first_offset: first,
+                last_offset: at,
+                last_stable_offset: at + 1,
+            })
+            .expect("index");
+        }
+    };
+    txn_write(&mut log, 1, 1, true); // offsets 0, 1: key-1 committed (overwritten below)
+    txn_write(&mut log, 2, 2, false); // 2, 3: key-2 aborted
+    txn_write(&mut log, 3, 4, true); // 4, 5: key-4 committed, the latest for its key
+    append(&mut log, &[(1, Some(3)), (3, Some(4))], 2, T0); // 6, 7
+    log.roll(log.log_end_offset(), T0).expect("roll");
+    let mut cleaner = Cleaner::new(CleanerConfig::default());
+    let mut pass = |log: &mut Log, now: i64| {
+        let to_clean = log.log_to_clean(None, log.log_end_offset(), now);
+        cleaner
+            .clean(log, &to_clean, now, &HashMap::new())
+            .expect("clean");
+        batches(log)
+    };
+    let k = |s: &str| vec![s.to_string()];
+    // Pass 1: the aborted and the overwritten transactional data go; both markers stay (this
+    // pass read data of their transactions), the ABORT marker still indexed.
+    assert_eq!(
+        pass(&mut log, T0 + 1),
+        vec![
+            (1, true, true, false, vec![]),
+            (3, true, true, false, vec![]),
+            (4, false, true, false, k("key-4")),
+            (5, true, true, false, vec![]),
+            (6, false, false, false, vec!["key-1".into(), "key-3".into()]),
+        ]
+    );
+    assert_eq!(
+        log.all_aborted_txns().len(),
+        1,
+        "the ABORT marker stays indexed"
+    );
+    // Pass 2: the markers of the emptied transactions get a delete horizon; the one of the
+    // transaction with data left does not.
+    assert_eq!(
+        pass(&mut log, T0 + 2),
+        vec![
+            (1, true, true, true, vec![]),
+            (3, true, true, true, vec![]),
+            (4, false, true, false, k("key-4")),
+            (5, true, true, false, vec![]),
+            (6, false, false, false, vec!["key-1".into(), "key-3".into()]),
+        ]
+    );
+    assert!(
+        log.all_aborted_txns().is_empty(),
+        "no aborted data left to index"
+    );
+    // Pass 3, past the horizon: those markers go.
+    assert_eq!(
+        pass(&mut log, T0 + 3 + DELETE_RETENTION_MS),
+        vec![
+            (4, false, true, false, k("key-4")),
+            (5, true, true, false, vec![]),
+            (6, false, false, false, vec!["key-1".into(), "key-3".into()]),
+        ]
+    );
+}
+
+#[test]
+fn aborted_transaction_entries_stay_with_their_markers_and_survive_a_restart() {
     use krust_log::txn_index::AbortedTxn;
     use krust_log::txn_marker::EndTxnMarker;
     let dir = tempfile::tempdir().expect("tempdir");

@@ -21,10 +21,17 @@
 //! - offsets are never changed: a rewritten batch keeps its base and last offset (Kafka keeps the
 //!   last offset so the producer's last sequence stays valid).
 //!
-//! Differences from Kafka, all on the side of keeping more:
-//! - control batches and transactional batches are kept whole (Kafka removes aborted data and
-//!   markers of finished transactions once safe); their keys do not enter the offset map. The
-//!   `.txnindex` entries of a group's segments move to its cleaned segment.
+//! Transactions (Kafka's `CleanedTransactionMetadata`; everything cleaned lies below the last
+//! stable offset, so every transaction there has ended):
+//! - the batches of an aborted transaction (from the `.txnindex` entries) are removed and never
+//!   enter the offset map; committed transactional batches are compacted like any other (their
+//!   rebuilt batches stay transactional);
+//! - an ABORT marker stays while the pass removed data of its transaction (its `.txnindex`
+//!   entry moves to the cleaned segment), a COMMIT marker while the pass kept data of its
+//!   transaction; a marker whose transaction has no data left gets a delete horizon (like a
+//!   tombstone's batch) and a later pass past the horizon removes it; an empty control batch is
+//!   removed;
+//! - an active producer's last batch, if all its records go, stays as an empty header.
 //!
 //! A compressed batch is inflated like any other, and a rebuilt one is compressed again with
 //! the batch's codec at its default level, as Kafka's `MemoryRecords.filterTo` does.
@@ -281,6 +288,12 @@ impl Log {
             )),
             _ => None,
         };
+        let mut aborted: Vec<crate::txn_index::AbortedTxn> = self
+            .all_aborted_txns()
+            .into_iter()
+            .filter(|t| t.first_offset < upper)
+            .collect();
+        aborted.sort_by_key(|t| (t.first_offset, t.last_offset));
         Ok(CleaningSnapshot {
             dir: self.dir.clone(),
             config: self.config.clone(),
@@ -289,6 +302,7 @@ impl Log {
             upper,
             segments,
             start_position,
+            aborted,
         })
     }
 
@@ -419,6 +433,8 @@ pub struct CleaningSnapshot {
     segments: Vec<SegmentView>,
     /// Position of the batch holding `start` in the segment holding it (from its index).
     start_position: Option<(i64, u64)>,
+    /// The aborted transactions (`.txnindex` entries) with data below `upper`.
+    aborted: Vec<crate::txn_index::AbortedTxn>,
 }
 
 impl CleaningSnapshot {
@@ -477,6 +493,9 @@ struct PreparedGroup {
     old: Vec<(i64, u64)>,
     /// The cleaned segment, still under its `.cleaned` names, data and indexes fsynced.
     cleaned: Segment,
+    /// The aborted transactions whose ABORT marker the cleaned segment kept while removing
+    /// their data: its `.txnindex`.
+    aborted: Vec<crate::txn_index::AbortedTxn>,
 }
 
 /// The result of [`Cleaner::prepare`]: cleaned segments written next to the log, not yet part
@@ -633,11 +652,12 @@ impl<C: ThrottleClock> Cleaner<C> {
         let groups = group_segments(snapshot, end_offset, upper);
         outcome.groups = groups.len();
         for group in groups {
-            let cleaned =
+            let (cleaned, aborted) =
                 self.clean_group(snapshot, &group, now_ms, active_producers, &mut outcome)?;
             written.push(PreparedGroup {
                 old: group.iter().map(|v| (v.base_offset(), v.id())).collect(),
                 cleaned,
+                aborted,
             });
             self.maybe_crash(CrashPoint::AfterCleanedWritten)?;
         }
@@ -723,6 +743,7 @@ impl<C: ThrottleClock> Cleaner<C> {
     fn build_offset_map(&mut self, snapshot: &CleaningSnapshot) -> Result<bool, LogError> {
         let (start, end) = (snapshot.start, snapshot.upper);
         self.map.clear();
+        let mut txns = CleanedTxns::new(&snapshot.aborted, start, end);
         let segments = &snapshot.segments;
         for (i, segment) in segments.iter().enumerate() {
             let next_base = segments.get(i + 1).map_or(end, SegmentView::base_offset);
@@ -744,7 +765,13 @@ impl<C: ThrottleClock> Cleaner<C> {
                 if batch.base_offset() >= end {
                     break;
                 }
-                if !batch.is_control() && !batch.is_transactional() {
+                let aborted = if batch.is_control() {
+                    txns.on_control_batch(&batch);
+                    true
+                } else {
+                    txns.on_batch(&batch)
+                };
+                if !aborted {
                     let records = batch.records().map_err(|source| LogError::CorruptSegment {
                         path: segment.log_path().to_path_buf(),
                         position: batches.pos - batch.size_in_bytes() as u64,
@@ -785,7 +812,7 @@ impl<C: ThrottleClock> Cleaner<C> {
         now_ms: i64,
         active_producers: &HashMap<i64, i64>,
         outcome: &mut CleanOutcome,
-    ) -> Result<Segment, CleanerError> {
+    ) -> Result<(Segment, Vec<crate::txn_index::AbortedTxn>), CleanerError> {
         let Some(base) = group.first().map(|v| v.base_offset()) else {
             return Err(CleanerError::Log(LogError::NoActiveSegment {
                 dir: snapshot.dir.clone(),
@@ -807,11 +834,19 @@ impl<C: ThrottleClock> Cleaner<C> {
             buf: BytesMut::new(),
             flush_at: (self.config.io_buffer_size / 2).max(1),
         };
-        let filter = RecordFilter {
+        let last_base = group.last().map_or(base, |v| v.base_offset());
+        let group_end = snapshot
+            .segments
+            .iter()
+            .map(SegmentView::base_offset)
+            .find(|&b| b > last_base)
+            .unwrap_or(snapshot.upper);
+        let mut filter = RecordFilter {
             map: &self.map,
             now_ms,
             delete_retention_ms: snapshot.config.delete_retention_ms,
             active_producers,
+            txns: CleanedTxns::new(&snapshot.aborted, base, group_end),
         };
         for segment in group {
             outcome.bytes_before += segment.size();
@@ -863,27 +898,19 @@ impl<C: ThrottleClock> Cleaner<C> {
             .sync_all()
             .map_err(|e| LogError::io(&cleaned_path, e))?;
         drop(writer);
-        let last_base = group.last().map_or(base, |v| v.base_offset());
-        let next_base = snapshot
-            .segments
-            .iter()
-            .map(SegmentView::base_offset)
-            .find(|&b| b > last_base)
-            .unwrap_or(snapshot.upper);
         // Its indexes are built (and fsynced, by sealing) here, outside the log's lock.
-        Ok(Segment::open_cleaned(
-            dir,
-            base,
-            &snapshot.config,
-            now_ms,
-            Some(next_base),
-        )?)
+        let segment = Segment::open_cleaned(dir, base, &snapshot.config, now_ms, Some(group_end))?;
+        Ok((segment, filter.txns.cleaned_index))
     }
 
     /// Replaces one group's old segments by its cleaned segment (under the log's lock).
     fn swap_group(&mut self, log: &mut Log, group: PreparedGroup) -> Result<(), CleanerError> {
         let dir = log.dir.clone();
-        let PreparedGroup { old, mut cleaned } = group;
+        let PreparedGroup {
+            old,
+            mut cleaned,
+            aborted,
+        } = group;
         let base = cleaned.base_offset();
         let cleaned_path = suffixed(&dir, base, CLEANED_FILE_SUFFIX);
         let swap_path = suffixed(&dir, base, SWAP_FILE_SUFFIX);
@@ -893,13 +920,12 @@ impl<C: ThrottleClock> Cleaner<C> {
         self.maybe_crash(CrashPoint::AfterSwapRenamed)?;
         let last_old = old.last().map_or(base, |(b, _)| *b);
         let next_base = log.segments.range(last_old + 1..).next().map(|(b, _)| *b);
-        // The aborted transactions indexed by the old segments move to the cleaned one
-        // (transactional batches and markers are kept whole, so every entry stays true).
-        let aborted: Vec<crate::txn_index::AbortedTxn> = old
-            .iter()
-            .filter_map(|(b, _)| log.txn_indexes.remove(b))
-            .flat_map(|index| index.entries().to_vec())
-            .collect();
+        // The old segments' `.txnindex` files go with them; the cleaned segment indexes the
+        // aborted transactions whose markers it kept.
+        // (`Segment::delete` removes their files.)
+        for (b, _) in &old {
+            log.txn_indexes.remove(b);
+        }
         for (segment_base, _) in &old {
             if let Some(segment) = log.segments.remove(segment_base) {
                 segment.delete()?;
@@ -1042,22 +1068,127 @@ struct RecordFilter<'a> {
     now_ms: i64,
     delete_retention_ms: i64,
     active_producers: &'a HashMap<i64, i64>,
+    txns: CleanedTxns,
+}
+
+/// Kafka's `CleanedTransactionMetadata`: the transactions met while reading the batches of a
+/// range in offset order, to tell aborted data and removable markers.
+struct CleanedTxns {
+    /// Aborted transactions not reached yet, latest first (popped by first offset).
+    pending: Vec<crate::txn_index::AbortedTxn>,
+    /// Producer → its aborted transaction being read, and whether a batch of it was seen.
+    ongoing_aborted: HashMap<i64, (crate::txn_index::AbortedTxn, bool)>,
+    /// Producers with a committed transaction whose data was seen.
+    ongoing_committed: std::collections::HashSet<i64>,
+    /// Aborted transactions whose marker is kept with data removed: the cleaned `.txnindex`.
+    cleaned_index: Vec<crate::txn_index::AbortedTxn>,
+}
+
+impl CleanedTxns {
+    /// Over the aborted transactions overlapping `[from, to)`, the range about to be read
+    /// (Kafka's `collectAbortedTransactions` for it).
+    fn new(aborted: &[crate::txn_index::AbortedTxn], from: i64, to: i64) -> Self {
+        let mut pending: Vec<_> = aborted
+            .iter()
+            .filter(|t| t.last_offset >= from && t.first_offset < to)
+            .copied()
+            .collect();
+        pending.sort_by_key(|t| std::cmp::Reverse((t.first_offset, t.last_offset)));
+        CleanedTxns {
+            pending,
+            ongoing_aborted: HashMap::new(),
+            ongoing_committed: std::collections::HashSet::new(),
+            cleaned_index: Vec::new(),
+        }
+    }
+
+    fn consume_aborted_up_to(&mut self, offset: i64) {
+        while self
+            .pending
+            .last()
+            .is_some_and(|t| t.first_offset <= offset)
+        {
+            if let Some(txn) = self.pending.pop() {
+                self.ongoing_aborted
+                    .entry(txn.producer_id)
+                    .or_insert((txn, false));
+            }
+        }
+    }
+
+    /// A data batch: `true` if it belongs to an aborted transaction (to be removed).
+    fn on_batch(&mut self, batch: &RecordBatch) -> bool {
+        self.consume_aborted_up_to(batch.last_offset());
+        if !batch.is_transactional() {
+            return false;
+        }
+        match self.ongoing_aborted.get_mut(&batch.producer_id()) {
+            Some((_, seen)) => {
+                *seen = true;
+                true
+            }
+            None => {
+                self.ongoing_committed.insert(batch.producer_id());
+                false
+            }
+        }
+    }
+
+    /// A control batch: `true` if the marker's transaction has no data left in what was read
+    /// (the marker may go once its delete horizon passed).
+    fn on_control_batch(&mut self, batch: &RecordBatch) -> bool {
+        self.consume_aborted_up_to(batch.last_offset());
+        let Ok(records) = batch.records() else {
+            return false;
+        };
+        let Some(record) = records.first() else {
+            // An empty control batch was cleaned before: safe to remove.
+            return true;
+        };
+        let producer_id = batch.producer_id();
+        match record.key.as_ref().and_then(|k| k.get(2..4)) {
+            // ABORT: kept while this pass removed data of the transaction.
+            Some([0, 0]) => match self.ongoing_aborted.remove(&producer_id) {
+                Some((txn, true)) => {
+                    self.cleaned_index.push(txn);
+                    false
+                }
+                _ => true,
+            },
+            // COMMIT: removable if no data of the transaction was read.
+            Some([0, 1]) => !self.ongoing_committed.remove(&producer_id),
+            _ => false,
+        }
+    }
 }
 
 impl RecordFilter<'_> {
     /// The batch to write in place of `batch` (itself, a rebuilt one, an empty header), or
     /// `None` to drop it.
     fn apply(
-        &self,
+        &mut self,
         batch: &RecordBatch,
         outcome: &mut CleanOutcome,
     ) -> Result<Option<RecordBatch>, BatchError> {
-        if batch.is_control() || batch.is_transactional() {
-            // Kept whole (see the module docs).
-            let count = u64::try_from(batch.record_count()).unwrap_or(0);
+        let count = u64::try_from(batch.record_count()).unwrap_or(0);
+        if batch.is_control() {
             outcome.records_read += count;
+            let removable = self.txns.on_control_batch(batch);
+            let horizon = batch.has_delete_horizon().then(|| batch.base_timestamp());
+            if removable && horizon.is_some_and(|h| h <= self.now_ms) {
+                return Ok(None);
+            }
             outcome.records_kept += count;
+            if removable && horizon.is_none() {
+                // Kafka's `containsMarkerForEmptyTxn`: the marker gets a delete horizon.
+                return self.rebuild(batch, batch.records()?, true).map(Some);
+            }
             return Ok(Some(batch.clone()));
+        }
+        if self.txns.on_batch(batch) {
+            outcome.records_read += count;
+            // Aborted data goes; an active producer's last batch stays as an empty header.
+            return Ok(self.empty_header_if_last(batch));
         }
         let records = batch.records()?;
         let total = records.len();
@@ -1078,15 +1209,22 @@ impl RecordFilter<'_> {
         if retained.len() == total && !needs_horizon {
             return Ok(Some(batch.clone()));
         }
-        let has_producer = batch.producer_id() >= 0;
         if retained.is_empty() {
-            let last_of_producer = has_producer
-                && self.active_producers.get(&batch.producer_id()) == Some(&batch.last_offset());
-            if !last_of_producer {
-                return Ok(None);
-            }
-            // Kafka's `writeEmptyHeader`: offsets, producer and timestamp survive.
-            let empty = RecordBatchBuilder::new(batch.base_offset())
+            return Ok(self.empty_header_if_last(batch));
+        }
+        self.rebuild(batch, retained, needs_horizon).map(Some)
+    }
+
+    /// Kafka's `writeEmptyHeader` for an active producer's last batch whose records all go
+    /// (offsets, producer and timestamp survive); `None` (the batch goes) otherwise.
+    fn empty_header_if_last(&self, batch: &RecordBatch) -> Option<RecordBatch> {
+        let last_of_producer = batch.producer_id() >= 0
+            && self.active_producers.get(&batch.producer_id()) == Some(&batch.last_offset());
+        if !last_of_producer {
+            return None;
+        }
+        Some(
+            RecordBatchBuilder::new(batch.base_offset())
                 .partition_leader_epoch(batch.partition_leader_epoch())
                 .timestamp_type(batch.timestamp_type())
                 .producer(
@@ -1094,12 +1232,24 @@ impl RecordFilter<'_> {
                     batch.producer_epoch(),
                     batch.base_sequence(),
                 )
+                .transactional(batch.is_transactional())
                 .base_timestamp(batch.max_timestamp())
                 .max_timestamp(batch.max_timestamp())
                 .last_offset_delta(batch.last_offset_delta())
-                .build();
-            return Ok(Some(empty));
-        }
+                .build(),
+        )
+    }
+
+    /// `batch` rewritten with `retained` (its offsets, producer, flags and codec kept); with
+    /// `needs_horizon` its base timestamp becomes now + `delete.retention.ms`, flagged as a
+    /// delete horizon.
+    fn rebuild(
+        &self,
+        batch: &RecordBatch,
+        retained: Vec<Record>,
+        needs_horizon: bool,
+    ) -> Result<RecordBatch, BatchError> {
+        let horizon = batch.has_delete_horizon().then(|| batch.base_timestamp());
         let base_timestamp = if needs_horizon {
             self.now_ms.saturating_add(self.delete_retention_ms)
         } else {
@@ -1114,6 +1264,8 @@ impl RecordFilter<'_> {
                 batch.base_sequence(),
             )
             .delete_horizon(needs_horizon || horizon.is_some())
+            .transactional(batch.is_transactional())
+            .control(batch.is_control())
             .compression(batch.compression())
             .base_timestamp(base_timestamp)
             // Kafka keeps the last offset so the producer's last sequence stays valid.
@@ -1130,10 +1282,7 @@ impl RecordFilter<'_> {
         if batch.timestamp_type() == TimestampType::LogAppendTime {
             max_timestamp = batch.max_timestamp();
         }
-        builder
-            .max_timestamp(max_timestamp)
-            .build_compressed(None)
-            .map(Some)
+        builder.max_timestamp(max_timestamp).build_compressed(None)
     }
 
     /// Kafka's `Cleaner.shouldRetainRecord` for v2 batches.
