@@ -820,6 +820,41 @@ impl BrokerUnderTest {
         Ok(BrokerUnderTest::KrustCluster(nodes))
     }
 
+    /// SIGKILLs node `node_id` of a cluster (ids from 1), then starts it again on the same
+    /// data and waits until it serves (krust: its `Kafka Server started` line of this run;
+    /// Kafka: ready).
+    ///
+    /// # Errors
+    /// `Invalid` for a single node or an unknown id; as the node's kill and start otherwise.
+    pub fn kill_and_restart(&mut self, node_id: i32) -> Result<()> {
+        match self {
+            BrokerUnderTest::KafkaCluster(cluster) => {
+                let node = cluster.node_mut(node_id).ok_or_else(|| {
+                    HarnessError::Invalid(format!("no node {node_id} in the Kafka cluster"))
+                })?;
+                node.kill()?;
+                node.start()
+            }
+            BrokerUnderTest::KrustCluster(nodes) => {
+                let (_, process) = usize::try_from(node_id - 1)
+                    .ok()
+                    .and_then(|i| nodes.get_mut(i))
+                    .ok_or_else(|| {
+                        HarnessError::Invalid(format!("no node {node_id} in the krust cluster"))
+                    })?;
+                process.kill()?;
+                let mark = process.log_mark();
+                process.restart()?;
+                process
+                    .wait_for_line_since(mark, "Kafka Server started", KRUST_DEV_READY_TIMEOUT)
+                    .map(|_| ())
+            }
+            _ => Err(HarnessError::Invalid(
+                "kill_and_restart needs a cluster".to_string(),
+            )),
+        }
+    }
+
     /// How many brokers serve clients.
     pub fn broker_count(&self) -> usize {
         match self {
