@@ -155,9 +155,10 @@ impl PartitionError {
             PartitionError::Producer(ProducerStateError::InvalidProducerEpoch { .. }) => {
                 ResponseError::InvalidProducerEpoch
             }
-            PartitionError::Producer(ProducerStateError::OutOfOrderSequence { .. }) => {
-                ResponseError::OutOfOrderSequenceNumber
-            }
+            PartitionError::Producer(
+                ProducerStateError::OutOfOrderSequence { .. }
+                | ProducerStateError::AboveVerifiedSequence { .. },
+            ) => ResponseError::OutOfOrderSequenceNumber,
             PartitionError::Producer(ProducerStateError::InvalidTxnState { .. }) => {
                 ResponseError::InvalidTxnState
             }

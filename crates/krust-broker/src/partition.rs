@@ -61,6 +61,17 @@ pub struct PartitionConfig {
     pub transaction_verification_enable: bool,
 }
 
+/// A verification in flight for one producer (Kafka's `VerificationStateEntry`).
+#[derive(Debug, Clone, Copy)]
+struct VerificationEntry {
+    guard: VerificationGuard,
+    /// The newest producer epoch seen verifying.
+    epoch: i16,
+    /// The lowest first sequence seen verifying in that epoch: until the transaction's first
+    /// batch is written, a client batch starting above it is OUT_OF_ORDER_SEQUENCE_NUMBER.
+    lowest_sequence: i32,
+}
+
 /// Who writes a batch (Kafka's `AppendOrigin`, the leader-side kinds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum AppendOrigin {
@@ -221,7 +232,7 @@ pub struct Partition {
     roll_snapshot: Option<(std::path::PathBuf, Vec<u8>)>,
     /// Verifications in flight with the transaction coordinator, by producer id: (guard,
     /// producer epoch) (Kafka's `VerificationStateEntry`).
-    verification_guards: BTreeMap<i64, (VerificationGuard, i16)>,
+    verification_guards: BTreeMap<i64, VerificationEntry>,
     next_verification_guard: u64,
 }
 
@@ -658,10 +669,16 @@ impl Partition {
         }
         self.validate_records(&batches, now_ms)?;
         let headers: Vec<ProducerBatch> = batches.iter().map(ProducerBatch::of).collect();
+        let lowest: BTreeMap<i64, i32> = self
+            .verification_guards
+            .iter()
+            .map(|(pid, e)| (*pid, e.lowest_sequence))
+            .collect();
         if origin == AppendOrigin::Coordinator {
             self.producer_state.check_coordinator_append(&headers)?;
-        } else if let AppendCheck::Duplicate { original, .. } =
-            self.producer_state.check_client_append(&headers)?
+        } else if let AppendCheck::Duplicate { original, .. } = self
+            .producer_state
+            .check_client_append_verifying(&headers, &lowest)?
         {
             return Ok(LeaderAppend {
                 base_offset: original.first_offset(),
@@ -699,20 +716,35 @@ impl Partition {
         &mut self,
         producer_id: i64,
         producer_epoch: i16,
+        sequence: i32,
     ) -> Result<Option<VerificationGuard>, PartitionError> {
         self.require_leader()?;
         if self.has_ongoing_txn(producer_id, producer_epoch) {
             return Ok(None);
         }
-        if let Some(&(guard, epoch)) = self.verification_guards.get(&producer_id)
-            && epoch >= producer_epoch
-        {
-            return Ok(Some(guard));
+        // Kafka's `maybeCreateVerificationStateEntry` + `maybeUpdateLowestSequenceAndEpoch`:
+        // one guard per producer until its transaction starts here; a lower sequence of the
+        // same epoch, or a newer epoch, moves the lowest sequence.
+        if let Some(entry) = self.verification_guards.get_mut(&producer_id) {
+            if producer_epoch == entry.epoch && sequence < entry.lowest_sequence {
+                entry.lowest_sequence = sequence;
+            }
+            if producer_epoch > entry.epoch {
+                entry.epoch = producer_epoch;
+                entry.lowest_sequence = sequence;
+            }
+            return Ok(Some(entry.guard));
         }
         let guard = VerificationGuard(self.next_verification_guard);
         self.next_verification_guard += 1;
-        self.verification_guards
-            .insert(producer_id, (guard, producer_epoch));
+        self.verification_guards.insert(
+            producer_id,
+            VerificationEntry {
+                guard,
+                epoch: producer_epoch,
+                lowest_sequence: sequence,
+            },
+        );
         Ok(Some(guard))
     }
 
@@ -773,7 +805,7 @@ impl Partition {
                 if self.has_ongoing_txn(pid, epoch) {
                     continue;
                 }
-                let expected = self.verification_guards.get(&pid).map(|g| g.0);
+                let expected = self.verification_guards.get(&pid).map(|e| e.guard);
                 if expected.is_none() || expected != guard {
                     return Err(PartitionError::InvalidTxnState { producer_id: pid });
                 }
@@ -1550,15 +1582,16 @@ fn next_offset_after(records: &Bytes) -> Option<i64> {
     next
 }
 
-/// (producer id, epoch) of every transactional data batch in `records`, read from the v2
+/// (producer id, epoch, base sequence) of every transactional data batch in `records`, read from the v2
 /// batch headers alone (no CRC check: callers parse the batches fully later). Stops at the
 /// first header that is cut short or not v2.
 #[must_use]
-pub fn transactional_producers(records: &Bytes) -> Vec<(i64, i16)> {
+pub fn transactional_batches(records: &Bytes) -> Vec<(i64, i16, i32)> {
     const MAGIC: usize = 16;
     const ATTRIBUTES: usize = 21;
     const PRODUCER_ID: usize = 43;
     const PRODUCER_EPOCH: usize = 51;
+    const BASE_SEQUENCE: usize = 53;
     const HEADER: usize = 61;
     let mut out = Vec::new();
     let mut pos = 0usize;
@@ -1576,9 +1609,25 @@ pub fn transactional_producers(records: &Bytes) -> Vec<(i64, i16)> {
         let epoch = i16::from_be_bytes([h[PRODUCER_EPOCH], h[PRODUCER_EPOCH + 1]]);
         // 0x10 transactional, 0x20 control.
         if attributes & 0x10 != 0 && attributes & 0x20 == 0 && pid >= 0 {
-            out.push((pid, epoch));
+            let sequence = i32::from_be_bytes([
+                h[BASE_SEQUENCE],
+                h[BASE_SEQUENCE + 1],
+                h[BASE_SEQUENCE + 2],
+                h[BASE_SEQUENCE + 3],
+            ]);
+            out.push((pid, epoch, sequence));
         }
         pos = pos.saturating_add(size);
     }
     out
+}
+
+/// (producer id, epoch) of every transactional data batch in `records`
+/// ([`transactional_batches`] without the sequences).
+#[must_use]
+pub fn transactional_producers(records: &Bytes) -> Vec<(i64, i16)> {
+    transactional_batches(records)
+        .into_iter()
+        .map(|(pid, epoch, _)| (pid, epoch))
+        .collect()
 }

@@ -248,6 +248,19 @@ pub enum ProducerStateError {
         /// The partition's epoch for it.
         current_epoch: i16,
     },
+    /// The batch starts above the lowest sequence seen while its producer's transaction is
+    /// being verified (KIP-890). Kafka code `OUT_OF_ORDER_SEQUENCE_NUMBER`.
+    #[error(
+        "Out of order sequence number for producer {producer_id}: {first_seq} (incoming seq. number), {lowest_seq} (earliest seen sequence)"
+    )]
+    AboveVerifiedSequence {
+        /// Producer id.
+        producer_id: i64,
+        /// The batch's first sequence.
+        first_seq: i32,
+        /// The lowest sequence seen verifying.
+        lowest_seq: i32,
+    },
     /// The batch does not continue the producer's sequence (or a new epoch does not start at
     /// 0). Kafka code `OUT_OF_ORDER_SEQUENCE_NUMBER`.
     #[error(
@@ -542,6 +555,21 @@ impl ProducerStateManager {
         &self,
         batches: &[ProducerBatch],
     ) -> Result<AppendCheck, ProducerStateError> {
+        self.check_client_append_verifying(batches, &BTreeMap::new())
+    }
+
+    /// [`Self::check_client_append`] with the lowest sequences of the producers whose KIP-890
+    /// verification is in flight (Kafka's `VerificationStateEntry.lowestSequence`): a batch of
+    /// such a producer starting above it is OUT_OF_ORDER_SEQUENCE_NUMBER (checked after the
+    /// epoch, before the sequence continuity).
+    ///
+    /// # Errors
+    /// [`ProducerStateError`] for the first batch that fails.
+    pub fn check_client_append_verifying(
+        &self,
+        batches: &[ProducerBatch],
+        lowest_sequences: &BTreeMap<i64, i32>,
+    ) -> Result<AppendCheck, ProducerStateError> {
         // (epoch, last sequence) of producers updated by earlier batches of this append.
         let mut updated: BTreeMap<i64, (i16, i32)> = BTreeMap::new();
         // Whether each producer has a transaction open after earlier batches of this append.
@@ -573,6 +601,15 @@ impl ProducerStateManager {
                 });
             }
             let first_seq = batch.base_sequence;
+            if let Some(&lowest) = lowest_sequences.get(&batch.producer_id)
+                && first_seq > lowest
+            {
+                return Err(ProducerStateError::AboveVerifiedSequence {
+                    producer_id: batch.producer_id,
+                    first_seq,
+                    lowest_seq: lowest,
+                });
+            }
             if batch.producer_epoch != updated_epoch {
                 if first_seq != 0 && updated_epoch != NO_PRODUCER_EPOCH {
                     return Err(ProducerStateError::OutOfOrderSequence {

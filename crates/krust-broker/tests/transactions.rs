@@ -262,18 +262,18 @@ fn a_transactional_batch_needs_a_verification_guard_until_its_transaction_is_ope
         .expect_err("no verification");
     assert_eq!(refused.response_error(), ResponseError::InvalidTxnState);
     let guard = p
-        .maybe_start_txn_verification(7, 0)
+        .maybe_start_txn_verification(7, 0, 0)
         .expect("leader")
         .expect("verification needed");
     assert_eq!(
-        p.maybe_start_txn_verification(7, 0).expect("leader"),
+        p.maybe_start_txn_verification(7, 0, 0).expect("leader"),
         Some(guard),
         "a second request of the same epoch shares the verification"
     );
     p.append_client_records(txn_batch(7, 0, 0, 1), 1, Some(guard), T0)
         .expect("verified");
     assert_eq!(
-        p.maybe_start_txn_verification(7, 0).expect("leader"),
+        p.maybe_start_txn_verification(7, 0, 0).expect("leader"),
         None,
         "the transaction is open here: no verification"
     );
@@ -293,7 +293,7 @@ fn a_transactional_batch_needs_a_verification_guard_until_its_transaction_is_ope
     p.append_txn_marker_as_leader(7, 0, marker(true, 0), T0)
         .expect("commit");
     let late_guard = p
-        .maybe_start_txn_verification(7, 0)
+        .maybe_start_txn_verification(7, 0, 0)
         .expect("leader")
         .expect("needed");
     p.append_txn_marker_as_leader(7, 0, marker(false, 0), T0)
@@ -364,4 +364,43 @@ fn a_follower_indexes_the_aborted_transactions_it_replicates_as_the_leader_did()
         0,
         "producer 7's transaction was still open when 8 aborted"
     );
+}
+
+/// KIP-890 (Kafka's `VerificationStateEntry`): while a producer's verification is in flight,
+/// the partition keeps the lowest first sequence it was asked to verify, and a batch starting
+/// above it is OUT_OF_ORDER_SEQUENCE_NUMBER, so a retried lower batch is not overtaken; a newer
+/// epoch resets it.
+#[test]
+fn a_verification_keeps_the_lowest_sequence_it_saw() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut p = sole_leader(&dir.path().join("t-0"));
+    let guard = p
+        .maybe_start_txn_verification(7, 0, 5)
+        .expect("leader")
+        .expect("needed");
+    assert_eq!(
+        p.maybe_start_txn_verification(7, 0, 3).expect("leader"),
+        Some(guard),
+        "a lower sequence shares the verification"
+    );
+    let overtaking = p
+        .append_client_records(txn_batch(7, 0, 5, 1), 1, Some(guard), T0)
+        .expect_err("sequence 5 while 3 waits");
+    assert_eq!(
+        overtaking.response_error(),
+        ResponseError::OutOfOrderSequenceNumber
+    );
+    p.append_client_records(txn_batch(7, 0, 3, 2), 1, Some(guard), T0)
+        .expect("the lowest sequence goes first");
+    p.append_client_records(txn_batch(7, 0, 5, 1), 1, None, T0)
+        .expect("then the rest, inside the open transaction");
+
+    // A newer epoch moves the lowest sequence with it.
+    let guard = p
+        .maybe_start_txn_verification(8, 0, 4)
+        .expect("leader")
+        .expect("needed");
+    p.maybe_start_txn_verification(8, 1, 9).expect("leader");
+    p.append_client_records(txn_batch(8, 1, 9, 1), 1, Some(guard), T0)
+        .expect("epoch 1 from its own lowest sequence");
 }

@@ -17,9 +17,12 @@
 //! NOT_ENOUGH_REPLICAS. Transactional records of more than one producer id in one request are
 //! INVALID_PRODUCER_ID_MAPPING for every partition.
 //!
+//! While a producer's verification is in flight on a partition, the partition keeps the lowest
+//! first sequence it was asked to verify (Kafka's `VerificationStateEntry`): a batch starting
+//! above it is OUT_OF_ORDER_SEQUENCE_NUMBER, so a retried lower batch is not overtaken.
+//!
 //! Limits: one AddPartitionsToTxn per produce request (Kafka batches the verifications of all
-//! requests per coordinator node, one request in flight per node); the guard does not keep
-//! the lowest sequence seen (Kafka's OUT_OF_ORDER_SEQUENCE_NUMBER for a later first sequence).
+//! requests per coordinator node, one request in flight per node).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -104,8 +107,9 @@ impl TxnVerifier {
 
 /// A (topic, partition).
 type Tp = (String, i32);
-/// The one producer (id, epoch) of a request's transactional batches, and their partitions.
-type TransactionalWrite = ((i64, i16), Vec<Tp>);
+/// The one producer (id, epoch) of a request's transactional batches, and their partitions
+/// with the first transactional batch's base sequence in each.
+type TransactionalWrite = ((i64, i16), Vec<(Tp, i32)>);
 
 /// Transactional partitions of `request` and their single producer, or `Err` with every
 /// partition of the request when records of several producer ids are mixed.
@@ -119,10 +123,10 @@ fn transactional_partitions(
             let Some(records) = &data.records else {
                 continue;
             };
-            let found = crate::partition::transactional_producers(records);
-            if !found.is_empty() {
-                producers.extend(found);
-                partitions.push((topic.name.0.to_string(), data.index));
+            let found = crate::partition::transactional_batches(records);
+            if let Some(&(_, _, sequence)) = found.first() {
+                producers.extend(found.iter().map(|&(pid, epoch, _)| (pid, epoch)));
+                partitions.push(((topic.name.0.to_string(), data.index), sequence));
             }
         }
     }
@@ -171,9 +175,9 @@ pub async fn verify(broker: &Arc<Broker>, request: &ProduceRequest, version: i16
     let replicas = broker.replica_manager();
     let mut access = replicas.access();
     let mut pending = BTreeMap::new();
-    for (topic, index) in partitions {
+    for ((topic, index), sequence) in partitions {
         match access.with_partition(&topic, index, |p| {
-            p.maybe_start_txn_verification(producer_id, producer_epoch)
+            p.maybe_start_txn_verification(producer_id, producer_epoch, sequence)
         }) {
             Ok(None) => {}
             Ok(Some(guard)) => {
@@ -237,7 +241,8 @@ pub async fn verify_offsets_partition(
     let mut access = replicas.access();
     let guard = access
         .with_partition(&topic, partition, |p| {
-            p.maybe_start_txn_verification(producer_id, producer_epoch)
+            // Kafka passes `RecordBatch.NO_SEQUENCE` for a TxnOffsetCommit.
+            p.maybe_start_txn_verification(producer_id, producer_epoch, -1)
         })
         .map_err(|e| e.response_error().code())?;
     let Some(guard) = guard else {
