@@ -1691,6 +1691,9 @@ fn a_txn_offset_commit_the_partition_refuses_is_answered_with_its_error_and_undo
     assert_eq!(txn_codes(&mut h, id), vec![NONE]);
     h.hold_appends = true;
     let refused = h.send(txn_commit("g", 7, "", -1, &[("t", 0, 9, "")]));
+    // A TxnOffsetCommit refused by the shard itself, answered after the refused append: it
+    // keeps its own error.
+    let invalid = h.send(txn_commit("g", 7, "nobody", 1, &[("t", 0, 4, "")]));
     // A plain commit of another group after it: its append follows the refused one.
     let plain = h.send(commit("other", "", -1, &[("t", 0, 3, "")]));
     assert!(
@@ -1708,6 +1711,7 @@ fn a_txn_offset_commit_the_partition_refuses_is_answered_with_its_error_and_undo
     }
     h.drain();
     assert_eq!(txn_codes(&mut h, refused), vec![INVALID_PRODUCER_EPOCH]);
+    assert_eq!(txn_codes(&mut h, invalid), vec![UNKNOWN_MEMBER_ID]);
     assert_eq!(commit_codes(&mut h, plain), vec![("t".into(), 0, NONE)]);
     let pending = &h.shard.pending_txn_offsets()[&7]["g"];
     assert_eq!(

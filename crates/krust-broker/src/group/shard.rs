@@ -176,6 +176,18 @@ pub struct CommittedOffset {
     pub expire_timestamp_ms: Option<i64>,
 }
 
+impl From<OffsetCommitValue> for CommittedOffset {
+    fn from(v: OffsetCommitValue) -> Self {
+        CommittedOffset {
+            offset: v.offset,
+            leader_epoch: v.leader_epoch,
+            metadata: v.metadata,
+            commit_timestamp_ms: v.commit_timestamp_ms,
+            expire_timestamp_ms: v.expire_timestamp_ms,
+        }
+    }
+}
+
 /// Offsets of one group: (topic, partition) → offset.
 pub type GroupOffsets = BTreeMap<(String, i32), CommittedOffset>;
 
@@ -208,6 +220,8 @@ pub struct GroupCoordinatorShard {
 /// What a transactional append changed in `pending_txn_offsets`.
 #[derive(Debug)]
 struct PendingTxnAppend {
+    /// The TxnOffsetCommit the append answers.
+    request_id: RequestId,
     producer_id: i64,
     group: String,
     previous: Vec<((String, i32), Option<CommittedOffset>)>,
@@ -278,16 +292,7 @@ impl GroupCoordinatorShard {
                     .or_default()
                     .entry(group)
                     .or_default()
-                    .insert(
-                        (topic, partition),
-                        CommittedOffset {
-                            offset: v.offset,
-                            leader_epoch: v.leader_epoch,
-                            metadata: v.metadata,
-                            commit_timestamp_ms: v.commit_timestamp_ms,
-                            expire_timestamp_ms: v.expire_timestamp_ms,
-                        },
-                    );
+                    .insert((topic, partition), CommittedOffset::from(v));
             }
             other => self.replay_record(now_ms, other),
         }
@@ -352,16 +357,10 @@ impl GroupCoordinatorShard {
                     self.groups
                         .entry(group.clone())
                         .or_insert_with(|| ClassicGroup::new(group.clone(), now_ms));
-                    self.offsets.entry(group).or_default().insert(
-                        (topic, partition),
-                        CommittedOffset {
-                            offset: v.offset,
-                            leader_epoch: v.leader_epoch,
-                            metadata: v.metadata,
-                            commit_timestamp_ms: v.commit_timestamp_ms,
-                            expire_timestamp_ms: v.expire_timestamp_ms,
-                        },
-                    );
+                    self.offsets
+                        .entry(group)
+                        .or_default()
+                        .insert((topic, partition), CommittedOffset::from(v));
                 }
                 None => {
                     if let Some(o) = self.offsets.get_mut(&group) {
@@ -461,7 +460,9 @@ impl GroupCoordinatorShard {
     /// `error`, and the shard goes on (appends emitted before it are committed: appends
     /// commit in order).
     pub fn handle_append_rejected(&mut self, append_id: AppendId, error: GroupError) {
+        let mut rejected = None;
         if let Some(undo) = self.txn_appends.remove(&append_id) {
+            rejected = Some(undo.request_id);
             let pending = self
                 .pending_txn_offsets
                 .entry(undo.producer_id)
@@ -484,8 +485,8 @@ impl GroupCoordinatorShard {
                 self.pending_txn_offsets.remove(&undo.producer_id);
             }
         }
-        for (wait, _, response) in &mut self.held {
-            if *wait == append_id && matches!(response, GroupResponse::TxnOffsetCommit(_)) {
+        for (_, request_id, response) in &mut self.held {
+            if Some(*request_id) == rejected {
                 *response = error_like(response, error.clone());
             }
         }
@@ -508,8 +509,17 @@ impl GroupCoordinatorShard {
     }
 
     fn append(&mut self, records: Vec<CoordinatorRecord>) {
+        self.emit_append(records, None);
+    }
+
+    /// Emits an append (none for no records); its id.
+    fn emit_append(
+        &mut self,
+        records: Vec<CoordinatorRecord>,
+        txn: Option<TxnAppend>,
+    ) -> Option<AppendId> {
         if records.is_empty() {
-            return;
+            return None;
         }
         let append_id = AppendId(self.next_append_id);
         self.next_append_id += 1;
@@ -517,8 +527,34 @@ impl GroupCoordinatorShard {
         self.actions.push_back(Action::Append {
             append_id,
             records,
-            txn: None,
+            txn,
         });
+        Some(append_id)
+    }
+
+    /// The value to store for a committed offset, or OFFSET_METADATA_TOO_LARGE (Kafka's
+    /// `validateOffsetMetadataLength`; a record string cannot exceed an int16 length either).
+    fn offset_value(
+        &self,
+        offset: i64,
+        leader_epoch: i32,
+        metadata: Option<&str>,
+        now_ms: i64,
+        expire_timestamp_ms: Option<i64>,
+    ) -> Result<OffsetCommitValue, GroupError> {
+        let metadata = metadata.unwrap_or("").to_owned();
+        if metadata.len() > self.config.offset_metadata_max_bytes
+            || metadata.len() > MAX_RECORD_STRING_BYTES
+        {
+            return Err(GroupError::OffsetMetadataTooLarge);
+        }
+        Ok(OffsetCommitValue {
+            offset,
+            leader_epoch,
+            metadata,
+            commit_timestamp_ms: now_ms,
+            expire_timestamp_ms,
+        })
     }
 
     fn respond(&mut self, request_id: RequestId, response: GroupResponse) {
@@ -1535,30 +1571,25 @@ impl GroupCoordinatorShard {
         for t in &r.topics {
             let mut partitions = Vec::new();
             for p in &t.partitions {
-                let code = match &check {
+                let value = check.clone().and_then(|()| {
+                    self.offset_value(
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.committed_metadata.as_deref(),
+                        now_ms,
+                        expire,
+                    )
+                });
+                let code = match value {
                     Err(e) => e.code(),
-                    Ok(()) => {
-                        let metadata = p.committed_metadata.as_deref().unwrap_or("").to_owned();
-                        if metadata.len() > self.config.offset_metadata_max_bytes
-                            || metadata.len() > MAX_RECORD_STRING_BYTES
-                        {
-                            GroupError::OffsetMetadataTooLarge.code()
-                        } else {
-                            let value = OffsetCommitValue {
-                                offset: p.committed_offset,
-                                leader_epoch: p.committed_leader_epoch,
-                                metadata,
-                                commit_timestamp_ms: now_ms,
-                                expire_timestamp_ms: expire,
-                            };
-                            records.push(CoordinatorRecord::OffsetCommit {
-                                group: group_id.clone(),
-                                topic: t.name.0.to_string(),
-                                partition: p.partition_index,
-                                value: Some(value),
-                            });
-                            0
-                        }
+                    Ok(value) => {
+                        records.push(CoordinatorRecord::OffsetCommit {
+                            group: group_id.clone(),
+                            topic: t.name.0.to_string(),
+                            partition: p.partition_index,
+                            value: Some(value),
+                        });
+                        0
                     }
                 };
                 partitions.push(
@@ -1628,45 +1659,29 @@ impl GroupCoordinatorShard {
             self.validate_txn_offset_commit(now_ms, r)
         };
         let mut records = Vec::new();
-        let mut offsets = Vec::new();
         let mut topics = Vec::new();
         for t in &r.topics {
             let mut partitions = Vec::new();
             for p in &t.partitions {
-                let code = match &check {
+                let value = check.clone().and_then(|()| {
+                    self.offset_value(
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        p.committed_metadata.as_deref(),
+                        now_ms,
+                        None,
+                    )
+                });
+                let code = match value {
                     Err(e) => e.code(),
-                    Ok(()) => {
-                        let metadata = p.committed_metadata.as_deref().unwrap_or("").to_owned();
-                        if metadata.len() > self.config.offset_metadata_max_bytes
-                            || metadata.len() > MAX_RECORD_STRING_BYTES
-                        {
-                            GroupError::OffsetMetadataTooLarge.code()
-                        } else {
-                            let value = OffsetCommitValue {
-                                offset: p.committed_offset,
-                                leader_epoch: p.committed_leader_epoch,
-                                metadata,
-                                commit_timestamp_ms: now_ms,
-                                expire_timestamp_ms: None,
-                            };
-                            offsets.push((
-                                (t.name.0.to_string(), p.partition_index),
-                                CommittedOffset {
-                                    offset: value.offset,
-                                    leader_epoch: value.leader_epoch,
-                                    metadata: value.metadata.clone(),
-                                    commit_timestamp_ms: now_ms,
-                                    expire_timestamp_ms: None,
-                                },
-                            ));
-                            records.push(CoordinatorRecord::OffsetCommit {
-                                group: group_id.clone(),
-                                topic: t.name.0.to_string(),
-                                partition: p.partition_index,
-                                value: Some(value),
-                            });
-                            0
-                        }
+                    Ok(value) => {
+                        records.push(CoordinatorRecord::OffsetCommit {
+                            group: group_id.clone(),
+                            topic: t.name.0.to_string(),
+                            partition: p.partition_index,
+                            value: Some(value),
+                        });
+                        0
                     }
                 };
                 partitions.push(
@@ -1681,41 +1696,44 @@ impl GroupCoordinatorShard {
                     .with_partitions(partitions),
             );
         }
+        let producer_id = r.producer_id.0;
+        let mut previous = Vec::new();
         if !records.is_empty() {
-            let producer_id = r.producer_id.0;
             let pending = self
                 .pending_txn_offsets
                 .entry(producer_id)
                 .or_default()
                 .entry(group_id.clone())
                 .or_default();
-            let previous = offsets
-                .into_iter()
-                .map(|(tp, offset)| {
-                    let before = pending.insert(tp.clone(), offset);
-                    (tp, before)
-                })
-                .collect();
-            let append_id = AppendId(self.next_append_id);
-            self.next_append_id += 1;
-            self.last_uncommitted = Some(append_id);
+            for record in &records {
+                if let CoordinatorRecord::OffsetCommit {
+                    topic,
+                    partition,
+                    value: Some(v),
+                    ..
+                } = record
+                {
+                    let tp = (topic.clone(), *partition);
+                    let before = pending.insert(tp.clone(), CommittedOffset::from(v.clone()));
+                    previous.push((tp, before));
+                }
+            }
+        }
+        let txn = TxnAppend {
+            producer_id,
+            producer_epoch: r.producer_epoch,
+            guard,
+        };
+        if let Some(append_id) = self.emit_append(records, Some(txn)) {
             self.txn_appends.insert(
                 append_id,
                 PendingTxnAppend {
+                    request_id,
                     producer_id,
                     group: group_id,
                     previous,
                 },
             );
-            self.actions.push_back(Action::Append {
-                append_id,
-                records,
-                txn: Some(TxnAppend {
-                    producer_id,
-                    producer_epoch: r.producer_epoch,
-                    guard,
-                }),
-            });
         }
         let response = TxnOffsetCommitResponse::default().with_topics(topics);
         self.respond(request_id, GroupResponse::TxnOffsetCommit(response));

@@ -247,16 +247,8 @@ impl ReplicaManager {
         acks: i16,
         timeout: Duration,
     ) -> Result<AppendResult, PartitionError> {
-        let Some(partition) = self.partition(tp) else {
-            return Err(self.missing_partition_error(&tp.topic, tp.partition));
-        };
-        let (append, roll_flush) = {
-            let mut p = lock(&partition);
-            let append = p.append_as_leader(records, acks, now_ms());
-            (append, p.take_roll_flush())
-        };
-        schedule_roll_flush(&partition, roll_flush);
-        self.await_append(tp, &partition, append?, timeout).await
+        self.append_then_wait(tp, timeout, |p| p.append_as_leader(records, acks, now_ms()))
+            .await
     }
 
     /// The group coordinator's write of a TxnOffsetCommit (Kafka's `AppendOrigin.COORDINATOR`,
@@ -273,25 +265,30 @@ impl ReplicaManager {
         guard: Option<crate::partition::VerificationGuard>,
         timeout: Duration,
     ) -> Result<AppendResult, PartitionError> {
+        self.append_then_wait(tp, timeout, |p| {
+            p.append_coordinator_records(records, guard, now_ms())
+        })
+        .await
+    }
+
+    /// Runs `append` on the partition under its lock (scheduling a roll's flush), then waits
+    /// up to `timeout` for what the append requires of the high watermark.
+    async fn append_then_wait(
+        &self,
+        tp: &TopicPartition,
+        timeout: Duration,
+        append: impl FnOnce(&mut Partition) -> Result<crate::partition::LeaderAppend, PartitionError>,
+    ) -> Result<AppendResult, PartitionError> {
         let Some(partition) = self.partition(tp) else {
             return Err(self.missing_partition_error(&tp.topic, tp.partition));
         };
         let (append, roll_flush) = {
             let mut p = lock(&partition);
-            let append = p.append_coordinator_records(records, guard, now_ms());
+            let append = append(&mut p);
             (append, p.take_roll_flush())
         };
         schedule_roll_flush(&partition, roll_flush);
-        self.await_append(tp, &partition, append?, timeout).await
-    }
-
-    async fn await_append(
-        &self,
-        tp: &TopicPartition,
-        partition: &Arc<Mutex<Partition>>,
-        append: crate::partition::LeaderAppend,
-        timeout: Duration,
-    ) -> Result<AppendResult, PartitionError> {
+        let append = append?;
         self.partition_changed(tp);
         let result = AppendResult {
             base_offset: append.base_offset,
@@ -304,7 +301,7 @@ impl ReplicaManager {
         match self
             .purgatory
             .wait_for(timeout, || {
-                lock(partition).check_enough_replicas_reach_offset(required)
+                lock(&partition).check_enough_replicas_reach_offset(required)
             })
             .await
         {

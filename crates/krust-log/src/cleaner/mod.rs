@@ -765,13 +765,14 @@ impl<C: ThrottleClock> Cleaner<C> {
                 if batch.base_offset() >= end {
                     break;
                 }
-                let aborted = if batch.is_control() {
+                // Markers and aborted data never enter the map.
+                let skip_keys = if batch.is_control() {
                     txns.on_control_batch(&batch);
                     true
                 } else {
                     txns.on_batch(&batch)
                 };
-                if !aborted {
+                if !skip_keys {
                     let records = batch.records().map_err(|source| LogError::CorruptSegment {
                         path: segment.log_path().to_path_buf(),
                         position: batches.pos - batch.size_in_bytes() as u64,
