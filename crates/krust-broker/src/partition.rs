@@ -1277,7 +1277,12 @@ impl Partition {
                 ours.end_offset.min(log_end)
             }
         };
-        if target < log_end {
+        if target >= log_end {
+            // No record goes, but an epoch this broker cached at its log end (a leadership it
+            // held without appending) must, or the next fetch names it again and diverges
+            // again, forever.
+            self.log.truncate_to(target)?;
+        } else {
             info!(
                 local_broker_id = self.local_broker_id,
                 leader_epoch = diverging.leader_epoch,

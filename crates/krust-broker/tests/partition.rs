@@ -590,6 +590,92 @@ fn divergent_follower_truncates_to_the_leaders_epoch_end() {
     assert_eq!(follower.log().end_offset_for_epoch(1).end_offset, 3);
 }
 
+/// A follower that was leader in an epoch without appending (its cache holds that epoch at its
+/// log end) and the new leader never had: the leader reports the divergence, the follower's
+/// truncation removes no record but must drop that epoch, so its next fetch agrees (before,
+/// it fetched with the phantom epoch again and again, never catching up).
+#[test]
+fn an_epoch_led_without_appending_is_dropped_by_the_divergence_truncation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Leader (broker 1): epoch 1 holds offsets 0..2, then epoch 3 starts at 3.
+    let mut leader_p = open(&dir.path().join("leader"), PartitionConfig::default());
+    leader_p
+        .make_leader(1, &[1, 2], &[1, 2], T0)
+        .expect("epoch 1");
+    leader_p.append_as_leader(records(3, T0), 1, T0).expect("a");
+    // Follower (broker 2) replicates them, then leads epoch 2 without writing.
+    let log = Log::open(&dir.path().join("follower"), LogConfig::default(), 0).expect("log");
+    let mut follower = Partition::open(2, log, PartitionConfig::default(), 0, T0).expect("open");
+    follower.make_follower(1, Some(1), &[1, 2], &[1, 2]);
+    let data = leader_p
+        .read(
+            0,
+            1 << 20,
+            Fetcher::Follower { replica_id: 2 },
+            Some(1),
+            None,
+            true,
+            T0,
+        )
+        .expect("fetch");
+    follower
+        .append_as_follower(data.records, data.high_watermark, T0)
+        .expect("replicate");
+    follower
+        .make_leader(2, &[1, 2], &[1, 2], T0)
+        .expect("epoch 2, nothing written");
+    assert_eq!(follower.log().leader_epoch_cache().latest_epoch(), Some(2));
+    leader_p
+        .make_leader(3, &[1, 2], &[1, 2], T0)
+        .expect("epoch 3");
+    leader_p.append_as_leader(records(2, T0), 3, T0).expect("b");
+    follower.make_follower(3, Some(1), &[1, 2], &[1, 2]);
+
+    let last_epoch = |f: &Partition| f.log().leader_epoch_cache().latest_epoch();
+    let data = leader_p
+        .read(
+            3,
+            1 << 20,
+            Fetcher::Follower { replica_id: 2 },
+            Some(3),
+            last_epoch(&follower),
+            true,
+            T0,
+        )
+        .expect("fetch");
+    let diverging = data.diverging_epoch.expect("epoch 2 diverges");
+    assert_eq!(
+        diverging,
+        EpochEndOffset {
+            leader_epoch: 1,
+            end_offset: 3
+        }
+    );
+    assert_eq!(
+        follower
+            .truncate_to_epoch_end(diverging, T0)
+            .expect("truncate"),
+        3
+    );
+    assert_eq!(last_epoch(&follower), Some(1));
+    let data = leader_p
+        .read(
+            3,
+            1 << 20,
+            Fetcher::Follower { replica_id: 2 },
+            Some(3),
+            last_epoch(&follower),
+            true,
+            T0,
+        )
+        .expect("fetch again");
+    assert!(data.diverging_epoch.is_none());
+    follower
+        .append_as_follower(data.records, data.high_watermark, T0)
+        .expect("append fetched");
+    assert_eq!(follower.log_end_offset(), 5);
+}
+
 #[test]
 fn truncation_to_undefined_epoch_end_goes_to_the_high_watermark() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1112,7 +1112,11 @@ impl Log {
     /// segments are deleted, the one holding `offset` is cut (its batch holding `offset`
     /// goes whole) and its indexes trimmed; the leader epoch cache forgets epochs starting at
     /// or after the new end. Below the log start offset, the log is emptied and restarts at
-    /// `offset`. A no-op at or beyond the log end offset. The cut is fsynced.
+    /// `offset`. At or beyond the log end offset no record goes, but the epoch cache still
+    /// forgets epochs starting at the log end (as Kafka's `UnifiedLog.truncateTo`): a broker
+    /// that became leader, so cached its epoch at the log end, and lost the leadership before
+    /// appending would otherwise keep fetching with that epoch, which the new leader never
+    /// had, and be told it diverges forever. The cut is fsynced.
     ///
     /// Returns the new log end offset.
     ///
@@ -1121,6 +1125,8 @@ impl Log {
     pub fn truncate_to(&mut self, offset: i64) -> Result<i64, LogError> {
         check_new_base(offset)?;
         if offset >= self.log_end_offset {
+            self.leader_epoch_cache
+                .truncate_from_end(self.log_end_offset)?;
             return Ok(self.log_end_offset);
         }
         let first_base = self

@@ -483,6 +483,33 @@ fn rolls_when_an_index_is_full() {
 }
 
 #[test]
+fn truncating_at_the_log_end_still_forgets_an_epoch_cached_there() {
+    // A broker that became leader at epoch 1 (cached at its log end) and lost the leadership
+    // before appending: the new leader never had epoch 1, so the follower truncates to its log
+    // end, which must drop that entry (Kafka's UnifiedLog.truncateTo), or its next fetch names
+    // epoch 1 again and diverges again.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut log = open(dir.path(), LogConfig::default());
+    for i in 0..4 {
+        log.append_as_leader(vec![batch(3, i * 3, 100)], 0, 0)
+            .expect("append");
+    }
+    log.assign_epoch_start_offset(1, 12).expect("assign");
+    assert_eq!(log.leader_epoch_cache().latest_epoch(), Some(1));
+    assert_eq!(log.truncate_to(12).expect("truncate"), 12);
+    assert_eq!(log.leader_epoch_cache().latest_epoch(), Some(0));
+    assert_eq!(read_all(&log).len(), 4, "no batch goes");
+    // Beyond the log end too; earlier epochs stay.
+    log.assign_epoch_start_offset(2, 12).expect("assign");
+    assert_eq!(log.truncate_to(50).expect("truncate"), 12);
+    assert_eq!(log.leader_epoch_cache().latest_epoch(), Some(0));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join(LEADER_EPOCH_CHECKPOINT_FILE)).expect("read"),
+        "0\n1\n0 0\n"
+    );
+}
+
+#[test]
 fn truncate_to_removes_later_segments_trims_the_active_one_and_epochs() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = LogConfig {
