@@ -140,7 +140,11 @@ impl IsrManager {
     }
 
     /// The partition epoch to propose against: the controller's last answer in this leader
-    /// epoch, or the image's, whichever is newer.
+    /// epoch, or the image's, whichever is newer. `None` while the image is of another leader
+    /// epoch than the partition: the publisher moves the replicas to new metadata before it
+    /// publishes the image, and a proposal made in between would carry the previous partition
+    /// epoch, be refused with INVALID_UPDATE_VERSION and wait for metadata that has already
+    /// been applied (the next fetch or shrink check proposes again).
     fn partition_epoch(
         &self,
         image: &MetadataImage,
@@ -148,10 +152,11 @@ impl IsrManager {
         topic_id: Uuid,
         leader_epoch: i32,
     ) -> Option<i32> {
-        let from_image = image
-            .topics
-            .partition(topic_id, tp.partition)?
-            .partition_epoch;
+        let registration = image.topics.partition(topic_id, tp.partition)?;
+        if registration.leader_epoch != leader_epoch {
+            return None;
+        }
+        let from_image = registration.partition_epoch;
         let answered = self
             .partition_epochs
             .lock()
@@ -483,6 +488,7 @@ impl IsrManager {
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
                         .remove(&item.tp);
+                    self.abort_if_metadata_moved_on(&item);
                 }
                 continue;
             }
@@ -490,6 +496,32 @@ impl IsrManager {
             retry.push(item);
         }
         retry
+    }
+
+    /// After INVALID_UPDATE_VERSION: if the metadata of this leader epoch already carries a
+    /// newer partition epoch than the proposal's, the update the refusal waits for has been
+    /// applied (it cleared no proposal, as none was in flight yet, or this one came after it):
+    /// back to the committed ISR, so the next fetch or shrink check proposes again.
+    fn abort_if_metadata_moved_on(&self, item: &AlterItem) {
+        let moved_on = self
+            .ctx
+            .replicas
+            .image()
+            .topics
+            .partition(item.topic_id, item.tp.partition)
+            .is_some_and(|r| {
+                r.leader_epoch == item.leader_epoch && r.partition_epoch > item.partition_epoch
+            });
+        if !moved_on {
+            return;
+        }
+        if let Some(partition) = self.ctx.replicas.partition(&item.tp) {
+            let mut p = partition.lock().unwrap_or_else(PoisonError::into_inner);
+            if p.leader_epoch() == item.leader_epoch {
+                info!(tp = ?item.tp, "the metadata already moved past the refused ISR change; back to the committed ISR");
+                p.abort_isr_change();
+            }
+        }
     }
 
     fn apply_committed(
@@ -764,6 +796,92 @@ mod tests {
         // The next proposal goes against the answered partition epoch, ahead of the image.
         let epoch = manager.partition_epoch(&manager.ctx.replicas.image(), &tp(), topic_id(), 0);
         assert_eq!(epoch, Some(1));
+        for task in tasks {
+            task.abort();
+        }
+    }
+
+    /// The image for `t-0` led by broker 1 at `leader_epoch` with `partition_epoch`, ISR 1, 2.
+    fn image_at(leader_epoch: i32, partition_epoch: i32) -> MetadataImage {
+        let mut records = vec![
+            broker(1, 10),
+            broker(2, 20),
+            MetadataRecord::Topic(TopicRecord {
+                name: "t".into(),
+                topic_id: topic_id(),
+                unknown_tagged_fields: Default::default(),
+            }),
+        ];
+        records.push(MetadataRecord::Partition(PartitionRecord {
+            partition_id: 0,
+            topic_id: topic_id(),
+            replicas: vec![1, 2],
+            isr: vec![1, 2],
+            removing_replicas: Vec::new(),
+            adding_replicas: Vec::new(),
+            leader: 1,
+            leader_recovery_state: 0,
+            leader_epoch,
+            partition_epoch,
+            directories: Vec::new(),
+            eligible_leader_replicas: None,
+            last_known_elr: None,
+            unknown_tagged_fields: Default::default(),
+        }));
+        MetadataImage::from_records(&records, MetadataProvenance::new(2, 1, 0)).expect("image")
+    }
+
+    /// The publisher moves the replicas to new metadata before it publishes the image: no
+    /// proposal goes out with the previous image's partition epoch, and one refused with
+    /// INVALID_UPDATE_VERSION after the image moved on goes back to the committed ISR (it
+    /// used to wait forever for metadata already applied, the ISR never changing again).
+    #[tokio::test]
+    async fn proposals_follow_the_image_of_the_partitions_leader_epoch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let channel = Arc::new(ScriptedChannel::default());
+        channel
+            .answers
+            .lock()
+            .expect("lock")
+            .push_back(committed(&[1], 3));
+        let manager = setup(channel.clone(), dir.path());
+        let tasks = manager.clone().start(&tokio::runtime::Handle::current());
+        let partition = manager.ctx.replicas.partition(&tp()).expect("hosted");
+        // Leader epoch 1 applied to the replica, the image still at epoch 0: nothing proposed.
+        partition
+            .lock()
+            .expect("lock")
+            .make_leader(1, &[1, 2], &[1, 2], now_ms() - 1000)
+            .expect("epoch 1");
+        manager.maybe_shrink_isrs();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(channel.sent.lock().expect("lock").is_empty());
+        assert!(partition.lock().expect("lock").pending_isr().is_none());
+
+        // A proposal against partition epoch 1 refused with INVALID_UPDATE_VERSION: while the
+        // image says 1 it waits for new metadata; once the image of the same leader epoch says
+        // 2 (applied while the request was out), it goes back to the committed ISR.
+        manager.ctx.replicas.set_image(image_at(1, 1));
+        let item = {
+            let mut p = partition.lock().expect("lock");
+            AlterItem::begin(&mut p, &tp(), topic_id(), 1, 1, vec![1]).expect("proposal")
+        };
+        manager.abort_if_metadata_moved_on(&item);
+        assert!(partition.lock().expect("lock").pending_isr().is_some());
+        manager.ctx.replicas.set_image(image_at(1, 2));
+        manager.abort_if_metadata_moved_on(&item);
+        assert!(partition.lock().expect("lock").pending_isr().is_none());
+        // The next check proposes again, against partition epoch 2.
+        manager.maybe_shrink_isrs();
+        until("the shrink is proposed", || {
+            !channel.sent.lock().expect("lock").is_empty()
+        })
+        .await;
+        {
+            let sent = channel.sent.lock().expect("lock");
+            let p = &sent[0].1.topics[0].partitions[0];
+            assert_eq!((p.leader_epoch, p.partition_epoch), (1, 2));
+        }
         for task in tasks {
             task.abort();
         }
