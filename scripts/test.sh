@@ -4,22 +4,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Java 17 and Maven (to fetch and run Apache Kafka 3.9) from the distribution's packages when
-# missing, so that a fresh machine with only Rust needs nothing else.
-if ! command -v java >/dev/null || ! command -v mvn >/dev/null; then
+# Java 17 (a JDK: the Kafka Streams test compiles its application) and Maven (to fetch and run
+# Apache Kafka 3.9) from the distribution's packages when missing, so that a fresh machine with
+# only Rust needs nothing else.
+if ! command -v java >/dev/null || ! command -v javac >/dev/null || ! command -v mvn >/dev/null; then
   if command -v apt-get >/dev/null; then
     SUDO=""
     [ "$(id -u)" -eq 0 ] || SUDO="sudo"
     $SUDO apt-get update -qq
-    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless maven >/dev/null
   else
-    echo "scripts/test.sh: install Java 17 and Maven (no apt-get here to do it)" >&2
+    echo "scripts/test.sh: install a Java 17 JDK and Maven (no apt-get here to do it)" >&2
     exit 1
   fi
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-# Apache Kafka 3.9 from Maven Central (cached; never committed) for the interop tests.
+# Apache Kafka 3.9 from Maven Central (cached; never committed) for the interop tests, and Kafka
+# Streams 3.9 with the Streams test's application compiled against it.
 ./scripts/fetch-kafka.sh
+./scripts/fetch-kafka-streams.sh >/dev/null
 # Real clients (kcat, confluent-kafka, kafka-python, librdkafka's test-runner) for the clients_*
 # tests. Locally a missing client only skips those tests, so a failed install is not fatal here.
 if [[ "${CI:-}" == "true" ]]; then

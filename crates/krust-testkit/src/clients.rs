@@ -518,6 +518,7 @@ impl LibrdkafkaTests {
         }
         std::fs::write(&conf, text)
             .map_err(|e| HarnessError::io(format!("writing {}", conf.display()), e))?;
+        let kafka_path = java_helpers_kafka_path(work_dir)?;
         let runner = self.tests_dir.join("test-runner");
         let mut results = Vec::new();
         let mut stdout = String::new();
@@ -536,6 +537,7 @@ impl LibrdkafkaTests {
                 format!("TESTS={test}"),
                 format!("RDKAFKA_TEST_CONF={}", conf.display()),
                 "TEST_KAFKA_VERSION=3.9.0".to_owned(),
+                format!("KAFKA_PATH={}", kafka_path.display()),
                 // The freshly built librdkafka, not the system's (Debian's is older): what
                 // `run-test.sh` does, with absolute paths and ours first.
                 format!("LD_LIBRARY_PATH={}", self.library_path()),
@@ -590,6 +592,38 @@ impl LibrdkafkaTests {
         };
         Ok(LibrdkafkaRun { results, output })
     }
+}
+
+/// The `KAFKA_PATH` the runner's Java helpers (`tests/java/run-class.sh`, e.g. 0098's
+/// `TransactionProducerCli`) start through: `bin/kafka-run-class.sh` running `java` with
+/// Kafka 3.9's jars ([`KafkaDist`]) after the helpers' own `CLASSPATH`, and `libs/` for their
+/// Makefile. Written under `work_dir`.
+fn java_helpers_kafka_path(work_dir: &Path) -> Result<PathBuf> {
+    let dist = KafkaDist::locate()?;
+    let root = work_dir.join("kafka-path");
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin)
+        .map_err(|e| HarnessError::io(format!("creating {}", bin.display()), e))?;
+    let libs = root.join("libs");
+    if !libs.exists() {
+        std::os::unix::fs::symlink(dist.libs_dir(), &libs)
+            .map_err(|e| HarnessError::io(format!("linking {}", libs.display()), e))?;
+    }
+    let log4j = dist.home().join("testkit").join("tools-log4j.properties");
+    let script = bin.join("kafka-run-class.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nexec '{}' -Xmx512m -Dlog4j.configuration=file:'{}' -cp \"$CLASSPATH:{}/*\" \"$@\"\n",
+            dist.java().display(),
+            log4j.display(),
+            dist.libs_dir().display()
+        ),
+    )
+    .map_err(|e| HarnessError::io(format!("writing {}", script.display()), e))?;
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .map_err(|e| HarnessError::io(format!("chmod {}", script.display()), e))?;
+    Ok(root)
 }
 
 /// The runner's summary table: lines like
@@ -821,28 +855,42 @@ impl BrokerUnderTest {
     }
 
     /// SIGKILLs node `node_id` of a cluster (ids from 1), then starts it again on the same
-    /// data and waits until it serves (krust: its `Kafka Server started` line of this run;
-    /// Kafka: ready).
+    /// data and waits until it serves ([`BrokerUnderTest::kill_node`], then
+    /// [`BrokerUnderTest::restart_node`]).
     ///
     /// # Errors
-    /// `Invalid` for a single node or an unknown id; as the node's kill and start otherwise.
+    /// As those two.
     pub fn kill_and_restart(&mut self, node_id: i32) -> Result<()> {
+        self.kill_node(node_id)?;
+        self.restart_node(node_id)
+    }
+
+    /// SIGKILLs node `node_id` of a cluster (ids from 1); it stays down until
+    /// [`BrokerUnderTest::restart_node`].
+    ///
+    /// # Errors
+    /// `Invalid` for a single node or an unknown id; as the node's kill otherwise.
+    pub fn kill_node(&mut self, node_id: i32) -> Result<()> {
         match self {
-            BrokerUnderTest::KafkaCluster(cluster) => {
-                let node = cluster.node_mut(node_id).ok_or_else(|| {
-                    HarnessError::Invalid(format!("no node {node_id} in the Kafka cluster"))
-                })?;
-                node.kill()?;
-                node.start()
-            }
+            BrokerUnderTest::KafkaCluster(cluster) => cluster_node(cluster, node_id)?.kill(),
+            BrokerUnderTest::KrustCluster(nodes) => krust_node(nodes, node_id)?.kill().map(|_| ()),
+            _ => Err(HarnessError::Invalid(
+                "kill_node needs a cluster".to_string(),
+            )),
+        }
+    }
+
+    /// Starts node `node_id` of a cluster again on the same data after
+    /// [`BrokerUnderTest::kill_node`] and waits until it serves (krust: its `Kafka Server
+    /// started` line of this run; Kafka: ready).
+    ///
+    /// # Errors
+    /// `Invalid` for a single node or an unknown id; as the node's start otherwise.
+    pub fn restart_node(&mut self, node_id: i32) -> Result<()> {
+        match self {
+            BrokerUnderTest::KafkaCluster(cluster) => cluster_node(cluster, node_id)?.start(),
             BrokerUnderTest::KrustCluster(nodes) => {
-                let (_, process) = usize::try_from(node_id - 1)
-                    .ok()
-                    .and_then(|i| nodes.get_mut(i))
-                    .ok_or_else(|| {
-                        HarnessError::Invalid(format!("no node {node_id} in the krust cluster"))
-                    })?;
-                process.kill()?;
+                let process = krust_node(nodes, node_id)?;
                 let mark = process.log_mark();
                 process.restart()?;
                 process
@@ -850,7 +898,7 @@ impl BrokerUnderTest {
                     .map(|_| ())
             }
             _ => Err(HarnessError::Invalid(
-                "kill_and_restart needs a cluster".to_string(),
+                "restart_node needs a cluster".to_string(),
             )),
         }
     }
@@ -920,4 +968,18 @@ impl BrokerUnderTest {
                 .join("\n"),
         }
     }
+}
+
+fn cluster_node(cluster: &mut KafkaCluster, node_id: i32) -> Result<&mut KafkaNode> {
+    cluster
+        .node_mut(node_id)
+        .ok_or_else(|| HarnessError::Invalid(format!("no node {node_id} in the Kafka cluster")))
+}
+
+fn krust_node(nodes: &mut [(KafkaNode, KrustProcess)], node_id: i32) -> Result<&mut KrustProcess> {
+    usize::try_from(node_id - 1)
+        .ok()
+        .and_then(|i| nodes.get_mut(i))
+        .map(|(_, process)| process)
+        .ok_or_else(|| HarnessError::Invalid(format!("no node {node_id} in the krust cluster")))
 }

@@ -163,6 +163,17 @@ impl KafkaDist {
     /// `java` arguments up to and including the main class: JVM flags, heap, log4j config,
     /// classpath. `server` selects the log4j config (INFO to stdout vs WARN to stderr).
     pub fn jvm_args(&self, main_class: &str, server: bool) -> Vec<OsString> {
+        self.jvm_args_with_classpath(main_class, server, &self.classpath())
+    }
+
+    /// [`KafkaDist::jvm_args`] with another `-cp` value (e.g. an application's classes and jars
+    /// before [`KafkaDist::classpath`]).
+    pub fn jvm_args_with_classpath(
+        &self,
+        main_class: &str,
+        server: bool,
+        classpath: &str,
+    ) -> Vec<OsString> {
         let log4j = if server {
             &self.server_log4j
         } else {
@@ -172,7 +183,7 @@ impl KafkaDist {
         args.push(JVM_MAX_HEAP.into());
         args.push(format!("-Dlog4j.configuration=file:{}", log4j.display()).into());
         args.push("-cp".into());
-        args.push(self.classpath().into());
+        args.push(classpath.into());
         args.push(main_class.into());
         args
     }
