@@ -8,8 +8,9 @@
 //! (p50/p99/p99.9 as ProducerPerformance reports them) at 50% of that rate, (3) consumer
 //! throughput over everything produced, and CPU seconds per GB produced: user+system CPU of the
 //! three broker processes (`/proc/<pid>/stat`) during phase (1), divided by the GB sent.
-//! Both clusters are 3 combined (broker+controller) nodes with the same settings; the client
-//! JVMs are the harness's (`-Xmx512m`, serial GC, C1), the same for both.
+//! Both clusters are 3 combined (broker+controller) nodes with the same settings; Kafka's JVMs
+//! run with `kafka-server-start.sh`'s settings (G1, C2, 1 GiB heap; `krust_bench::cluster`); the
+//! client JVMs are the harness's (`-Xmx512m`, serial GC, C1), the same for both.
 //!
 //! ```text
 //! cargo build --release -p krust -p krust-bench
@@ -17,21 +18,18 @@
 //! ```
 //! Goal (issue 5): krust ≥ 1.5× Kafka's throughput and ≤ 0.5× its p99.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, bail};
 use clap::Parser;
+use krust_bench::cluster::{Cluster, cpu_seconds, start_kafka_cluster, start_krust_cluster};
 use krust_bench::{cores, cpu_model, default_krust_binary, load_average};
-use krust_testkit::{
-    KafkaCluster, KafkaDist, KafkaNode, KafkaRole, KrustProcess, ToolOutput, class, free_ports,
-    run_binary,
-};
+use krust_testkit::{KafkaDist, ToolOutput, class};
 
 /// `ConsumerPerformance`'s main class (`kafka-consumer-perf-test.sh`).
 const CONSUMER_PERFORMANCE: &str = "org.apache.kafka.tools.ConsumerPerformance";
 const TOPIC: &str = "produce-consume";
-const START_WAIT: Duration = Duration::from_secs(120);
 
 /// krust vs Apache Kafka 3.9: produce/consume throughput, latency and CPU per GB on 3 brokers.
 #[derive(Debug, Parser)]
@@ -73,15 +71,6 @@ struct Figures {
     notes: Vec<String>,
 }
 
-/// The three brokers of one implementation, for the tools' bootstrap and the CPU readings.
-struct Cluster {
-    bootstrap: String,
-    pids: Vec<u32>,
-    // Kept alive: dropping them kills the processes (and removes their folders).
-    _kafka: Option<KafkaCluster>,
-    _krust: Vec<(KafkaNode, KrustProcess)>,
-}
-
 fn main() -> Result<()> {
     let args = Args::parse();
     let dist = KafkaDist::locate().context("Kafka 3.9 jars (scripts/fetch-kafka.sh)")?;
@@ -100,14 +89,15 @@ fn main() -> Result<()> {
     if !args.skip_kafka {
         results.push((
             "kafka",
-            start_kafka(&dist).and_then(|c| measure(&dist, &c, &args)),
+            start_kafka_cluster(&dist, &cluster_props()).and_then(|c| measure(&dist, &c, &args)),
         ));
     }
     if !args.skip_krust {
         let binary = args.krust.clone().unwrap_or_else(default_krust_binary);
         results.push((
             "krust",
-            start_krust(&dist, &binary).and_then(|c| measure(&dist, &c, &args)),
+            start_krust_cluster(&dist, &binary, &cluster_props())
+                .and_then(|c| measure(&dist, &c, &args)),
         ));
     }
     print_table(&results);
@@ -124,123 +114,6 @@ fn cluster_props() -> Vec<(&'static str, &'static str)> {
         // The harness's quiet defaults turn this off; Kafka's default is on.
         ("auto.create.topics.enable", "true"),
     ]
-}
-
-fn start_kafka(dist: &KafkaDist) -> Result<Cluster> {
-    let mut builder = KafkaCluster::builder(dist)
-        .combined(3)
-        .start_timeout(START_WAIT);
-    for (key, value) in cluster_props() {
-        builder = builder.prop(key, value);
-    }
-    let mut cluster = builder
-        .start()
-        .context("starting 3 combined Kafka 3.9 nodes")?;
-    let pids = cluster
-        .nodes_mut()
-        .iter_mut()
-        .filter_map(|n| n.process().and_then(|p| p.pid()))
-        .collect();
-    Ok(Cluster {
-        bootstrap: cluster.bootstrap_servers(),
-        pids,
-        _kafka: Some(cluster),
-        _krust: Vec::new(),
-    })
-}
-
-/// Three combined `krust server` nodes: Kafka's harness writes each `server.properties` (the same
-/// settings as the Kafka cluster), `krust storage format` formats it, `krust server` runs it.
-fn start_krust(dist: &KafkaDist, binary: &Path) -> Result<Cluster> {
-    if !binary.is_file() {
-        bail!(
-            "{} does not exist (cargo build --release -p krust)",
-            binary.display()
-        );
-    }
-    // The servers run in their own folders: a relative path would not resolve there.
-    let binary = &std::fs::canonicalize(binary)
-        .with_context(|| format!("resolving {}", binary.display()))?;
-    let ports = free_ports(6).context("ports")?;
-    let voters = (0..3)
-        .map(|i| format!("{}@127.0.0.1:{}", i + 1, ports[3 + i]))
-        .collect::<Vec<_>>()
-        .join(",");
-    let cluster_id = krust_testkit::random_kafka_uuid();
-    let mut nodes = Vec::new();
-    for i in 0..3 {
-        let mut builder = KafkaNode::builder(dist)
-            .node_id(i as i32 + 1)
-            .role(KafkaRole::Combined)
-            .cluster_id(cluster_id.clone())
-            .broker_port(ports[i])
-            .controller_port(ports[3 + i])
-            .quorum_voters(voters.clone());
-        for (key, value) in cluster_props() {
-            builder = builder.prop(key, value);
-        }
-        let node = builder
-            .build_unformatted()
-            .context("writing server.properties")?;
-        let props = node.properties_path().display().to_string();
-        run_binary(
-            binary,
-            &["storage", "format", "-t", &cluster_id, "-c", &props],
-            None,
-            START_WAIT,
-        )?
-        .ok()
-        .context("krust storage format")?;
-        let process = KrustProcess::builder(binary)
-            .args(["server", &props])
-            .env("RUST_LOG", "warn")
-            .dir(node.dir().join("krust"))
-            .name(format!("krust-{}", i + 1))
-            .start()
-            .context("starting krust server")?;
-        nodes.push((node, process));
-    }
-    for (node, process) in &mut nodes {
-        let port = node.broker_port().context("broker port")?;
-        process
-            .wait_for_port(port, START_WAIT)
-            .with_context(|| format!("krust node {} listening on {port}", node.node_id()))?;
-        // Printed (as Kafka does) once the broker is registered and unfenced.
-        process
-            .wait_for_line("Kafka Server started", START_WAIT)
-            .with_context(|| format!("krust node {} unfenced", node.node_id()))?;
-    }
-    let bootstrap = nodes
-        .iter()
-        .filter_map(|(n, _)| n.broker_port())
-        .map(|p| format!("127.0.0.1:{p}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let pids = nodes.iter().filter_map(|(_, p)| p.pid()).collect();
-    Ok(Cluster {
-        bootstrap,
-        pids,
-        _kafka: None,
-        _krust: nodes,
-    })
-}
-
-/// User + system CPU seconds of `pids` (and their threads) so far.
-fn cpu_seconds(pids: &[u32]) -> f64 {
-    // /proc reports clock ticks of USER_HZ, which the kernel ABI fixes at 100 on Linux (so no
-    // sysconf call, which would need libc, is required).
-    const CLOCK_TICKS: f64 = 100.0;
-    pids.iter()
-        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
-        .filter_map(|stat| {
-            // Fields after the ")" of the command name: state is field 3, utime 14, stime 15.
-            let rest = stat.rsplit_once(')')?.1;
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let utime: f64 = fields.get(11)?.parse().ok()?;
-            let stime: f64 = fields.get(12)?.parse().ok()?;
-            Some((utime + stime) / CLOCK_TICKS)
-        })
-        .sum()
 }
 
 fn producer_perf(

@@ -2,10 +2,12 @@
 //! prints, size parsing, throughput formatting, latency percentiles, and (for the Raft
 //! benchmarks) a quorum of `krust server` controllers with the `--test-append-socket` hook
 //! ([`KrustQuorum`], [`HookConnection`]) and a DescribeQuorum poller ([`QuorumPoller`]);
-//! [`kafka_jvm`]: Kafka server JVMs with `kafka-server-start.sh`'s settings.
+//! [`kafka_jvm`]: Kafka server JVMs with `kafka-server-start.sh`'s settings; [`cluster`]: three-node
+//! krust and Kafka clusters for the broker benchmarks.
 
 use std::path::Path;
 
+pub mod cluster;
 pub mod kafka_jvm;
 mod raft;
 pub use raft::{
