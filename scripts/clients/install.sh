@@ -11,8 +11,10 @@ VENV="${KRUST_VENV:-$CACHE/venv}"
 # Debian/Ubuntu packages. kcat is called kafkacat on older releases.
 apt_pkgs=()
 command -v kcat >/dev/null || command -v kafkacat >/dev/null || apt_pkgs+=(kcat)
+# rapidjson-dev: librdkafka's test runner checks statistics JSON with it, and tests such as 0098
+# (transactions read by a consumer) skip themselves without it.
 for pkg in librdkafka-dev build-essential pkg-config zlib1g-dev libssl-dev libzstd-dev liblz4-dev \
-  libsasl2-dev python3-venv python3-pip; do
+  libsasl2-dev rapidjson-dev python3-venv python3-pip; do
   dpkg -s "$pkg" >/dev/null 2>&1 || apt_pkgs+=("$pkg")
 done
 if ((${#apt_pkgs[@]})); then
