@@ -666,35 +666,7 @@ mod tests {
         dir: &std::path::Path,
         isr: &[i32],
     ) -> Arc<IsrManager> {
-        let image = MetadataImage::from_records(
-            &[
-                broker(1, 10),
-                broker(2, 20),
-                MetadataRecord::Topic(TopicRecord {
-                    name: "t".into(),
-                    topic_id: topic_id(),
-                    unknown_tagged_fields: Default::default(),
-                }),
-                MetadataRecord::Partition(PartitionRecord {
-                    partition_id: 0,
-                    topic_id: topic_id(),
-                    replicas: vec![1, 2],
-                    isr: isr.to_vec(),
-                    removing_replicas: Vec::new(),
-                    adding_replicas: Vec::new(),
-                    leader: 1,
-                    leader_recovery_state: 0,
-                    leader_epoch: 0,
-                    partition_epoch: 0,
-                    directories: Vec::new(),
-                    eligible_leader_replicas: None,
-                    last_known_elr: None,
-                    unknown_tagged_fields: Default::default(),
-                }),
-            ],
-            MetadataProvenance::new(1, 1, 0),
-        )
-        .expect("image");
+        let image = image_at(0, 0, isr);
         let replicas = Arc::new(ReplicaManager::new(1));
         replicas.set_image(image);
         let log = Log::open(dir, LogConfig::default(), 0).expect("log");
@@ -801,8 +773,9 @@ mod tests {
         }
     }
 
-    /// The image for `t-0` led by broker 1 at `leader_epoch` with `partition_epoch`, ISR 1, 2.
-    fn image_at(leader_epoch: i32, partition_epoch: i32) -> MetadataImage {
+    /// The image for `t-0` (replicas 1, 2) led by broker 1 at `leader_epoch` with
+    /// `partition_epoch` and `isr`.
+    fn image_at(leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> MetadataImage {
         let mut records = vec![
             broker(1, 10),
             broker(2, 20),
@@ -816,7 +789,7 @@ mod tests {
             partition_id: 0,
             topic_id: topic_id(),
             replicas: vec![1, 2],
-            isr: vec![1, 2],
+            isr: isr.to_vec(),
             removing_replicas: Vec::new(),
             adding_replicas: Vec::new(),
             leader: 1,
@@ -828,7 +801,7 @@ mod tests {
             last_known_elr: None,
             unknown_tagged_fields: Default::default(),
         }));
-        MetadataImage::from_records(&records, MetadataProvenance::new(2, 1, 0)).expect("image")
+        MetadataImage::from_records(&records, MetadataProvenance::new(1, 1, 0)).expect("image")
     }
 
     /// The publisher moves the replicas to new metadata before it publishes the image: no
@@ -861,14 +834,14 @@ mod tests {
         // A proposal against partition epoch 1 refused with INVALID_UPDATE_VERSION: while the
         // image says 1 it waits for new metadata; once the image of the same leader epoch says
         // 2 (applied while the request was out), it goes back to the committed ISR.
-        manager.ctx.replicas.set_image(image_at(1, 1));
+        manager.ctx.replicas.set_image(image_at(1, 1, &[1, 2]));
         let item = {
             let mut p = partition.lock().expect("lock");
             AlterItem::begin(&mut p, &tp(), topic_id(), 1, 1, vec![1]).expect("proposal")
         };
         manager.abort_if_metadata_moved_on(&item);
         assert!(partition.lock().expect("lock").pending_isr().is_some());
-        manager.ctx.replicas.set_image(image_at(1, 2));
+        manager.ctx.replicas.set_image(image_at(1, 2, &[1, 2]));
         manager.abort_if_metadata_moved_on(&item);
         assert!(partition.lock().expect("lock").pending_isr().is_none());
         // The next check proposes again, against partition epoch 2.
