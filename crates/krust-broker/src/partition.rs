@@ -1277,20 +1277,18 @@ impl Partition {
                 ours.end_offset.min(log_end)
             }
         };
-        if target >= log_end {
-            // No record goes, but an epoch this broker cached at its log end (a leadership it
-            // held without appending) must, or the next fetch names it again and diverges
-            // again, forever.
-            self.log.truncate_to(target)?;
-        } else {
+        // Also at or past the log end: no record goes then, but an epoch this broker cached at
+        // its log end (a leadership it held without appending) must, or the next fetch names
+        // it again and diverges again, forever.
+        self.log.truncate_to(target)?;
+        if target < log_end {
             info!(
                 local_broker_id = self.local_broker_id,
                 leader_epoch = diverging.leader_epoch,
                 from = log_end,
                 to = target,
-                "truncating diverging log"
+                "truncated diverging log"
             );
-            self.log.truncate_to(target)?;
             self.producer_state = ProducerStateManager::load(
                 &self.log,
                 self.config.producer_id_expiration_ms,

@@ -776,7 +776,7 @@ mod tests {
     /// The image for `t-0` (replicas 1, 2) led by broker 1 at `leader_epoch` with
     /// `partition_epoch` and `isr`.
     fn image_at(leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> MetadataImage {
-        let mut records = vec![
+        let records = [
             broker(1, 10),
             broker(2, 20),
             MetadataRecord::Topic(TopicRecord {
@@ -784,23 +784,23 @@ mod tests {
                 topic_id: topic_id(),
                 unknown_tagged_fields: Default::default(),
             }),
+            MetadataRecord::Partition(PartitionRecord {
+                partition_id: 0,
+                topic_id: topic_id(),
+                replicas: vec![1, 2],
+                isr: isr.to_vec(),
+                removing_replicas: Vec::new(),
+                adding_replicas: Vec::new(),
+                leader: 1,
+                leader_recovery_state: 0,
+                leader_epoch,
+                partition_epoch,
+                directories: Vec::new(),
+                eligible_leader_replicas: None,
+                last_known_elr: None,
+                unknown_tagged_fields: Default::default(),
+            }),
         ];
-        records.push(MetadataRecord::Partition(PartitionRecord {
-            partition_id: 0,
-            topic_id: topic_id(),
-            replicas: vec![1, 2],
-            isr: isr.to_vec(),
-            removing_replicas: Vec::new(),
-            adding_replicas: Vec::new(),
-            leader: 1,
-            leader_recovery_state: 0,
-            leader_epoch,
-            partition_epoch,
-            directories: Vec::new(),
-            eligible_leader_replicas: None,
-            last_known_elr: None,
-            unknown_tagged_fields: Default::default(),
-        }));
         MetadataImage::from_records(&records, MetadataProvenance::new(1, 1, 0)).expect("image")
     }
 
