@@ -22,6 +22,8 @@
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.BitSet;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
@@ -31,6 +33,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -109,6 +112,14 @@ public final class TxnBench {
         return v;
     }
 
+    static long sequence(byte[] v) {
+        long n = 0;
+        for (int i = 8; i < 16; i++) {
+            n = (n << 8) | (v[i] & 0xff);
+        }
+        return n;
+    }
+
     static long sentNanos(byte[] v) {
         long n = 0;
         for (int i = 0; i < 8; i++) {
@@ -140,8 +151,24 @@ public final class TxnBench {
             try (KafkaConsumer<byte[], byte[]> consumer = consumer(group, txnRecords);
                  KafkaProducer<byte[], byte[]> producer = producer(group + "-copier-" + index)) {
                 producer.initTransactions();
-                consumer.subscribe(Collections.singletonList(input));
                 List<ConsumerRecord<byte[], byte[]>> pending = new ArrayList<>();
+                // Records polled from a partition this copier loses, not yet in a transaction,
+                // are the new owner's to copy (from the committed offset): drop them, or they
+                // would be copied twice.
+                consumer.subscribe(Collections.singletonList(input), new ConsumerRebalanceListener() {
+                    @Override
+                    public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                        pending.removeIf(r -> partitions.contains(new TopicPartition(r.topic(), r.partition())));
+                    }
+
+                    @Override
+                    public void onPartitionsAssigned(Collection<TopicPartition> partitions) {}
+
+                    @Override
+                    public void onPartitionsLost(Collection<TopicPartition> partitions) {
+                        onPartitionsRevoked(partitions);
+                    }
+                });
                 long firstPendingAt = 0;
                 while (!stop.get()) {
                     ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(20));
@@ -250,11 +277,7 @@ public final class TxnBench {
             long checkDeadline = System.nanoTime() + Duration.ofMinutes(5).toNanos();
             while (read < total && System.nanoTime() < checkDeadline) {
                 for (ConsumerRecord<byte[], byte[]> r : check.poll(Duration.ofMillis(200))) {
-                    long seq = 0;
-                    for (int i = 8; i < 16; i++) {
-                        seq = (seq << 8) | (r.value()[i] & 0xff);
-                    }
-                    seen[(int) seq]++;
+                    seen[(int) sequence(r.value())]++;
                     read++;
                 }
             }
@@ -279,6 +302,8 @@ public final class TxnBench {
         long expected = rate * seconds;
         long[] latencies = new long[(int) (expected + rate)];
         AtomicLong measured = new AtomicLong();
+        AtomicLong duplicates = new AtomicLong();
+        BitSet delivered = new BitSet();
         AtomicBoolean feederDone = new AtomicBoolean();
         Thread end = new Thread(() -> {
             try (KafkaConsumer<byte[], byte[]> c = consumer(group + "-end", 10_000)) {
@@ -289,6 +314,12 @@ public final class TxnBench {
                     long now = System.nanoTime();
                     for (ConsumerRecord<byte[], byte[]> r : rs) {
                         long sent = sentNanos(r.value());
+                        int seq = (int) sequence(r.value());
+                        if (delivered.get(seq)) {
+                            duplicates.incrementAndGet();
+                            continue;
+                        }
+                        delivered.set(seq);
                         if (sent >= measureFrom && sent < feedUntil) {
                             int i = (int) measured.getAndIncrement();
                             if (i < latencies.length) {
@@ -348,9 +379,9 @@ public final class TxnBench {
         int n = (int) Math.min(measured.get(), latencies.length);
         long[] sorted = Arrays.copyOf(latencies, n);
         Arrays.sort(sorted);
-        System.out.printf("RESULT rate=%d sent=%d delivered=%d p50_ms=%.2f p99_ms=%.2f p999_ms=%.2f max_ms=%.2f "
-                + "transactions=%d%n",
-            rate, sentMeasured, n, pct(sorted, 0.50), pct(sorted, 0.99), pct(sorted, 0.999),
+        System.out.printf("RESULT rate=%d sent=%d delivered=%d duplicates=%d p50_ms=%.2f p99_ms=%.2f p999_ms=%.2f "
+                + "max_ms=%.2f transactions=%d%n",
+            rate, sentMeasured, n, duplicates.get(), pct(sorted, 0.50), pct(sorted, 0.99), pct(sorted, 0.999),
             n == 0 ? Double.NaN : sorted[n - 1] / 1e6, transactions.get());
     }
 

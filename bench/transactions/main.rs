@@ -354,6 +354,34 @@ fn create_topics(dist: &KafkaDist, cluster: &Cluster, args: &Args, names: [&str;
     Ok(())
 }
 
+/// One `TxnBench <mode>` run on fresh topics `<prefix>-in-<round>` / `<prefix>-out-<round>`:
+/// the arguments every mode takes, then `tail`.
+fn run_phase(
+    dist: &KafkaDist,
+    classes: &Path,
+    cluster: &Cluster,
+    args: &Args,
+    (mode, prefix, round): (&str, &str, u32),
+    tail: &[String],
+) -> Result<Vec<(String, f64)>> {
+    let (input, output) = (
+        format!("{prefix}-in-{round}"),
+        format!("{prefix}-out-{round}"),
+    );
+    create_topics(dist, cluster, args, [&input, &output])?;
+    let mut client_args = vec![
+        mode.to_owned(),
+        cluster.bootstrap.clone(),
+        input,
+        output,
+        args.copiers.to_string(),
+        args.txn_records.to_string(),
+        args.record_bytes.to_string(),
+    ];
+    client_args.extend_from_slice(tail);
+    run_client(dist, classes, &client_args)
+}
+
 fn throughput_round(
     dist: &KafkaDist,
     classes: &Path,
@@ -361,23 +389,14 @@ fn throughput_round(
     args: &Args,
     round: u32,
 ) -> Result<Throughput> {
-    let (input, output) = (format!("tput-in-{round}"), format!("tput-out-{round}"));
-    create_topics(dist, cluster, args, [&input, &output])?;
     let cpu_before = cpu_seconds(&cluster.pids);
-    let result = run_client(
+    let result = run_phase(
         dist,
         classes,
-        &[
-            "throughput".to_owned(),
-            cluster.bootstrap.clone(),
-            input,
-            output,
-            args.copiers.to_string(),
-            args.txn_records.to_string(),
-            args.record_bytes.to_string(),
-            args.warmup_records.to_string(),
-            args.records.to_string(),
-        ],
+        cluster,
+        args,
+        ("throughput", "tput", round),
+        &[args.warmup_records.to_string(), args.records.to_string()],
     )?;
     // The whole run's CPU (input writes, warm-up and check included), per transaction of it.
     let cpu = cpu_seconds(&cluster.pids) - cpu_before;
@@ -401,24 +420,22 @@ fn latency_round(
     round: u32,
     rate: u64,
 ) -> Result<Latency> {
-    let (input, output) = (format!("lat-in-{round}"), format!("lat-out-{round}"));
-    create_topics(dist, cluster, args, [&input, &output])?;
-    let result = run_client(
+    let result = run_phase(
         dist,
         classes,
+        cluster,
+        args,
+        ("latency", "lat", round),
         &[
-            "latency".to_owned(),
-            cluster.bootstrap.clone(),
-            input,
-            output,
-            args.copiers.to_string(),
-            args.txn_records.to_string(),
-            args.record_bytes.to_string(),
             rate.to_string(),
             args.warmup_seconds.to_string(),
             args.latency_seconds.to_string(),
         ],
     )?;
+    let duplicates = field(&result, "duplicates")?;
+    if duplicates != 0.0 {
+        bail!("{duplicates} records delivered more than once (read_committed)");
+    }
     Ok(Latency {
         p50_ms: field(&result, "p50_ms")?,
         p99_ms: field(&result, "p99_ms")?,
