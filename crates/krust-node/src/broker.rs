@@ -254,7 +254,7 @@ impl BrokerServer {
 /// `broker-metadata-metrics` group's `last-applied-record-offset` and
 /// `metadata-load-error-count`, the transaction coordinator's
 /// `kafka.coordinator.transaction:type=TransactionMarkerChannelManager,name=UnknownDestinationQueueSize`
-/// and `transaction-coordinator-metrics` `partition-load-time-max/avg`, plus krust's `fenced`
+/// and `LogAppendRetryQueueSize`, and `transaction-coordinator-metrics` `partition-load-time-max/avg`, plus krust's `fenced`
 /// gauge (1 while the controller keeps the broker fenced).
 struct BrokerMetrics {
     broker: Arc<Broker>,
@@ -369,6 +369,15 @@ impl Collector for BrokerMetrics {
                 ),
                 "Transaction markers waiting for their partition's leader to be known.",
                 as_f64(stats.unknown_destination_queue_size()),
+            ));
+            out.push(Family::gauge(
+                prometheus_name(
+                    "kafka.coordinator.transaction",
+                    "TransactionMarkerChannelManager",
+                    "LogAppendRetryQueueSize",
+                ),
+                "Transaction completions (CompleteCommit/CompleteAbort) whose log append failed, waiting to be retried.",
+                as_f64(stats.log_append_retry_queue_size()),
             ));
             let (max, avg) = stats.partition_load_time();
             for (name, help, value) in [

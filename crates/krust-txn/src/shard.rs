@@ -633,6 +633,13 @@ impl TxnCoordinatorShard {
         }
     }
 
+    /// Complete* records whose append failed retriably and wait for their retry: Kafka's
+    /// `TransactionMarkerChannelManager` `LogAppendRetryQueueSize` (for this shard).
+    #[must_use]
+    pub fn log_append_retry_queue_size(&self) -> usize {
+        self.retry_complete.len()
+    }
+
     /// Every marker of the job for `transactional_id` was written (or its partition is gone):
     /// the Complete record is appended.
     pub fn handle_markers_written(

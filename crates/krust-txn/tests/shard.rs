@@ -527,11 +527,14 @@ fn failed_appends_leave_the_state_and_map_errors() {
     // A failed Complete append is retried after a back-off.
     h.shard.handle_markers_written("tx", pid, epoch + 1);
     let d = h.drain();
+    assert_eq!(h.shard.log_append_retry_queue_size(), 0);
     h.shard.handle_append_failed(h.now, d.appends[0].0, 19);
     assert!(h.drain().appends.is_empty());
+    assert_eq!(h.shard.log_append_retry_queue_size(), 1, "waits for its retry");
     h.now += 100;
     assert_eq!(h.shard.poll_timeout(), h.now);
     h.shard.handle_timeout(h.now);
+    assert_eq!(h.shard.log_append_retry_queue_size(), 0, "being appended again");
     h.commit_all();
     assert_eq!(h.state("tx"), TxnState::CompleteAbort);
 }

@@ -317,6 +317,11 @@ fn transactions_commit_and_abort_on_krust_and_kafka_leaders_alike() {
     );
     assert!(
         metrics.lines().any(|l| l
+            == "kafka_coordinator_transaction_transactionmarkerchannelmanager_logappendretryqueuesize 0"),
+        "LogAppendRetryQueueSize 0 in:\n{metrics}"
+    );
+    assert!(
+        metrics.lines().any(|l| l
             .starts_with("kafka_server_transaction_coordinator_metrics_partition_load_time_max ")),
         "partition-load-time-max in:\n{metrics}"
     );

@@ -62,6 +62,10 @@ pub struct TxnCoordinatorStats {
     /// leader, or its leader no address on the inter-broker listener (Kafka's
     /// `TransactionMarkerChannelManager` `UnknownDestinationQueueSize`).
     unknown_destination: std::sync::atomic::AtomicI64,
+    /// CompleteCommit/CompleteAbort records whose `__transaction_state` append failed
+    /// retriably, waiting to be appended again (Kafka's `LogAppendRetryQueueSize`): the sum
+    /// over this broker's shards.
+    log_append_retries: std::sync::atomic::AtomicI64,
     /// When each recent `__transaction_state` partition load ended, and how long it took (ms).
     loads: Mutex<std::collections::VecDeque<(std::time::Instant, f64)>>,
 }
@@ -72,6 +76,21 @@ impl TxnCoordinatorStats {
     pub fn unknown_destination_queue_size(&self) -> i64 {
         self.unknown_destination
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// `LogAppendRetryQueueSize`.
+    #[must_use]
+    pub fn log_append_retry_queue_size(&self) -> i64 {
+        self.log_append_retries
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// A shard's retry queue changed by `delta`.
+    pub(super) fn add_log_append_retries(&self, delta: i64) {
+        if delta != 0 {
+            self.log_append_retries
+                .fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     fn add_unknown_destination(&self, delta: i64) {
@@ -259,8 +278,18 @@ impl MarkerSender {
             self.stats
                 .add_unknown_destination(no_destination - *unknown);
             *unknown = no_destination;
-            for (leader, addr, tps) in addressed {
-                match Arc::clone(&self).send(&addr, &job, &tps).await {
+            // Every leader's marker is queued before any answer is awaited: the requests to
+            // the leaders are in flight together (Kafka's channel drains every broker's queue
+            // in each round), not one replication wait after another.
+            let pending: Vec<_> = addressed
+                .into_iter()
+                .map(|(leader, addr, tps)| {
+                    let answer = self.enqueue(&addr, &job, &tps);
+                    (leader, addr, tps, answer)
+                })
+                .collect();
+            for (leader, addr, tps, answer) in pending {
+                match answer.await.unwrap_or(Err(SendError::Retriable)) {
                     Ok(answers) => {
                         for (tp, code) in answers {
                             match outcome(code) {
@@ -307,14 +336,15 @@ impl MarkerSender {
         }
     }
 
-    /// Queues the job's marker for `tps` to `addr` and waits for the request that carries it:
-    /// the answer per partition (a partition missing from the answer counts as retriable).
-    async fn send(
-        self: Arc<Self>,
+    /// Queues the job's marker for `tps` to `addr`; the receiver gets the answer of the request
+    /// that carries it, per partition (a partition missing from the answer counts as
+    /// retriable; a dropped sender means the request failed).
+    fn enqueue(
+        self: &Arc<Self>,
         addr: &str,
         job: &MarkerJob,
         tps: &[TopicPartition],
-    ) -> Result<Vec<(TopicPartition, i16)>, SendError> {
+    ) -> oneshot::Receiver<Result<Vec<(TopicPartition, i16)>, SendError>> {
         let mut topics: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
         for tp in tps {
             topics.entry(&tp.topic).or_default().push(tp.partition);
@@ -346,11 +376,11 @@ impl MarkerSender {
             !std::mem::replace(in_flight, true)
         };
         if start_drain {
-            let sender = Arc::clone(&self);
+            let sender = Arc::clone(self);
             let addr = addr.to_owned();
             tokio::spawn(async move { sender.drain(addr).await });
         }
-        answer.await.unwrap_or(Err(SendError::Retriable))
+        answer
     }
 
     fn lock_queues(&self) -> std::sync::MutexGuard<'_, HashMap<String, (bool, Vec<Queued>)>> {

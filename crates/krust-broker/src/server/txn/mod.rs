@@ -21,9 +21,9 @@
 //! - A transactional InitProducerId asks its shard whether it needs a fresh producer id, then
 //!   takes one from the block; two concurrent InitProducerId for one new id may both take one
 //!   (the second is not used): ids are never reused.
-//! - Metrics: `UnknownDestinationQueueSize` and `partition-load-time-max/avg` (over the last
-//!   minute's loads); no `LogAppendRetryQueueSize` (a failed Complete append reloads the shard
-//!   instead of queueing a retry).
+//! - Metrics: `UnknownDestinationQueueSize`, `LogAppendRetryQueueSize` (Complete records whose
+//!   append failed retriably, waiting for the shard's retry) and `partition-load-time-max/avg`
+//!   (over the last minute's loads).
 
 pub mod markers;
 mod runtime;
@@ -128,7 +128,8 @@ fn tid(s: &str) -> TransactionalId {
 }
 
 impl TxnCoordinator {
-    /// The coordinator's metrics (`UnknownDestinationQueueSize`, `partition-load-time-*`).
+    /// The coordinator's metrics (`UnknownDestinationQueueSize`, `LogAppendRetryQueueSize`,
+    /// `partition-load-time-*`).
     #[must_use]
     pub fn stats(&self) -> &Arc<markers::TxnCoordinatorStats> {
         self.markers.stats()

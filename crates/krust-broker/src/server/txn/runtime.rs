@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 use tracing::{error, warn};
 
 use super::TRANSACTION_STATE_TOPIC_NAME;
-use super::markers::MarkerSender;
+use super::markers::{MarkerSender, TxnCoordinatorStats};
 use crate::error::PartitionError;
 use crate::server::replica_manager::{ReplicaManager, lock};
 
@@ -346,7 +346,13 @@ async fn serve(
     let mut waiting: Waiting = HashMap::new();
     let mut queued: Vec<Queued> = Vec::new();
     let mut in_flight: Option<InFlight> = None;
+    // This shard's part of `LogAppendRetryQueueSize`, taken back when it stops.
+    let mut retries = RetryQueueGauge {
+        stats: Arc::clone(markers.stats()),
+        reported: 0,
+    };
     loop {
+        retries.set(shard.log_append_retry_queue_size());
         while let Some(action) = shard.poll_action() {
             match action {
                 Action::Append {
@@ -439,6 +445,27 @@ async fn serve(
             }
             () = tokio::time::sleep(sleep) => shard.handle_timeout(now_ms()),
         }
+    }
+}
+
+/// A shard's contribution to the broker's `LogAppendRetryQueueSize`, removed on drop (the
+/// shard stopped: its retries are the next coordinator's).
+struct RetryQueueGauge {
+    stats: Arc<TxnCoordinatorStats>,
+    reported: i64,
+}
+
+impl RetryQueueGauge {
+    fn set(&mut self, size: usize) {
+        let size = i64::try_from(size).unwrap_or(i64::MAX);
+        self.stats.add_log_append_retries(size - self.reported);
+        self.reported = size;
+    }
+}
+
+impl Drop for RetryQueueGauge {
+    fn drop(&mut self) {
+        self.stats.add_log_append_retries(-self.reported);
     }
 }
 
