@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use bytes::Bytes;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::TopicPartition;
 use crate::config::TxnConfig;
@@ -118,6 +118,18 @@ enum After {
     Expire,
 }
 
+/// An AddPartitionsToTxn/AddOffsetsToTxn waiting for the Complete record of its id's previous
+/// transaction, answered CONCURRENT_TRANSACTIONS at `until_ms` if it is still not written.
+#[derive(Debug, Clone)]
+struct Held {
+    request: RequestId,
+    transactional_id: String,
+    producer_id: i64,
+    producer_epoch: i16,
+    partitions: BTreeSet<TopicPartition>,
+    until_ms: i64,
+}
+
 #[derive(Debug, Clone)]
 struct InFlight {
     transactional_id: String,
@@ -169,6 +181,9 @@ pub struct TxnCoordinatorShard {
     /// Complete* appends that failed retriably, tried again at `retry_at_ms`.
     retry_complete: Vec<String>,
     retry_at_ms: Option<i64>,
+    /// AddPartitions that arrived while their id's previous transaction was completing, held
+    /// for its Complete record ([`TxnConfig::add_partitions_hold_ms`]).
+    held: Vec<Held>,
     actions: VecDeque<Action>,
     next_append: u64,
     next_abort_scan_ms: i64,
@@ -191,6 +206,7 @@ impl TxnCoordinatorShard {
             completing: BTreeMap::new(),
             retry_complete: Vec::new(),
             retry_at_ms: None,
+            held: Vec::new(),
             actions: VecDeque::new(),
             next_append: 0,
             next_abort_scan_ms,
@@ -419,6 +435,13 @@ impl TxnCoordinatorShard {
     /// AddPartitionsToTxn (v0–3, or a v4 entry without `verify_only`) and AddOffsetsToTxn
     /// (with the group's `__consumer_offsets` partition). The same answer goes to every
     /// partition.
+    ///
+    /// One that arrives while the producer's previous transaction is completing (its markers
+    /// being written, or its Complete record) is held until that record is written, then
+    /// handled; CONCURRENT_TRANSACTIONS if it is not written within
+    /// [`TxnConfig::add_partitions_hold_ms`]. Kafka 3.9 answers CONCURRENT_TRANSACTIONS at
+    /// once and its producer retries 20 ms later: every back-to-back transaction would wait
+    /// that long for markers that take a few milliseconds.
     pub fn handle_add_partitions(
         &mut self,
         now_ms: i64,
@@ -428,7 +451,37 @@ impl TxnCoordinatorShard {
         producer_epoch: i16,
         partitions: &BTreeSet<TopicPartition>,
     ) {
-        let checked = self.check_producer(transactional_id, producer_id, producer_epoch);
+        let hold_until = now_ms.saturating_add(self.config.add_partitions_hold_ms);
+        self.add_partitions(
+            now_ms,
+            Held {
+                request,
+                transactional_id: transactional_id.to_owned(),
+                producer_id,
+                producer_epoch,
+                partitions: partitions.clone(),
+                until_ms: hold_until,
+            },
+        );
+    }
+
+    /// [`Self::handle_add_partitions`], held until `add.until_ms` while the previous
+    /// transaction completes.
+    fn add_partitions(&mut self, now_ms: i64, add: Held) {
+        let (request, transactional_id, partitions) =
+            (add.request, add.transactional_id.as_str(), &add.partitions);
+        let checked = self.check_producer(transactional_id, add.producer_id, add.producer_epoch);
+        let completing = checked.as_ref().is_ok_and(|m| {
+            matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
+                || matches!(
+                    m.pending,
+                    Some(TxnState::CompleteCommit | TxnState::CompleteAbort)
+                )
+        });
+        if completing && now_ms < add.until_ms {
+            self.held.push(add);
+            return;
+        }
         let result = checked.and_then(|m| {
             if m.pending.is_some()
                 || matches!(m.state, TxnState::PrepareCommit | TxnState::PrepareAbort)
@@ -587,9 +640,23 @@ impl TxnCoordinatorShard {
                 self.start_markers(now_ms, &txn_id);
             }
             After::Complete => {
-                info!(transactional_id = %txn_id, state = ?m.state, "completed transaction");
+                debug!(transactional_id = %txn_id, state = ?m.state, "completed transaction");
+                self.release_held(now_ms, Some(&txn_id));
             }
             After::Expire => {}
+        }
+    }
+
+    /// Handles again the held AddPartitions whose hold ran out, and those of `completed`, whose
+    /// previous transaction was just completed.
+    fn release_held(&mut self, now_ms: i64, completed: Option<&str>) {
+        let (release, keep): (Vec<Held>, Vec<Held>) =
+            std::mem::take(&mut self.held).into_iter().partition(|h| {
+                completed.is_some_and(|id| h.transactional_id == id) || h.until_ms <= now_ms
+            });
+        self.held = keep;
+        for held in release {
+            self.add_partitions(now_ms, held);
         }
     }
 
@@ -662,6 +729,9 @@ impl TxnCoordinatorShard {
 
     /// Timers: the timed-out transaction abort and the idle id expiry.
     pub fn handle_timeout(&mut self, now_ms: i64) {
+        if self.held.iter().any(|h| h.until_ms <= now_ms) {
+            self.release_held(now_ms, None);
+        }
         if self.retry_at_ms.is_some_and(|at| at <= now_ms) {
             self.retry_at_ms = None;
             for id in std::mem::take(&mut self.retry_complete) {
@@ -713,7 +783,13 @@ impl TxnCoordinatorShard {
     #[must_use]
     pub fn poll_timeout(&self) -> i64 {
         let scans = self.next_abort_scan_ms.min(self.next_expiry_scan_ms);
-        self.retry_at_ms.map_or(scans, |r| r.min(scans))
+        let held = self
+            .held
+            .iter()
+            .map(|h| h.until_ms)
+            .min()
+            .unwrap_or(i64::MAX);
+        self.retry_at_ms.map_or(scans, |r| r.min(scans)).min(held)
     }
 
     /// The next action, in order.

@@ -152,7 +152,11 @@ fn pid_epoch(r: Result<Reply, TxnError>) -> (i64, i16) {
 
 #[test]
 fn commit_goes_through_prepare_markers_and_complete() {
-    let mut h = Harness::new();
+    // Kafka 3.9's answers: nothing held while the markers are written.
+    let mut h = Harness::with_config(TxnConfig {
+        add_partitions_hold_ms: 0,
+        ..TxnConfig::default()
+    });
     let (pid, epoch) = pid_epoch(h.init("tx", -1, -1));
     assert_eq!(epoch, 0, "a new id starts at epoch 0");
     assert_eq!(h.state("tx"), TxnState::Empty);
@@ -219,6 +223,68 @@ fn commit_goes_through_prepare_markers_and_complete() {
     let (reply, markers) = h.end("tx", pid, epoch, false);
     assert_eq!(reply, Ok(Reply::Done));
     assert!(!markers[0].commit);
+}
+
+/// An AddPartitions for the next transaction while the markers of the previous one are written
+/// is held for its Complete record, then handled as if it had arrived after it; one still
+/// waiting when its hold runs out gets Kafka's CONCURRENT_TRANSACTIONS; refusals that do not
+/// depend on the completion are answered at once.
+#[test]
+fn add_partitions_while_completing_is_held_for_the_complete_record() {
+    let mut h = Harness::new();
+    let hold = TxnConfig::default().add_partitions_hold_ms;
+    assert_eq!(hold, 100);
+    let (pid, epoch) = pid_epoch(h.init("tx", -1, -1));
+    assert_eq!(h.add("tx", pid, epoch, &[("a", 0)]), Ok(Reply::Done));
+    let (reply, _) = h.end("tx", pid, epoch, true);
+    assert_eq!(reply, Ok(Reply::Done));
+
+    // Held while the markers are written, past the Complete append's start.
+    let held = h.request();
+    h.shard
+        .handle_add_partitions(h.now, held, "tx", pid, epoch, &tps(&[("b", 0)]));
+    assert!(h.drain().replies.is_empty(), "held, not refused");
+    assert_eq!(h.shard.poll_timeout(), h.now + hold, "a timer for the hold");
+    // A stale epoch is refused at once, held or not.
+    assert_eq!(
+        h.add("tx", pid, epoch - 1, &[("b", 0)]),
+        Err(TxnError::ProducerFenced)
+    );
+    h.now += 5;
+    h.shard.handle_markers_written("tx", pid, epoch);
+    let complete = h.drain();
+    assert_eq!(complete.appends.len(), 1);
+    assert!(complete.replies.is_empty(), "still held during the append");
+    h.shard
+        .handle_append_committed(h.now, complete.appends[0].0);
+    // Released: handled as a new transaction's first AddPartitions.
+    let d = h.commit_all();
+    assert_eq!(d.replies, vec![(held, Ok(Reply::Done))]);
+    assert_eq!(h.state("tx"), TxnState::Ongoing);
+    assert_eq!(
+        h.shard.transaction("tx").expect("known").partitions,
+        tps(&[("b", 0)])
+    );
+
+    // Markers that take longer than the hold: CONCURRENT_TRANSACTIONS at its end.
+    let (reply, _) = h.end("tx", pid, epoch, true);
+    assert_eq!(reply, Ok(Reply::Done));
+    let late = h.request();
+    h.shard
+        .handle_add_partitions(h.now, late, "tx", pid, epoch, &tps(&[("c", 0)]));
+    assert!(h.drain().replies.is_empty());
+    h.now += hold - 1;
+    h.shard.handle_timeout(h.now);
+    assert!(h.drain().replies.is_empty(), "not yet");
+    h.now += 1;
+    h.shard.handle_timeout(h.now);
+    assert_eq!(
+        h.drain().replies,
+        vec![(late, Err(TxnError::ConcurrentTransactions))]
+    );
+    h.shard.handle_markers_written("tx", pid, epoch);
+    h.commit_all();
+    assert_eq!(h.state("tx"), TxnState::CompleteCommit);
 }
 
 #[test]
@@ -530,11 +596,19 @@ fn failed_appends_leave_the_state_and_map_errors() {
     assert_eq!(h.shard.log_append_retry_queue_size(), 0);
     h.shard.handle_append_failed(h.now, d.appends[0].0, 19);
     assert!(h.drain().appends.is_empty());
-    assert_eq!(h.shard.log_append_retry_queue_size(), 1, "waits for its retry");
+    assert_eq!(
+        h.shard.log_append_retry_queue_size(),
+        1,
+        "waits for its retry"
+    );
     h.now += 100;
     assert_eq!(h.shard.poll_timeout(), h.now);
     h.shard.handle_timeout(h.now);
-    assert_eq!(h.shard.log_append_retry_queue_size(), 0, "being appended again");
+    assert_eq!(
+        h.shard.log_append_retry_queue_size(),
+        0,
+        "being appended again"
+    );
     h.commit_all();
     assert_eq!(h.state("tx"), TxnState::CompleteAbort);
 }

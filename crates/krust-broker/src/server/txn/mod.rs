@@ -101,6 +101,8 @@ pub fn txn_config(properties: &krust_config::KafkaConfig) -> TxnConfig {
             "transaction.remove.expired.transaction.cleanup.interval.ms",
             d.remove_expired_interval_ms,
         ),
+        // krust's own, not a Kafka config (`TxnConfig::add_partitions_hold_ms`).
+        add_partitions_hold_ms: d.add_partitions_hold_ms,
     }
 }
 
