@@ -25,6 +25,7 @@
 //! ```text
 //! cargo build --release -p krust -p krust-bench
 //! target/release/transactions [--records 100000 --rounds 3] [--skip-krust | --skip-kafka]
+//!     [--client-log-dir DIR]   (each client run's log: the transaction manager's requests, timed)
 //! ```
 //! Goal (issue 13): krust ≥ 1.5× Kafka's throughput, p99 ≤ Kafka's.
 
@@ -42,6 +43,15 @@ use krust_testkit::{KafkaDist, ToolOutput, run_binary, workspace_root};
 
 const CLIENT_MAIN: &str = "TxnBench";
 const PHASE_TIMEOUT: Duration = Duration::from_secs(1200);
+/// The client's log4j settings with `--client-log-dir`: warnings, plus the transaction
+/// manager's requests, answers and retries, with millisecond timestamps and the thread.
+const CLIENT_LOG4J: &str = "log4j.rootLogger=WARN, stderr
+log4j.appender.stderr=org.apache.log4j.ConsoleAppender
+log4j.appender.stderr.Target=System.err
+log4j.appender.stderr.layout=org.apache.log4j.PatternLayout
+log4j.appender.stderr.layout.ConversionPattern=%d{ISO8601} [%t] %p %c{1} %m%n
+log4j.logger.org.apache.kafka.clients.producer.internals.TransactionManager=DEBUG
+";
 
 /// krust vs Apache Kafka 3.9: transactional consume-transform-produce on 3 brokers, RF=3.
 #[derive(Debug, Parser)]
@@ -89,6 +99,10 @@ struct Args {
     /// Only measure krust.
     #[arg(long)]
     skip_kafka: bool,
+    /// Keep each client run's stderr (the Kafka client's warnings: retried requests and the
+    /// like) as `<dir>/<krust|kafka>-<mode>-<round>.log`, for looking into a slow round.
+    #[arg(long)]
+    client_log_dir: Option<PathBuf>,
 }
 
 /// One throughput round.
@@ -196,7 +210,7 @@ fn main() -> Result<()> {
     for round in 0..args.rounds {
         for i in order(impls.len(), round) {
             let imp = &mut impls[i];
-            match throughput_round(&dist, &classes, &imp.cluster, &args, round) {
+            match throughput_round(&dist, &classes, (imp.name, &imp.cluster), &args, round) {
                 Ok(t) => {
                     println!(
                         "throughput round {round} {}: {:.1} txn/s, {:.0} records/s, {:.2} broker CPU s/1k txn",
@@ -233,7 +247,14 @@ fn main() -> Result<()> {
     for round in 0..args.rounds {
         for i in order(impls.len(), round) {
             let imp = &mut impls[i];
-            match latency_round(&dist, &classes, &imp.cluster, &args, round, rate) {
+            match latency_round(
+                &dist,
+                &classes,
+                (imp.name, &imp.cluster),
+                &args,
+                round,
+                rate,
+            ) {
                 Ok(l) => {
                     println!(
                         "latency round {round} {}: p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms ({} of {} delivered)",
@@ -310,8 +331,23 @@ fn compile_client(dist: &KafkaDist, work: &Path) -> Result<PathBuf> {
 }
 
 /// Runs `TxnBench` with `args` and returns its `RESULT` line's `key=value` pairs.
-fn run_client(dist: &KafkaDist, classes: &Path, args: &[String]) -> Result<Vec<(String, f64)>> {
-    let log4j = dist.home().join("testkit").join("tools-log4j.properties");
+fn run_client(
+    dist: &KafkaDist,
+    classes: &Path,
+    args: &[String],
+    log: Option<PathBuf>,
+) -> Result<Vec<(String, f64)>> {
+    // With a log to keep: timestamps, and the transaction manager's requests and retries.
+    let log4j = match log.as_ref().and_then(|l| l.parent()) {
+        Some(dir) => {
+            let path = dir.join("client-log4j.properties");
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::write(&path, CLIENT_LOG4J)
+                .with_context(|| format!("writing {}", path.display()))?;
+            path
+        }
+        None => dist.home().join("testkit").join("tools-log4j.properties"),
+    };
     let mut java_args: Vec<String> = client_jvm_flags().into_iter().map(str::to_owned).collect();
     java_args.push(format!("-Dlog4j.configuration=file:{}", log4j.display()));
     java_args.push("-cp".to_owned());
@@ -319,6 +355,9 @@ fn run_client(dist: &KafkaDist, classes: &Path, args: &[String]) -> Result<Vec<(
     java_args.push(CLIENT_MAIN.to_owned());
     java_args.extend(args.iter().cloned());
     let out = run_binary(dist.java(), &java_args, None, PHASE_TIMEOUT)?;
+    if let Some(log) = log {
+        std::fs::write(&log, &out.stderr).with_context(|| format!("writing {}", log.display()))?;
+    }
     let out: ToolOutput = out.ok().context("TxnBench")?;
     let line = out
         .stdout
@@ -361,7 +400,7 @@ fn run_phase(
     classes: &Path,
     cluster: &Cluster,
     args: &Args,
-    (mode, prefix, round): (&str, &str, u32),
+    (name, mode, prefix, round): (&str, &str, &str, u32),
     tail: &[String],
 ) -> Result<Vec<(String, f64)>> {
     let (input, output) = (
@@ -379,13 +418,17 @@ fn run_phase(
         args.record_bytes.to_string(),
     ];
     client_args.extend_from_slice(tail);
-    run_client(dist, classes, &client_args)
+    let log = args
+        .client_log_dir
+        .as_ref()
+        .map(|dir| dir.join(format!("{name}-{mode}-{round}.log")));
+    run_client(dist, classes, &client_args, log)
 }
 
 fn throughput_round(
     dist: &KafkaDist,
     classes: &Path,
-    cluster: &Cluster,
+    (name, cluster): (&str, &Cluster),
     args: &Args,
     round: u32,
 ) -> Result<Throughput> {
@@ -395,7 +438,7 @@ fn throughput_round(
         classes,
         cluster,
         args,
-        ("throughput", "tput", round),
+        (name, "throughput", "tput", round),
         &[args.warmup_records.to_string(), args.records.to_string()],
     )?;
     // The whole run's CPU (input writes, warm-up and check included), per transaction of it.
@@ -415,7 +458,7 @@ fn throughput_round(
 fn latency_round(
     dist: &KafkaDist,
     classes: &Path,
-    cluster: &Cluster,
+    (name, cluster): (&str, &Cluster),
     args: &Args,
     round: u32,
     rate: u64,
@@ -425,7 +468,7 @@ fn latency_round(
         classes,
         cluster,
         args,
-        ("latency", "lat", round),
+        (name, "latency", "lat", round),
         &[
             rate.to_string(),
             args.warmup_seconds.to_string(),
