@@ -678,12 +678,23 @@ fn run(target: &str, controller: &str) -> Vec<(String, Outcome, i64)> {
                 .await
                 .unwrap_or_else(|_| panic!("{label}: no answer"))
         });
-        // The answer comes once the records are committed; the high watermark follows.
-        let deadline = Instant::now() + Duration::from_secs(2);
+        // The answer comes once the records are committed, so the high watermark holds them
+        // already; nothing else writes (`metadata.max.idle.interval.ms=0`), so it must then
+        // stay still (500 ms of unchanged readings).
+        let deadline = Instant::now() + WAIT;
         let mut after = high_watermark(controller);
-        while Instant::now() < deadline {
+        let mut still_since = Instant::now();
+        while still_since.elapsed() < Duration::from_millis(500) {
             std::thread::sleep(Duration::from_millis(100));
-            after = high_watermark(controller);
+            let now = high_watermark(controller);
+            if now != after {
+                after = now;
+                still_since = Instant::now();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{label}: the metadata log does not settle"
+            );
         }
         out.push((label.to_owned(), outcome, after - before));
     }

@@ -11,7 +11,8 @@
 //!
 //! Asserted (no wall time): on krust, the first Metadata on the forwarding broker always finds
 //! the topic (it answers CreateTopics once its own image holds it), and every broker learns
-//! every topic. Kafka's figures are printed beside krust's, not asserted.
+//! every topic. Kafka's figures are printed beside krust's, not asserted: that run is on demand
+//! (`cargo test -p krust --test metadata_propagation_vs_kafka -- --ignored`).
 //!
 //! Every process is killed on drop, every wait is bounded, only 127.0.0.1.
 
@@ -164,22 +165,39 @@ fn report(f: &Figures) -> String {
     )
 }
 
+fn krust_figures(dist: &KafkaDist) -> Figures {
+    let cluster = BrokerUnderTest::krust_cluster(dist, env!("CARGO_BIN_EXE_krust"), &[])
+        .expect("krust cluster");
+    collect(&cluster)
+}
+
+fn assert_first_try(krust: &Figures) {
+    assert_eq!(
+        krust.first_try_hits, TOPICS,
+        "krust: a Metadata request right after CreateTopics missed the topic on the broker that forwarded it"
+    );
+}
+
 #[test]
 fn a_created_topic_is_visible_at_once_on_the_forwarding_broker_and_soon_on_all() {
     let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let krust = krust_figures(&dist);
+    eprintln!("{}", report(&krust));
+    assert_first_try(&krust);
+}
+
+/// The same run on a Kafka 3.9 cluster beside krust's, for the printed comparison (Kafka's
+/// figures are not asserted, so CI leaves this out for its time).
+#[test]
+#[ignore = "prints Kafka 3.9's figures beside krust's (nothing more asserted); on demand with `-- --ignored`"]
+fn propagation_figures_beside_kafkas() {
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
     // One cluster at a time: the machine has two cores.
-    let krust = {
-        let cluster = BrokerUnderTest::krust_cluster(&dist, env!("CARGO_BIN_EXE_krust"), &[])
-            .expect("krust cluster");
-        collect(&cluster)
-    };
+    let krust = krust_figures(&dist);
     let kafka = {
         let cluster = BrokerUnderTest::kafka_cluster(&dist, &[]).expect("Kafka 3.9 cluster");
         collect(&cluster)
     };
     eprintln!("{}\n{}", report(&krust), report(&kafka));
-    assert_eq!(
-        krust.first_try_hits, TOPICS,
-        "krust: a Metadata request right after CreateTopics missed the topic on the broker that forwarded it"
-    );
+    assert_first_try(&krust);
 }
