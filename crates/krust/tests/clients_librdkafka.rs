@@ -242,8 +242,8 @@ fn librdkafka_cluster_tests_pass_against_a_kafka_cluster() {
     run_list(&runner, &broker, "cluster-tests.txt");
 }
 
-#[test]
-fn librdkafka_cluster_tests_pass_against_a_krust_cluster() {
+/// `list` against 3 combined krust nodes with librdkafka's default scenario.
+fn run_list_on_a_krust_cluster(list: &str) {
     let Some(runner) = LibrdkafkaTests::locate().expect("librdkafka tests") else {
         return;
     };
@@ -252,7 +252,12 @@ fn librdkafka_cluster_tests_pass_against_a_krust_cluster() {
     let broker =
         BrokerUnderTest::krust_cluster(&dist, env!("CARGO_BIN_EXE_krust"), SCENARIO_DEFAULT)
             .expect("krust cluster");
-    run_list(&runner, &broker, "cluster-tests.txt");
+    run_list(&runner, &broker, list);
+}
+
+#[test]
+fn librdkafka_cluster_tests_pass_against_a_krust_cluster() {
+    run_list_on_a_krust_cluster("cluster-tests.txt");
 }
 
 /// The single-node list on replicated topics (RF 3, 4 partitions) of a krust cluster: all of
@@ -262,13 +267,5 @@ fn librdkafka_cluster_tests_pass_against_a_krust_cluster() {
 #[test]
 #[ignore = "the single-node list again on a 3-node krust cluster; on demand with `-- --ignored`, kept out of CI for its 60-minute budget"]
 fn librdkafka_broker_tests_pass_against_a_krust_cluster() {
-    let Some(runner) = LibrdkafkaTests::locate().expect("librdkafka tests") else {
-        return;
-    };
-    let _serial = broker_lock();
-    let dist = KafkaDist::locate().expect("Kafka 3.9");
-    let broker =
-        BrokerUnderTest::krust_cluster(&dist, env!("CARGO_BIN_EXE_krust"), SCENARIO_DEFAULT)
-            .expect("krust cluster");
-    run_list(&runner, &broker, "broker-tests.txt");
+    run_list_on_a_krust_cluster("broker-tests.txt");
 }
