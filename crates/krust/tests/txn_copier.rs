@@ -7,10 +7,10 @@
 //! committed 1/6, 2/6, … of the records until that round's node is dead, then goes on while
 //! the node restarts, so the rounds land mid-copy however fast the cluster copies. Then
 //! Kafka's console consumer with `isolation.level=read_committed` must see every input record
-//! exactly once in the output topic. The same run goes against 3 combined krust nodes (in CI) and 3 combined Apache Kafka
-//! 3.9 nodes (the oracle, on demand: `cargo test -p krust --test txn_copier -- --ignored`; it
-//! takes 150 s of CI's hour). Both passed on 2026-12-03, run side by side: krust in 71 s, Kafka
-//! in 139 s.
+//! exactly once in the output topic. The same run goes against 3 combined krust nodes (in
+//! CI) and 3 combined Apache Kafka 3.9 nodes (the oracle, on demand: `cargo test -p krust
+//! --test txn_copier -- --ignored`; it takes 150 s of CI's hour). Both passed on 2026-12-03,
+//! run side by side: krust in 71 s, Kafka in 139 s.
 //!
 //! Real processes only, 127.0.0.1, every wait bounded, everything killed on drop.
 
