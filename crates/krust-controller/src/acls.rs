@@ -31,6 +31,7 @@ use kafka_protocol::messages::{
     CreateAclsRequest, CreateAclsResponse, DeleteAclsRequest, DeleteAclsResponse,
 };
 use kafka_protocol::protocol::StrBytes;
+use krust_metadata::authorizer::AclBindingFilter;
 use krust_metadata::image::acls::StandardAcl;
 use krust_metadata::kafka_uuid::random_kafka_uuid;
 use krust_metadata::records::{
@@ -58,8 +59,6 @@ const RESOURCE_TYPE_MAX: i8 = 7;
 const PATTERN_ANY: i8 = 1;
 /// `PatternType.MATCH`.
 const PATTERN_MATCH: i8 = 2;
-/// `PatternType.LITERAL`.
-const PATTERN_LITERAL: i8 = 3;
 /// `PatternType.PREFIXED`.
 const PATTERN_PREFIXED: i8 = 4;
 /// `AclOperation.ANY`.
@@ -70,8 +69,6 @@ const OPERATION_MAX: i8 = 14;
 const PERMISSION_ANY: i8 = 1;
 /// Highest known `AclPermissionType` code (ALLOW).
 const PERMISSION_MAX: i8 = 3;
-/// `ResourcePattern.WILDCARD_RESOURCE`.
-const WILDCARD_RESOURCE: &str = "*";
 
 /// Whether a code is Kafka's UNKNOWN for its enum (`fromCode` maps anything it does not know
 /// to UNKNOWN, code 0).
@@ -282,8 +279,9 @@ pub fn delete_acls(
     for filter in &request.filters {
         let mut matching = Vec::new();
         let mut too_many = false;
+        let binding = binding_filter(filter);
         for (id, acl) in &image.acls.acls {
-            if !filter_matches(filter, acl) {
+            if !binding.matches(acl) {
                 continue;
             }
             matching.push(matching_acl(acl));
@@ -332,90 +330,15 @@ fn matching_acl(acl: &StandardAcl) -> DeleteAclsMatchingAcl {
         .with_permission_type(acl.permission_type)
 }
 
-/// `AclBindingFilter.matches`: `ResourcePatternFilter.matches` and
-/// `AccessControlEntryFilter.matches`.
-fn filter_matches(filter: &DeleteAclsFilter, acl: &StandardAcl) -> bool {
-    pattern_matches(
-        filter.resource_type_filter,
-        filter.resource_name_filter.as_deref(),
-        filter.pattern_type_filter,
-        acl,
-    ) && filter
-        .principal_filter
-        .as_deref()
-        .is_none_or(|p| p == acl.principal)
-        && filter.host_filter.as_deref().is_none_or(|h| h == acl.host)
-        && (filter.operation == OPERATION_ANY || filter.operation == acl.operation)
-        && (filter.permission_type == PERMISSION_ANY
-            || filter.permission_type == acl.permission_type)
-}
-
-fn pattern_matches(
-    resource_type: i8,
-    name: Option<&str>,
-    pattern_type: i8,
-    acl: &StandardAcl,
-) -> bool {
-    if resource_type != RESOURCE_TYPE_ANY && resource_type != acl.resource_type {
-        return false;
-    }
-    if pattern_type != PATTERN_ANY
-        && pattern_type != PATTERN_MATCH
-        && pattern_type != acl.pattern_type
-    {
-        return false;
-    }
-    let Some(name) = name else {
-        return true;
-    };
-    if pattern_type == PATTERN_ANY || pattern_type == acl.pattern_type {
-        return name == acl.resource_name;
-    }
-    // MATCH: the ACLs that would apply to a resource of this name.
-    match acl.pattern_type {
-        PATTERN_LITERAL => name == acl.resource_name || acl.resource_name == WILDCARD_RESOURCE,
-        PATTERN_PREFIXED => name.starts_with(&acl.resource_name),
-        _ => false,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn acl(resource_type: i8, name: &str, pattern_type: i8) -> StandardAcl {
-        StandardAcl {
-            resource_type,
-            resource_name: name.to_owned(),
-            pattern_type,
-            principal: "User:alice".to_owned(),
-            host: "*".to_owned(),
-            operation: 3,
-            permission_type: 3,
-        }
-    }
-
-    #[test]
-    fn match_filter_finds_acls_that_apply_to_a_resource() {
-        let literal = acl(2, "orders", PATTERN_LITERAL);
-        let wildcard = acl(2, "*", PATTERN_LITERAL);
-        let prefixed = acl(2, "ord", PATTERN_PREFIXED);
-        let other = acl(2, "payments", PATTERN_LITERAL);
-        for (acl, expected) in [
-            (&literal, true),
-            (&wildcard, true),
-            (&prefixed, true),
-            (&other, false),
-        ] {
-            assert_eq!(
-                pattern_matches(2, Some("orders"), PATTERN_MATCH, acl),
-                expected,
-                "{acl:?}"
-            );
-        }
-        // ANY requires the exact name whatever the pattern type.
-        assert!(!pattern_matches(2, Some("orders"), PATTERN_ANY, &wildcard));
-        assert!(pattern_matches(1, None, PATTERN_ANY, &other));
-        assert!(!pattern_matches(3, None, PATTERN_ANY, &other));
+/// The request's filter as Kafka's `AclBindingFilter`.
+fn binding_filter(filter: &DeleteAclsFilter) -> AclBindingFilter {
+    AclBindingFilter {
+        resource_type: filter.resource_type_filter,
+        resource_name: filter.resource_name_filter.as_deref().map(str::to_owned),
+        pattern_type: filter.pattern_type_filter,
+        principal: filter.principal_filter.as_deref().map(str::to_owned),
+        host: filter.host_filter.as_deref().map(str::to_owned),
+        operation: filter.operation,
+        permission_type: filter.permission_type,
     }
 }

@@ -22,7 +22,9 @@
 //! - [`meta_properties`]: `meta.properties` v0/v1 (facts §4.6).
 //! - [`properties`]: Java `.properties` text.
 //! - [`kafka_uuid`]: Kafka's base64 UUID text (cluster, directory and topic ids).
+//! - [`authorizer`]: Kafka's `StandardAuthorizer` over the image's ACLs, and ACL filters.
 
+pub mod authorizer;
 pub mod bootstrap;
 pub mod codec;
 pub mod dynamic_voters;

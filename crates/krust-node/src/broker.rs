@@ -26,6 +26,7 @@ use krust_broker::server::forwarding::Forwarder;
 use krust_broker::server::lifecycle::{BrokerLifecycle, BrokerState, LifecycleConfig};
 use krust_broker::server::replica_manager::lock;
 use krust_broker::server::{Broker, BrokerConfig, BrokerError};
+use krust_metadata::authorizer::AuthorizerConfig;
 use krust_metadata::image::MetadataPublisher;
 use krust_metrics::{Collector, Family, prometheus_name};
 use krust_raft::config::VoterAddress;
@@ -60,6 +61,8 @@ pub struct BrokerServerConfig {
     pub listeners: Vec<BrokerListener>,
     /// How long a forwarded admin request waits for the controller (`request.timeout.ms`).
     pub forward_timeout: Duration,
+    /// Kafka's `StandardAuthorizer` (`authorizer.class.name`), if configured.
+    pub authorizer: Option<AuthorizerConfig>,
 }
 
 /// Why the broker server cannot start or serve.
@@ -122,6 +125,7 @@ impl BrokerServer {
             lifecycle: lifecycle_config,
             listeners,
             forward_timeout,
+            authorizer,
         } = config;
         let node_id = broker_config.node_id;
         let bootstrap = broker_config
@@ -135,12 +139,14 @@ impl BrokerServer {
             format!("broker-{node_id}-to-controller"),
         ));
         let forwarder = Forwarder::new(channel.clone()).with_timeout(forward_timeout);
-        let broker = Broker::builder(broker_config, channel.clone())
+        let mut builder = Broker::builder(broker_config, channel.clone())
             .with_replication()
             .with_groups()
-            .with_forwarder(forwarder)
-            .open()
-            .map_err(BrokerServerError::Open)?;
+            .with_forwarder(forwarder);
+        if let Some(authorizer) = authorizer {
+            builder = builder.with_authorizer(authorizer);
+        }
+        let broker = builder.open().map_err(BrokerServerError::Open)?;
         let lifecycle = BrokerLifecycle::start(lifecycle_config, channel.clone());
         let handler = Arc::new(broker.client_handler());
         Ok(BrokerServer {

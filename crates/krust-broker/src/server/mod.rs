@@ -26,6 +26,7 @@
 //!   marker sender.
 
 pub mod apis;
+pub mod authz;
 pub mod cleaner;
 pub mod controller_channel;
 pub mod forwarding;
@@ -49,7 +50,9 @@ use krust_log::checkpoint::{
     REPLICATION_OFFSET_CHECKPOINT_FILE, TopicPartition as LogTopicPartition,
     read_offset_checkpoint, write_offset_checkpoint,
 };
+use krust_metadata::authorizer::AuthorizerConfig;
 use krust_metadata::image::MetadataPublisher;
+use krust_net::RequestContext;
 use thiserror::Error;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
@@ -160,6 +163,8 @@ pub struct Broker {
     /// The transaction coordinator, built with the group coordinator.
     txn: Option<Arc<txn::TxnCoordinator>>,
     forwarder: Option<Arc<Forwarder>>,
+    /// Kafka's `StandardAuthorizer`, if the broker was built with one.
+    authorizer: Option<authz::BrokerAuthorizer>,
     pub(crate) fetch_sessions: apis::fetch::FetchSessionCache,
     pub(crate) producer_ids: apis::producer_id::ProducerIdManager,
     pub(crate) txn_verifier: apis::txn_verification::TxnVerifier,
@@ -219,6 +224,7 @@ pub struct BrokerBuilder {
     replication: bool,
     groups: bool,
     forwarder: Option<Forwarder>,
+    authorizer: Option<AuthorizerConfig>,
 }
 
 impl std::fmt::Debug for BrokerBuilder {
@@ -255,6 +261,14 @@ impl BrokerBuilder {
         self
     }
 
+    /// Kafka's `StandardAuthorizer` (`authorizer.class.name`): every request is authorized
+    /// against the image's ACLs as Kafka's `KafkaApis` does; without it, everything is allowed.
+    #[must_use]
+    pub fn with_authorizer(mut self, config: AuthorizerConfig) -> Self {
+        self.authorizer = Some(config);
+        self
+    }
+
     /// Locks the log dirs (all but `metadata.log.dir`, which the Raft driver locks), reads
     /// their checkpoints and builds the chosen parts. Partition directories are opened when a
     /// publication says they are hosted; strays are removed at the first one. In a tokio
@@ -269,6 +283,7 @@ impl BrokerBuilder {
             replication,
             groups,
             forwarder,
+            authorizer,
         } = self;
         if config.log_dirs.is_empty() {
             return Err(BrokerError::NoLogDirs);
@@ -341,6 +356,7 @@ impl BrokerBuilder {
             groups,
             txn,
             forwarder: forwarder.map(Arc::new),
+            authorizer: authorizer.map(authz::BrokerAuthorizer::new),
             client_stats: Arc::new(apis::stats::ClientApiStats::default()),
             auto_create_inflight: Mutex::new(std::collections::BTreeSet::new()),
             background: Mutex::new(None),
@@ -381,6 +397,7 @@ impl Broker {
             channel,
             replication: false,
             groups: false,
+            authorizer: None,
             forwarder: None,
         }
     }
@@ -428,6 +445,12 @@ impl Broker {
         self.txn.as_ref()
     }
 
+    /// One request's authorization (everything allowed without an authorizer).
+    #[must_use]
+    pub fn authz(&self, ctx: &RequestContext) -> authz::Authz {
+        authz::Authz::new(self, ctx)
+    }
+
     /// The forwarder, if the broker was built with it.
     #[must_use]
     pub fn forwarder(&self) -> Option<&Arc<Forwarder>> {
@@ -443,6 +466,7 @@ impl Broker {
 
     /// The broker's metadata publishers, in the order the node's metadata loader must call
     /// them (Kafka's `BrokerServer` registers its `BrokerMetadataPublisher` the same way):
+    /// [`authz::AclPublisher`] (ACLs before the image they came with is served),
     /// [`DynamicConfigPublisher`], [`ReplicaManagerPublisher`] (replication included), then,
     /// when built with one, [`GroupCoordinatorPublisher`], which relies on the replica manager
     /// having made this broker leader of its `__consumer_offsets` partitions, and
@@ -451,6 +475,7 @@ impl Broker {
     #[must_use]
     pub fn metadata_publishers(self: &Arc<Self>) -> Vec<Box<dyn MetadataPublisher>> {
         let mut publishers: Vec<Box<dyn MetadataPublisher>> = vec![
+            Box::new(authz::AclPublisher::new(Arc::clone(self))),
             Box::new(DynamicConfigPublisher::new(Arc::clone(self))),
             Box::new(ReplicaManagerPublisher::new(Arc::clone(self))),
         ];

@@ -20,6 +20,7 @@ use krust_broker::server::{BrokerConfig, Endpoint};
 use krust_node::broker::{BrokerListener, BrokerServerConfig};
 
 use krust_log::fs::write_atomically;
+use krust_metadata::authorizer::AuthorizerConfig;
 use krust_metadata::kafka_uuid::random_directory_id;
 use krust_metadata::meta_properties::{META_PROPERTIES_NAME, verify_ensemble};
 
@@ -354,7 +355,42 @@ pub fn broker_server_config(
         lifecycle,
         listeners,
         forward_timeout: request_timeout,
+        authorizer: authorizer_config(config)?,
     })
+}
+
+/// Kafka's KRaft authorizer class, the one `authorizer.class.name` may name.
+pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
+
+/// `authorizer.class.name`, `super.users` and `allow.everyone.if.no.acl.found` as Kafka's
+/// `StandardAuthorizer.configure` reads them; `None` without an authorizer.
+///
+/// # Errors
+/// Another authorizer class, or a super user that is not `type:name`.
+pub fn authorizer_config(config: &ServerConfig) -> anyhow::Result<Option<AuthorizerConfig>> {
+    let class = config.get("authorizer.class.name").map_or("", str::trim);
+    if class.is_empty() {
+        return Ok(None);
+    }
+    if class != STANDARD_AUTHORIZER {
+        anyhow::bail!(
+            "Invalid value {class} for configuration authorizer.class.name: krust provides \
+             {STANDARD_AUTHORIZER} only"
+        );
+    }
+    let super_users = AuthorizerConfig::parse_super_users(config.get("super.users").unwrap_or(""))
+        .map_err(|bad| {
+            anyhow::anyhow!(
+                "super.users: expected a string in format principalType:principalName but got {bad}"
+            )
+        })?;
+    let allow_everyone_if_no_acl_found = config
+        .get("allow.everyone.if.no.acl.found")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    Ok(Some(AuthorizerConfig {
+        super_users,
+        allow_everyone_if_no_acl_found,
+    }))
 }
 
 /// Whether `dir` holds `meta.properties` (used by `krust dev` to decide whether to format).
@@ -376,6 +412,42 @@ mod tests {
 
     const BASE: &str = "process.roles=broker\nnode.id=4\ncontroller.listener.names=CONTROLLER\n\
                         controller.quorum.voters=1@127.0.0.1:9093\n";
+
+    #[test]
+    fn authorizer_settings_as_standard_authorizer_reads_them() {
+        assert_eq!(
+            authorizer_config(&config(BASE)).expect("no authorizer"),
+            None
+        );
+        let on = config(&format!(
+            "{BASE}authorizer.class.name={STANDARD_AUTHORIZER}\n\
+             super.users= User:admin ; ;User:CN=broker,OU=kafka\n\
+             allow.everyone.if.no.acl.found= TRUE\n"
+        ));
+        let settings = authorizer_config(&on)
+            .expect("valid")
+            .expect("an authorizer");
+        assert_eq!(
+            settings.super_users.into_iter().collect::<Vec<_>>(),
+            ["User:CN=broker,OU=kafka", "User:admin"]
+        );
+        assert!(settings.allow_everyone_if_no_acl_found);
+        let other = config(&format!("{BASE}authorizer.class.name=com.example.Mine\n"));
+        let error = authorizer_config(&other)
+            .expect_err("unknown class")
+            .to_string();
+        assert!(error.contains("com.example.Mine"), "{error}");
+        let bad = config(&format!(
+            "{BASE}authorizer.class.name={STANDARD_AUTHORIZER}\nsuper.users=admin\n"
+        ));
+        let error = authorizer_config(&bad)
+            .expect_err("bad principal")
+            .to_string();
+        assert!(
+            error.contains("expected a string in format principalType:principalName but got admin"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn broker_listeners_skip_the_controller_listener_and_follow_advertised_listeners() {

@@ -18,7 +18,9 @@ use krust_config::{BrokerConfigLayers, ConfigKind, usable_dynamic_broker_configs
 use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
 use krust_net::{Reply, RequestContext};
 
+use super::authorize;
 use crate::server::Broker;
+use crate::server::authz::Authz;
 use crate::server::forwarding::Forwarder;
 
 use krust_net::error_codes::{INVALID_CONFIG, INVALID_REQUEST, UNKNOWN_SERVER_ERROR};
@@ -231,6 +233,7 @@ fn validate_broker_change(
 /// Every resource's refusal (`None`: it goes to the controller), in request order.
 fn preprocess_all(
     broker: &Broker,
+    authz: &Authz,
     resources: &[((i8, String), Vec<Op>)],
     incremental: bool,
 ) -> Vec<Option<Refusal>> {
@@ -246,9 +249,23 @@ fn preprocess_all(
                 ))
             } else {
                 preprocess_resource(broker, key.0, &key.1, ops, incremental)
+                    .or_else(|| authorize_alter(authz, key.0, &key.1))
             }
         })
         .collect()
+}
+
+/// Kafka's `ControllerApis.authorizeAlterResource` (krust checks it before forwarding):
+/// ALTER_CONFIGS on the cluster for a broker or client-metrics resource, on the topic for a
+/// topic.
+fn authorize_alter(authz: &Authz, resource_type: i8, name: &str) -> Option<Refusal> {
+    use krust_metadata::authorizer::{AclOperation::AlterConfigs, resource_type as acl};
+    let (allowed, code) = match resource_type {
+        BROKER | CLIENT_METRICS => (authz.allows_cluster(AlterConfigs), authorize::CAF),
+        TOPIC => (authz.allows(AlterConfigs, acl::TOPIC, name), authorize::TAF),
+        _ => return None,
+    };
+    (!allowed).then(|| refuse(code, authorize::message(code)))
 }
 
 /// Kafka's `reassemble*Response`: each resource's answer in request order, the broker's
@@ -297,7 +314,8 @@ macro_rules! alter_configs_handler {
                     ((r.resource_type, r.resource_name.to_string()), ops)
                 })
                 .collect();
-            let refusals = preprocess_all(broker, &resources, $incremental);
+            let refusals =
+                preprocess_all(broker, &broker.authz(ctx), &resources, $incremental);
             let mut remaining = request.clone();
             remaining.resources = request
                 .resources

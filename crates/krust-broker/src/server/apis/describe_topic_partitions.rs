@@ -11,11 +11,13 @@ use kafka_protocol::messages::{
     BrokerId, DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use krust_metadata::authorizer::{AclOperation, resource_type};
 use krust_metadata::image::MetadataImage;
 use krust_metadata::image::topics::TopicImage;
 use krust_net::RequestContext;
 use krust_net::error_codes::{
-    INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, UNKNOWN_TOPIC_OR_PARTITION,
+    INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, TOPIC_AUTHORIZATION_FAILED,
+    UNKNOWN_TOPIC_OR_PARTITION,
 };
 use uuid::Uuid;
 
@@ -23,15 +25,10 @@ use super::metadata::{
     BrokerEndpoint, INTERNAL_TOPICS, alive_brokers, is_valid_topic_name, offline_replicas,
 };
 use crate::server::Broker;
+use crate::server::authz::Authz;
 
 /// `max.request.partition.size.limit`'s default.
 const MAX_REQUEST_PARTITION_SIZE_LIMIT_DEFAULT: i32 = 2000;
-/// `authorized_operations` of a topic without an authorizer: every operation a topic supports
-/// (`AclEntry.supportedOperations(TOPIC)`: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
-/// DESCRIBE_CONFIGS, ALTER_CONFIGS as a bit field).
-pub const TOPIC_OPERATIONS_ALL: i32 =
-    (1 << 3) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 10) | (1 << 11);
-
 fn name(v: &str) -> TopicName {
     TopicName(StrBytes::from_string(v.to_owned()))
 }
@@ -48,7 +45,7 @@ pub fn describe_topic_partitions(
         "max.request.partition.size.limit",
         MAX_REQUEST_PARTITION_SIZE_LIMIT_DEFAULT,
     );
-    answer(&image, &alive, limit, request)
+    answer(&image, &alive, limit, request, &broker.authz(ctx))
 }
 
 /// The answer over `image` with `alive` brokers on the request's listener.
@@ -58,8 +55,11 @@ pub fn answer(
     alive: &[BrokerEndpoint],
     max_partitions_config: i32,
     request: &DescribeTopicPartitionsRequest,
+    authz: &Authz,
 ) -> DescribeTopicPartitionsResponse {
     let fetch_all = request.topics.is_empty();
+    let describe = |name: &str| authz.allows(AclOperation::Describe, resource_type::TOPIC, name);
+    let operations = |name: &str| authz.authorized_operations(resource_type::TOPIC, name);
     let cursor = request.cursor.as_ref();
     let cursor_topic = cursor.map_or("", |c| c.topic_name.0.as_str());
     let mut topics: Vec<String> = if fetch_all {
@@ -80,6 +80,24 @@ pub fn answer(
     };
     topics.sort();
     topics.dedup();
+    // Kafka's handler: topics the principal may not describe are left out of an all-topics
+    // answer and refused by name otherwise (topic id zero), after the described ones.
+    let (refused, topics): (Vec<String>, Vec<String>) =
+        topics.into_iter().partition(|t| !describe(t));
+    let refused: Vec<DescribeTopicPartitionsResponseTopic> = if fetch_all {
+        Vec::new()
+    } else {
+        refused
+            .iter()
+            .map(|t| {
+                DescribeTopicPartitionsResponseTopic::default()
+                    .with_error_code(TOPIC_AUTHORIZATION_FAILED)
+                    .with_name(Some(name(t)))
+                    .with_topic_id(Uuid::nil())
+                    .with_is_internal(false)
+            })
+            .collect()
+    };
     if let Some(c) = cursor {
         // Kafka: the cursor's topic must be among the named ones, and its partition valid.
         if (!fetch_all && !topics.iter().any(|t| t.as_str() == cursor_topic))
@@ -116,7 +134,7 @@ pub fn answer(
                         .with_topic_id(t.id)
                         .with_is_internal(INTERNAL_TOPICS.contains(&topic.as_str()))
                         .with_partitions(partitions)
-                        .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL),
+                        .with_topic_authorized_operations(operations(&topic)),
                 );
                 if let Some(next) = next {
                     response.next_cursor = Some(
@@ -139,12 +157,13 @@ pub fn answer(
                         .with_name(Some(name(&topic)))
                         .with_topic_id(Uuid::nil())
                         .with_is_internal(INTERNAL_TOPICS.contains(&topic.as_str()))
-                        .with_topic_authorized_operations(TOPIC_OPERATIONS_ALL),
+                        .with_topic_authorized_operations(operations(&topic)),
                 );
             }
             None => {}
         }
     }
+    response.topics.extend(refused);
     response
 }
 

@@ -28,6 +28,7 @@ use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::fetch_response::{LeaderIdAndEpoch, NodeEndpoint, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, ResponseKind, TopicName};
 use kafka_protocol::protocol::StrBytes;
+use krust_metadata::authorizer::{AclOperation, resource_type};
 use krust_metadata::image::topics::TopicPartition;
 use krust_net::{Reply, RequestContext};
 use rand::Rng;
@@ -459,6 +460,7 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
     } else {
         full.replica_id.0
     };
+    deny_unauthorized(broker, ctx, &full, &mut response, replica_id, version);
     if replica_id >= 0
         && let Some(replication) = broker.replication()
     {
@@ -509,6 +511,46 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
         .client_stats()
         .record_fetch(bytes_out as u64, response.error_code != 0, replica_id >= 0);
     ResponseKind::Fetch(response).into()
+}
+
+/// Kafka's `handleFetchRequest` authorization: a follower needs CLUSTER_ACTION on the
+/// cluster, a consumer READ on each topic; the partitions refused answer
+/// TOPIC_AUTHORIZATION_FAILED with no records.
+fn deny_unauthorized(
+    broker: &Broker,
+    ctx: &RequestContext,
+    full: &FetchRequest,
+    response: &mut FetchResponse,
+    replica_id: i32,
+    version: i16,
+) {
+    let authz = broker.authz(ctx);
+    if !authz.enabled() {
+        return;
+    }
+    let follower_denied = replica_id >= 0 && !authz.allows_cluster(AclOperation::ClusterAction);
+    let image = broker.replica_manager().image();
+    for (topic, topic_response) in full.topics.iter().zip(response.responses.iter_mut()) {
+        let Some(name) = request_topic_name(&image, version, topic.topic_id, &topic.topic) else {
+            continue;
+        };
+        if follower_denied
+            || (replica_id < 0 && !authz.allows(AclOperation::Read, resource_type::TOPIC, &name))
+        {
+            for data in &mut topic_response.partitions {
+                if data.error_code != ResponseError::UnknownTopicId.code() {
+                    *data = PartitionData::default()
+                        .with_partition_index(data.partition_index)
+                        .with_error_code(ResponseError::TopicAuthorizationFailed.code())
+                        .with_high_watermark(-1)
+                        .with_last_stable_offset(-1)
+                        .with_log_start_offset(-1)
+                        .with_preferred_read_replica(BrokerId(-1))
+                        .with_records(Some(Bytes::new()));
+                }
+            }
+        }
+    }
 }
 
 fn add_leader_hints(

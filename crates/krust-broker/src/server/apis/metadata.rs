@@ -17,6 +17,7 @@ use kafka_protocol::messages::{
     MetadataRequest, MetadataResponse, RequestKind, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use krust_metadata::authorizer::{AclOperation, CLUSTER_NAME, resource_type};
 use krust_metadata::image::MetadataImage;
 use krust_metadata::image::topics::{PartitionRegistration, TopicImage, directory_id};
 use krust_net::RequestContext;
@@ -307,52 +308,112 @@ pub async fn handle(
         )))
         .with_controller_id(BrokerId(random_alive_broker(&alive)))
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+    let authz = broker.authz(ctx);
+    let describe = |name: &str| authz.allows(AclOperation::Describe, resource_type::TOPIC, name);
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let all_topics = match &request.topics {
         None => true,
         Some(t) => t.is_empty() && version == 0,
     };
     if all_topics {
+        // Topics the client may not describe are left out, silently.
         response.topics = image
             .topics
             .by_name
             .values()
+            .filter(|t| describe(&t.name))
             .map(|t| topic_response(&image, t, &alive, version))
             .collect();
-        return response;
-    }
-    let allow_auto_create = (version < 4 || request.allow_auto_topic_creation)
-        && broker.config().prop("auto.create.topics.enable", true);
-    let mut to_create = Vec::new();
-    for wanted in request.topics.iter().flatten() {
-        let by_name = wanted.name.as_ref().map(|n| n.0.to_string());
-        let found = match &by_name {
-            Some(name) => image.topics.topic_by_name(name),
-            None => image.topics.topic(wanted.topic_id),
-        };
-        let out = match (found, by_name) {
-            (Some(topic), _) => topic_response(&image, topic, &alive, version),
-            (None, None) => error_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
-            (None, Some(name)) if !is_valid_topic_name(&name) => error_topic(
-                Some(name),
-                Uuid::nil(),
-                ResponseError::InvalidTopicException,
-            ),
-            (None, Some(name))
-                if allow_auto_create && !INTERNAL_TOPICS.contains(&name.as_str()) =>
+    } else {
+        let allow_auto_create = (version < 4 || request.allow_auto_topic_creation)
+            && broker.config().prop("auto.create.topics.enable", true);
+        let create_any =
+            allow_auto_create && authz.enabled() && authz.allows_cluster(AclOperation::Create);
+        let mut to_create = Vec::new();
+        for wanted in request.topics.iter().flatten() {
+            let by_name = wanted.name.as_ref().map(|n| n.0.to_string());
+            let found = match &by_name {
+                Some(name) => image.topics.topic_by_name(name),
+                None => image.topics.topic(wanted.topic_id),
+            };
+            // Authorization before existence: an unauthorized caller cannot tell.
+            let name = by_name.clone().or_else(|| found.map(|t| t.name.clone()));
+            if let Some(name) = &name
+                && !describe(name)
             {
-                to_create.push(name.clone());
-                error_topic(Some(name), Uuid::nil(), ResponseError::LeaderNotAvailable)
+                response.topics.push(match by_name {
+                    Some(name) => error_topic(
+                        Some(name),
+                        Uuid::nil(),
+                        ResponseError::TopicAuthorizationFailed,
+                    ),
+                    None => error_topic(
+                        None,
+                        wanted.topic_id,
+                        ResponseError::TopicAuthorizationFailed,
+                    ),
+                });
+                continue;
             }
-            (None, Some(name)) => error_topic(
-                Some(name),
-                Uuid::nil(),
-                ResponseError::UnknownTopicOrPartition,
-            ),
-        };
-        response.topics.push(out);
+            let out = match (found, by_name) {
+                (Some(topic), _) => topic_response(&image, topic, &alive, version),
+                (None, None) => error_topic(None, wanted.topic_id, ResponseError::UnknownTopicId),
+                (None, Some(name)) if !is_valid_topic_name(&name) => error_topic(
+                    Some(name),
+                    Uuid::nil(),
+                    ResponseError::InvalidTopicException,
+                ),
+                (None, Some(name))
+                    if allow_auto_create
+                        && !create_any
+                        && !authz.allows(AclOperation::Create, resource_type::TOPIC, &name) =>
+                {
+                    error_topic(
+                        Some(name),
+                        Uuid::nil(),
+                        ResponseError::TopicAuthorizationFailed,
+                    )
+                }
+                (None, Some(name))
+                    if allow_auto_create && !INTERNAL_TOPICS.contains(&name.as_str()) =>
+                {
+                    to_create.push(name.clone());
+                    error_topic(Some(name), Uuid::nil(), ResponseError::LeaderNotAvailable)
+                }
+                (None, Some(name)) => error_topic(
+                    Some(name),
+                    Uuid::nil(),
+                    ResponseError::UnknownTopicOrPartition,
+                ),
+            };
+            response.topics.push(out);
+        }
+        auto_create(broker, to_create);
     }
-    auto_create(broker, to_create);
+    if version >= 8 {
+        if version <= 10 && request.include_cluster_authorized_operations {
+            response.cluster_authorized_operations = if authz.allows_cluster(AclOperation::Describe)
+            {
+                authz.authorized_operations(resource_type::CLUSTER, CLUSTER_NAME)
+            } else {
+                0
+            };
+        }
+        if request.include_topic_authorized_operations {
+            let authorized = ResponseError::TopicAuthorizationFailed.code();
+            for topic in response.topics.iter_mut().filter(|t| {
+                t.error_code != authorized && t.error_code != ResponseError::UnknownTopicId.code()
+            }) {
+                let name = topic
+                    .name
+                    .as_ref()
+                    .map(|n| n.0.to_string())
+                    .unwrap_or_default();
+                topic.topic_authorized_operations =
+                    authz.authorized_operations(resource_type::TOPIC, &name);
+            }
+        }
+    }
     response
 }
 
@@ -370,6 +431,14 @@ pub fn describe_cluster(
         .with_endpoint_type(request.endpoint_type)
         .with_cluster_id(StrBytes::from_string(broker.config().cluster_id.clone()))
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
+    if request.include_cluster_authorized_operations {
+        let authz = broker.authz(ctx);
+        response.cluster_authorized_operations = if authz.allows_cluster(AclOperation::Describe) {
+            authz.authorized_operations(resource_type::CLUSTER, CLUSTER_NAME)
+        } else {
+            0
+        };
+    }
     if ctx.api_version >= 1 && request.endpoint_type != 1 {
         response.error_code = if request.endpoint_type == 2 {
             MISMATCHED_ENDPOINT_TYPE

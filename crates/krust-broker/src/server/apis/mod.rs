@@ -24,8 +24,11 @@
 //! - `write_txn_markers.rs`: WriteTxnMarkers (COMMIT/ABORT markers as partition leader;
 //!   those in `__consumer_offsets` reported to the group coordinator).
 //! - `stats.rs`: `BrokerTopicMetrics` and per-request `TotalTimeMs` for `/metrics`.
+//! - `authorize.rs`: the whole-request authorization checks (group, transactional id,
+//!   cluster) run before dispatch, and DescribeAcls from the image's ACLs.
 
 mod alter_configs;
+pub mod authorize;
 pub mod configs;
 pub mod create_topics;
 pub mod describe_topic_partitions;
@@ -69,6 +72,7 @@ pub const OWN_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::WriteTxnMarkers, 0, 1),
+    (ApiKey::DescribeAcls, 0, 3),
     // Answered by krust-net: the SASL exchange on SASL listeners, ILLEGAL_SASL_STATE elsewhere.
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
@@ -200,26 +204,329 @@ impl Handler for ClientApiHandler {
 }
 
 impl ClientApiHandler {
+    /// FindCoordinator as [`ClientApiHandler::dispatch`] routes it, without authorization.
+    async fn dispatch_find_coordinator(
+        &self,
+        ctx: RequestContext,
+        r: kafka_protocol::messages::FindCoordinatorRequest,
+    ) -> Reply {
+        let broker = &self.broker;
+        if r.key_type == 1
+            && let Some(txn) = broker.txn()
+        {
+            return super::txn::find_coordinator(txn, &ctx, &r).into();
+        }
+        match broker.groups() {
+            Some(groups) => groups.handle(&ctx, RequestKind::FindCoordinator(r)).await,
+            None => Reply::Close,
+        }
+    }
+
     async fn dispatch(&self, ctx: RequestContext, request: RequestKind) -> Reply {
         let broker = &self.broker;
         let version = ctx.api_version;
+        let authz = broker.authz(&ctx);
+        if let Some(refused) = authorize::denied(&authz, version, &request) {
+            return refused.into();
+        }
         match request {
             RequestKind::ApiVersions(r) => self.api_versions(&r, version).into(),
+            RequestKind::DescribeAcls(r) => {
+                ResponseKind::DescribeAcls(authorize::describe_acls(&authz, &r)).into()
+            }
+            RequestKind::DeleteTopics(mut r)
+                if authz.enabled()
+                    && let Some(forwarder) = broker.forwarder() =>
+            {
+                let refused = authorize::delete_topics_refusals(
+                    &authz,
+                    &broker.replica_manager().image(),
+                    &mut r,
+                );
+                if r.topic_names.is_empty() && r.topics.is_empty() && !refused.is_empty() {
+                    return ResponseKind::DeleteTopics(
+                        kafka_protocol::messages::DeleteTopicsResponse::default()
+                            .with_responses(refused),
+                    )
+                    .into();
+                }
+                let answered = forwarder.forward(&ctx, RequestKind::DeleteTopics(r)).await;
+                let Reply::Send(response) = answered else {
+                    return answered;
+                };
+                let ResponseKind::DeleteTopics(mut response) = *response else {
+                    return Reply::Send(response);
+                };
+                response.responses.extend(refused);
+                ResponseKind::DeleteTopics(response).into()
+            }
+            RequestKind::DescribeTransactions(mut r)
+                if authz.enabled()
+                    && let Some(txn) = broker.txn() =>
+            {
+                use kafka_protocol::messages::describe_transactions_response::TransactionState;
+                use krust_metadata::authorizer::{AclOperation, resource_type};
+                let order = r.transactional_ids.clone();
+                r.transactional_ids.retain(|id| {
+                    authz.allows(AclOperation::Describe, resource_type::TRANSACTIONAL_ID, id)
+                });
+                let mut answered = Vec::new();
+                if !r.transactional_ids.is_empty() {
+                    match txn.handle(&ctx, RequestKind::DescribeTransactions(r)).await {
+                        Reply::Send(b) => match *b {
+                            ResponseKind::DescribeTransactions(d) => {
+                                answered = d.transaction_states;
+                            }
+                            other => return Reply::Send(Box::new(other)),
+                        },
+                        other => return other,
+                    }
+                }
+                // Partitions of topics the principal may not describe are left out.
+                for state in &mut answered {
+                    state.topics.retain(|t| {
+                        authz.allows(AclOperation::Describe, resource_type::TOPIC, &t.topic)
+                    });
+                }
+                let states = order
+                    .iter()
+                    .map(
+                        |id| match answered.iter().position(|s| &s.transactional_id == id) {
+                            Some(i) => answered.remove(i),
+                            None => TransactionState::default()
+                                .with_transactional_id(id.clone())
+                                .with_error_code(authorize::TIAF),
+                        },
+                    )
+                    .collect();
+                ResponseKind::DescribeTransactions(
+                    kafka_protocol::messages::DescribeTransactionsResponse::default()
+                        .with_transaction_states(states),
+                )
+                .into()
+            }
+            RequestKind::ListTransactions(r)
+                if authz.enabled()
+                    && let Some(txn) = broker.txn() =>
+            {
+                use krust_metadata::authorizer::{AclOperation, resource_type};
+                let answered = txn.handle(&ctx, RequestKind::ListTransactions(r)).await;
+                let Reply::Send(response) = answered else {
+                    return answered;
+                };
+                let ResponseKind::ListTransactions(mut response) = *response else {
+                    return Reply::Send(response);
+                };
+                response.transaction_states.retain(|s| {
+                    authz.allows(
+                        AclOperation::Describe,
+                        resource_type::TRANSACTIONAL_ID,
+                        &s.transactional_id,
+                    )
+                });
+                ResponseKind::ListTransactions(response).into()
+            }
+            RequestKind::OffsetFetch(r)
+                if authz.enabled()
+                    && let Some(groups) = broker.groups() =>
+            {
+                authorize::offset_fetch(&authz, groups, &ctx, r).await
+            }
+            RequestKind::DescribeGroups(mut r) if let Some(groups) = broker.groups() => {
+                let (denied, allowed): (Vec<_>, Vec<_>) =
+                    std::mem::take(&mut r.groups).into_iter().partition(|g| {
+                        !authz.allows(
+                            krust_metadata::authorizer::AclOperation::Describe,
+                            krust_metadata::authorizer::resource_type::GROUP,
+                            g,
+                        )
+                    });
+                let with_operations = version >= 3 && r.include_authorized_operations;
+                r.groups = allowed;
+                let mut response = if r.groups.is_empty() {
+                    kafka_protocol::messages::DescribeGroupsResponse::default()
+                } else {
+                    match groups.handle(&ctx, RequestKind::DescribeGroups(r)).await {
+                        Reply::Send(b) => match *b {
+                            ResponseKind::DescribeGroups(d) => d,
+                            other => return Reply::Send(Box::new(other)),
+                        },
+                        other => return other,
+                    }
+                };
+                if with_operations {
+                    for g in &mut response.groups {
+                        g.authorized_operations = authz.authorized_operations(
+                            krust_metadata::authorizer::resource_type::GROUP,
+                            &g.group_id,
+                        );
+                    }
+                }
+                response.groups.extend(denied.into_iter().map(|id| {
+                    kafka_protocol::messages::describe_groups_response::DescribedGroup::default()
+                        .with_group_id(id)
+                        .with_error_code(authorize::GAF)
+                        .with_authorized_operations(i32::MIN)
+                }));
+                ResponseKind::DescribeGroups(response).into()
+            }
+            RequestKind::DeleteGroups(mut r)
+                if authz.enabled()
+                    && let Some(groups) = broker.groups() =>
+            {
+                let (denied, allowed): (Vec<_>, Vec<_>) = std::mem::take(&mut r.groups_names)
+                    .into_iter()
+                    .partition(|g| {
+                        !authz.allows(
+                            krust_metadata::authorizer::AclOperation::Delete,
+                            krust_metadata::authorizer::resource_type::GROUP,
+                            g,
+                        )
+                    });
+                r.groups_names = allowed;
+                let mut response = if r.groups_names.is_empty() {
+                    kafka_protocol::messages::DeleteGroupsResponse::default()
+                } else {
+                    match groups.handle(&ctx, RequestKind::DeleteGroups(r)).await {
+                        Reply::Send(b) => match *b {
+                            ResponseKind::DeleteGroups(d) => d,
+                            other => return Reply::Send(Box::new(other)),
+                        },
+                        other => return other,
+                    }
+                };
+                response.results.extend(denied.into_iter().map(|id| {
+                    kafka_protocol::messages::delete_groups_response::DeletableGroupResult::default(
+                    )
+                    .with_group_id(id)
+                    .with_error_code(authorize::GAF)
+                }));
+                ResponseKind::DeleteGroups(response).into()
+            }
+            RequestKind::ListGroups(r)
+                if authz.enabled()
+                    && !authz
+                        .allows_cluster(krust_metadata::authorizer::AclOperation::Describe)
+                    && let Some(groups) = broker.groups() =>
+            {
+                let answered = groups.handle(&ctx, RequestKind::ListGroups(r)).await;
+                let Reply::Send(response) = answered else {
+                    return answered;
+                };
+                let ResponseKind::ListGroups(mut response) = *response else {
+                    return Reply::Send(response);
+                };
+                response.groups.retain(|g| {
+                    authz.allows(
+                        krust_metadata::authorizer::AclOperation::Describe,
+                        krust_metadata::authorizer::resource_type::GROUP,
+                        &g.group_id,
+                    )
+                });
+                ResponseKind::ListGroups(response).into()
+            }
+            // v4+ with some keys refused: the rest go to the coordinators, the answers keep
+            // the request's order.
+            RequestKind::FindCoordinator(mut r)
+                if version >= 4 && authz.enabled() && matches!(r.key_type, 0 | 1) =>
+            {
+                let (resource, code) = if r.key_type == 0 {
+                    (
+                        krust_metadata::authorizer::resource_type::GROUP,
+                        authorize::GAF,
+                    )
+                } else {
+                    (
+                        krust_metadata::authorizer::resource_type::TRANSACTIONAL_ID,
+                        authorize::TIAF,
+                    )
+                };
+                let keys = std::mem::take(&mut r.coordinator_keys);
+                let allowed = |k: &StrBytes| {
+                    authz.allows(
+                        krust_metadata::authorizer::AclOperation::Describe,
+                        resource,
+                        k,
+                    )
+                };
+                r.coordinator_keys = keys.iter().filter(|k| allowed(k)).cloned().collect();
+                let answered = Box::pin(self.dispatch_find_coordinator(ctx, r)).await;
+                let Reply::Send(response) = answered else {
+                    return answered;
+                };
+                let ResponseKind::FindCoordinator(mut response) = *response else {
+                    return Reply::Send(response);
+                };
+                let mut found = std::mem::take(&mut response.coordinators);
+                response.coordinators = keys
+                    .iter()
+                    .map(|k| match found.iter().position(|c| &c.key == k) {
+                        Some(i) => found.swap_remove(i),
+                        None => authorize::refused_coordinator(k, code),
+                    })
+                    .collect();
+                ResponseKind::FindCoordinator(response).into()
+            }
             RequestKind::Produce(r) => produce::handle(broker, &ctx, r).await,
             RequestKind::Fetch(r) => fetch::handle(broker, &ctx, r).await,
-            RequestKind::ListOffsets(r) => offsets::list_offsets(broker, &r, version).into(),
+            RequestKind::ListOffsets(r) => offsets::list_offsets(broker, &ctx, r, version).into(),
             RequestKind::OffsetForLeaderEpoch(r) => {
-                offsets::offset_for_leader_epoch(broker, &r, version).into()
+                offsets::offset_for_leader_epoch(broker, &ctx, r, version).into()
             }
-            RequestKind::DeleteRecords(r) => offsets::delete_records(broker, &r).await.into(),
+            RequestKind::DeleteRecords(r) => offsets::delete_records(broker, &ctx, r).await.into(),
             RequestKind::Metadata(r) => {
                 ResponseKind::Metadata(metadata::handle(broker, &ctx, &r).await).into()
             }
             RequestKind::DescribeCluster(r) => {
                 ResponseKind::DescribeCluster(metadata::describe_cluster(broker, &ctx, &r)).into()
             }
-            RequestKind::DescribeConfigs(r) => {
-                configs::describe_configs(broker, &r, version).into()
+            RequestKind::DescribeConfigs(mut r) => {
+                let refused = authorize::describe_configs_refusals(&authz, &mut r);
+                let mut response = configs::describe_configs(broker, &r, version);
+                if let ResponseKind::DescribeConfigs(d) = &mut response {
+                    d.results.extend(refused);
+                }
+                response.into()
+            }
+            RequestKind::CreatePartitions(mut r)
+                if authz.enabled()
+                    && let Some(forwarder) = broker.forwarder() =>
+            {
+                let refused = authorize::create_partitions_refusals(&authz, &mut r);
+                let answered = forwarder
+                    .forward(&ctx, RequestKind::CreatePartitions(r))
+                    .await;
+                let Reply::Send(response) = answered else {
+                    return answered;
+                };
+                let ResponseKind::CreatePartitions(mut response) = *response else {
+                    return Reply::Send(response);
+                };
+                response.results.extend(refused);
+                ResponseKind::CreatePartitions(response).into()
+            }
+            RequestKind::DescribeProducers(mut r) if authz.enabled() => {
+                let order: Vec<_> = r.topics.iter().map(|t| t.name.clone()).collect();
+                let (denied, allowed) =
+                    authorize::split_readable(&authz, std::mem::take(&mut r.topics), |t| &t.name);
+                r.topics = allowed;
+                let ResponseKind::DescribeProducers(mut response) =
+                    producers::describe_producers(broker, &r)
+                else {
+                    return Reply::Close;
+                };
+                let mut answered = std::mem::take(&mut response.topics);
+                response.topics = order
+                    .iter()
+                    .filter_map(|name| {
+                        if let Some(t) = denied.iter().find(|t| &t.name == name) {
+                            return Some(authorize::describe_producers_refused(t));
+                        }
+                        let i = answered.iter().position(|t| &t.name == name)?;
+                        Some(answered.remove(i))
+                    })
+                    .collect();
+                ResponseKind::DescribeProducers(response).into()
             }
             RequestKind::DescribeLogDirs(r) => log_dirs::describe_log_dirs(broker, &r).into(),
             RequestKind::InitProducerId(r) => producer_id::handle(broker, &r, version).await.into(),
@@ -241,7 +548,84 @@ impl ClientApiHandler {
             RequestKind::CreateTopics(r) if let Some(forwarder) = broker.forwarder() => {
                 create_topics::create_topics(broker, forwarder, &ctx, r).await
             }
-            RequestKind::TxnOffsetCommit(r) if let Some(groups) = broker.groups() => {
+            RequestKind::AddPartitionsToTxn(r)
+                if version < 4
+                    && let Some(refused) = authorize::add_partitions_topics(
+                        &authz,
+                        &broker.replica_manager().image(),
+                        &r,
+                    ) =>
+            {
+                ResponseKind::AddPartitionsToTxn(refused).into()
+            }
+            RequestKind::OffsetCommit(mut r)
+                if authz.enabled()
+                    && let Some(groups) = broker.groups() =>
+            {
+                use kafka_protocol::messages::offset_commit_response::{
+                    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+                };
+                let (denied, allowed) =
+                    authorize::split_readable(&authz, std::mem::take(&mut r.topics), |t| &t.name);
+                r.topics = allowed;
+                let mut response = if r.topics.is_empty() && !denied.is_empty() {
+                    kafka_protocol::messages::OffsetCommitResponse::default()
+                } else {
+                    match groups.handle(&ctx, RequestKind::OffsetCommit(r)).await {
+                        Reply::Send(b) => match *b {
+                            ResponseKind::OffsetCommit(o) => o,
+                            other => return Reply::Send(Box::new(other)),
+                        },
+                        other => return other,
+                    }
+                };
+                response.topics.extend(denied.iter().map(|t| {
+                    OffsetCommitResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    OffsetCommitResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(authorize::TAF)
+                                })
+                                .collect(),
+                        )
+                }));
+                ResponseKind::OffsetCommit(response).into()
+            }
+            RequestKind::TxnOffsetCommit(mut r) if let Some(groups) = broker.groups() => {
+                use kafka_protocol::messages::txn_offset_commit_response::{
+                    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+                };
+                let (denied, allowed) =
+                    authorize::split_readable(&authz, std::mem::take(&mut r.topics), |t| &t.name);
+                r.topics = allowed;
+                let denied: Vec<TxnOffsetCommitResponseTopic> = denied
+                    .iter()
+                    .map(|t| {
+                        TxnOffsetCommitResponseTopic::default()
+                            .with_name(t.name.clone())
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        TxnOffsetCommitResponsePartition::default()
+                                            .with_partition_index(p.partition_index)
+                                            .with_error_code(authorize::TAF)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect();
+                if r.topics.is_empty() && !denied.is_empty() {
+                    return ResponseKind::TxnOffsetCommit(
+                        kafka_protocol::messages::TxnOffsetCommitResponse::default()
+                            .with_topics(denied),
+                    )
+                    .into();
+                }
                 let transactional_id = r.transactional_id.0.to_string();
                 let (producer_id, producer_epoch) = (r.producer_id.0, r.producer_epoch);
                 let verify = |partition: i32| async move {
@@ -255,8 +639,9 @@ impl ClientApiHandler {
                     )
                     .await
                 };
-                ResponseKind::TxnOffsetCommit(groups.txn_offset_commit(&ctx, r, verify).await)
-                    .into()
+                let mut response = groups.txn_offset_commit(&ctx, r, verify).await;
+                response.topics.extend(denied);
+                ResponseKind::TxnOffsetCommit(response).into()
             }
             RequestKind::FindCoordinator(r)
                 if r.key_type == 1

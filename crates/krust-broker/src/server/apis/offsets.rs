@@ -8,37 +8,99 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
+use kafka_protocol::messages::list_offsets_response::{
+    ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
 use kafka_protocol::messages::{
     DeleteRecordsRequest, DeleteRecordsResponse, ListOffsetsRequest, ListOffsetsResponse,
     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, ResponseKind,
 };
+
+use krust_metadata::authorizer::{AclOperation, resource_type};
+use krust_net::RequestContext;
 
 use crate::list_offsets::handle_list_offsets;
 use crate::offset_for_leader_epoch::handle_offset_for_leader_epoch;
 use crate::replicas::PartitionAccess;
 use crate::server::Broker;
 
-/// Handles a ListOffsets request.
+const TAF: i16 = 29;
+
+/// Handles a ListOffsets request; DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED).
 #[must_use]
 pub fn list_offsets(
     broker: &Arc<Broker>,
-    request: &ListOffsetsRequest,
+    ctx: &RequestContext,
+    request: ListOffsetsRequest,
     version: i16,
 ) -> ResponseKind {
-    let response: ListOffsetsResponse =
-        handle_list_offsets(&mut broker.replica_manager().access(), request, version);
+    let authz = broker.authz(ctx);
+    let mut request = request;
+    let (denied, allowed): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
+        .into_iter()
+        .partition(|t| !authz.allows(AclOperation::Describe, resource_type::TOPIC, &t.name));
+    request.topics = allowed;
+    let mut response: ListOffsetsResponse =
+        handle_list_offsets(&mut broker.replica_manager().access(), &request, version);
+    response.topics.extend(denied.iter().map(|t| {
+        ListOffsetsTopicResponse::default()
+            .with_name(t.name.clone())
+            .with_partitions(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        ListOffsetsPartitionResponse::default()
+                            .with_partition_index(p.partition_index)
+                            .with_error_code(TAF)
+                            .with_timestamp(-1)
+                            .with_offset(-1)
+                            .with_leader_epoch(-1)
+                    })
+                    .collect(),
+            )
+    }));
     ResponseKind::ListOffsets(response)
 }
 
-/// Handles an OffsetForLeaderEpoch request.
+/// Handles an OffsetForLeaderEpoch request: CLUSTER_ACTION on the cluster (followers), else
+/// DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED).
 #[must_use]
 pub fn offset_for_leader_epoch(
     broker: &Arc<Broker>,
-    request: &OffsetForLeaderEpochRequest,
+    ctx: &RequestContext,
+    request: OffsetForLeaderEpochRequest,
     version: i16,
 ) -> ResponseKind {
-    let response: OffsetForLeaderEpochResponse =
-        handle_offset_for_leader_epoch(&mut broker.replica_manager().access(), request, version);
+    let authz = broker.authz(ctx);
+    let mut request = request;
+    let cluster = authz.allows_cluster(AclOperation::ClusterAction);
+    let (denied, allowed): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
+        .into_iter()
+        .partition(|t| {
+            !cluster && !authz.allows(AclOperation::Describe, resource_type::TOPIC, &t.topic)
+        });
+    request.topics = allowed;
+    let mut response: OffsetForLeaderEpochResponse =
+        handle_offset_for_leader_epoch(&mut broker.replica_manager().access(), &request, version);
+    response.topics.extend(denied.iter().map(|t| {
+        OffsetForLeaderTopicResult::default()
+            .with_topic(t.topic.clone())
+            .with_partitions(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        EpochEndOffset::default()
+                            .with_partition(p.partition)
+                            .with_error_code(TAF)
+                            .with_leader_epoch(-1)
+                            .with_end_offset(-1)
+                    })
+                    .collect(),
+            )
+    }));
     ResponseKind::OffsetForLeaderEpoch(response)
 }
 
@@ -46,7 +108,45 @@ pub fn offset_for_leader_epoch(
 /// each leader moves its log start, then the answer waits until the low watermark (the
 /// smallest log start of the leader and its live followers, as their fetches report it)
 /// reaches it, or `timeout_ms` passes (`REQUEST_TIMED_OUT`).
-pub async fn delete_records(broker: &Arc<Broker>, request: &DeleteRecordsRequest) -> ResponseKind {
+pub async fn delete_records(
+    broker: &Arc<Broker>,
+    ctx: &RequestContext,
+    request: DeleteRecordsRequest,
+) -> ResponseKind {
+    // DELETE on each topic (TOPIC_AUTHORIZATION_FAILED), before anything else.
+    let authz = broker.authz(ctx);
+    let mut request = request;
+    let (denied, allowed): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
+        .into_iter()
+        .partition(|t| !authz.allows(AclOperation::Delete, resource_type::TOPIC, &t.name));
+    request.topics = allowed;
+    let denied = denied.iter().map(|t| {
+        DeleteRecordsTopicResult::default()
+            .with_name(t.name.clone())
+            .with_partitions(
+                t.partitions
+                    .iter()
+                    .map(|p| {
+                        DeleteRecordsPartitionResult::default()
+                            .with_partition_index(p.partition_index)
+                            .with_low_watermark(-1)
+                            .with_error_code(TAF)
+                    })
+                    .collect(),
+            )
+    });
+    let denied: Vec<_> = denied.collect();
+    let mut response = delete_authorized_records(broker, &request).await;
+    if let ResponseKind::DeleteRecords(r) = &mut response {
+        r.topics.extend(denied);
+    }
+    response
+}
+
+async fn delete_authorized_records(
+    broker: &Arc<Broker>,
+    request: &DeleteRecordsRequest,
+) -> ResponseKind {
     let replicas = broker.replica_manager();
     let mut access = replicas.access();
     let mut response = DeleteRecordsResponse::default();

@@ -8,10 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{
     LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse, ResponseKind};
+use krust_metadata::authorizer::{AclOperation, resource_type};
 use krust_net::{Reply, RequestContext};
 
 use super::metadata::{INTERNAL_TOPICS, leader_hint, leader_node_endpoints};
@@ -25,9 +27,25 @@ pub const ADMIN_CLIENT_ID: &str = "__admin_client";
 /// Handles a Produce request.
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: ProduceRequest) -> Reply {
     let replicas = broker.replica_manager();
+    let authz = broker.authz(ctx);
+    let mut request = request;
+    // Authorization first (Kafka's `handleProduceRequest`): a transactional producer needs
+    // WRITE on its transactional id (else the whole request fails), then WRITE on each topic.
+    if let Some(id) = &request.transactional_id
+        && !authz.allows(AclOperation::Write, resource_type::TRANSACTIONAL_ID, id)
+    {
+        return ResponseKind::Produce(whole_request_error(
+            &request,
+            ResponseError::TransactionalIdAuthorizationFailed.code(),
+        ))
+        .into();
+    }
+    let (denied, topics): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topic_data)
+        .into_iter()
+        .partition(|t| !authz.allows(AclOperation::Write, resource_type::TOPIC, &t.name));
+    request.topic_data = topics;
     // Clients may not write the internal topics (Kafka's `InvalidTopicException` unless the
     // admin client id): those partitions answer INVALID_TOPIC_EXCEPTION, the rest go on.
-    let mut request = request;
     let (internal, topics): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topic_data)
         .into_iter()
         .partition(|t| {
@@ -75,25 +93,13 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: Produce
             }
         }
     };
-    for topic in internal {
-        response.responses.push(
-            TopicProduceResponse::default()
-                .with_name(topic.name.clone())
-                .with_partition_responses(
-                    topic
-                        .partition_data
-                        .iter()
-                        .map(|p| {
-                            PartitionProduceResponse::default()
-                                .with_index(p.index)
-                                .with_error_code(ResponseError::InvalidTopicException.code())
-                                .with_base_offset(-1)
-                                .with_log_append_time_ms(-1)
-                                .with_log_start_offset(-1)
-                        })
-                        .collect(),
-                ),
-        );
+    for (topics, error) in [
+        (internal, ResponseError::InvalidTopicException),
+        (denied, ResponseError::TopicAuthorizationFailed),
+    ] {
+        response
+            .responses
+            .extend(topics.iter().map(|t| topic_error(t, error.code())));
     }
     for (name, index, error, message) in refused {
         let part = PartitionProduceResponse::default()
@@ -158,4 +164,35 @@ fn add_leader_hints(broker: &Broker, ctx: &RequestContext, response: &mut Produc
     }
     response.node_endpoints =
         leader_node_endpoints!(NodeEndpoint, broker, &image, &ctx.listener_name, leaders);
+}
+
+/// Every partition of `topic` answered `error`.
+fn topic_error(topic: &TopicProduceData, error: i16) -> TopicProduceResponse {
+    TopicProduceResponse::default()
+        .with_name(topic.name.clone())
+        .with_partition_responses(
+            topic
+                .partition_data
+                .iter()
+                .map(|p| {
+                    PartitionProduceResponse::default()
+                        .with_index(p.index)
+                        .with_error_code(error)
+                        .with_base_offset(-1)
+                        .with_log_append_time_ms(-1)
+                        .with_log_start_offset(-1)
+                })
+                .collect(),
+        )
+}
+
+/// Every partition of the request answered `error`.
+fn whole_request_error(request: &ProduceRequest, error: i16) -> ProduceResponse {
+    ProduceResponse::default().with_responses(
+        request
+            .topic_data
+            .iter()
+            .map(|t| topic_error(t, error))
+            .collect(),
+    )
 }

@@ -1,0 +1,185 @@
+//! Authorization on the broker (Kafka's `StandardAuthorizer` as `KafkaApis` calls it through
+//! `AuthHelper`): [`BrokerAuthorizer`] keeps the ACLs of the newest image, updated by
+//! [`AclPublisher`]; [`Authz`] is one request's view (its principal and host) that the API
+//! handlers ask. Without an authorizer (`authorizer.class.name` unset) every action is
+//! allowed and `authorized_operations` reports every supported operation, as in Kafka.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use krust_metadata::authorizer::{
+    AclIndex, AclOperation, Authorizer, AuthorizerConfig, Requester, all_operations,
+};
+use krust_metadata::image::{LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher};
+use krust_net::RequestContext;
+use tracing::debug;
+
+use super::Broker;
+
+/// The authorizer of a broker built with one: its settings and the newest image's ACLs.
+#[derive(Debug)]
+pub struct BrokerAuthorizer {
+    current: RwLock<Arc<Authorizer>>,
+}
+
+impl BrokerAuthorizer {
+    /// An authorizer with no ACLs yet.
+    #[must_use]
+    pub fn new(config: AuthorizerConfig) -> Self {
+        BrokerAuthorizer {
+            current: RwLock::new(Arc::new(Authorizer {
+                config,
+                acls: AclIndex::default(),
+            })),
+        }
+    }
+
+    /// The authorizer as of the last publication.
+    #[must_use]
+    pub fn snapshot(&self) -> Arc<Authorizer> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Takes a publication's ACL changes (a snapshot: the image's ACLs, whole).
+    fn publish(&self, delta: &MetadataDelta, image: &MetadataImage, manifest: &LoaderManifest) {
+        let Some(changes) = delta.acls_delta() else {
+            return;
+        };
+        let mut next = (*self.snapshot()).clone();
+        if matches!(manifest, LoaderManifest::Snapshot { .. }) {
+            next.acls = AclIndex::from_image(&image.acls);
+        } else {
+            next.acls.apply(changes.changes());
+        }
+        debug!(acls = next.acls.len(), "ACLs published");
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(next);
+    }
+}
+
+/// ACL changes to the broker's authorizer (Kafka's `AclPublisher`); registered first, so a
+/// request never sees an image newer than its ACLs.
+#[derive(Debug)]
+pub struct AclPublisher {
+    broker: Arc<Broker>,
+}
+
+impl AclPublisher {
+    /// For `broker` (which has an authorizer; otherwise this publisher does nothing).
+    #[must_use]
+    pub fn new(broker: Arc<Broker>) -> Self {
+        AclPublisher { broker }
+    }
+}
+
+impl MetadataPublisher for AclPublisher {
+    fn name(&self) -> &str {
+        "AclPublisher"
+    }
+
+    fn on_metadata_update(
+        &mut self,
+        delta: &MetadataDelta,
+        image: &MetadataImage,
+        manifest: &LoaderManifest,
+    ) {
+        if let Some(authorizer) = &self.broker.authorizer {
+            authorizer.publish(delta, image, manifest);
+        }
+    }
+}
+
+/// One request's authorization: who asks, from where, against which ACLs.
+#[derive(Debug, Clone)]
+pub struct Authz {
+    authorizer: Option<Arc<Authorizer>>,
+    principal: String,
+    host: String,
+}
+
+impl Authz {
+    /// For the request `ctx` on `broker`.
+    #[must_use]
+    pub fn new(broker: &Broker, ctx: &RequestContext) -> Self {
+        Authz {
+            authorizer: broker.authorizer.as_ref().map(|a| a.snapshot()),
+            principal: format!("{}:{}", ctx.principal.principal_type, ctx.principal.name),
+            host: ctx.peer_addr.ip().to_string(),
+        }
+    }
+
+    /// Everything allowed (no authorizer), for internal callers.
+    #[must_use]
+    pub fn allow_all() -> Self {
+        Authz {
+            authorizer: None,
+            principal: String::new(),
+            host: String::new(),
+        }
+    }
+
+    /// Whether an authorizer is configured.
+    #[must_use]
+    pub fn enabled(&self) -> bool {
+        self.authorizer.is_some()
+    }
+
+    fn requester(&self) -> Requester<'_> {
+        Requester {
+            principal: &self.principal,
+            host: &self.host,
+        }
+    }
+
+    /// Whether the requester may do `operation` on `(resource_type, name)`.
+    #[must_use]
+    pub fn allows(&self, operation: AclOperation, resource_type: i8, name: &str) -> bool {
+        let Some(authorizer) = &self.authorizer else {
+            return true;
+        };
+        let allowed = authorizer.authorize(self.requester(), operation, resource_type, name);
+        if !allowed {
+            debug!(
+                target: "kafka.authorizer.logger",
+                principal = %self.principal,
+                host = %self.host,
+                ?operation,
+                resource_type,
+                name,
+                "denied"
+            );
+        }
+        allowed
+    }
+
+    /// `operation` on the cluster resource.
+    #[must_use]
+    pub fn allows_cluster(&self, operation: AclOperation) -> bool {
+        self.allows(
+            operation,
+            krust_metadata::authorizer::resource_type::CLUSTER,
+            krust_metadata::authorizer::CLUSTER_NAME,
+        )
+    }
+
+    /// Kafka's `authorizeByResourceType`: `operation` on some resource of the type.
+    #[must_use]
+    pub fn allows_any_of_type(&self, operation: AclOperation, resource_type: i8) -> bool {
+        self.authorizer.as_ref().is_none_or(|a| {
+            a.authorize_by_resource_type(self.requester(), operation, resource_type)
+        })
+    }
+
+    /// The `authorized_operations` bitfield for `(resource_type, name)`.
+    #[must_use]
+    pub fn authorized_operations(&self, resource_type: i8, name: &str) -> i32 {
+        match &self.authorizer {
+            Some(a) => a.authorized_operations(self.requester(), resource_type, name),
+            None => all_operations(resource_type),
+        }
+    }
+
+    /// The ACLs, for DescribeAcls (`None` without an authorizer).
+    #[must_use]
+    pub fn acls(&self) -> Option<&AclIndex> {
+        self.authorizer.as_ref().map(|a| &a.acls)
+    }
+}
