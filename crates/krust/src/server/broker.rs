@@ -362,6 +362,10 @@ pub fn broker_server_config(
 /// Kafka's KRaft authorizer class, the one `authorizer.class.name` may name.
 pub const STANDARD_AUTHORIZER: &str = "org.apache.kafka.metadata.authorizer.StandardAuthorizer";
 
+/// ZooKeeper mode's authorizer, which Kafka's migration guide replaces with
+/// [`STANDARD_AUTHORIZER`] when a broker moves to KRaft.
+pub const ZOOKEEPER_AUTHORIZER: &str = "kafka.security.authorizer.AclAuthorizer";
+
 /// `authorizer.class.name`, `super.users` and `allow.everyone.if.no.acl.found` as Kafka's
 /// `StandardAuthorizer.configure` reads them; `None` without an authorizer.
 ///
@@ -371,6 +375,13 @@ pub fn authorizer_config(config: &ServerConfig) -> anyhow::Result<Option<Authori
     let class = config.get("authorizer.class.name").map_or("", str::trim);
     if class.is_empty() {
         return Ok(None);
+    }
+    if class == ZOOKEEPER_AUTHORIZER {
+        anyhow::bail!(
+            "Invalid value {class} for configuration authorizer.class.name: it is ZooKeeper \
+             mode's authorizer; a KRaft broker uses {STANDARD_AUTHORIZER} (the migration \
+             copies the ACLs into the metadata log)"
+        );
     }
     if class != STANDARD_AUTHORIZER {
         anyhow::bail!(

@@ -242,7 +242,17 @@ pub fn denied(authz: &Authz, version: i16, request: &RequestKind) -> Option<Resp
             return error_response(request, version, CAF);
         }
         RequestKind::DescribeClientQuotas(_) if cluster(DescribeConfigs) => {
-            return error_response(request, version, CAF);
+            ResponseKind::DescribeClientQuotas(super::describe_security::quotas_error(
+                CAF,
+                message(CAF),
+            ))
+        }
+        RequestKind::DescribeUserScramCredentials(r) if cluster(Describe) => {
+            ResponseKind::DescribeUserScramCredentials(super::describe_security::scram_error(
+                r,
+                CAF,
+                message(CAF),
+            ))
         }
         _ => return None,
     })

@@ -15,6 +15,8 @@
 //! - `offsets.rs`: ListOffsets, OffsetForLeaderEpoch, DeleteRecords.
 //! - `configs.rs`: DescribeConfigs.
 //! - `describe_topic_partitions.rs`: DescribeTopicPartitions (KIP-966, with its cursor).
+//! - `describe_security.rs`: DescribeClientQuotas and DescribeUserScramCredentials from the
+//!   image.
 //! - `create_topics.rs`: CreateTopics, forwarded, answered once the topics are visible here.
 //! - `log_dirs.rs`: DescribeLogDirs.
 //! - `producer_id.rs`: InitProducerId (producer id blocks from the controller).
@@ -31,6 +33,7 @@ mod alter_configs;
 pub mod authorize;
 pub mod configs;
 pub mod create_topics;
+pub mod describe_security;
 pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod log_dirs;
@@ -73,6 +76,8 @@ pub const OWN_APIS: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::WriteTxnMarkers, 0, 1),
     (ApiKey::DescribeAcls, 0, 3),
+    (ApiKey::DescribeClientQuotas, 0, 1),
+    (ApiKey::DescribeUserScramCredentials, 0, 0),
     // Answered by krust-net: the SASL exchange on SASL listeners, ILLEGAL_SASL_STATE elsewhere.
     (ApiKey::SaslHandshake, 0, 1),
     (ApiKey::SaslAuthenticate, 0, 2),
@@ -233,6 +238,19 @@ impl ClientApiHandler {
             RequestKind::ApiVersions(r) => self.api_versions(&r, version).into(),
             RequestKind::DescribeAcls(r) => {
                 ResponseKind::DescribeAcls(authorize::describe_acls(&authz, &r)).into()
+            }
+            RequestKind::DescribeClientQuotas(r) => ResponseKind::DescribeClientQuotas(
+                describe_security::describe_client_quotas(&broker.replica_manager().image(), &r),
+            )
+            .into(),
+            RequestKind::DescribeUserScramCredentials(r) => {
+                ResponseKind::DescribeUserScramCredentials(
+                    describe_security::describe_user_scram_credentials(
+                        &broker.replica_manager().image(),
+                        &r,
+                    ),
+                )
+                .into()
             }
             RequestKind::DeleteTopics(mut r)
                 if authz.enabled()
