@@ -23,10 +23,12 @@ const USER: &str = "user";
 const CLIENT_ID: &str = "client-id";
 const IP: &str = "ip";
 
-/// Why a DescribeClientQuotas filter is refused: the code and Kafka's message.
-fn quota_filter(
-    request: &DescribeClientQuotasRequest,
-) -> Result<(BTreeMap<String, Option<String>>, BTreeSet<String>), (i16, String)> {
+/// A DescribeClientQuotas filter: entity types matched by name (`None`: the default entity),
+/// and entity types that must only be present.
+type QuotaFilter = (BTreeMap<String, Option<String>>, BTreeSet<String>);
+
+/// The request's filter, or why it is refused: the code and Kafka's message.
+fn quota_filter(request: &DescribeClientQuotasRequest) -> Result<QuotaFilter, (i16, String)> {
     let mut exact: BTreeMap<String, Option<String>> = BTreeMap::new();
     let mut typed: BTreeSet<String> = BTreeSet::new();
     let invalid = |m: String| Err((INVALID_REQUEST, m));
