@@ -127,7 +127,8 @@ async fn api_versions_metadata_and_cluster() {
         };
         assert_eq!(
             m.topics[0].error_code,
-            ResponseError::LeaderNotAvailable.code()
+            ResponseError::UnknownTopicOrPartition.code(),
+            "Kafka 3.9 (KRaft) answers a topic being auto-created so"
         );
         assert_eq!(
             m.topics[1].error_code,

@@ -21,12 +21,15 @@
 //! - `kafka_config.rs` — [`KafkaConfig`]: a node's `server.properties`, validated once, read
 //!   through typed getters.
 //! - `error.rs` — [`ConfigException`].
+//! - `topic_layers.rs` — a topic config's effective value, source and synonyms over the
+//!   topic, node, cluster-default and static layers (brokers and the controller).
 
 mod custom;
 mod def;
 mod defs;
 mod error;
 mod kafka_config;
+pub mod topic_layers;
 mod validate;
 mod value;
 

@@ -31,7 +31,7 @@ use super::replica_manager::{HostedPartition, ReplicaManager, lock, now_ms};
 use super::replication::FollowedPartition;
 use crate::error::PartitionError;
 use crate::partition::Partition;
-use crate::topic_config::ConfigLayers;
+use crate::topic_config::{ConfigLayers, LogConfigLayers};
 
 /// The name of the group coordinator's topic.
 pub const GROUP_METADATA_TOPIC_NAME: &str = "__consumer_offsets";

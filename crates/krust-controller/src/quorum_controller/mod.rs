@@ -191,6 +191,9 @@ pub struct AdminConfig {
     /// `delegation.token.secret.key` (alias `delegation.token.master.key`),
     /// `delegation.token.max.lifetime.ms`, `delegation.token.expiry.time.ms`.
     pub delegation_tokens: DelegationTokenConfig,
+    /// The controller's `server.properties`: the static layer of a created topic's effective
+    /// configs in the CreateTopics answer (Kafka's `computeEffectiveTopicConfigs`).
+    pub static_properties: std::collections::BTreeMap<String, String>,
 }
 
 impl Default for AdminConfig {
@@ -198,6 +201,7 @@ impl Default for AdminConfig {
         Self {
             authorizer_enabled: true,
             delegation_tokens: DelegationTokenConfig::default(),
+            static_properties: std::collections::BTreeMap::new(),
         }
     }
 }

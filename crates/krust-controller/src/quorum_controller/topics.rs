@@ -2,6 +2,7 @@
 //! `createTopics` / `createPartitions` / `deleteTopics`), against the controller's image.
 
 use super::*;
+use kafka_protocol::messages::create_topics_response::CreatableTopicConfigs;
 
 impl QuorumController {
     pub(super) fn create_topics(
@@ -55,7 +56,8 @@ impl QuorumController {
                             .with_error_message(None)
                             .with_topic_id(topic_id)
                             .with_num_partitions(num_partitions)
-                            .with_replication_factor(replication_factor),
+                            .with_replication_factor(replication_factor)
+                            .with_configs(Some(self.effective_topic_configs(topic))),
                     );
                     records.extend(topic_records);
                 }
@@ -73,6 +75,55 @@ impl QuorumController {
             records,
             CreateTopicsResponse::default().with_topics(results),
         )
+    }
+
+    /// A new topic's effective configs, sorted by name (Kafka's `computeEffectiveTopicConfigs`):
+    /// the request's configs (the last of a repeated key), else this controller's dynamic
+    /// config, else the dynamic cluster default, else its `server.properties`, else Kafka's
+    /// default — with each value's source.
+    fn effective_topic_configs(
+        &self,
+        topic: &kafka_protocol::messages::create_topics_request::CreatableTopic,
+    ) -> Vec<CreatableTopicConfigs> {
+        use krust_config::topic_layers::{ConfigLayers, TOPIC_CONFIGS};
+        use krust_metadata::image::configs::{ConfigResource, ConfigResourceType};
+        let creation: BTreeMap<String, String> = topic
+            .configs
+            .iter()
+            .filter_map(|c| Some((c.name.to_string(), c.value.as_ref()?.to_string())))
+            .collect();
+        let broker = |name: String| -> BTreeMap<String, String> {
+            self.image
+                .configs
+                .configs(&ConfigResource {
+                    resource_type: ConfigResourceType::BROKER,
+                    name,
+                })
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        };
+        let node = broker(self.config.node_id.to_string());
+        let cluster = broker(String::new());
+        let layers = ConfigLayers {
+            topic: &creation,
+            broker_dynamic: &node,
+            broker_default: &cluster,
+            static_props: &self.admin.static_properties,
+        };
+        let mut defs: Vec<_> = TOPIC_CONFIGS.iter().collect();
+        defs.sort_by_key(|d| d.name);
+        defs.into_iter()
+            .map(|def| {
+                let (value, source) = layers.resolve(def);
+                CreatableTopicConfigs::default()
+                    .with_name(StrBytes::from_static_str(def.name))
+                    .with_value(Some(StrBytes::from_string(value)))
+                    .with_read_only(false)
+                    .with_config_source(source)
+                    .with_is_sensitive(false)
+            })
+            .collect()
     }
 
     /// Validates and builds one topic: `(id, partitions, replication factor, records)`.

@@ -139,6 +139,11 @@ pub fn admin_config(
         .filter(|k| !k.is_empty())
         .map(str::to_owned);
     Ok(krust_controller::quorum_controller::AdminConfig {
+        static_properties: config
+            .values()
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect(),
         authorizer_enabled: config
             .get("authorizer.class.name")
             .is_some_and(|c| !c.trim().is_empty()),

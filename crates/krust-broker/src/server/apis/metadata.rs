@@ -377,8 +377,14 @@ pub async fn handle(
                 (None, Some(name))
                     if allow_auto_create && !INTERNAL_TOPICS.contains(&name.as_str()) =>
                 {
+                    // Kafka 3.9's KRaft `AutoTopicCreationManager`: UNKNOWN_TOPIC_OR_PARTITION
+                    // while the controller creates it (LEADER_NOT_AVAILABLE is ZooKeeper's).
                     to_create.push(name.clone());
-                    error_topic(Some(name), Uuid::nil(), ResponseError::LeaderNotAvailable)
+                    error_topic(
+                        Some(name),
+                        Uuid::nil(),
+                        ResponseError::UnknownTopicOrPartition,
+                    )
                 }
                 (None, Some(name)) => error_topic(
                     Some(name),

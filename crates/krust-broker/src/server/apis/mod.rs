@@ -344,6 +344,39 @@ impl ClientApiHandler {
                 });
                 ResponseKind::ListTransactions(response).into()
             }
+            RequestKind::OffsetDelete(mut r)
+                if authz.enabled()
+                    && let Some(groups) = broker.groups() =>
+            {
+                use kafka_protocol::messages::offset_delete_response::{
+                    OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
+                };
+                let (denied, allowed) =
+                    authorize::split_readable(&authz, std::mem::take(&mut r.topics), |t| &t.name);
+                r.topics = allowed;
+                let answered = groups.handle(&ctx, RequestKind::OffsetDelete(r)).await;
+                let Reply::Send(response) = answered else {
+                    return answered;
+                };
+                let ResponseKind::OffsetDelete(mut response) = *response else {
+                    return Reply::Send(response);
+                };
+                response.topics.extend(denied.iter().map(|t| {
+                    OffsetDeleteResponseTopic::default()
+                        .with_name(t.name.clone())
+                        .with_partitions(
+                            t.partitions
+                                .iter()
+                                .map(|p| {
+                                    OffsetDeleteResponsePartition::default()
+                                        .with_partition_index(p.partition_index)
+                                        .with_error_code(authorize::TAF)
+                                })
+                                .collect(),
+                        )
+                }));
+                ResponseKind::OffsetDelete(response).into()
+            }
             RequestKind::OffsetFetch(r)
                 if authz.enabled()
                     && let Some(groups) = broker.groups() =>

@@ -29,10 +29,19 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: Produce
     let replicas = broker.replica_manager();
     let authz = broker.authz(ctx);
     let mut request = request;
-    // Authorization first (Kafka's `handleProduceRequest`): a transactional producer needs
-    // WRITE on its transactional id (else the whole request fails), then WRITE on each topic.
-    if let Some(id) = &request.transactional_id
-        && !authz.allows(AclOperation::Write, resource_type::TRANSACTIONAL_ID, id)
+    // Authorization first (Kafka's `handleProduceRequest`): a request with a transactional
+    // batch needs a transactional id with WRITE on it (else the whole request fails), then
+    // WRITE on each topic.
+    if authz.enabled()
+        && request
+            .topic_data
+            .iter()
+            .flat_map(|t| &t.partition_data)
+            .filter_map(|p| p.records.as_ref())
+            .any(|records| !crate::partition::transactional_batches(records).is_empty())
+        && !request.transactional_id.as_ref().is_some_and(|id| {
+            authz.allows(AclOperation::Write, resource_type::TRANSACTIONAL_ID, id)
+        })
     {
         return ResponseKind::Produce(whole_request_error(
             &request,
