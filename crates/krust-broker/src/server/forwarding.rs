@@ -171,17 +171,17 @@ fn reply(response: Option<ResponseKind>) -> Reply {
     }
 }
 
-/// Kafka's serialized `KafkaPrincipal.ANONYMOUS` (PLAINTEXT listeners authenticate nobody):
-/// `DefaultKafkaPrincipalBuilder.serialize` writes `int16 version` then `DefaultPrincipalData`
-/// at that version.
+/// The client's principal as Kafka's `DefaultKafkaPrincipalBuilder.serialize` writes it for an
+/// Envelope: `int16 version` then `DefaultPrincipalData` (type, name, token-authenticated) at
+/// that version. The controller authorizes the forwarded request as this principal.
 ///
 /// # Errors
-/// Never in practice: the message is fixed and valid at version 0.
-pub fn anonymous_principal() -> Result<Bytes, String> {
+/// Never in practice: the message is valid at version 0.
+pub fn serialized_principal(principal: &krust_net::KafkaPrincipal) -> Result<Bytes, String> {
     const VERSION: i16 = 0;
     let data = DefaultPrincipalData::default()
-        .with_type(StrBytes::from_static_str("User"))
-        .with_name(StrBytes::from_static_str("ANONYMOUS"))
+        .with_type(StrBytes::from_string(principal.principal_type.clone()))
+        .with_name(StrBytes::from_string(principal.name.clone()))
         .with_token_authenticated(false);
     let mut buf = BytesMut::new();
     buf.put_i16(VERSION);
@@ -212,7 +212,7 @@ fn envelope_request(
     };
     Ok(EnvelopeRequest::default()
         .with_request_data(request_data)
-        .with_request_principal(Some(anonymous_principal()?))
+        .with_request_principal(Some(serialized_principal(&ctx.principal)?))
         .with_client_host_address(client_host_address))
 }
 
@@ -597,9 +597,9 @@ mod tests {
     #[tokio::test]
     async fn the_envelope_carries_the_request_principal_and_address_and_its_answer_comes_back() {
         let (channel, forwarder) = forwarder(Behaviour::Answer(0));
-        let reply = forwarder
-            .forward(&ctx(ApiKey::CreateTopics, 7), create_topics())
-            .await;
+        let mut alice = ctx(ApiKey::CreateTopics, 7);
+        alice.principal = Arc::new(krust_net::KafkaPrincipal::user("alice"));
+        let reply = forwarder.forward(&alice, create_topics()).await;
         assert_eq!(
             create_topics_codes(reply),
             vec![("a".to_owned(), 0), ("b".to_owned(), 0)]
@@ -607,13 +607,14 @@ mod tests {
         let seen = channel.seen.lock().expect("lock");
         let envelope = &seen[0];
         assert_eq!(envelope.client_host_address.as_ref(), &[127, 0, 0, 5]);
-        // `int16 version` + DefaultPrincipalData v0: User/ANONYMOUS, not token-authenticated.
+        // `int16 version` + DefaultPrincipalData v0: the client's User:alice, not
+        // token-authenticated.
         let mut principal = envelope.request_principal.clone().expect("principal");
         assert_eq!(&principal[..2], &[0, 0]);
         let _ = principal.split_to(2);
         let data = DefaultPrincipalData::decode(&mut principal, 0).expect("decodes");
         assert_eq!(data._type.as_str(), "User");
-        assert_eq!(data.name.as_str(), "ANONYMOUS");
+        assert_eq!(data.name.as_str(), "alice");
         assert!(!data.token_authenticated);
     }
 
