@@ -749,7 +749,8 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
             port,
             &format!("1@127.0.0.1:{port}"),
             "metadata.max.idle.interval.ms=0\n\
-             authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n",
+             authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+             super.users=User:ANONYMOUS\n",
         );
         let mut node = support::write_node(dir.path(), 1, &text, &random_kafka_uuid());
         node.start();
@@ -772,7 +773,8 @@ fn security_admin_requests_are_answered_and_recorded_as_kafka_does() {
             ports[0],
             &voters,
             "metadata.max.idle.interval.ms=0\n\
-             authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n",
+             authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer\n\
+             super.users=User:ANONYMOUS\n",
         );
         let mut node = support::write_node(dir.path(), 11, &text, &cluster_id);
         node.start();

@@ -40,7 +40,7 @@ impl BrokerAuthorizer {
     }
 
     /// Takes a publication's ACL changes (a snapshot: the image's ACLs, whole).
-    fn publish(&self, delta: &MetadataDelta, image: &MetadataImage, manifest: &LoaderManifest) {
+    pub fn publish(&self, delta: &MetadataDelta, image: &MetadataImage, manifest: &LoaderManifest) {
         let Some(changes) = delta.acls_delta() else {
             return;
         };
@@ -55,18 +55,19 @@ impl BrokerAuthorizer {
     }
 }
 
-/// ACL changes to the broker's authorizer (Kafka's `AclPublisher`); registered first, so a
-/// request never sees an image newer than its ACLs.
+/// ACL changes to an authorizer (Kafka's `AclPublisher`); a broker registers it first, so a
+/// request never sees an image newer than its ACLs; a controller registers one for its own
+/// listener.
 #[derive(Debug)]
 pub struct AclPublisher {
-    broker: Arc<Broker>,
+    authorizer: Arc<BrokerAuthorizer>,
 }
 
 impl AclPublisher {
-    /// For `broker` (which has an authorizer; otherwise this publisher does nothing).
+    /// For `authorizer`.
     #[must_use]
-    pub fn new(broker: Arc<Broker>) -> Self {
-        AclPublisher { broker }
+    pub fn new(authorizer: Arc<BrokerAuthorizer>) -> Self {
+        AclPublisher { authorizer }
     }
 }
 
@@ -81,9 +82,7 @@ impl MetadataPublisher for AclPublisher {
         image: &MetadataImage,
         manifest: &LoaderManifest,
     ) {
-        if let Some(authorizer) = &self.broker.authorizer {
-            authorizer.publish(delta, image, manifest);
-        }
+        self.authorizer.publish(delta, image, manifest);
     }
 }
 
@@ -99,10 +98,27 @@ impl Authz {
     /// For the request `ctx` on `broker`.
     #[must_use]
     pub fn new(broker: &Broker, ctx: &RequestContext) -> Self {
+        Self::with(
+            broker.authorizer.as_deref(),
+            &ctx.principal.principal_type,
+            &ctx.principal.name,
+            ctx.peer_addr.ip(),
+        )
+    }
+
+    /// For `principal_type:name` at `host` against `authorizer` (none: everything allowed) —
+    /// a controller's listener, or a request forwarded in an Envelope.
+    #[must_use]
+    pub fn with(
+        authorizer: Option<&BrokerAuthorizer>,
+        principal_type: &str,
+        name: &str,
+        host: std::net::IpAddr,
+    ) -> Self {
         Authz {
-            authorizer: broker.authorizer.as_ref().map(|a| a.snapshot()),
-            principal: format!("{}:{}", ctx.principal.principal_type, ctx.principal.name),
-            host: ctx.peer_addr.ip().to_string(),
+            authorizer: authorizer.map(BrokerAuthorizer::snapshot),
+            principal: format!("{principal_type}:{name}"),
+            host: host.to_string(),
         }
     }
 

@@ -164,7 +164,7 @@ pub struct Broker {
     txn: Option<Arc<txn::TxnCoordinator>>,
     forwarder: Option<Arc<Forwarder>>,
     /// Kafka's `StandardAuthorizer`, if the broker was built with one.
-    authorizer: Option<authz::BrokerAuthorizer>,
+    authorizer: Option<Arc<authz::BrokerAuthorizer>>,
     pub(crate) fetch_sessions: apis::fetch::FetchSessionCache,
     pub(crate) producer_ids: apis::producer_id::ProducerIdManager,
     pub(crate) txn_verifier: apis::txn_verification::TxnVerifier,
@@ -356,7 +356,7 @@ impl BrokerBuilder {
             groups,
             txn,
             forwarder: forwarder.map(Arc::new),
-            authorizer: authorizer.map(authz::BrokerAuthorizer::new),
+            authorizer: authorizer.map(|config| Arc::new(authz::BrokerAuthorizer::new(config))),
             client_stats: Arc::new(apis::stats::ClientApiStats::default()),
             auto_create_inflight: Mutex::new(std::collections::BTreeSet::new()),
             background: Mutex::new(None),
@@ -474,11 +474,12 @@ impl Broker {
     /// with the loader when the node is built; they are handles over this broker's state.
     #[must_use]
     pub fn metadata_publishers(self: &Arc<Self>) -> Vec<Box<dyn MetadataPublisher>> {
-        let mut publishers: Vec<Box<dyn MetadataPublisher>> = vec![
-            Box::new(authz::AclPublisher::new(Arc::clone(self))),
-            Box::new(DynamicConfigPublisher::new(Arc::clone(self))),
-            Box::new(ReplicaManagerPublisher::new(Arc::clone(self))),
-        ];
+        let mut publishers: Vec<Box<dyn MetadataPublisher>> = Vec::new();
+        if let Some(authorizer) = &self.authorizer {
+            publishers.push(Box::new(authz::AclPublisher::new(Arc::clone(authorizer))));
+        }
+        publishers.push(Box::new(DynamicConfigPublisher::new(Arc::clone(self))));
+        publishers.push(Box::new(ReplicaManagerPublisher::new(Arc::clone(self))));
         if self.groups.is_some() {
             publishers.push(Box::new(GroupCoordinatorPublisher::new(Arc::clone(self))));
         }

@@ -21,9 +21,14 @@ use kafka_protocol::messages::{
 };
 use kafka_protocol::protocol::Decodable;
 use kafka_protocol::protocol::StrBytes;
+use std::sync::Arc;
+
+use krust_broker::server::apis::authorize;
 use krust_broker::server::apis::configs::{ConfigsView, describe_configs_response};
+use krust_broker::server::authz::{Authz, BrokerAuthorizer};
 use krust_controller::delegation_tokens::{Principal, TokenContext};
 use krust_controller::{ControllerRequest, ControllerResponse};
+use krust_metadata::authorizer::AclOperation;
 use krust_net::codec::{IncomingRequest, decode_request, encode_response};
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
 use krust_raft::config::VoterAddress;
@@ -112,6 +117,8 @@ pub struct ControllerHandler {
     zk_migration_ready: bool,
     /// `node.id` and `server.properties` as written, for DescribeConfigs.
     node_config: Option<(i32, BTreeMap<String, String>)>,
+    /// Kafka's `StandardAuthorizer` over this node's ACLs, when configured.
+    authorizer: Option<Arc<BrokerAuthorizer>>,
 }
 
 impl ControllerHandler {
@@ -133,7 +140,24 @@ impl ControllerHandler {
             controller: None,
             zk_migration_ready: false,
             node_config: None,
+            authorizer: None,
         }
+    }
+
+    /// Authorizes requests as Kafka's `ControllerApis` does (the envelope's sender needs
+    /// CLUSTER_ACTION; a forwarded request is authorized as the client's principal), against
+    /// `authorizer`, which the node's [`AclPublisher`] keeps current.
+    ///
+    /// [`AclPublisher`]: krust_broker::server::authz::AclPublisher
+    #[must_use]
+    pub fn with_authorizer(mut self, authorizer: Arc<BrokerAuthorizer>) -> Self {
+        self.authorizer = Some(authorizer);
+        self
+    }
+
+    /// The authorization of a request from `principal_type:name` at `host`.
+    fn authz(&self, principal_type: &str, name: &str, host: std::net::IpAddr) -> Authz {
+        Authz::with(self.authorizer.as_deref(), principal_type, name, host)
     }
 
     /// Answers DescribeConfigs for node `node_id` configured with `properties`
@@ -271,7 +295,18 @@ impl ControllerHandler {
             }
         };
         let caller = Caller::forwarded(request.request_principal.as_ref());
-        let response = if let RequestKind::DescribeQuorum(r) = *body {
+        let client_host = client_address(&request.client_host_address);
+        let authz = self.authz(
+            &caller.principal.principal_type,
+            &caller.principal.name,
+            client_host,
+        );
+        let mut body = *body;
+        if let Some(refused) = controller_denied(&authz, header.api_version, &body) {
+            return self.wrap(&header, &refused);
+        }
+        let refusals = self.split(&authz, &mut body);
+        let response = if let RequestKind::DescribeQuorum(r) = body {
             // Forwarded by a broker (Kafka 3.9 brokers forward DescribeQuorum): the replica
             // answers it, as it does on this listener.
             let Some(response) = self
@@ -282,7 +317,7 @@ impl ControllerHandler {
             };
             response
         } else {
-            let Some(inner) = forwardable(*body, header.api_version, &caller) else {
+            let Some(inner) = forwardable(body, header.api_version, &caller) else {
                 return refuse(INVALID_REQUEST);
             };
             let Some(response) = self.call_controller(inner).await else {
@@ -294,17 +329,30 @@ impl ControllerHandler {
             // Kafka: the forwarding broker must look for the active controller and resend.
             return refuse(NOT_CONTROLLER);
         }
+        let mut response = response;
+        refusals.merge(&mut response);
+        self.wrap(&header, &response)
+    }
+
+    /// The inner `response` to the request of `header`, in an `EnvelopeResponse`.
+    fn wrap(
+        &self,
+        header: &krust_net::codec::DecodedHeader,
+        response: &ResponseKind,
+    ) -> ResponseKind {
         match encode_response(
             header.correlation_id,
             header.api_key,
             header.api_version,
-            &response,
+            response,
         ) {
             Ok(frame) if frame.len() >= SIZE_PREFIX_BYTES => ResponseKind::Envelope(
                 EnvelopeResponse::default()
                     .with_response_data(Some(frame.slice(SIZE_PREFIX_BYTES..))),
             ),
-            _ => refuse(INVALID_REQUEST),
+            _ => {
+                ResponseKind::Envelope(EnvelopeResponse::default().with_error_code(INVALID_REQUEST))
+            }
         }
     }
 
@@ -484,6 +532,11 @@ impl Handler for ControllerHandler {
 
     async fn handle(&self, ctx: RequestContext, request: RequestKind) -> Reply {
         let version = ctx.api_version;
+        let authz = self.authz(
+            &ctx.principal.principal_type,
+            &ctx.principal.name,
+            ctx.peer_addr.ip(),
+        );
         let raft_request = match request {
             RequestKind::ApiVersions(r) => {
                 let mut response = self.apis.respond_to(&r, version);
@@ -493,20 +546,32 @@ impl Handler for ControllerHandler {
                 return ResponseKind::ApiVersions(response).into();
             }
             RequestKind::DescribeCluster(r) => return self.describe_cluster(&r, version).into(),
-            RequestKind::DescribeConfigs(r) => {
+            RequestKind::DescribeConfigs(mut r) => {
+                let refused = authorize::describe_configs_refusals(&authz, &mut r);
                 return match self.describe_configs(&r, version) {
+                    Some(ResponseKind::DescribeConfigs(mut response)) => {
+                        response.results.extend(refused);
+                        ResponseKind::DescribeConfigs(response).into()
+                    }
                     Some(response) => response.into(),
                     // Not served without a controller task (not in `supported_apis` then).
                     None => Reply::Close,
                 };
             }
             RequestKind::Envelope(r) if self.controller.is_some() => {
+                // Kafka: only a principal with CLUSTER_ACTION (a broker) may forward.
+                if !authz.allows_cluster(AclOperation::ClusterAction) {
+                    return ResponseKind::Envelope(
+                        EnvelopeResponse::default().with_error_code(authorize::CAF),
+                    )
+                    .into();
+                }
                 return self.envelope(r).await.into();
             }
             other => match raft_request(other) {
                 RoutedRequest::Raft(raft_request) => raft_request,
                 RoutedRequest::Other(other) => {
-                    return self.handle_controller_api(other, version).await;
+                    return self.handle_controller_api(other, version, &authz).await;
                 }
             },
         };
@@ -537,17 +602,98 @@ impl ControllerHandler {
 impl ControllerHandler {
     /// A controller API. Anything else is not in `supported_apis`, so the server never hands it
     /// over; and without a controller task none of them is served.
-    async fn handle_controller_api(&self, request: RequestKind, version: i16) -> Reply {
+    async fn handle_controller_api(
+        &self,
+        mut request: RequestKind,
+        version: i16,
+        authz: &Authz,
+    ) -> Reply {
         if self.controller.is_none() {
             return Reply::Close;
         }
+        if let Some(refused) = controller_denied(authz, version, &request) {
+            return refused.into();
+        }
+        let refusals = self.split(authz, &mut request);
         let Some(request) = controller_request(request, version) else {
             return Reply::Close;
         };
         match self.call_controller(request).await {
-            Some(response) => response.into(),
+            Some(mut response) => {
+                refusals.merge(&mut response);
+                response.into()
+            }
             // The controller task stopped: the process is going down.
             None => Reply::Close,
         }
     }
+
+    /// The per-topic and per-resource refusals of an admin request (Kafka's `ControllerApis`),
+    /// over the last published image.
+    fn split(&self, authz: &Authz, request: &mut RequestKind) -> authorize::Refusals {
+        if !authz.enabled() {
+            return authorize::Refusals::None;
+        }
+        let image = self
+            .controller
+            .as_ref()
+            .and_then(ControllerChannel::published_image)
+            .unwrap_or_else(krust_metadata::MetadataImage::empty);
+        authorize::split_forwarded(authz, &image, request)
+    }
+}
+
+/// The client's address an Envelope carries (4 or 16 bytes); unspecified if malformed.
+fn client_address(bytes: &[u8]) -> std::net::IpAddr {
+    match bytes.len() {
+        4 => std::net::IpAddr::from(<[u8; 4]>::try_from(bytes).unwrap_or([0; 4])),
+        16 => std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).unwrap_or([0; 16])),
+        _ => std::net::IpAddr::from([0u8; 4]),
+    }
+}
+
+/// Kafka's `ControllerApis` whole-request checks: CLUSTER_ACTION for the brokers' and
+/// controllers' own APIs, ALTER for UnregisterBroker, and the admin APIs' checks the broker
+/// makes too ([`authorize::denied`]). `None`: go on.
+fn controller_denied(authz: &Authz, version: i16, request: &RequestKind) -> Option<ResponseKind> {
+    use kafka_protocol::messages::{
+        AllocateProducerIdsResponse, AlterPartitionResponse, AssignReplicasToDirsResponse,
+        BrokerHeartbeatResponse, BrokerRegistrationResponse, ControllerRegistrationResponse,
+        UnregisterBrokerResponse,
+    };
+    if !authz.enabled() {
+        return None;
+    }
+    let caf = authorize::CAF;
+    let action = || !authz.allows_cluster(AclOperation::ClusterAction);
+    Some(match request {
+        RequestKind::BrokerRegistration(_) if action() => ResponseKind::BrokerRegistration(
+            BrokerRegistrationResponse::default().with_error_code(caf),
+        ),
+        RequestKind::BrokerHeartbeat(_) if action() => {
+            ResponseKind::BrokerHeartbeat(BrokerHeartbeatResponse::default().with_error_code(caf))
+        }
+        RequestKind::AlterPartition(_) if action() => {
+            ResponseKind::AlterPartition(AlterPartitionResponse::default().with_error_code(caf))
+        }
+        RequestKind::AllocateProducerIds(_) if action() => ResponseKind::AllocateProducerIds(
+            AllocateProducerIdsResponse::default().with_error_code(caf),
+        ),
+        RequestKind::ControllerRegistration(_) if action() => ResponseKind::ControllerRegistration(
+            ControllerRegistrationResponse::default()
+                .with_error_code(caf)
+                .with_error_message(Some(StrBytes::from_static_str(authorize::message(caf)))),
+        ),
+        RequestKind::AssignReplicasToDirs(_) if action() => ResponseKind::AssignReplicasToDirs(
+            AssignReplicasToDirsResponse::default().with_error_code(caf),
+        ),
+        RequestKind::UnregisterBroker(_) if !authz.allows_cluster(AclOperation::Alter) => {
+            ResponseKind::UnregisterBroker(
+                UnregisterBrokerResponse::default()
+                    .with_error_code(caf)
+                    .with_error_message(Some(StrBytes::from_static_str(authorize::message(caf)))),
+            )
+        }
+        other => return authorize::denied(authz, version, other),
+    })
 }

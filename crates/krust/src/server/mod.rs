@@ -305,6 +305,14 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     };
     let mut migration_events = None;
     let zk_write_behind = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    // The controller listener's authorizer (Kafka's `ControllerApis` authorizes too), kept
+    // current by its own ACL publisher.
+    let controller_authorizer = match (&controller_config, broker::authorizer_config(&config)?) {
+        (Some(_), Some(settings)) => Some(Arc::new(
+            krust_broker::server::authz::BrokerAuthorizer::new(settings),
+        )),
+        _ => None,
+    };
     let (controller, controller_publishers) = match (controller_config, controller_events) {
         (Some(qc_config), Some(events)) => {
             let qc = krust_controller::QuorumController::new(qc_config, rand::random())
@@ -327,6 +335,11 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
                     .with_publisher(Box::new(publisher))
                     .with_zk_write_behind(zk_write_behind.clone());
                 migration_events = Some(events);
+            }
+            if let Some(authorizer) = &controller_authorizer {
+                builder = builder.with_publisher(Box::new(
+                    krust_broker::server::authz::AclPublisher::new(Arc::clone(authorizer)),
+                ));
             }
             let (server, publishers) = builder.start(events);
             (Some(server), publishers)
@@ -373,6 +386,9 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
                 .with_controller(controller.channel().clone())
                 .with_zk_migration_ready(zk_migration_enabled)
                 .with_node_config(node.node_id, config.kafka_config()?.originals().clone());
+            if let Some(authorizer) = &controller_authorizer {
+                handler = handler.with_authorizer(Arc::clone(authorizer));
+            }
         }
         let handler = Arc::new(handler);
         let net_config = krust_net::ServerConfig {

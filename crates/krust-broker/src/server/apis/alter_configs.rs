@@ -255,17 +255,10 @@ fn preprocess_all(
         .collect()
 }
 
-/// Kafka's `ControllerApis.authorizeAlterResource` (krust checks it before forwarding):
-/// ALTER_CONFIGS on the cluster for a broker or client-metrics resource, on the topic for a
-/// topic.
+/// Kafka's `ControllerApis.authorizeAlterResource`, checked before forwarding.
 fn authorize_alter(authz: &Authz, resource_type: i8, name: &str) -> Option<Refusal> {
-    use krust_metadata::authorizer::{AclOperation::AlterConfigs, resource_type as acl};
-    let (allowed, code) = match resource_type {
-        BROKER | CLIENT_METRICS => (authz.allows_cluster(AlterConfigs), authorize::CAF),
-        TOPIC => (authz.allows(AlterConfigs, acl::TOPIC, name), authorize::TAF),
-        _ => return None,
-    };
-    (!allowed).then(|| refuse(code, authorize::message(code)))
+    authorize::alter_resource_refusal(authz, resource_type, name)
+        .map(|code| refuse(code, authorize::message(code)))
 }
 
 /// Kafka's `reassemble*Response`: each resource's answer in request order, the broker's

@@ -6,7 +6,7 @@
 //! Requests forwarded to the controller (CreateTopics, CreateAcls, …) are checked here, on
 //! the broker, with the same operations and codes as Kafka's controller checks them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kafka_protocol::messages::describe_acls_response::{AclDescription, DescribeAclsResource};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -25,8 +25,8 @@ use kafka_protocol::messages::{
 use kafka_protocol::protocol::StrBytes;
 use krust_metadata::authorizer::AclBindingFilter;
 use krust_metadata::authorizer::AclOperation::{
-    Alter, AlterConfigs, ClusterAction, Delete, Describe, DescribeConfigs, IdempotentWrite, Read,
-    Write,
+    Alter, AlterConfigs, ClusterAction, Create, Delete, Describe, DescribeConfigs, IdempotentWrite,
+    Read, Write,
 };
 use krust_metadata::authorizer::resource_type::{GROUP, TOPIC, TRANSACTIONAL_ID};
 use krust_metadata::image::MetadataImage;
@@ -754,4 +754,180 @@ pub fn describe_producers_refused(
                 })
                 .collect(),
         )
+}
+
+/// What the per-topic and per-resource checks of a forwarded admin request refused, to add to
+/// the controller's answer (Kafka's `ControllerApis`: the refused items never reach the
+/// controller's logic; their results are appended to its answer).
+#[derive(Debug, Default)]
+pub enum Refusals {
+    /// Nothing refused.
+    #[default]
+    None,
+    /// CreateTopics: names without CREATE, and created topics whose configs are hidden (no
+    /// DESCRIBE_CONFIGS).
+    CreateTopics {
+        /// Refused names.
+        refused: Vec<String>,
+        /// Names whose configs the answer must not show.
+        hidden_configs: BTreeSet<String>,
+    },
+    /// DeleteTopics results.
+    DeleteTopics(Vec<kafka_protocol::messages::delete_topics_response::DeletableTopicResult>),
+    /// CreatePartitions results.
+    CreatePartitions(
+        Vec<kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult>,
+    ),
+    /// IncrementalAlterConfigs results.
+    IncrementalAlterConfigs(
+        Vec<kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse>,
+    ),
+    /// AlterConfigs results.
+    AlterConfigs(Vec<kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse>),
+}
+
+/// Kafka's `ControllerApis.authorizeAlterResource`: the refusal of one config resource.
+#[must_use]
+pub fn alter_resource_refusal(authz: &Authz, resource_type: i8, name: &str) -> Option<i16> {
+    match resource_type {
+        4 | 16 => (!authz.allows_cluster(AlterConfigs)).then_some(CAF),
+        2 => (!authz.allows(AlterConfigs, TOPIC, name)).then_some(TAF),
+        _ => None,
+    }
+}
+
+/// Runs the per-item checks of a forwarded admin request: removes the refused items from
+/// `request` and returns them, to [`Refusals::merge`] into the answer.
+pub fn split_forwarded(
+    authz: &Authz,
+    image: &MetadataImage,
+    request: &mut RequestKind,
+) -> Refusals {
+    if !authz.enabled() {
+        return Refusals::None;
+    }
+    match request {
+        RequestKind::CreateTopics(r) => {
+            let mut seen = BTreeMap::<String, usize>::new();
+            for t in &r.topics {
+                *seen.entry(t.name.to_string()).or_default() += 1;
+            }
+            let cluster = authz.allows_cluster(Create);
+            let mut refused = Vec::new();
+            let mut hidden_configs = BTreeSet::new();
+            for (name, count) in &seen {
+                if *count > 1 || name == "__cluster_metadata" {
+                    continue;
+                }
+                if !cluster && !authz.allows(Create, TOPIC, name) {
+                    refused.push(name.clone());
+                } else if !authz.allows(DescribeConfigs, TOPIC, name) {
+                    hidden_configs.insert(name.clone());
+                }
+            }
+            r.topics.retain(|t| !refused.contains(&t.name.to_string()));
+            Refusals::CreateTopics {
+                refused,
+                hidden_configs,
+            }
+        }
+        RequestKind::DeleteTopics(r) => {
+            Refusals::DeleteTopics(delete_topics_refusals(authz, image, r))
+        }
+        RequestKind::CreatePartitions(r) => {
+            Refusals::CreatePartitions(create_partitions_refusals(authz, r))
+        }
+        RequestKind::IncrementalAlterConfigs(r) => {
+            use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
+            let mut refused = Vec::new();
+            r.resources.retain(|res| {
+                match alter_resource_refusal(authz, res.resource_type, &res.resource_name) {
+                    Some(code) => {
+                        refused.push(
+                            AlterConfigsResourceResponse::default()
+                                .with_error_code(code)
+                                .with_error_message(Some(StrBytes::from_static_str(message(code))))
+                                .with_resource_type(res.resource_type)
+                                .with_resource_name(res.resource_name.clone()),
+                        );
+                        false
+                    }
+                    None => true,
+                }
+            });
+            Refusals::IncrementalAlterConfigs(refused)
+        }
+        RequestKind::AlterConfigs(r) => {
+            use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+            let mut refused = Vec::new();
+            r.resources.retain(|res| {
+                match alter_resource_refusal(authz, res.resource_type, &res.resource_name) {
+                    Some(code) => {
+                        refused.push(
+                            AlterConfigsResourceResponse::default()
+                                .with_error_code(code)
+                                .with_error_message(Some(StrBytes::from_static_str(message(code))))
+                                .with_resource_type(res.resource_type)
+                                .with_resource_name(res.resource_name.clone()),
+                        );
+                        false
+                    }
+                    None => true,
+                }
+            });
+            Refusals::AlterConfigs(refused)
+        }
+        _ => Refusals::None,
+    }
+}
+
+impl Refusals {
+    /// Adds the refused items to the answer of the rest.
+    pub fn merge(self, response: &mut ResponseKind) {
+        use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
+        match (self, response) {
+            (
+                Refusals::CreateTopics {
+                    refused,
+                    hidden_configs,
+                },
+                ResponseKind::CreateTopics(response),
+            ) => {
+                for topic in &mut response.topics {
+                    if topic.error_code == 0 && hidden_configs.contains(topic.name.as_str()) {
+                        topic.configs = Some(Vec::new());
+                        topic.num_partitions = -1;
+                        topic.replication_factor = -1;
+                        topic.topic_config_error_code = TAF;
+                    }
+                }
+                response.topics.extend(refused.into_iter().map(|name| {
+                    CreatableTopicResult::default()
+                        .with_name(kafka_protocol::messages::TopicName(StrBytes::from_string(
+                            name,
+                        )))
+                        .with_error_code(TAF)
+                        .with_error_message(Some(StrBytes::from_static_str(
+                            "Authorization failed.",
+                        )))
+                        .with_num_partitions(-1)
+                        .with_replication_factor(-1)
+                }));
+            }
+            (Refusals::DeleteTopics(refused), ResponseKind::DeleteTopics(response)) => {
+                response.responses.extend(refused);
+            }
+            (Refusals::CreatePartitions(refused), ResponseKind::CreatePartitions(response)) => {
+                response.results.extend(refused);
+            }
+            (
+                Refusals::IncrementalAlterConfigs(refused),
+                ResponseKind::IncrementalAlterConfigs(response),
+            ) => response.responses.extend(refused),
+            (Refusals::AlterConfigs(refused), ResponseKind::AlterConfigs(response)) => {
+                response.responses.extend(refused);
+            }
+            _ => {}
+        }
+    }
 }

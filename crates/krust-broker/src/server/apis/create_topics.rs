@@ -9,18 +9,16 @@
 
 use std::time::Duration;
 
-use kafka_protocol::messages::create_topics_response::CreatableTopicResult;
-use kafka_protocol::messages::{CreateTopicsRequest, RequestKind, ResponseKind, TopicName};
+use kafka_protocol::messages::{CreateTopicsRequest, RequestKind, ResponseKind};
 use kafka_protocol::protocol::StrBytes;
-use krust_metadata::authorizer::{AclOperation, resource_type};
 use krust_metadata::image::MetadataImage;
-use krust_net::error_codes::TOPIC_AUTHORIZATION_FAILED;
 use krust_net::{Reply, RequestContext};
 use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::super::Broker;
 use super::super::forwarding::Forwarder;
+use super::authorize;
 
 /// The longest a successful CreateTopics answer waits for the broker's own image.
 pub const MAX_VISIBILITY_WAIT: Duration = Duration::from_secs(5);
@@ -34,61 +32,22 @@ pub async fn create_topics(
 ) -> Reply {
     // Kafka's `ControllerApis.createTopics`: CREATE on the cluster, else on each topic; the
     // configs of a created topic only with DESCRIBE_CONFIGS on it.
-    let authz = broker.authz(ctx);
-    let mut request = request;
-    let mut refused = Vec::new();
-    let mut hidden_configs = std::collections::BTreeSet::new();
-    if authz.enabled() {
-        let mut seen = std::collections::BTreeMap::<String, usize>::new();
-        for t in &request.topics {
-            *seen.entry(t.name.to_string()).or_default() += 1;
-        }
-        let cluster = authz.allows_cluster(AclOperation::Create);
-        for (name, count) in &seen {
-            if *count > 1 || name == CLUSTER_METADATA_TOPIC {
-                continue;
-            }
-            if !cluster && !authz.allows(AclOperation::Create, resource_type::TOPIC, name) {
-                refused.push(name.clone());
-            } else if !authz.allows(AclOperation::DescribeConfigs, resource_type::TOPIC, name) {
-                hidden_configs.insert(name.clone());
-            }
-        }
-        request
-            .topics
-            .retain(|t| !refused.contains(&t.name.to_string()));
-    }
+    let mut request = RequestKind::CreateTopics(request);
+    let refusals = authorize::split_forwarded(
+        &broker.authz(ctx),
+        &broker.replica_manager().image(),
+        &mut request,
+    );
+    let RequestKind::CreateTopics(request) = request else {
+        return Reply::Close;
+    };
     let reply = create_authorized_topics(broker, forwarder, ctx, request).await;
-    if refused.is_empty() && hidden_configs.is_empty() {
-        return reply;
-    }
-    let Reply::Send(response) = reply else {
+    let Reply::Send(mut response) = reply else {
         return reply;
     };
-    let ResponseKind::CreateTopics(mut response) = *response else {
-        return Reply::Send(response);
-    };
-    for topic in &mut response.topics {
-        if topic.error_code == 0 && hidden_configs.contains(topic.name.as_str()) {
-            topic.configs = Some(Vec::new());
-            topic.num_partitions = -1;
-            topic.replication_factor = -1;
-            topic.topic_config_error_code = TOPIC_AUTHORIZATION_FAILED;
-        }
-    }
-    response.topics.extend(refused.into_iter().map(|name| {
-        CreatableTopicResult::default()
-            .with_name(TopicName(StrBytes::from_string(name)))
-            .with_error_code(TOPIC_AUTHORIZATION_FAILED)
-            .with_error_message(Some(StrBytes::from_static_str("Authorization failed.")))
-            .with_num_partitions(-1)
-            .with_replication_factor(-1)
-    }));
-    ResponseKind::CreateTopics(response).into()
+    refusals.merge(&mut response);
+    Reply::Send(response)
 }
-
-/// KRaft's metadata topic, never created by a client.
-const CLUSTER_METADATA_TOPIC: &str = "__cluster_metadata";
 
 async fn create_authorized_topics(
     broker: &Broker,

@@ -252,32 +252,6 @@ impl ClientApiHandler {
                 )
                 .into()
             }
-            RequestKind::DeleteTopics(mut r)
-                if authz.enabled()
-                    && let Some(forwarder) = broker.forwarder() =>
-            {
-                let refused = authorize::delete_topics_refusals(
-                    &authz,
-                    &broker.replica_manager().image(),
-                    &mut r,
-                );
-                if r.topic_names.is_empty() && r.topics.is_empty() && !refused.is_empty() {
-                    return ResponseKind::DeleteTopics(
-                        kafka_protocol::messages::DeleteTopicsResponse::default()
-                            .with_responses(refused),
-                    )
-                    .into();
-                }
-                let answered = forwarder.forward(&ctx, RequestKind::DeleteTopics(r)).await;
-                let Reply::Send(response) = answered else {
-                    return answered;
-                };
-                let ResponseKind::DeleteTopics(mut response) = *response else {
-                    return Reply::Send(response);
-                };
-                response.responses.extend(refused);
-                ResponseKind::DeleteTopics(response).into()
-            }
             RequestKind::DescribeTransactions(mut r)
                 if authz.enabled()
                     && let Some(txn) = broker.txn() =>
@@ -539,23 +513,6 @@ impl ClientApiHandler {
                 }
                 response.into()
             }
-            RequestKind::CreatePartitions(mut r)
-                if authz.enabled()
-                    && let Some(forwarder) = broker.forwarder() =>
-            {
-                let refused = authorize::create_partitions_refusals(&authz, &mut r);
-                let answered = forwarder
-                    .forward(&ctx, RequestKind::CreatePartitions(r))
-                    .await;
-                let Reply::Send(response) = answered else {
-                    return answered;
-                };
-                let ResponseKind::CreatePartitions(mut response) = *response else {
-                    return Reply::Send(response);
-                };
-                response.results.extend(refused);
-                ResponseKind::CreatePartitions(response).into()
-            }
             RequestKind::DescribeProducers(mut r) if authz.enabled() => {
                 let order: Vec<_> = r.topics.iter().map(|t| t.name.clone()).collect();
                 let (denied, allowed) =
@@ -719,7 +676,20 @@ impl ClientApiHandler {
                         .iter()
                         .any(|(k, _, _)| *k == key)
                 {
-                    return forwarder.forward(&ctx, other).await;
+                    // Per-topic and per-resource refusals (the controller's checks, made here
+                    // too: Kafka's controller makes them on the Envelope's principal).
+                    let mut other = other;
+                    let refusals = authorize::split_forwarded(
+                        &authz,
+                        &broker.replica_manager().image(),
+                        &mut other,
+                    );
+                    let reply = forwarder.forward(&ctx, other).await;
+                    let Reply::Send(mut response) = reply else {
+                        return reply;
+                    };
+                    refusals.merge(&mut response);
+                    return Reply::Send(response);
                 }
                 // The server only hands us advertised APIs; anything else is a bug upstream.
                 warn!(?key, "request for an API this listener does not serve");
