@@ -118,7 +118,7 @@ impl Authz {
         Authz {
             authorizer: authorizer.map(BrokerAuthorizer::snapshot),
             principal: format!("{principal_type}:{name}"),
-            host: host.to_string(),
+            host: java_host_address(host),
         }
     }
 
@@ -197,5 +197,38 @@ impl Authz {
     #[must_use]
     pub fn acls(&self) -> Option<&AclIndex> {
         self.authorizer.as_ref().map(|a| &a.acls)
+    }
+}
+
+/// An address as Java's `InetAddress.getHostAddress()` writes it, the form ACL hosts are
+/// compared with: IPv4 dotted (an IPv4-mapped IPv6 address is IPv4 to Java), IPv6 as eight
+/// lowercase hex groups without `::` compression.
+#[must_use]
+pub fn java_host_address(address: std::net::IpAddr) -> String {
+    match address.to_canonical() {
+        std::net::IpAddr::V4(v4) => v4.to_string(),
+        std::net::IpAddr::V6(v6) => v6
+            .segments()
+            .iter()
+            .map(|g| format!("{g:x}"))
+            .collect::<Vec<_>>()
+            .join(":"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::java_host_address;
+
+    #[test]
+    fn hosts_are_written_as_java_writes_them() {
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("address");
+        assert_eq!(java_host_address(ip("127.0.0.1")), "127.0.0.1");
+        assert_eq!(java_host_address(ip("::1")), "0:0:0:0:0:0:0:1");
+        assert_eq!(
+            java_host_address(ip("fe80::1:abcd")),
+            "fe80:0:0:0:0:0:1:abcd"
+        );
+        assert_eq!(java_host_address(ip("::ffff:10.0.0.1")), "10.0.0.1");
     }
 }
