@@ -269,3 +269,45 @@ fn librdkafka_cluster_tests_pass_against_a_krust_cluster() {
 fn librdkafka_broker_tests_pass_against_a_krust_cluster() {
     run_list_on_a_krust_cluster("broker-tests.txt");
 }
+
+/// librdkafka's producer-latency test (0055) beside Kafka's: its summary table — each
+/// configuration's expected and measured delivery latency, the transactional one ("transactions
+/// (35ms)": `linger.ms=35`, a transaction per message) included — against one Kafka 3.9 node,
+/// then `krust dev`, printed side by side. 0055 is a wall-clock test (librdkafka skips it on CI:
+/// "Latency measurements not reliable on CI") and the project's tests never assert wall time, so
+/// this only prints; run it on an otherwise idle machine:
+/// `cargo test -p krust --test clients_librdkafka producer_latency -- --ignored --nocapture`.
+#[test]
+#[ignore = "wall-clock latency figures (librdkafka 0055), printed for a person to compare; on demand"]
+fn producer_latency_0055_figures_beside_kafkas() {
+    let Some(runner) = LibrdkafkaTests::locate().expect("librdkafka tests") else {
+        return;
+    };
+    let _serial = broker_lock();
+    for (kind, broker) in [("Kafka 3.9", kafka()), ("krust dev", krust_dev())] {
+        let work = tempfile::tempdir().expect("temp dir");
+        let run = runner
+            .run(
+                &broker.bootstrap(),
+                &["0055"],
+                &[],
+                work.path(),
+                PER_TEST_TIMEOUT,
+            )
+            .expect("running librdkafka's test-runner");
+        let all = format!("{}\n{}", run.output.stdout, run.output.stderr);
+        let summary: Vec<&str> = all
+            .lines()
+            .skip_while(|l| !l.contains("Latency tests summary"))
+            .take(10)
+            .collect();
+        let status = run
+            .results
+            .iter()
+            .map(|r| format!("{} {}", r.name, r.status))
+            .collect::<Vec<_>>()
+            .join(", ");
+        eprintln!("=== {kind}: {status}\n{}", summary.join("\n"));
+        drop(broker);
+    }
+}
