@@ -2237,27 +2237,9 @@ fn error_response(
         GroupRequest::LeaveGroup(_) => {
             GroupResponse::LeaveGroup(LeaveGroupResponse::default().with_error_code(code))
         }
-        GroupRequest::OffsetCommit(r) => {
-            let topics = r
-                .topics
-                .iter()
-                .map(|t| {
-                    OffsetCommitResponseTopic::default()
-                        .with_name(t.name.clone())
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    OffsetCommitResponsePartition::default()
-                                        .with_partition_index(p.partition_index)
-                                        .with_error_code(code)
-                                })
-                                .collect(),
-                        )
-                })
-                .collect();
-            GroupResponse::OffsetCommit(OffsetCommitResponse::default().with_topics(topics))
-        }
+        GroupRequest::OffsetCommit(r) => GroupResponse::OffsetCommit(
+            OffsetCommitResponse::default().with_topics(offset_commit_errors(&r.topics, code)),
+        ),
         GroupRequest::OffsetFetch(r) => {
             let groups = r
                 .groups
@@ -2313,23 +2295,55 @@ fn error_response(
 /// `code` for every partition of a TxnOffsetCommit.
 #[must_use]
 pub fn txn_offset_commit_error(r: &TxnOffsetCommitRequest, code: i16) -> TxnOffsetCommitResponse {
-    TxnOffsetCommitResponse::default().with_topics(
-        r.topics
-            .iter()
-            .map(|t| {
-                TxnOffsetCommitResponseTopic::default()
-                    .with_name(t.name.clone())
-                    .with_partitions(
-                        t.partitions
-                            .iter()
-                            .map(|p| {
-                                TxnOffsetCommitResponsePartition::default()
-                                    .with_partition_index(p.partition_index)
-                                    .with_error_code(code)
-                            })
-                            .collect(),
-                    )
-            })
-            .collect(),
-    )
+    TxnOffsetCommitResponse::default().with_topics(txn_offset_commit_errors(&r.topics, code))
+}
+
+/// `code` for every partition of some TxnOffsetCommit topics.
+#[must_use]
+pub fn txn_offset_commit_errors(
+    topics: &[kafka_protocol::messages::txn_offset_commit_request::TxnOffsetCommitRequestTopic],
+    code: i16,
+) -> Vec<TxnOffsetCommitResponseTopic> {
+    topics
+        .iter()
+        .map(|t| {
+            TxnOffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            TxnOffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
+}
+
+/// `code` for every partition of some OffsetCommit topics.
+#[must_use]
+pub fn offset_commit_errors(
+    topics: &[kafka_protocol::messages::offset_commit_request::OffsetCommitRequestTopic],
+    code: i16,
+) -> Vec<OffsetCommitResponseTopic> {
+    topics
+        .iter()
+        .map(|t| {
+            OffsetCommitResponseTopic::default()
+                .with_name(t.name.clone())
+                .with_partitions(
+                    t.partitions
+                        .iter()
+                        .map(|p| {
+                            OffsetCommitResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+        })
+        .collect()
 }

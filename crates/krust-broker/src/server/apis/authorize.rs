@@ -39,6 +39,7 @@ use krust_net::{Reply, RequestContext};
 use super::super::authz::Authz;
 use super::super::forwarding::error_response;
 use super::super::groups::GroupCoordinator;
+use crate::group::shard::{offset_commit_errors, txn_offset_commit_error};
 
 /// GROUP_AUTHORIZATION_FAILED.
 pub const GAF: i16 = 30;
@@ -87,58 +88,13 @@ pub fn denied(authz: &Authz, version: i16, request: &RequestKind) -> Option<Resp
             ResponseKind::LeaveGroup(LeaveGroupResponse::default().with_error_code(GAF))
         }
         RequestKind::FindCoordinator(r) => return find_coordinator(authz, version, r),
-        RequestKind::OffsetCommit(r) if group(Read, &r.group_id) => {
-            use kafka_protocol::messages::offset_commit_response::{
-                OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-            };
-            ResponseKind::OffsetCommit(
-                kafka_protocol::messages::OffsetCommitResponse::default().with_topics(
-                    r.topics
-                        .iter()
-                        .map(|t| {
-                            OffsetCommitResponseTopic::default()
-                                .with_name(t.name.clone())
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            OffsetCommitResponsePartition::default()
-                                                .with_partition_index(p.partition_index)
-                                                .with_error_code(GAF)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-            )
-        }
+        RequestKind::OffsetCommit(r) if group(Read, &r.group_id) => ResponseKind::OffsetCommit(
+            kafka_protocol::messages::OffsetCommitResponse::default()
+                .with_topics(offset_commit_errors(&r.topics, GAF)),
+        ),
         RequestKind::TxnOffsetCommit(r) if txn(&r.transactional_id) || group(Read, &r.group_id) => {
-            use kafka_protocol::messages::txn_offset_commit_response::{
-                TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-            };
             let code = if txn(&r.transactional_id) { TIAF } else { GAF };
-            ResponseKind::TxnOffsetCommit(
-                kafka_protocol::messages::TxnOffsetCommitResponse::default().with_topics(
-                    r.topics
-                        .iter()
-                        .map(|t| {
-                            TxnOffsetCommitResponseTopic::default()
-                                .with_name(t.name.clone())
-                                .with_partitions(
-                                    t.partitions
-                                        .iter()
-                                        .map(|p| {
-                                            TxnOffsetCommitResponsePartition::default()
-                                                .with_partition_index(p.partition_index)
-                                                .with_error_code(code)
-                                        })
-                                        .collect(),
-                                )
-                        })
-                        .collect(),
-                ),
-            )
+            ResponseKind::TxnOffsetCommit(txn_offset_commit_error(r, code))
         }
         RequestKind::OffsetDelete(r) if group(Delete, &r.group_id) => ResponseKind::OffsetDelete(
             kafka_protocol::messages::OffsetDeleteResponse::default().with_error_code(GAF),
@@ -796,6 +752,30 @@ pub fn alter_resource_refusal(authz: &Authz, resource_type: i8, name: &str) -> O
     }
 }
 
+/// The resources of an (Incremental)AlterConfigs request refused by
+/// [`alter_resource_refusal`], removed from the request, as the API's resource responses.
+macro_rules! alter_refusals {
+    ($authz:expr, $request:expr, $module:ident) => {{
+        let mut refused = Vec::new();
+        $request.resources.retain(|res| {
+            match alter_resource_refusal($authz, res.resource_type, &res.resource_name) {
+                Some(code) => {
+                    refused.push(
+                        kafka_protocol::messages::$module::AlterConfigsResourceResponse::default()
+                            .with_error_code(code)
+                            .with_error_message(Some(StrBytes::from_static_str(message(code))))
+                            .with_resource_type(res.resource_type)
+                            .with_resource_name(res.resource_name.clone()),
+                    );
+                    false
+                }
+                None => true,
+            }
+        });
+        refused
+    }};
+}
+
 /// Runs the per-item checks of a forwarded admin request: removes the refused items from
 /// `request` and returns them, to [`Refusals::merge`] into the answer.
 pub fn split_forwarded(
@@ -837,45 +817,11 @@ pub fn split_forwarded(
         RequestKind::CreatePartitions(r) => {
             Refusals::CreatePartitions(create_partitions_refusals(authz, r))
         }
-        RequestKind::IncrementalAlterConfigs(r) => {
-            use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
-            let mut refused = Vec::new();
-            r.resources.retain(|res| {
-                match alter_resource_refusal(authz, res.resource_type, &res.resource_name) {
-                    Some(code) => {
-                        refused.push(
-                            AlterConfigsResourceResponse::default()
-                                .with_error_code(code)
-                                .with_error_message(Some(StrBytes::from_static_str(message(code))))
-                                .with_resource_type(res.resource_type)
-                                .with_resource_name(res.resource_name.clone()),
-                        );
-                        false
-                    }
-                    None => true,
-                }
-            });
-            Refusals::IncrementalAlterConfigs(refused)
-        }
+        RequestKind::IncrementalAlterConfigs(r) => Refusals::IncrementalAlterConfigs(
+            alter_refusals!(authz, r, incremental_alter_configs_response),
+        ),
         RequestKind::AlterConfigs(r) => {
-            use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
-            let mut refused = Vec::new();
-            r.resources.retain(|res| {
-                match alter_resource_refusal(authz, res.resource_type, &res.resource_name) {
-                    Some(code) => {
-                        refused.push(
-                            AlterConfigsResourceResponse::default()
-                                .with_error_code(code)
-                                .with_error_message(Some(StrBytes::from_static_str(message(code))))
-                                .with_resource_type(res.resource_type)
-                                .with_resource_name(res.resource_name.clone()),
-                        );
-                        false
-                    }
-                    None => true,
-                }
-            });
-            Refusals::AlterConfigs(refused)
+            Refusals::AlterConfigs(alter_refusals!(authz, r, alter_configs_response))
         }
         _ => Refusals::None,
     }

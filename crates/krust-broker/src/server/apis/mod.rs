@@ -29,6 +29,8 @@
 //! - `authorize.rs`: the whole-request authorization checks (group, transactional id,
 //!   cluster) run before dispatch, and DescribeAcls from the image's ACLs.
 
+use crate::group::shard::{offset_commit_errors, txn_offset_commit_errors};
+
 mod alter_configs;
 pub mod authorize;
 pub mod configs;
@@ -570,9 +572,6 @@ impl ClientApiHandler {
                 if authz.enabled()
                     && let Some(groups) = broker.groups() =>
             {
-                use kafka_protocol::messages::offset_commit_response::{
-                    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
-                };
                 let (denied, allowed) =
                     authorize::split_readable(&authz, std::mem::take(&mut r.topics), |t| &t.name);
                 r.topics = allowed;
@@ -587,46 +586,16 @@ impl ClientApiHandler {
                         other => return other,
                     }
                 };
-                response.topics.extend(denied.iter().map(|t| {
-                    OffsetCommitResponseTopic::default()
-                        .with_name(t.name.clone())
-                        .with_partitions(
-                            t.partitions
-                                .iter()
-                                .map(|p| {
-                                    OffsetCommitResponsePartition::default()
-                                        .with_partition_index(p.partition_index)
-                                        .with_error_code(authorize::TAF)
-                                })
-                                .collect(),
-                        )
-                }));
+                response
+                    .topics
+                    .extend(offset_commit_errors(&denied, authorize::TAF));
                 ResponseKind::OffsetCommit(response).into()
             }
             RequestKind::TxnOffsetCommit(mut r) if let Some(groups) = broker.groups() => {
-                use kafka_protocol::messages::txn_offset_commit_response::{
-                    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
-                };
                 let (denied, allowed) =
                     authorize::split_readable(&authz, std::mem::take(&mut r.topics), |t| &t.name);
                 r.topics = allowed;
-                let denied: Vec<TxnOffsetCommitResponseTopic> = denied
-                    .iter()
-                    .map(|t| {
-                        TxnOffsetCommitResponseTopic::default()
-                            .with_name(t.name.clone())
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        TxnOffsetCommitResponsePartition::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_error_code(authorize::TAF)
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
+                let denied = txn_offset_commit_errors(&denied, authorize::TAF);
                 if r.topics.is_empty() && !denied.is_empty() {
                     return ResponseKind::TxnOffsetCommit(
                         kafka_protocol::messages::TxnOffsetCommitResponse::default()

@@ -54,7 +54,6 @@ use kafka_protocol::messages::{
     DescribeGroupsResponse, HeartbeatResponse, ListGroupsRequest, ListGroupsResponse,
     OffsetCommitResponse, OffsetFetchRequest, OffsetFetchResponse, RequestKind, ResponseKind,
     TxnOffsetCommitRequest, TxnOffsetCommitResponse,
-    offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic},
     txn_offset_commit_response::{TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic},
 };
 use krust_metadata::image::MetadataImage;
@@ -307,25 +306,10 @@ impl GroupCoordinator {
                     .into_iter()
                     .partition(|t| image.topics.topic_by_name(&t.name.0).is_some());
                 r.topics = known;
-                let unknown_topics: Vec<OffsetCommitResponseTopic> = unknown
-                    .iter()
-                    .map(|t| {
-                        OffsetCommitResponseTopic::default()
-                            .with_name(t.name.clone())
-                            .with_partitions(
-                                t.partitions
-                                    .iter()
-                                    .map(|p| {
-                                        OffsetCommitResponsePartition::default()
-                                            .with_partition_index(p.partition_index)
-                                            .with_error_code(
-                                                ResponseError::UnknownTopicOrPartition.code(),
-                                            )
-                                    })
-                                    .collect(),
-                            )
-                    })
-                    .collect();
+                let unknown_topics = crate::group::shard::offset_commit_errors(
+                    &unknown,
+                    ResponseError::UnknownTopicOrPartition.code(),
+                );
                 if r.topics.is_empty() && !unknown_topics.is_empty() {
                     GroupResponse::OffsetCommit(
                         OffsetCommitResponse::default().with_topics(unknown_topics),
