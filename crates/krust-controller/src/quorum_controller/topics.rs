@@ -36,11 +36,11 @@ impl QuorumController {
         let mut created_now: BTreeSet<String> = BTreeSet::new();
         for topic in &request.topics {
             let name = topic.name.0.to_string();
-            let result = if seen.get(&name).copied().unwrap_or(0) > 1 {
-                Err(ControllerError::InvalidRequest {
-                    reason: "Duplicate topic name.".to_owned(),
-                })
-            } else if total > MAX_PARTITIONS_PER_REQUEST {
+            // Kafka's `ControllerApis`: a name given twice is answered once, after the rest.
+            if seen.get(&name).copied().unwrap_or(0) > 1 {
+                continue;
+            }
+            let result = if total > MAX_PARTITIONS_PER_REQUEST {
                 Err(ControllerError::InvalidPartitions {
                     reason: "Excessively large number of partitions per request.".to_owned(),
                 })
@@ -70,6 +70,21 @@ impl QuorumController {
                         .with_replication_factor(-1),
                 ),
             }
+        }
+        for name in duplicated_names(request.topics.iter().map(|t| &t.name)) {
+            results.push(
+                CreatableTopicResult::default()
+                    .with_name(name)
+                    .with_error_code(
+                        ControllerError::InvalidRequest {
+                            reason: String::new(),
+                        }
+                        .code(),
+                    )
+                    .with_error_message(Some(StrBytes::from_static_str("Duplicate topic name.")))
+                    .with_num_partitions(-1)
+                    .with_replication_factor(-1),
+            );
         }
         (
             records,
@@ -391,16 +406,27 @@ impl QuorumController {
         for topic in &request.topics {
             *seen.entry(topic.name.0.to_string()).or_insert(0) += 1;
         }
+        for name in duplicated_names(request.topics.iter().map(|t| &t.name)) {
+            results.push(
+                CreatePartitionsTopicResult::default()
+                    .with_name(name)
+                    .with_error_code(
+                        ControllerError::InvalidRequest {
+                            reason: String::new(),
+                        }
+                        .code(),
+                    )
+                    .with_error_message(Some(StrBytes::from_static_str("Duplicate topic name."))),
+            );
+        }
         let mut total_added: i64 = 0;
         for topic in &request.topics {
             let name = topic.name.0.to_string();
-            let result = if seen.get(&name).copied().unwrap_or(0) > 1 {
-                Err(ControllerError::InvalidRequest {
-                    reason: "Duplicate topic name.".to_owned(),
-                })
-            } else {
-                self.create_partitions_of(topic, &mut total_added)
-            };
+            // Kafka's `ControllerApis`: a name given twice is answered once, first.
+            if seen.get(&name).copied().unwrap_or(0) > 1 {
+                continue;
+            }
+            let result = self.create_partitions_of(topic, &mut total_added);
             let entry = CreatePartitionsTopicResult::default().with_name(topic.name.clone());
             match result {
                 Ok(new_records) => {
@@ -522,75 +548,152 @@ impl QuorumController {
         }
     }
 
+    /// Kafka's `ControllerApis.deleteTopics` (validation) and `deleteTopics`: a name or id
+    /// given twice, an entry with both or neither, and a name mapping to an id also given are
+    /// INVALID_REQUEST and delete nothing; unknown names and ids are answered as such; the rest
+    /// are deleted.
     pub(super) fn delete_topics(
         &mut self,
         request: &DeleteTopicsRequest,
     ) -> (Vec<ApiMessageAndVersion>, DeleteTopicsResponse) {
-        let mut targets: Vec<(Option<String>, Uuid)> = request
-            .topic_names
-            .iter()
-            .map(|n| (Some(n.0.to_string()), Uuid::nil()))
-            .collect();
-        targets.extend(
-            request
-                .topics
-                .iter()
-                .map(|t| (t.name.as_ref().map(|n| n.0.to_string()), t.topic_id)),
-        );
-        let mut removed = BTreeSet::new();
-        let mut records = Vec::new();
+        let invalid = ControllerError::InvalidRequest {
+            reason: String::new(),
+        }
+        .code();
         let mut responses = Vec::new();
-        for (name, id) in targets {
-            let found = match (&name, id.is_nil()) {
-                (Some(name), true) => self
-                    .image
-                    .topics
-                    .topic_by_name(name)
-                    .map(|t| (t.name.clone(), t.id))
-                    .ok_or_else(|| ControllerError::UnknownTopicOrPartition {
-                        reason: "This server does not host this topic-partition.".to_owned(),
-                    }),
-                (_, false) => self
-                    .image
-                    .topics
-                    .topic(id)
-                    .map(|t| (t.name.clone(), t.id))
-                    .ok_or(ControllerError::UnknownTopicId { topic_id: id }),
-                (None, true) => Err(ControllerError::InvalidRequest {
-                    reason: "Neither topic name nor id were specified.".to_owned(),
-                }),
-            };
-            let result = DeletableTopicResult::default();
-            match found {
-                Ok((name, topic_id)) => {
-                    if removed.insert(topic_id) {
-                        info!(topic = %name, %topic_id, "deleting topic");
-                        records.push(ApiMessageAndVersion::new(
-                            MetadataRecord::RemoveTopic(RemoveTopicRecord {
-                                topic_id,
-                                ..RemoveTopicRecord::default()
-                            }),
-                            0,
-                        ));
+        let mut answer = |name: Option<&str>, id: Uuid, code: i16, message: Option<String>| {
+            responses.push(
+                DeletableTopicResult::default()
+                    .with_name(name.map(|n| TopicName(StrBytes::from_string(n.to_owned()))))
+                    .with_topic_id(id)
+                    .with_error_code(code)
+                    .with_error_message(message.map(StrBytes::from_string)),
+            );
+        };
+        // Names and ids given once, in request order; those given more than once.
+        let mut names: Vec<String> = Vec::new();
+        let mut duplicate_names: Vec<String> = Vec::new();
+        let mut add_name = |name: String, names: &mut Vec<String>| {
+            if duplicate_names.contains(&name) {
+            } else if let Some(i) = names.iter().position(|n| *n == name) {
+                names.remove(i);
+                duplicate_names.push(name);
+            } else {
+                names.push(name);
+            }
+        };
+        for name in &request.topic_names {
+            add_name(name.0.to_string(), &mut names);
+        }
+        let mut ids: Vec<Uuid> = Vec::new();
+        let mut duplicate_ids: Vec<Uuid> = Vec::new();
+        for topic in &request.topics {
+            match (&topic.name, topic.topic_id.is_nil()) {
+                (None, true) => answer(
+                    None,
+                    Uuid::nil(),
+                    invalid,
+                    Some("Neither topic name nor id were specified.".to_owned()),
+                ),
+                (None, false) => {
+                    let id = topic.topic_id;
+                    if duplicate_ids.contains(&id) {
+                    } else if let Some(i) = ids.iter().position(|x| *x == id) {
+                        ids.remove(i);
+                        duplicate_ids.push(id);
+                    } else {
+                        ids.push(id);
                     }
-                    responses.push(
-                        result
-                            .with_name(Some(TopicName(StrBytes::from_string(name))))
-                            .with_topic_id(topic_id),
-                    );
                 }
-                Err(e) => responses.push(
-                    result
-                        .with_name(name.map(|n| TopicName(StrBytes::from_string(n))))
-                        .with_topic_id(id)
-                        .with_error_code(e.code())
-                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                (Some(name), true) => add_name(name.0.to_string(), &mut names),
+                (Some(name), false) => answer(
+                    Some(name.as_str()),
+                    topic.topic_id,
+                    invalid,
+                    Some("You may not specify both topic name and topic id.".to_owned()),
                 ),
             }
+        }
+        for name in &duplicate_names {
+            answer(
+                Some(name),
+                Uuid::nil(),
+                invalid,
+                Some("Duplicate topic name.".to_owned()),
+            );
+        }
+        for id in &duplicate_ids {
+            answer(None, *id, invalid, Some("Duplicate topic id.".to_owned()));
+        }
+        // Id → name of what is deleted.
+        let mut deleting: Vec<(Uuid, String)> = Vec::new();
+        for id in ids {
+            match self.image.topics.topic(id) {
+                Some(t) => deleting.push((id, t.name.clone())),
+                None => {
+                    let e = ControllerError::UnknownTopicId { topic_id: id };
+                    answer(None, id, e.code(), Some(e.to_string()));
+                }
+            }
+        }
+        for name in names {
+            let Some(topic) = self.image.topics.topic_by_name(&name) else {
+                let e = ControllerError::UnknownTopicOrPartition {
+                    reason: "This server does not host this topic-partition.".to_owned(),
+                };
+                answer(Some(&name), Uuid::nil(), e.code(), Some(e.to_string()));
+                continue;
+            };
+            let id = topic.id;
+            if duplicate_ids.contains(&id) || deleting.iter().any(|(d, _)| *d == id) {
+                deleting.retain(|(d, _)| *d != id);
+                if !duplicate_ids.contains(&id) {
+                    duplicate_ids.push(id);
+                }
+                answer(
+                    Some(&name),
+                    id,
+                    invalid,
+                    Some(
+                        "The provided topic name maps to an ID that was already supplied."
+                            .to_owned(),
+                    ),
+                );
+            } else {
+                deleting.push((id, name));
+            }
+        }
+        let mut records = Vec::new();
+        for (topic_id, name) in deleting {
+            info!(topic = %name, %topic_id, "deleting topic");
+            records.push(ApiMessageAndVersion::new(
+                MetadataRecord::RemoveTopic(RemoveTopicRecord {
+                    topic_id,
+                    ..RemoveTopicRecord::default()
+                }),
+                0,
+            ));
+            answer(Some(&name), topic_id, 0, None);
         }
         (
             records,
             DeleteTopicsResponse::default().with_responses(responses),
         )
     }
+}
+
+/// The names that appear more than once, each once, in order of first appearance.
+fn duplicated_names<'a>(names: impl Iterator<Item = &'a TopicName>) -> Vec<TopicName> {
+    let mut seen: Vec<&TopicName> = Vec::new();
+    let mut twice: Vec<TopicName> = Vec::new();
+    for name in names {
+        if seen.contains(&name) {
+            if !twice.contains(name) {
+                twice.push(name.clone());
+            }
+        } else {
+            seen.push(name);
+        }
+    }
+    twice
 }

@@ -595,25 +595,43 @@ pub fn delete_topics_refusals(
             None
         }
     };
-    let mut refused = Vec::new();
-    r.topic_names.retain(|name| match by_name(name) {
-        Some(result) => {
-            refused.push(result);
-            false
+    // Names or ids given twice, and entries with both or neither, are the controller's
+    // INVALID_REQUEST before any authorization (and delete nothing): left to it.
+    let mut names = BTreeMap::<String, usize>::new();
+    let mut ids = BTreeMap::<uuid::Uuid, usize>::new();
+    for name in &r.topic_names {
+        *names.entry(name.to_string()).or_default() += 1;
+    }
+    for t in &r.topics {
+        match (&t.name, t.topic_id.is_nil()) {
+            (Some(name), true) => *names.entry(name.to_string()).or_default() += 1,
+            (None, false) => *ids.entry(t.topic_id).or_default() += 1,
+            _ => {}
         }
-        None => true,
-    });
+    }
+    let once = |name: &str| names.get(name) == Some(&1);
+    let mut refused = Vec::new();
+    r.topic_names
+        .retain(|name| match once(name).then(|| by_name(name)).flatten() {
+            Some(result) => {
+                refused.push(result);
+                false
+            }
+            None => true,
+        });
     r.topics.retain(|t| {
         let result = match (&t.name, t.topic_id.is_nil()) {
-            (Some(name), true) => by_name(name),
-            (None, false) => image.topics.topic(t.topic_id).and_then(|topic| {
-                (!delete(&topic.name)).then(|| {
-                    refuse(
-                        describe(&topic.name).then_some(topic.name.as_str()),
-                        t.topic_id,
-                    )
+            (Some(name), true) if once(name) => by_name(name),
+            (None, false) if ids.get(&t.topic_id) == Some(&1) => {
+                image.topics.topic(t.topic_id).and_then(|topic| {
+                    (!delete(&topic.name)).then(|| {
+                        refuse(
+                            describe(&topic.name).then_some(topic.name.as_str()),
+                            t.topic_id,
+                        )
+                    })
                 })
-            }),
+            }
             _ => None,
         };
         match result {
