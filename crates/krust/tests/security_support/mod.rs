@@ -1,8 +1,12 @@
 //! A single combined node — Apache Kafka 3.9 or `krust server` — started from the same
 //! `server.properties` keys, for the listener-security tests (`security_tls.rs`,
-//! `security_sasl.rs`): the harness's PLAINTEXT and CONTROLLER listeners plus the test's own.
+//! `security_sasl.rs`, `security_acls.rs`): the harness's PLAINTEXT and CONTROLLER listeners plus
+//! the test's own. [`acl_client`]: what the authorization tests (`security_acls.rs`,
+//! `security_forwarded_acls.rs`) share.
 
 #![allow(dead_code)] // each test binary uses a different part
+
+pub mod acl_client;
 
 use std::sync::Mutex;
 use std::time::Duration;
