@@ -369,7 +369,7 @@ fn main() -> Result<()> {
     );
     println!(
         "parameters: one combined node per configuration, 1 topic x 1 partition, client User:{USER} \
-         (SASL_PLAINTEXT, PLAIN; not a super user), acls=1, 1 request in flight, {} records x {} B \
+         (SASL_PLAINTEXT, PLAIN; not a super user), acks=1, 1 request in flight, {} records x {} B \
          per Produce ({} B batch), Fetch v12 of the last batch (max wait 0){}; {} warm-up + {} \
          measured requests of each kind per node per round, {} rounds alternating which node goes \
          first; CreateAcls v3 batches of {}",
@@ -915,10 +915,16 @@ async fn measure_round(
     let max_bytes = i32::try_from(batch.len()).unwrap_or(i32::MAX);
     for i in 0..args.warmup + args.requests {
         let start = Instant::now();
-        let (code, bytes) = fetch_once(conn, topic, last_offset, max_bytes).await?;
+        let answer = fetch_once(conn, topic, last_offset, max_bytes).await?;
         let elapsed = start.elapsed();
-        if code != 0 || bytes == 0 {
-            bail!("{topic}: fetch at {last_offset}: error {code}, {bytes} bytes");
+        if answer.error_code != 0 || answer.bytes == 0 {
+            bail!(
+                "{topic}: fetch at {last_offset}: error {}, {} bytes, high watermark {}, log start {}",
+                answer.error_code,
+                answer.bytes,
+                answer.high_watermark,
+                answer.log_start_offset
+            );
         }
         if i >= args.warmup {
             fetch.push(elapsed);
@@ -955,14 +961,22 @@ async fn produce_once(conn: &Connection, topic: &str, batch: &Bytes) -> Result<(
     }
 }
 
-/// One consumer Fetch v12 (sessionless, max wait 0) of partition 0 from `offset`: (error code,
-/// record bytes returned).
+/// A Fetch answer for partition 0.
+struct FetchAnswer {
+    error_code: i16,
+    /// Record bytes returned.
+    bytes: usize,
+    high_watermark: i64,
+    log_start_offset: i64,
+}
+
+/// One consumer Fetch v12 (sessionless, max wait 0) of partition 0 from `offset`.
 async fn fetch_once(
     conn: &Connection,
     topic: &str,
     offset: i64,
     max_bytes: i32,
-) -> Result<(i16, usize)> {
+) -> Result<FetchAnswer> {
     let request = FetchRequest::default()
         .with_replica_id((-1).into())
         .with_max_wait_ms(0)
@@ -982,25 +996,37 @@ async fn fetch_once(
                 ]),
         ]);
     match conn.send(request, FETCH_VERSION).await.context("Fetch")? {
-        ResponseKind::Fetch(r) if r.error_code != 0 => Ok((r.error_code, 0)),
-        ResponseKind::Fetch(r) => Ok(r
-            .responses
-            .first()
-            .and_then(|t| t.partitions.first())
-            .map_or((-1, 0), |p| {
-                (p.error_code, p.records.as_ref().map_or(0, Bytes::len))
-            })),
+        ResponseKind::Fetch(r) => {
+            let partition = r.responses.first().and_then(|t| t.partitions.first());
+            Ok(FetchAnswer {
+                error_code: if r.error_code != 0 {
+                    r.error_code
+                } else {
+                    partition.map_or(-1, |p| p.error_code)
+                },
+                bytes: partition
+                    .and_then(|p| p.records.as_ref())
+                    .map_or(0, Bytes::len),
+                high_watermark: partition.map_or(-1, |p| p.high_watermark),
+                log_start_offset: partition.map_or(-1, |p| p.log_start_offset),
+            })
+        }
         other => bail!("Fetch answered {other:?}"),
     }
 }
 
 /// One uncompressed batch of `records` records with `record_bytes`-byte values (offsets are
-/// assigned by the leader, so the same bytes serve every request).
+/// assigned by the leader, so the same bytes serve every request). The timestamps are now's: a
+/// batch older than `retention.ms` (7 days) would let the broker's retention check (30 s after
+/// start, then every 5 minutes) delete the whole log, active segment included, in mid-run.
 fn batch_bytes(records: usize, record_bytes: usize) -> Bytes {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
     let mut builder = RecordBatchBuilder::new(0);
     for i in 0..records {
         builder.append_kv(
-            1_700_000_000_000 + i as i64,
+            now + i as i64,
             Some(Bytes::from(format!("key-{i}"))),
             Some(Bytes::from(vec![b'x'; record_bytes])),
         );
