@@ -806,6 +806,22 @@ async fn every_advertised_version_answers() {
                     ApiKey::SaslAuthenticate => {
                         kafka_protocol::messages::SaslAuthenticateRequest::default().into()
                     }
+                    // Without an authorizer: SECURITY_DISABLED, answered.
+                    // (v0 has no pattern type: LITERAL.)
+                    ApiKey::DescribeAcls => kafka_protocol::messages::DescribeAclsRequest::default()
+                        .with_resource_type_filter(1)
+                        .with_pattern_type_filter(if version == 0 { 3 } else { 1 })
+                        .with_operation(1)
+                        .with_permission_type(1)
+                        .into(),
+                    ApiKey::DescribeClientQuotas => {
+                        kafka_protocol::messages::DescribeClientQuotasRequest::default().into()
+                    }
+                    ApiKey::DescribeUserScramCredentials => {
+                        kafka_protocol::messages::DescribeUserScramCredentialsRequest::default()
+                            .with_users(Some(Vec::new()))
+                            .into()
+                    }
                     other => panic!("no request built for {other:?}"),
                 };
                 let response = b.client.send(request, version).await;
