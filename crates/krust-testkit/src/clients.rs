@@ -511,6 +511,48 @@ impl LibrdkafkaTests {
         work_dir: &Path,
         per_test_timeout: Duration,
     ) -> Result<LibrdkafkaRun> {
+        self.run_mode(
+            bootstrap,
+            tests,
+            extra_conf,
+            work_dir,
+            per_test_timeout,
+            true,
+        )
+    }
+
+    /// [`LibrdkafkaTests::run`] without the runner's quick mode (`-Q`): every sub-test runs,
+    /// e.g. 0055's latency measurements, which quick mode skips.
+    ///
+    /// # Errors
+    /// As [`LibrdkafkaTests::run`].
+    pub fn run_full(
+        &self,
+        bootstrap: &str,
+        tests: &[&str],
+        extra_conf: &[(&str, &str)],
+        work_dir: &Path,
+        per_test_timeout: Duration,
+    ) -> Result<LibrdkafkaRun> {
+        self.run_mode(
+            bootstrap,
+            tests,
+            extra_conf,
+            work_dir,
+            per_test_timeout,
+            false,
+        )
+    }
+
+    fn run_mode(
+        &self,
+        bootstrap: &str,
+        tests: &[&str],
+        extra_conf: &[(&str, &str)],
+        work_dir: &Path,
+        per_test_timeout: Duration,
+        quick: bool,
+    ) -> Result<LibrdkafkaRun> {
         let conf = work_dir.join("test.conf");
         let mut text = format!("bootstrap.servers={bootstrap}\ntest.topic.random=true\n");
         for (key, value) in extra_conf {
@@ -527,7 +569,7 @@ impl LibrdkafkaTests {
         for test in tests {
             // `env -C`: the runner finds its fixtures relative to the current folder; the
             // harness's `run_binary` has no cwd/env parameters, and `env` gives both.
-            let args = [
+            let mut args = vec![
                 "-C".to_owned(),
                 self.tests_dir.display().to_string(),
                 // The runner's own CI mode would change timeouts; keep the local defaults.
@@ -546,8 +588,10 @@ impl LibrdkafkaTests {
                 // quick mode (less data, fewer iterations: a CI budget).
                 "-E".to_owned(),
                 "-L".to_owned(),
-                "-Q".to_owned(),
             ];
+            if quick {
+                args.push("-Q".to_owned());
+            }
             let output = match run_binary("env", &args, None, per_test_timeout) {
                 Ok(output) => output,
                 Err(HarnessError::ToolTimeout {

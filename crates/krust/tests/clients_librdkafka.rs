@@ -286,8 +286,9 @@ fn producer_latency_0055_figures_beside_kafkas() {
     let _serial = broker_lock();
     for (kind, broker) in [("Kafka 3.9", kafka()), ("krust dev", krust_dev())] {
         let work = tempfile::tempdir().expect("temp dir");
+        // Not in quick mode: quick mode skips every latency sub-test.
         let run = runner
-            .run(
+            .run_full(
                 &broker.bootstrap(),
                 &["0055"],
                 &[],
