@@ -115,20 +115,18 @@ impl Authz {
         name: &str,
         host: std::net::IpAddr,
     ) -> Self {
+        // Every request builds one: without an authorizer it allocates nothing.
+        let Some(authorizer) = authorizer else {
+            return Authz {
+                authorizer: None,
+                principal: String::new(),
+                host: String::new(),
+            };
+        };
         Authz {
-            authorizer: authorizer.map(BrokerAuthorizer::snapshot),
+            authorizer: Some(authorizer.snapshot()),
             principal: format!("{principal_type}:{name}"),
             host: java_host_address(host),
-        }
-    }
-
-    /// Everything allowed (no authorizer), for internal callers.
-    #[must_use]
-    pub fn allow_all() -> Self {
-        Authz {
-            authorizer: None,
-            principal: String::new(),
-            host: String::new(),
         }
     }
 
