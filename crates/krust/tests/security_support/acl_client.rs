@@ -450,11 +450,26 @@ pub fn render_shared(response: &ResponseKind) -> Option<String> {
                         t.name.0,
                         err(t.error_code),
                         err(t.topic_config_error_code),
-                        t.configs.as_ref().map_or("null", |c| if c.is_empty() {
-                            "none"
-                        } else {
-                            "some"
-                        }),
+                        // Every effective config with its value, source and flags.
+                        t.configs
+                            .as_ref()
+                            .map_or("null".to_owned(), |c| if c.is_empty() {
+                                "none".to_owned()
+                            } else {
+                                c.iter()
+                                    .map(|e| {
+                                        format!(
+                                            "{}={}/{}/{}/{}",
+                                            e.name.as_str(),
+                                            e.value.as_ref().map_or("null", |v| v.as_str()),
+                                            e.config_source,
+                                            e.read_only,
+                                            e.is_sensitive
+                                        )
+                                    })
+                                    .collect::<Vec<_>>()
+                                    .join(",")
+                            }),
                         t.num_partitions,
                         t.replication_factor
                     )
