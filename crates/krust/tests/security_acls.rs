@@ -890,19 +890,28 @@ fn render(response: &ResponseKind) -> String {
                 .collect(),
         ),
         ResponseKind::DescribeClientQuotas(r) => format!(
-            "{} entries={}",
+            "{} {:?} entries={}",
             err(r.error_code),
+            r.error_message.as_ref().map(|m| m.to_string()),
             r.entries
                 .as_ref()
                 .map_or(-1, |e| i64::try_from(e.len()).unwrap_or(-1))
         ),
         ResponseKind::DescribeUserScramCredentials(r) => format!(
-            "{} {}",
+            "{} {:?} {}",
             err(r.error_code),
+            r.error_message.as_ref().map(|m| m.to_string()),
             joined(
                 r.results
                     .iter()
-                    .map(|u| format!("{}:{}", u.user, err(u.error_code)))
+                    .map(|u| {
+                        format!(
+                            "{}:{}:{:?}",
+                            u.user,
+                            err(u.error_code),
+                            u.error_message.as_ref().map(|m| m.to_string())
+                        )
+                    })
                     .collect()
             )
         ),
@@ -1314,6 +1323,31 @@ fn cases(t: &mut Table, ids: &BTreeMap<String, Uuid>) {
     t.case("describe topic partitions", "bob", describe_topic_partitions(&["payments", "pub-2"]));
     for user in ["alice", "bob", "carol"] {
         t.case("describe client quotas", user, DescribeClientQuotasRequest::default());
+    }
+    // Filters Kafka refuses (`ClientQuotasImage.describe`), and two it takes.
+    let component = |entity: &str, match_type: i8, matched: Option<&str>| {
+        kafka_protocol::messages::describe_client_quotas_request::ComponentData::default()
+            .with_entity_type(sb(entity))
+            .with_match_type(match_type)
+            .with_match(matched.map(sb))
+    };
+    for (what, components) in [
+        ("empty type", vec![component("", 2, None)]),
+        ("type twice", vec![component("user", 2, None), component("user", 1, None)]),
+        ("unknown type", vec![component("group", 2, None)]),
+        ("exact without a name", vec![component("user", 0, None)]),
+        ("default with a name", vec![component("user", 1, Some("alice"))]),
+        ("specified with a name", vec![component("client-id", 2, Some("x"))]),
+        ("bad match type", vec![component("user", 7, None)]),
+        ("ip with user", vec![component("ip", 2, None), component("user", 2, None)]),
+        ("users", vec![component("user", 2, None)]),
+        ("default client", vec![component("client-id", 1, None)]),
+    ] {
+        t.case(
+            &format!("describe client quotas, {what}"),
+            "admin",
+            DescribeClientQuotasRequest::default().with_components(components),
+        );
     }
     // An empty user list (all users): with a null list Kafka 3.9 never answers an unauthorized
     // caller (`getErrorResponse` iterates the null list).

@@ -198,16 +198,12 @@ pub fn denied(authz: &Authz, version: i16, request: &RequestKind) -> Option<Resp
             return error_response(request, version, CAF);
         }
         RequestKind::DescribeClientQuotas(_) if cluster(DescribeConfigs) => {
-            ResponseKind::DescribeClientQuotas(super::describe_security::quotas_error(
-                CAF,
-                message(CAF),
-            ))
+            // Kafka's `ClusterAuthorizationException` with its default message: none sent.
+            ResponseKind::DescribeClientQuotas(super::describe_security::quotas_error(CAF, None))
         }
         RequestKind::DescribeUserScramCredentials(r) if cluster(Describe) => {
             ResponseKind::DescribeUserScramCredentials(super::describe_security::scram_error(
-                r,
-                CAF,
-                message(CAF),
+                r, CAF, None,
             ))
         }
         _ => return None,

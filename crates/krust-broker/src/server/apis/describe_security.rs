@@ -101,7 +101,7 @@ pub fn describe_client_quotas(
 ) -> DescribeClientQuotasResponse {
     let (exact, typed) = match quota_filter(request) {
         Ok(filter) => filter,
-        Err((code, message)) => return quotas_error(code, message),
+        Err((code, message)) => return quotas_error(code, Some(message)),
     };
     let entries = image
         .client_quotas
@@ -141,12 +141,13 @@ pub fn describe_client_quotas(
     DescribeClientQuotasResponse::default().with_entries(Some(entries))
 }
 
-/// Kafka's `DescribeClientQuotasRequest.getErrorResponse`: no entries.
+/// Kafka's `DescribeClientQuotasRequest.getErrorResponse`: no entries; `message` is `None`
+/// for an exception carrying its error's default message (`ApiError.fromThrowable` drops it).
 #[must_use]
-pub fn quotas_error(code: i16, message: impl Into<String>) -> DescribeClientQuotasResponse {
+pub fn quotas_error(code: i16, message: Option<String>) -> DescribeClientQuotasResponse {
     DescribeClientQuotasResponse::default()
         .with_error_code(code)
-        .with_error_message(Some(StrBytes::from_string(message.into())))
+        .with_error_message(message.map(StrBytes::from_string))
         .with_entries(None)
 }
 
@@ -211,18 +212,20 @@ pub fn describe_user_scram_credentials(
 }
 
 /// Kafka's `DescribeUserScramCredentialsRequest.getErrorResponse`: the error at the top and
-/// once per named user (without the user's name).
+/// once per named user (without the user's name). `message` is `None` for an exception
+/// carrying its error's default message (`ApiError.fromThrowable` drops it).
 #[must_use]
 pub fn scram_error(
     request: &DescribeUserScramCredentialsRequest,
     code: i16,
-    message: &str,
+    message: Option<&str>,
 ) -> DescribeUserScramCredentialsResponse {
+    let message = message.map(|m| StrBytes::from_string(m.to_owned()));
     let result = DescribeUserScramCredentialsResult::default()
         .with_error_code(code)
-        .with_error_message(Some(StrBytes::from_string(message.to_owned())));
+        .with_error_message(message.clone());
     DescribeUserScramCredentialsResponse::default()
         .with_error_code(code)
-        .with_error_message(Some(StrBytes::from_string(message.to_owned())))
+        .with_error_message(message)
         .with_results(vec![result; request.users.as_ref().map_or(0, Vec::len)])
 }
