@@ -731,6 +731,9 @@ fn run(dist: &KafkaDist, krust: bool) -> (Vec<String>, usize, f64) {
 
 #[test]
 fn forwarded_admin_requests_are_authorized_like_kafka() {
+    let _one = ONE_CLUSTER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dist = KafkaDist::locate().expect("Kafka 3.9");
     let (kafka, count, kafka_seconds) = run(&dist, false);
     eprintln!("Kafka 3.9 ({kafka_seconds:.1} s):\n{}", kafka.join("\n"));
@@ -754,5 +757,308 @@ fn forwarded_admin_requests_are_authorized_like_kafka() {
     );
     let (krust, _, krust_seconds) = run(&dist, true);
     eprintln!("krust ({krust_seconds:.1} s):\n{}", krust.join("\n"));
+    assert_same_lines(&kafka, &krust);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The controller listener's own checks (Kafka's `ControllerApis`): the Raft RPCs need
+// CLUSTER_ACTION, DescribeQuorum DESCRIBE and DescribeCluster ALTER on the cluster.
+
+/// One Kafka 3.9 or krust controller alone (node 11, no broker), with the StandardAuthorizer and
+/// `allow.everyone.if.no.acl.found=true`, so that the test's unauthenticated connection
+/// (`User:ANONYMOUS`) may create the first cluster ACLs directly on the controller listener.
+fn start_controller(dist: &KafkaDist, krust: bool) -> (u16, Box<dyn std::any::Any>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let port = free_ports(1).expect("port")[0];
+    let voters = format!("11@127.0.0.1:{port}");
+    let cluster_id = random_kafka_uuid();
+    let settings = [
+        ("authorizer.class.name", AUTHORIZER),
+        ("super.users", "User:admin"),
+        ("allow.everyone.if.no.acl.found", "true"),
+    ];
+    if krust {
+        let extra: String = settings.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
+        let text = support::controller_properties(dir.path(), 11, port, &voters, &extra);
+        let mut node = support::write_node(dir.path(), 11, &text, &cluster_id);
+        node.start();
+        (port, Box::new((node, dir)))
+    } else {
+        let mut builder = KafkaNode::builder(dist)
+            .role(KafkaRole::Controller)
+            .node_id(11)
+            .cluster_id(cluster_id)
+            .controller_port(port)
+            .quorum_voters(voters)
+            .start_timeout(START_TIMEOUT);
+        for (k, v) in settings {
+            builder = builder.prop(k, v);
+        }
+        let node = builder.start().expect("Kafka 3.9 controller");
+        (port, Box::new((node, dir)))
+    }
+}
+
+/// A plaintext connection to `127.0.0.1:port` from the loopback address `source`, so that
+/// host-specific ACLs tell the test's callers apart.
+fn connect_from(source: &str, port: u16) -> Result<std::net::TcpStream, String> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .expect("runtime");
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().map_err(|e| e.to_string())?;
+        socket
+            .bind(format!("{source}:0").parse().expect("address"))
+            .map_err(|e| format!("bind {source}: {e}"))?;
+        let target = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        tokio::time::timeout(Duration::from_secs(10), socket.connect(target))
+            .await
+            .map_err(|_| "connect: timed out".to_owned())?
+            .map_err(|e| format!("connect: {e}"))
+    })?;
+    let stream = stream.into_std().map_err(|e| e.to_string())?;
+    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .map_err(|e| e.to_string())?;
+    Ok(stream)
+}
+
+/// `request` at `version` from `source`, unauthenticated.
+fn call_from(
+    source: &str,
+    port: u16,
+    version: i16,
+    request: &RequestKind,
+) -> Result<ResponseKind, String> {
+    let key = request_api_key(request).expect("a request");
+    let mut stream = connect_from(source, port)?;
+    security_support::acl_client::exchange(&mut stream, key, version, request)
+}
+
+/// The error code a response carries at its top level (the Raft RPCs, DescribeQuorum,
+/// DescribeCluster, CreateAcls' first result).
+fn top_level(response: &ResponseKind) -> (i16, Option<String>) {
+    let message =
+        |m: &Option<kafka_protocol::protocol::StrBytes>| m.as_ref().map(|m| m.to_string());
+    match response {
+        ResponseKind::Vote(r) => (r.error_code, None),
+        ResponseKind::BeginQuorumEpoch(r) => (r.error_code, None),
+        ResponseKind::EndQuorumEpoch(r) => (r.error_code, None),
+        ResponseKind::Fetch(r) => (r.error_code, None),
+        ResponseKind::FetchSnapshot(r) => (r.error_code, None),
+        ResponseKind::DescribeQuorum(r) => (r.error_code, message(&r.error_message)),
+        ResponseKind::DescribeCluster(r) => (r.error_code, message(&r.error_message)),
+        ResponseKind::CreateAcls(r) => (r.results.first().map_or(-2, |x| x.error_code), None),
+        other => panic!("unexpected response {other:?}"),
+    }
+}
+
+/// The lines of one controller: each request from each source address, after ACLs give
+/// `User:ANONYMOUS` ALL on the cluster from 127.0.0.1 and DESCRIBE from 127.0.0.3.
+fn controller_listener_lines(port: u16) -> Vec<String> {
+    use kafka_protocol::messages::{
+        BeginQuorumEpochRequest, DescribeClusterRequest, DescribeQuorumRequest,
+        EndQuorumEpochRequest, FetchRequest, FetchSnapshotRequest, VoteRequest,
+        describe_quorum_request,
+    };
+    const ACLS: &[Acl] = &[
+        (
+            "User:ANONYMOUS",
+            CLUSTER,
+            "kafka-cluster",
+            LITERAL,
+            ALL,
+            ALLOW,
+            "127.0.0.1",
+        ),
+        (
+            "User:ANONYMOUS",
+            CLUSTER,
+            "kafka-cluster",
+            LITERAL,
+            DESCRIBE,
+            ALLOW,
+            "127.0.0.3",
+        ),
+    ];
+    let created = poll(SETUP_TIMEOUT, || {
+        call_from(
+            "127.0.0.1",
+            port,
+            3,
+            &RequestKind::CreateAcls(create_acls(ACLS)),
+        )
+        .ok()
+        .filter(|r| top_level(r).0 == 0)
+    });
+    assert!(
+        created.is_some(),
+        "CreateAcls on the controller listener never succeeded"
+    );
+    // Applied once 127.0.0.2 (no ACL of its own) is refused what everyone had before.
+    // v0 cannot name an endpoint type (it means "broker"); v1 asks for the controller's.
+    let describe_cluster = |version: i16, include: bool| {
+        RequestKind::DescribeCluster(
+            DescribeClusterRequest::default()
+                .with_endpoint_type(if version >= 1 { 2 } else { 1 })
+                .with_include_cluster_authorized_operations(include),
+        )
+    };
+    let applied = poll(SETUP_TIMEOUT, || {
+        call_from("127.0.0.2", port, 1, &describe_cluster(1, false))
+            .ok()
+            .filter(|r| top_level(r).0 == authorize_caf())
+    });
+    assert!(applied.is_some(), "the cluster ACLs never applied");
+    let raft: Vec<(&str, i16, RequestKind)> = vec![
+        ("Vote", 0, RequestKind::Vote(VoteRequest::default())),
+        ("Vote", 1, RequestKind::Vote(VoteRequest::default())),
+        (
+            "BeginQuorumEpoch",
+            0,
+            RequestKind::BeginQuorumEpoch(BeginQuorumEpochRequest::default()),
+        ),
+        (
+            "EndQuorumEpoch",
+            0,
+            RequestKind::EndQuorumEpoch(EndQuorumEpochRequest::default()),
+        ),
+        (
+            "Fetch",
+            13,
+            RequestKind::Fetch(
+                FetchRequest::default()
+                    .with_session_id(7)
+                    .with_replica_id(BrokerId(5)),
+            ),
+        ),
+        (
+            "FetchSnapshot",
+            0,
+            RequestKind::FetchSnapshot(FetchSnapshotRequest::default()),
+        ),
+    ];
+    let mut lines = Vec::new();
+    for source in ["127.0.0.2", "127.0.0.3"] {
+        for (name, version, request) in &raft {
+            let response = call_from(source, port, *version, request).expect(name);
+            let mut line = format!(
+                "{source} {name} v{version}: {}",
+                err(top_level(&response).0)
+            );
+            if let ResponseKind::Fetch(r) = &response {
+                line.push_str(&format!(
+                    " session {} partitions {}",
+                    r.session_id,
+                    r.responses.len()
+                ));
+            }
+            lines.push(line);
+        }
+    }
+    for source in ["127.0.0.1", "127.0.0.2", "127.0.0.3"] {
+        // The quorum's own state differs by design (ids, ports, times): only errors compared,
+        // for no partition and for a partition that is not the metadata partition.
+        let orders = DescribeQuorumRequest::default().with_topics(vec![
+            describe_quorum_request::TopicData::default()
+                .with_topic_name(kafka_protocol::messages::TopicName(sb("orders")))
+                .with_partitions(vec![
+                    describe_quorum_request::PartitionData::default().with_partition_index(3),
+                ]),
+        ]);
+        for (what, request) in [
+            ("none", DescribeQuorumRequest::default()),
+            ("orders-3", orders),
+        ] {
+            for version in [0, 2] {
+                let request = RequestKind::DescribeQuorum(request.clone());
+                let response = call_from(source, port, version, &request).expect("DescribeQuorum");
+                let ResponseKind::DescribeQuorum(r) = &response else {
+                    panic!("{response:?}")
+                };
+                let partitions: Vec<String> = r
+                    .topics
+                    .iter()
+                    .flat_map(|t| {
+                        t.partitions.iter().map(move |p| {
+                            format!(
+                                "{}-{} {} {:?}",
+                                t.topic_name.as_str(),
+                                p.partition_index,
+                                err(p.error_code),
+                                p.error_message.as_ref().map(|m| m.to_string())
+                            )
+                        })
+                    })
+                    .collect();
+                lines.push(format!(
+                    "{source} DescribeQuorum({what}) v{version}: {} {:?} [{}]",
+                    err(r.error_code),
+                    r.error_message.as_ref().map(|m| m.to_string()),
+                    partitions.join(", ")
+                ));
+            }
+        }
+        for (version, include) in [(0, false), (1, false), (1, true)] {
+            let response = call_from(source, port, version, &describe_cluster(version, include))
+                .expect("DescribeCluster");
+            let ResponseKind::DescribeCluster(r) = &response else {
+                panic!("{response:?}")
+            };
+            // Kafka's message prints its `RequestChannel.Request` (connection id, buffer):
+            // compared by its frame only.
+            let message = r.error_message.as_ref().map(|m| {
+                assert!(
+                    r.error_code != authorize_caf()
+                        || (m.starts_with("Request ") && m.ends_with(" is not authorized.")),
+                    "{m}"
+                );
+                if r.error_code == authorize_caf() {
+                    "Request … is not authorized.".to_owned()
+                } else {
+                    m.to_string()
+                }
+            });
+            lines.push(format!(
+                "{source} DescribeCluster v{version} include={include}: {} {message:?} ops {}",
+                err(r.error_code),
+                r.cluster_authorized_operations
+            ));
+        }
+    }
+    lines
+}
+
+fn authorize_caf() -> i16 {
+    31
+}
+
+/// A lock so that the two tests of this file never run clusters at the same time.
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+#[test]
+fn controller_listener_is_authorized_like_kafka() {
+    let _one = ONE_CLUSTER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let kafka = {
+        let (port, _node) = start_controller(&dist, false);
+        controller_listener_lines(port)
+    };
+    eprintln!("Kafka 3.9:\n{}", kafka.join("\n"));
+    let refused = kafka
+        .iter()
+        .filter(|l| l.contains("ClusterAuthorizationFailed"))
+        .count();
+    assert!(refused >= 12, "only {refused} refusals from Kafka");
+    let krust = {
+        let (port, _node) = start_controller(&dist, true);
+        controller_listener_lines(port)
+    };
+    eprintln!("krust:\n{}", krust.join("\n"));
     assert_same_lines(&kafka, &krust);
 }

@@ -28,7 +28,7 @@ use krust_broker::server::apis::configs::{ConfigsView, describe_configs_response
 use krust_broker::server::authz::{Authz, BrokerAuthorizer};
 use krust_controller::delegation_tokens::{Principal, TokenContext};
 use krust_controller::{ControllerRequest, ControllerResponse};
-use krust_metadata::authorizer::AclOperation;
+use krust_metadata::authorizer::{AclOperation, CLUSTER_NAME, resource_type};
 use krust_net::codec::{IncomingRequest, decode_request, encode_response};
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
 use krust_raft::config::VoterAddress;
@@ -42,7 +42,9 @@ use krust_raft::{RaftRequest, RaftResponse};
 
 use super::ControllerChannel;
 
-use krust_net::error_codes::{INVALID_REQUEST, MISMATCHED_ENDPOINT_TYPE, NOT_CONTROLLER};
+use krust_net::error_codes::{
+    INVALID_REQUEST, MISMATCHED_ENDPOINT_TYPE, NOT_CONTROLLER, UNSUPPORTED_ENDPOINT_TYPE,
+};
 /// DescribeCluster `EndpointType` of a controller listener.
 const ENDPOINT_TYPE_CONTROLLER: i8 = 2;
 /// Length of the size prefix `encode_response` puts before a frame.
@@ -356,23 +358,47 @@ impl ControllerHandler {
         }
     }
 
-    fn describe_cluster(&self, request: &DescribeClusterRequest, version: i16) -> ResponseKind {
+    fn describe_cluster(
+        &self,
+        request: &DescribeClusterRequest,
+        version: i16,
+        authz: &Authz,
+    ) -> ResponseKind {
         let mut response = DescribeClusterResponse::default();
         if version >= 1 {
             response.endpoint_type = ENDPOINT_TYPE_CONTROLLER;
         }
-        // v0 cannot say which endpoint type it wants: it means "broker".
-        let wanted = if version >= 1 {
-            request.endpoint_type
-        } else {
-            1
+        // Kafka's `AuthHelper.computeDescribeClusterResponse`: v0 (which means "broker")
+        // gets INVALID_REQUEST where v1 gets the endpoint type's own error.
+        let refused = |v1_code: i16| {
+            if version == 0 {
+                INVALID_REQUEST
+            } else {
+                v1_code
+            }
         };
+        let wanted = request.endpoint_type;
+        if wanted != 1 && wanted != ENDPOINT_TYPE_CONTROLLER {
+            response.error_code = refused(UNSUPPORTED_ENDPOINT_TYPE);
+            response.error_message = Some(StrBytes::from_string(format!(
+                "Unsupported endpoint type {wanted}"
+            )));
+            return ResponseKind::DescribeCluster(response);
+        }
         if wanted != ENDPOINT_TYPE_CONTROLLER {
-            response.error_code = MISMATCHED_ENDPOINT_TYPE;
+            response.error_code = refused(MISMATCHED_ENDPOINT_TYPE);
             response.error_message = Some(StrBytes::from_static_str(
                 "The request was sent to an endpoint of type CONTROLLER, but we wanted an endpoint of type BROKER",
             ));
             return ResponseKind::DescribeCluster(response);
+        }
+        if request.include_cluster_authorized_operations {
+            response.cluster_authorized_operations = if authz.allows_cluster(AclOperation::Describe)
+            {
+                authz.authorized_operations(resource_type::CLUSTER, CLUSTER_NAME)
+            } else {
+                0
+            };
         }
         let leader = self.raft.status().metrics.current_leader;
         response.cluster_id = StrBytes::from_string(self.cluster_id.clone());
@@ -545,7 +571,22 @@ impl Handler for ControllerHandler {
                 }
                 return ResponseKind::ApiVersions(response).into();
             }
-            RequestKind::DescribeCluster(r) => return self.describe_cluster(&r, version).into(),
+            RequestKind::DescribeCluster(r) => {
+                // Kafka's `ControllerApis.handleDescribeCluster`: unlike on a broker, ALTER on
+                // the cluster, checked before the endpoint type.
+                if authz.enabled() && !authz.allows_cluster(AclOperation::Alter) {
+                    return ResponseKind::DescribeCluster(
+                        DescribeClusterResponse::default()
+                            .with_error_code(authorize::CAF)
+                            .with_error_message(Some(StrBytes::from_string(not_authorized(
+                                &ctx,
+                                "DescribeCluster",
+                            )))),
+                    )
+                    .into();
+                }
+                return self.describe_cluster(&r, version, &authz).into();
+            }
             RequestKind::DescribeConfigs(mut r) => {
                 let refused = authorize::describe_configs_refusals(&authz, &mut r);
                 return match self.describe_configs(&r, version) {
@@ -575,6 +616,9 @@ impl Handler for ControllerHandler {
                 }
             },
         };
+        if let Some(refused) = raft_denied(&authz, version, &raft_request) {
+            return refused.into();
+        }
         match self.raft_answer(raft_request, version).await {
             Some(response) => response.into(),
             // The replica is stopping: nothing can answer.
@@ -650,6 +694,66 @@ fn client_address(bytes: &[u8]) -> std::net::IpAddr {
         16 => std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).unwrap_or([0; 16])),
         _ => std::net::IpAddr::from([0u8; 4]),
     }
+}
+
+/// Kafka's `ControllerApis` checks of the Raft RPCs: CLUSTER_ACTION for the replicas' own
+/// (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot), DESCRIBE for DescribeQuorum;
+/// a refusal is each request's `getErrorResponse` (a top-level error code). `None`: go on.
+fn raft_denied(authz: &Authz, version: i16, request: &RaftRequest) -> Option<ResponseKind> {
+    use kafka_protocol::messages::{
+        BeginQuorumEpochResponse, DescribeQuorumResponse, EndQuorumEpochResponse, FetchResponse,
+        FetchSnapshotResponse, VoteResponse,
+    };
+    if !authz.enabled() {
+        return None;
+    }
+    let caf = authorize::CAF;
+    if let RaftRequest::DescribeQuorum(_) = request {
+        if authz.allows_cluster(AclOperation::Describe) {
+            return None;
+        }
+        // `DescribeQuorumResponse.getTopLevelErrorResponse`: the error's default message (v2+).
+        let mut response = DescribeQuorumResponse::default().with_error_code(caf);
+        if version >= 2 {
+            response.error_message = Some(StrBytes::from_static_str(authorize::message(caf)));
+        }
+        return Some(ResponseKind::DescribeQuorum(response));
+    }
+    if authz.allows_cluster(AclOperation::ClusterAction) {
+        return None;
+    }
+    Some(match request {
+        RaftRequest::Vote(_) => ResponseKind::Vote(VoteResponse::default().with_error_code(caf)),
+        RaftRequest::BeginQuorumEpoch(_) => {
+            ResponseKind::BeginQuorumEpoch(BeginQuorumEpochResponse::default().with_error_code(caf))
+        }
+        RaftRequest::EndQuorumEpoch(_) => {
+            ResponseKind::EndQuorumEpoch(EndQuorumEpochResponse::default().with_error_code(caf))
+        }
+        // `FetchRequest.getErrorResponse`: the session id echoed; partitions only below v13,
+        // which the controller listener does not serve.
+        RaftRequest::Fetch(r) => ResponseKind::Fetch(
+            FetchResponse::default()
+                .with_error_code(caf)
+                .with_session_id(r.session_id),
+        ),
+        RaftRequest::FetchSnapshot(_) => {
+            ResponseKind::FetchSnapshot(FetchSnapshotResponse::default().with_error_code(caf))
+        }
+        RaftRequest::DescribeQuorum(_) => return None,
+    })
+}
+
+/// Kafka's `AuthHelper.authorizeClusterOperation` message, "Request <request> is not
+/// authorized.", where Kafka prints its `RequestChannel.Request` (processor, connection id,
+/// buffer): here the API, the principal, the client's address and the listener.
+fn not_authorized(ctx: &RequestContext, api: &str) -> String {
+    format!(
+        "Request {api}(session=Session({},/{}), listenerName=ListenerName({})) is not authorized.",
+        ctx.principal,
+        krust_broker::server::authz::java_host_address(ctx.peer_addr.ip()),
+        ctx.listener_name,
+    )
 }
 
 /// Kafka's `ControllerApis` whole-request checks: CLUSTER_ACTION for the brokers' and

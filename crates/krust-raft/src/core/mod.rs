@@ -2707,12 +2707,10 @@ impl RaftCore {
         request: &kafka_protocol::messages::DescribeQuorumRequest,
     ) {
         if !wire::describe_quorum_is_valid(request) {
-            return self.reject(
-                from,
-                id,
-                Rpc::DescribeQuorum,
-                &RequestError::NotMetadataPartition,
-            );
+            // Kafka's `getPartitionLevelErrorResponse`: no top-level error, every partition
+            // asked for UNKNOWN_TOPIC_OR_PARTITION (no partition asked for: an empty answer).
+            let r = wire::describe_quorum_unknown_partitions(request);
+            return self.respond(from, id, RaftResponse::DescribeQuorum(r));
         }
         let Role::Leader(leader) = &self.role else {
             let error = RequestError::NotLeader {

@@ -1455,6 +1455,48 @@ fn describe_quorum_is_answered_by_the_leader_only() {
     );
 }
 
+/// Kafka's `handleDescribeQuorumRequest`: a request not naming the metadata partition gets
+/// UNKNOWN_TOPIC_OR_PARTITION per partition asked for and no top-level error.
+#[test]
+fn describe_quorum_of_another_partition_is_unknown_per_partition() {
+    let mut ctx = Builder::new(1, &[1]).build();
+    let actions = ctx.elect();
+    ctx.flush_all(&actions);
+    let other = DescribeQuorumRequest::default().with_topics(vec![
+        describe_quorum_request::TopicData::default()
+            .with_topic_name(kafka_protocol::messages::TopicName(
+                StrBytes::from_static_str("orders"),
+            ))
+            .with_partitions(vec![
+                describe_quorum_request::PartitionData::default().with_partition_index(3),
+            ]),
+    ]);
+    for (request, expected) in [
+        (DescribeQuorumRequest::default(), vec![]),
+        (other, vec![("orders".to_owned(), 3, 3)]),
+    ] {
+        let (_, actions) = ctx.request(5, RaftRequest::DescribeQuorum(request));
+        let Some(Action::SendResponse {
+            response: RaftResponse::DescribeQuorum(r),
+            ..
+        }) = actions.first()
+        else {
+            panic!("{actions:?}")
+        };
+        assert_eq!(r.error_code, 0);
+        let got: Vec<(String, i32, i16)> = r
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions
+                    .iter()
+                    .map(|p| (t.topic_name.to_string(), p.partition_index, p.error_code))
+            })
+            .collect();
+        assert_eq!(got, expected);
+    }
+}
+
 // -------------------------------------------------------------------------------------------------
 // Fetch: follower side
 // -------------------------------------------------------------------------------------------------

@@ -526,6 +526,37 @@ pub(crate) fn parse_fetch_response(
     ))
 }
 
+/// The answer to a DescribeQuorum naming anything but the metadata partition (Kafka's
+/// `DescribeQuorumRequest.getPartitionLevelErrorResponse` with UNKNOWN_TOPIC_OR_PARTITION).
+pub(crate) fn describe_quorum_unknown_partitions(
+    request: &DescribeQuorumRequest,
+) -> DescribeQuorumResponse {
+    use kafka_protocol::messages::describe_quorum_response::{PartitionData, TopicData};
+    let error = ResponseError::UnknownTopicOrPartition;
+    let message = StrBytes::from_static_str("This server does not host this topic-partition.");
+    DescribeQuorumResponse::default().with_topics(
+        request
+            .topics
+            .iter()
+            .map(|t| {
+                TopicData::default()
+                    .with_topic_name(t.topic_name.clone())
+                    .with_partitions(
+                        t.partitions
+                            .iter()
+                            .map(|p| {
+                                PartitionData::default()
+                                    .with_partition_index(p.partition_index)
+                                    .with_error_code(error.code())
+                                    .with_error_message(Some(message.clone()))
+                            })
+                            .collect(),
+                    )
+            })
+            .collect(),
+    )
+}
+
 pub(crate) fn describe_quorum_response_top(error: ResponseError) -> DescribeQuorumResponse {
     DescribeQuorumResponse::default().with_error_code(error.code())
 }

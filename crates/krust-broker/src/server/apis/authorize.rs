@@ -189,10 +189,17 @@ pub fn denied(authz: &Authz, version: i16, request: &RequestKind) -> Option<Resp
         {
             return error_response(request, version, CAF);
         }
-        RequestKind::ListPartitionReassignments(_) | RequestKind::DescribeQuorum(_)
-            if cluster(Describe) =>
-        {
+        RequestKind::ListPartitionReassignments(_) if cluster(Describe) => {
             return error_response(request, version, CAF);
+        }
+        RequestKind::DescribeQuorum(_) if cluster(Describe) => {
+            // `DescribeQuorumResponse.getTopLevelErrorResponse`: the default message (v2+).
+            let mut response =
+                kafka_protocol::messages::DescribeQuorumResponse::default().with_error_code(CAF);
+            if version >= 2 {
+                response.error_message = Some(StrBytes::from_static_str(message(CAF)));
+            }
+            ResponseKind::DescribeQuorum(response)
         }
         RequestKind::AlterClientQuotas(_) if cluster(AlterConfigs) => {
             return error_response(request, version, CAF);
