@@ -24,9 +24,19 @@
 //! node ids, ports, cluster ids, topic ids, member ids, producer ids or timestamps. The krust
 //! lines must equal Kafka's; a failure prints every differing line side by side.
 //!
+//! Then, over the same node's PLAINTEXT listener (a super user), Kafka's own `kafka-acls`
+//! (`--add` including `--producer`, `--list` all / by principal / `match` / cluster, `--remove`)
+//! and `kafka-configs` (`--alter` of SCRAM credentials and user, default-user, client,
+//! user+client and IP quotas, three refused alters, `--describe` of each entity type) must print
+//! the same: stdout blocks and the entries inside them sorted (Kafka prints ACLs and quota
+//! entities in its hash maps' order), the first stderr line and the exception's. What
+//! `kafka-acls --add/--remove` lists after its change is left out: the broker may not have
+//! applied the change yet, on Kafka too; the `--list` runs wait (DescribeAcls) until it has.
+//!
 //! Every wait is bounded, only 127.0.0.1 is used, each node is killed when its half ends.
-//! Measured on the 2-core machine (debug build): about 10 s for the Kafka half (JVM start
-//! included), 2 s for krust's; 25 s for the whole test.
+//! Measured on the 2-core machine (debug build), the table about 10 s for the Kafka half (JVM
+//! start included) and 2 s for krust's; with the 19 tool runs per half (one JVM each) the
+//! whole test took 268 s while a CI run and two builds shared the machine.
 
 mod security_support;
 
@@ -1439,6 +1449,7 @@ fn run(krust: bool) -> (Vec<String>, usize, f64) {
     cases(&mut table, &ids);
     let count = table.lines.len();
     lines.extend(table.lines);
+    lines.extend(cli_lines(&dist, &node));
     let seconds = started.elapsed().as_secs_f64();
     eprintln!("{} half: {count} cases in {seconds:.1} s", node.kind);
     drop(node);
@@ -1475,4 +1486,318 @@ fn acl_decisions_like_kafka() {
     let (krust, _, krust_seconds) = run(true);
     eprintln!("krust: {krust_seconds:.1} s");
     assert_same_lines(&kafka, &krust);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kafka's own tools over the same node: `kafka-acls` and `kafka-configs` print the same.
+
+/// `kafka-acls.sh` and `kafka-configs.sh` (both still Scala in 3.9).
+const ACL_COMMAND: &str = "kafka.admin.AclCommand";
+const CONFIG_COMMAND: &str = "kafka.admin.ConfigCommand";
+
+/// One tool run as a super user (the PLAINTEXT listener is `User:ANONYMOUS`): its exit status,
+/// standard output and the first line of standard error, with the bootstrap address replaced.
+/// Output blocks (separated by blank lines) are kept whole but sorted, and the entries inside a
+/// block sorted: Kafka lists ACLs and quota entities in its hash maps' order, krust sorted.
+fn tool_lines(dist: &KafkaDist, bootstrap: &str, class: &str, args: &[&str]) -> Vec<String> {
+    let mut all = vec!["--bootstrap-server", bootstrap];
+    all.extend_from_slice(args);
+    let out = dist
+        .tool(class)
+        .args(&all)
+        .run()
+        .unwrap_or_else(|e| panic!("{class} {all:?}: {e}"));
+    let short = class.rsplit('.').next().unwrap_or(class);
+    let command = format!("{short} {}", args.join(" "));
+    // A block starts at each line that is not an ACL entry (`(principal=…)`).
+    let mut blocks: Vec<Vec<&str>> = Vec::new();
+    for line in out.stdout.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        match blocks.last_mut() {
+            Some(block) if line.starts_with('(') => block.push(line),
+            _ => blocks.push(vec![line]),
+        }
+    }
+    let mut blocks: Vec<String> = blocks
+        .into_iter()
+        .map(|mut entries| {
+            entries[1..].sort_unstable();
+            entries.join(" | ")
+        })
+        .collect();
+    blocks.sort();
+    let mut lines = vec![format!(
+        "cli {command}: {}",
+        if out.success() { "ok" } else { "FAILED" }
+    )];
+    lines.extend(blocks.into_iter().map(|b| format!("cli {command}:   {b}")));
+    // The error's first line and the exception it names (its stack trace left out).
+    let mut stderr = out.stderr.lines().filter(|l| !l.trim().is_empty());
+    if let Some(first) = stderr.next() {
+        lines.push(format!(
+            "cli {command}: stderr {}",
+            first.replace(bootstrap, "<bootstrap>")
+        ));
+    }
+    if let Some(exception) = stderr.find(|l| l.contains("Exception: ")) {
+        lines.push(format!("cli {command}: stderr {}", exception.trim()));
+    }
+    lines
+}
+
+/// Only the blocks `kafka-acls --add/--remove` print about what they send: the ACLs they list
+/// afterwards come from a broker that may not have applied the change yet, on Kafka too.
+fn sent_blocks(lines: Vec<String>) -> Vec<String> {
+    lines
+        .into_iter()
+        .filter(|l| !l.contains("Current ACLs for resource"))
+        .collect()
+}
+
+/// Waits (bounded) until the broker at `port` answers `request` as `done` says: a change made
+/// through the controller shows on the broker once it has replayed it.
+fn until_broker_shows(port: u16, request: RequestKind, done: impl Fn(&ResponseKind) -> bool) {
+    let key = request_api_key(&request).expect("a request");
+    let last = std::cell::RefCell::new(None);
+    let shown = poll(SETUP_TIMEOUT, || {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+        stream.set_read_timeout(Some(SETUP_TIMEOUT)).ok()?;
+        let response =
+            security_support::acl_client::exchange(&mut stream, key, version(key), &request).ok();
+        let shown = response.as_ref().is_some_and(&done);
+        *last.borrow_mut() = response;
+        shown.then_some(())
+    });
+    assert!(
+        shown.is_some(),
+        "the broker never showed the change ({key:?}); last answer {:?}",
+        last.borrow()
+    );
+}
+
+fn cli_lines(dist: &KafkaDist, node: &SecureNode) -> Vec<String> {
+    let bootstrap = node.node.bootstrap_servers();
+    let port = node.node.broker_port().expect("PLAINTEXT port");
+    let acls = |args: &[&str]| tool_lines(dist, &bootstrap, ACL_COMMAND, args);
+    let configs = |args: &[&str]| tool_lines(dist, &bootstrap, CONFIG_COMMAND, args);
+    let mut lines = Vec::new();
+    let dave_acls = |n: usize| {
+        move |r: &ResponseKind| {
+            matches!(r, ResponseKind::DescribeAcls(r)
+                if r.resources.iter().map(|x| x.acls.len()).sum::<usize>() == n)
+        }
+    };
+    for add in [
+        &[
+            "--add",
+            "--allow-principal",
+            "User:dave",
+            "--operation",
+            "Read",
+            "--operation",
+            "Describe",
+            "--topic",
+            "orders",
+        ][..],
+        &[
+            "--add",
+            "--allow-principal",
+            "User:dave",
+            "--allow-host",
+            "127.0.0.1",
+            "--operation",
+            "Write",
+            "--topic",
+            "dave-",
+            "--resource-pattern-type",
+            "prefixed",
+        ],
+        &[
+            "--add",
+            "--deny-principal",
+            "User:dave",
+            "--deny-host",
+            "10.0.0.1",
+            "--operation",
+            "All",
+            "--group",
+            "*",
+        ],
+        &[
+            "--add",
+            "--producer",
+            "--allow-principal",
+            "User:dave",
+            "--topic",
+            "sink",
+            "--transactional-id",
+            "dave-tx",
+        ],
+        &[
+            "--add",
+            "--allow-principal",
+            "User:dave",
+            "--operation",
+            "AlterConfigs",
+            "--cluster",
+        ],
+    ] {
+        lines.extend(sent_blocks(acls(add)));
+    }
+    // Read+Describe, Write, All, the producer's Write+Describe+Create on sink and Write+Describe
+    // on dave-tx, AlterConfigs.
+    until_broker_shows(port, describe_acls(Some("User:dave")).into(), dave_acls(10));
+    lines.extend(acls(&["--list"]));
+    lines.extend(acls(&["--list", "--principal", "User:dave"]));
+    lines.extend(acls(&[
+        "--list",
+        "--topic",
+        "orders-eu",
+        "--resource-pattern-type",
+        "match",
+    ]));
+    lines.extend(acls(&["--list", "--cluster"]));
+    lines.extend(sent_blocks(acls(&[
+        "--remove",
+        "--force",
+        "--allow-principal",
+        "User:dave",
+        "--operation",
+        "Read",
+        "--topic",
+        "orders",
+    ])));
+    until_broker_shows(port, describe_acls(Some("User:dave")).into(), dave_acls(9));
+    lines.extend(acls(&["--list", "--principal", "User:dave"]));
+
+    for alter in [
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "dave",
+            "--add-config",
+            "SCRAM-SHA-256=[iterations=8192,password=dave-secret],producer_byte_rate=1024",
+        ][..],
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "erin",
+            "--add-config",
+            "SCRAM-SHA-512=[password=erin-secret]",
+        ],
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "erin",
+            "--add-config",
+            "producer_byte_rate=1024",
+        ],
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-default",
+            "--add-config",
+            "consumer_byte_rate=4096",
+        ],
+        &[
+            "--alter",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "c1",
+            "--add-config",
+            "request_percentage=50",
+        ],
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "dave",
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            "c1",
+            "--add-config",
+            "producer_byte_rate=2048,consumer_byte_rate=512",
+        ],
+        &[
+            "--alter",
+            "--entity-type",
+            "ips",
+            "--entity-name",
+            "127.0.0.5",
+            "--add-config",
+            "connection_creation_rate=10",
+        ],
+        // Refused: a negative rate, an unknown key, a quota key for IPs.
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "dave",
+            "--add-config",
+            "producer_byte_rate=-5",
+        ],
+        &[
+            "--alter",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "dave",
+            "--add-config",
+            "no_such_rate=5",
+        ],
+        &[
+            "--alter",
+            "--entity-type",
+            "ips",
+            "--entity-name",
+            "127.0.0.5",
+            "--add-config",
+            "producer_byte_rate=5",
+        ],
+    ] {
+        lines.extend(configs(alter));
+    }
+    until_broker_shows(
+        port,
+        DescribeClientQuotasRequest::default().into(),
+        |r| matches!(r, ResponseKind::DescribeClientQuotas(r) if r.entries.as_ref().is_some_and(|e| e.len() >= 5)),
+    );
+    until_broker_shows(port, describe_scram(&["erin"]).into(), |r| {
+        matches!(r, ResponseKind::DescribeUserScramCredentials(r)
+            if r.results.iter().any(|u| u.error_code == 0 && !u.credential_infos.is_empty()))
+    });
+    for describe in [
+        &["--describe", "--entity-type", "users"][..],
+        &[
+            "--describe",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "dave",
+        ],
+        &["--describe", "--entity-type", "clients"],
+        &[
+            "--describe",
+            "--entity-type",
+            "users",
+            "--entity-name",
+            "dave",
+            "--entity-type",
+            "clients",
+        ],
+        &["--describe", "--entity-type", "ips"],
+    ] {
+        lines.extend(configs(describe));
+    }
+    lines
 }
