@@ -210,6 +210,7 @@ fn clients() -> Option<(PythonClients, Kcat)> {
 }
 
 #[test]
+#[ignore = "oracle run against Apache Kafka 3.9 (validates the checks themselves); on demand with `-- --ignored`, kept out of CI for its 60-minute budget"]
 fn consumer_groups_with_real_clients_against_kafka() {
     let Some((python, kcat)) = clients() else {
         return;
@@ -232,6 +233,7 @@ fn consumer_groups_with_real_clients_against_krust_dev() {
 }
 
 #[test]
+#[ignore = "oracle run against Apache Kafka 3.9 (validates the checks themselves); on demand with `-- --ignored`, kept out of CI for its 60-minute budget"]
 fn consumer_groups_with_real_clients_against_a_kafka_cluster() {
     let Some((python, kcat)) = clients() else {
         return;

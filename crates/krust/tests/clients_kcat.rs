@@ -182,6 +182,7 @@ fn check_kcat(broker: &BrokerUnderTest, tool: &Kcat) {
 }
 
 #[test]
+#[ignore = "oracle run against Apache Kafka 3.9 (validates the checks themselves); on demand with `-- --ignored`, kept out of CI for its 60-minute budget"]
 fn kcat_lists_produces_and_consumes_against_kafka() {
     let Some(tool) = Kcat::locate().expect("kcat") else {
         return;
@@ -203,6 +204,7 @@ fn kcat_lists_produces_and_consumes_against_krust_dev() {
 }
 
 #[test]
+#[ignore = "oracle run against Apache Kafka 3.9 (validates the checks themselves); on demand with `-- --ignored`, kept out of CI for its 60-minute budget"]
 fn kcat_lists_produces_and_consumes_against_a_kafka_cluster() {
     let Some(tool) = Kcat::locate().expect("kcat") else {
         return;

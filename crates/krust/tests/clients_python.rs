@@ -75,6 +75,7 @@ fn tail(text: &str, bytes: usize) -> &str {
 }
 
 #[test]
+#[ignore = "oracle run against Apache Kafka 3.9 (validates the checks themselves); on demand with `-- --ignored`, kept out of CI for its 60-minute budget"]
 fn python_clients_admin_produce_consume_against_kafka() {
     let Some(python) = PythonClients::locate().expect("python venv") else {
         return;
@@ -96,6 +97,7 @@ fn python_clients_admin_produce_consume_against_krust_dev() {
 }
 
 #[test]
+#[ignore = "oracle run against Apache Kafka 3.9 (validates the checks themselves); on demand with `-- --ignored`, kept out of CI for its 60-minute budget"]
 fn python_clients_admin_produce_consume_against_a_kafka_cluster() {
     let Some(python) = PythonClients::locate().expect("python venv") else {
         return;
