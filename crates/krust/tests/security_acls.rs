@@ -829,8 +829,13 @@ fn render(response: &ResponseKind) -> String {
                 .iter()
                 .flat_map(|t| {
                     t.partitions.iter().map(move |p| {
+                        // The message of an illegal name (Kafka's `Topic.validate`).
+                        let message = match &p.error_message {
+                            Some(m) if p.error_code == 17 => format!(":{m}"),
+                            _ => String::new(),
+                        };
                         format!(
-                            "{}-{}:{}:producers={}",
+                            "{}-{}:{}:producers={}{message}",
                             t.name.0,
                             p.partition_index,
                             err(p.error_code),
@@ -1262,6 +1267,9 @@ fn cases(t: &mut Table, ids: &BTreeMap<String, Uuid>) {
         describe_producers(&[("orders", 0), ("orders", 1), ("secret", 0), ("orders-missing", 0)]));
     t.case("describe producers", "bob", describe_producers(&[("payments", 0), ("pub-2", 0)]));
     t.case("describe producers", "carol", describe_producers(&[("pub-1", 0), ("orders", 0)]));
+    // An illegal name: INVALID_TOPIC_EXCEPTION before READ is checked, with or without it.
+    t.case("describe producers", "carol", describe_producers(&[("bad name", 0), ("orders", 0)]));
+    t.case("describe producers", "admin", describe_producers(&[("bad name", 0), ("..", 1)]));
 
     // --- Group membership, then listings and deletions.
     t.case("join group", "carol", join_group("g-alice", ""));

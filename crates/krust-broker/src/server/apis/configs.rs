@@ -161,6 +161,12 @@ fn invalid_topic_reason(name: &str) -> Option<String> {
     None
 }
 
+/// Kafka's `Topic.validate(name)`: the `InvalidTopicException` message ("Topic name is
+/// invalid: …") of an illegal name, `None` for a legal one.
+pub(crate) fn invalid_topic_message(name: &str) -> Option<String> {
+    invalid_topic_reason(name).map(|reason| format!("Topic name is invalid: {reason}"))
+}
+
 /// The resource types Kafka's `ConfigHelper` authorizes; any other type in a request fails the
 /// whole request with INVALID_REQUEST (`Unexpected resource type`, thrown before any resource
 /// is described).
@@ -206,10 +212,10 @@ fn describe_topic(
     wants: Wants,
 ) -> Result<Vec<DescribeConfigsResourceResult>, Refusal> {
     // Kafka's `Topic.validate`: INVALID_TOPIC_EXCEPTION with "Topic name is invalid: …".
-    if let Some(reason) = invalid_topic_reason(name) {
+    if let Some(message) = invalid_topic_message(name) {
         return Err(Refusal {
             error: ResponseError::InvalidTopicException,
-            message: Some(format!("Topic name is invalid: {reason}")),
+            message: Some(message),
         });
     }
     if view.image.topics.topic_by_name(name).is_none() {

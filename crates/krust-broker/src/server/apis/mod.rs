@@ -517,8 +517,12 @@ impl ClientApiHandler {
             }
             RequestKind::DescribeProducers(mut r) if authz.enabled() => {
                 let order: Vec<_> = r.topics.iter().map(|t| t.name.clone()).collect();
-                let (denied, allowed) =
-                    authorize::split_readable(&authz, std::mem::take(&mut r.topics), |t| &t.name);
+                // Kafka checks the name before READ: an illegal one is INVALID_TOPIC_EXCEPTION.
+                let (illegal, named): (Vec<_>, Vec<_>) = std::mem::take(&mut r.topics)
+                    .into_iter()
+                    .partition(|t| configs::invalid_topic_message(t.name.0.as_str()).is_some());
+                let (denied, mut allowed) = authorize::split_readable(&authz, named, |t| &t.name);
+                allowed.extend(illegal);
                 r.topics = allowed;
                 let ResponseKind::DescribeProducers(mut response) =
                     producers::describe_producers(broker, &r)

@@ -16,6 +16,7 @@ use kafka_protocol::protocol::StrBytes;
 use crate::error::PartitionError;
 use crate::replicas::PartitionAccess;
 use crate::server::Broker;
+use krust_net::error_codes::INVALID_TOPIC_EXCEPTION;
 
 /// Handles a DescribeProducers request.
 #[must_use]
@@ -27,6 +28,22 @@ pub fn describe_producers(
     let mut response = DescribeProducersResponse::default();
     for topic in &request.topics {
         let mut out = TopicResponse::default().with_name(topic.name.clone());
+        // Kafka's `checkValidTopic`: an illegal name is INVALID_TOPIC_EXCEPTION with
+        // `Topic.validate`'s message on every partition asked for.
+        if let Some(reason) = super::configs::invalid_topic_message(topic.name.0.as_str()) {
+            out.partitions = topic
+                .partition_indexes
+                .iter()
+                .map(|&index| {
+                    PartitionResponse::default()
+                        .with_partition_index(index)
+                        .with_error_code(INVALID_TOPIC_EXCEPTION)
+                        .with_error_message(Some(StrBytes::from_string(reason.clone())))
+                })
+                .collect();
+            response.topics.push(out);
+            continue;
+        }
         for &index in &topic.partition_indexes {
             let mut part = PartitionResponse::default().with_partition_index(index);
             let producers = access.with_partition(topic.name.0.as_str(), index, |p| {
