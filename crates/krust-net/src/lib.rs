@@ -6,8 +6,8 @@
 //! [`ResponseKind`](kafka_protocol::messages::ResponseKind). This crate knows nothing of Raft,
 //! topics or brokers; it moves those values and enforces Kafka 3.9's connection rules
 //! (`socket.request.max.bytes`, header versions, ApiVersions fallback, `max.connections`,
-//! `connections.max.idle.ms`, in-order responses, correlation ids, request timeouts,
-//! reconnect backoff).
+//! quota throttling, `connections.max.idle.ms`, in-order responses, correlation ids, request
+//! timeouts, reconnect backoff).
 //!
 //! # Layout
 //!
@@ -18,7 +18,9 @@
 //!   ApiVersions), the client's side of both, and the API key of a typed message.
 //! - `api_versions.rs`: [`SupportedApis`] (what a listener serves, and its ApiVersionsResponse),
 //!   [`ApiVersionsTable`] (the negotiated versions on a client connection).
-//! - `server.rs`: [`Server`], [`Handler`], [`RequestContext`], [`Reply`].
+//! - `server.rs`: [`Server`], [`Handler`], [`RequestContext`], [`Reply`],
+//!   [`ConnectionThrottle`] (a handler's quota throttle mutes the connection: no further
+//!   request is read until it ends, Kafka's `SocketServer` mute).
 //! - `client.rs`: [`Connection`] (one pipelined connection), [`Client`] (one address,
 //!   reconnecting with backoff).
 //! - `pool.rs`: [`NetworkClient`] (clients by node id).
@@ -97,4 +99,4 @@ pub use error::{ClientError, FrameError, RequestError, ServerError, SupportedApi
 pub use frame::{FrameDecoder, SOCKET_REQUEST_MAX_BYTES_DEFAULT};
 pub use pool::NetworkClient;
 pub use security::{KafkaPrincipal, ListenerSecurity};
-pub use server::{Handler, Reply, RequestContext, Server};
+pub use server::{ConnectionThrottle, Handler, Reply, RequestContext, Server};

@@ -221,11 +221,13 @@ impl BrokerServer {
         let _ = states.wait_for(|s| *s == BrokerState::Running).await;
     }
 
-    /// The broker's metrics for `/metrics`: this module's gauges and the client listener's
-    /// request metrics (`BrokerTopicMetrics`, `RequestMetrics`, from the broker core).
+    /// The broker's metrics for `/metrics`: this module's gauges, the client listener's
+    /// request metrics (`BrokerTopicMetrics`, `RequestMetrics`, from the broker core) and the
+    /// client quota sensors (`kafka.server:type=Produce|Fetch`).
     #[must_use]
     pub fn metrics_collectors(&self) -> Vec<Arc<dyn Collector>> {
         let client: Arc<dyn Collector> = self.broker.client_stats().clone();
+        let quotas: Arc<dyn Collector> = self.broker.quotas().clone();
         vec![
             Arc::new(BrokerMetrics {
                 broker: self.broker.clone(),
@@ -233,6 +235,7 @@ impl BrokerServer {
                 stats: self.stats.clone(),
             }),
             client,
+            quotas,
         ]
     }
 

@@ -1,0 +1,293 @@
+//! Client byte-rate quotas enforced as Kafka 3.9 enforces them (issue 12, item 5), side by
+//! side: each test runs the same client against one Apache Kafka 3.9 node (the oracle: it
+//! proves the test and its tolerances right), then against `krust dev`, one broker at a time,
+//! and compares.
+//!
+//! * Producer (the issue's acceptance): `producer_byte_rate` = 256 KiB/s is set for one client
+//!   id with Kafka's `kafka-configs.sh` (AlterClientQuotas), then confluent-kafka offers **10×**
+//!   that (`scripts/clients/quota_rate.py produce`). The achieved rate — the value bytes
+//!   acknowledged, by delivery-callback time, from the client's start — must be within ±10% of
+//!   the quota over 33 s, on both brokers, and both must answer with non-zero
+//!   `throttle_time_ms` (librdkafka's `throttle_cb`) distributed alike.
+//! * Consumer: `consumer_byte_rate` = 256 KiB/s on a consumer client id; a topic filled
+//!   beforehand (by a client without quota) is consumed as fast as possible for 33 s; the rate
+//!   must stay under the quota (+10%) and above half of it, throttled, on both brokers.
+//!
+//! Why 33 s from the start: a client that always has data waiting is released by Kafka in one
+//! burst per quota window. With nothing recorded yet, Kafka's `Rate` counts its window as at
+//! least `quota.window.num − 1` = 10 s, so the first requests may take 10 s worth of quota at
+//! once; that sample is forgotten `quota.window.num × quota.window.size.seconds` = 11 s after
+//! its last recording, and the next burst goes through (measured on Kafka 3.9: ~10 × quota
+//! every ~11.3 s for the producer, with ~60 ms throttles in between and ~1 s ones while
+//! saturated; the consumer's fetch is capped at 10 s of quota, ~7.5 × quota every ~12 s).
+//! Counting from the first request over three such windows (33 s, more than the issue's 30 s)
+//! covers whole bursts; an arbitrary 30 s slice would hold two or three bursts and read
+//! 0.75–1.1 × the quota on Kafka itself. Rates are bytes over the client's own clock, so the
+//! tolerance is the issue's ±10%; value bytes slightly undercount what the quota counts
+//! (request / response sizes with headers, ~2% here) on both brokers alike. No other timing is
+//! asserted. Without the venv of `scripts/clients/install.sh` the tests are skipped locally
+//! and fail in CI. Real processes on 127.0.0.1, every step bounded, killed on drop.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use krust_testkit::{BrokerUnderTest, KafkaDist, PythonClients};
+
+const SCRIPT: &str = include_str!("../../../scripts/clients/quota_rate.py");
+/// The quota, bytes per second.
+const QUOTA: u64 = 256 * 1024;
+/// Measured from the client's start, over three quota windows (see the module doc).
+const WARMUP_S: &str = "0";
+const MEASURE_S: &str = "33";
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(120);
+const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a quota may take to reach the broker's image.
+const PROPAGATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// One broker at a time: the machine has two cores and rates are measured.
+static BROKER: Mutex<()> = Mutex::new(());
+
+#[derive(Debug)]
+struct Measured {
+    rate: f64,
+    throttles: Vec<u64>,
+}
+
+/// `kafka-configs.sh --alter --add-config <key>=<value> --entity-type clients --entity-name
+/// <client>`, then `--describe` until the broker serving clients shows it.
+fn set_client_quota(dist: &KafkaDist, broker: &BrokerUnderTest, client: &str, key: &str) {
+    let bootstrap = broker.bootstrap();
+    let config = format!("{key}={QUOTA}");
+    dist.tool("kafka.admin.ConfigCommand")
+        .args([
+            "--bootstrap-server",
+            &bootstrap,
+            "--alter",
+            "--add-config",
+            &config,
+            "--entity-type",
+            "clients",
+            "--entity-name",
+            client,
+        ])
+        .timeout(TOOL_TIMEOUT)
+        .run()
+        .and_then(|out| out.ok())
+        .unwrap_or_else(|e| panic!("{}: kafka-configs --alter: {e}", broker.kind()));
+    let deadline = Instant::now() + PROPAGATION_TIMEOUT;
+    loop {
+        let out = dist
+            .tool("kafka.admin.ConfigCommand")
+            .args([
+                "--bootstrap-server",
+                &bootstrap,
+                "--describe",
+                "--entity-type",
+                "clients",
+                "--entity-name",
+                client,
+            ])
+            .timeout(TOOL_TIMEOUT)
+            .run()
+            .expect("kafka-configs --describe");
+        if out.stdout.contains(&format!("{key}={QUOTA}")) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{}: quota not visible: {}",
+            broker.kind(),
+            out.stdout
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn run_client(python: &PythonClients, broker: &BrokerUnderTest, args: &[&str]) -> String {
+    let out = python
+        .run_script(SCRIPT, args, CLIENT_TIMEOUT)
+        .expect("run quota_rate.py");
+    assert!(
+        out.success(),
+        "quota_rate.py {:?} against {} exited with {}\nstdout:\n{}\nstderr:\n{}\nbroker log:\n{}",
+        args,
+        broker.kind(),
+        out.status,
+        out.stdout,
+        &out.stderr[out.stderr.len().saturating_sub(4000)..],
+        broker.log_tail(40)
+    );
+    out.stdout
+}
+
+/// Parses the script's JSON line (`rate`, `throttles`) without a JSON crate: both are flat.
+fn parse(kind: &str, stdout: &str) -> Measured {
+    let line = stdout.lines().last().unwrap_or_default();
+    let field = |name: &str| -> &str {
+        let at = line
+            .find(&format!("\"{name}\": "))
+            .unwrap_or_else(|| panic!("{kind}: no {name} in {line}"));
+        &line[at + name.len() + 4..]
+    };
+    let rate_text = field("rate");
+    let rate_end = rate_text.find([',', '}']).unwrap_or(rate_text.len());
+    let rate: f64 = rate_text[..rate_end].trim().parse().expect("rate");
+    let list = field("throttles");
+    let list = &list[1..list.find(']').expect("throttles list")];
+    let throttles = list
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().expect("throttle ms"))
+        .collect();
+    Measured { rate, throttles }
+}
+
+/// The rate must be within `(low, high)` × the quota, and the broker must have throttled.
+fn check_rate(kind: &str, what: &str, m: &Measured, (low, high): (f64, f64)) {
+    #[allow(clippy::cast_precision_loss)]
+    let quota = QUOTA as f64;
+    let mut sorted = m.throttles.clone();
+    sorted.sort_unstable();
+    let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0);
+    eprintln!(
+        "{kind} {what}: {:.0} B/s = {:.3} × quota; {} throttled responses, throttle_time_ms median {median}, max {}",
+        m.rate,
+        m.rate / quota,
+        m.throttles.len(),
+        sorted.last().copied().unwrap_or(0)
+    );
+    assert!(
+        m.rate >= low * quota && m.rate <= high * quota,
+        "{kind} {what}: {:.0} B/s is not within {low}..{high} × the {QUOTA} B/s quota",
+        m.rate
+    );
+    assert!(
+        !m.throttles.is_empty(),
+        "{kind} {what}: the broker never answered with a throttle_time_ms"
+    );
+}
+
+fn producer_held_to_its_quota(
+    python: &PythonClients,
+    dist: &KafkaDist,
+    broker: &BrokerUnderTest,
+) -> Measured {
+    let bootstrap = broker.bootstrap();
+    dist.create_topic(&bootstrap, "quota-produce", 1, 1, &[])
+        .unwrap_or_else(|e| panic!("{}: create topic: {e}", broker.kind()));
+    set_client_quota(dist, broker, "quota-producer", "producer_byte_rate");
+    let quota = QUOTA.to_string();
+    let out = run_client(
+        python,
+        broker,
+        &[
+            "produce",
+            &bootstrap,
+            "quota-produce",
+            "quota-producer",
+            &quota,
+            WARMUP_S,
+            MEASURE_S,
+        ],
+    );
+    let measured = parse(broker.kind(), &out);
+    check_rate(broker.kind(), "producer", &measured, (0.90, 1.10));
+    measured
+}
+
+fn consumer_held_to_its_quota(
+    python: &PythonClients,
+    dist: &KafkaDist,
+    broker: &BrokerUnderTest,
+) -> Measured {
+    let bootstrap = broker.bootstrap();
+    dist.create_topic(&bootstrap, "quota-consume", 1, 1, &[])
+        .unwrap_or_else(|e| panic!("{}: create topic: {e}", broker.kind()));
+    // More than the consumer can read at the quota in 12 + 30 s (11 MB), with room.
+    let fill = (QUOTA * 64).to_string();
+    run_client(
+        python,
+        broker,
+        &["fill", &bootstrap, "quota-consume", &fill],
+    );
+    set_client_quota(dist, broker, "quota-consumer", "consumer_byte_rate");
+    let quota = QUOTA.to_string();
+    let out = run_client(
+        python,
+        broker,
+        &[
+            "consume",
+            &bootstrap,
+            "quota-consume",
+            "quota-consumer",
+            &quota,
+            WARMUP_S,
+            MEASURE_S,
+        ],
+    );
+    let measured = parse(broker.kind(), &out);
+    check_rate(broker.kind(), "consumer", &measured, (0.50, 1.10));
+    measured
+}
+
+/// Kafka's throttle_time_ms and krust's must look alike: both brokers throttled (checked by
+/// `check_rate`), with medians within a factor of two of each other. The values are computed
+/// from rates the client's timing shapes, so two runs are compared loosely (measured: producer
+/// ~60 ms on both, consumer ~1000 ms on both); the maxima depend on where a run's bursts fall
+/// and are printed, not compared. krust's arithmetic itself is pinned to Kafka's formula by
+/// the unit tests (`krust_metrics::quota`, `krust_broker::server::quotas`).
+fn check_throttles_alike(what: &str, kafka: &Measured, krust: &Measured) {
+    let median = |m: &Measured| {
+        let mut sorted = m.throttles.clone();
+        sorted.sort_unstable();
+        #[allow(clippy::cast_precision_loss)]
+        let median = sorted.get(sorted.len() / 2).copied().unwrap_or(0) as f64;
+        median
+    };
+    let (k, r) = (median(kafka), median(krust));
+    assert!(
+        r >= k / 2.0 && r <= k * 2.0,
+        "{what}: krust's median throttle_time_ms {r} is not within a factor of 2 of Kafka's {k}"
+    );
+}
+
+fn with_python() -> Option<(PythonClients, KafkaDist)> {
+    let python = PythonClients::locate().expect("python venv")?;
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    Some((python, dist))
+}
+
+#[test]
+fn producer_at_ten_times_its_quota_held_as_kafka_holds_it() {
+    let _serial = BROKER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((python, dist)) = with_python() else {
+        return;
+    };
+    let kafka = {
+        let broker = BrokerUnderTest::kafka(&dist, &[]).expect("Kafka node");
+        producer_held_to_its_quota(&python, &dist, &broker)
+    };
+    let krust = {
+        let broker = BrokerUnderTest::krust_dev(env!("CARGO_BIN_EXE_krust")).expect("krust dev");
+        producer_held_to_its_quota(&python, &dist, &broker)
+    };
+    check_throttles_alike("producer", &kafka, &krust);
+}
+
+#[test]
+fn consumer_held_under_its_quota_as_kafka_holds_it() {
+    let _serial = BROKER.lock().unwrap_or_else(|e| e.into_inner());
+    let Some((python, dist)) = with_python() else {
+        return;
+    };
+    let kafka = {
+        let broker = BrokerUnderTest::kafka(&dist, &[]).expect("Kafka node");
+        consumer_held_to_its_quota(&python, &dist, &broker)
+    };
+    let krust = {
+        let broker = BrokerUnderTest::krust_dev(env!("CARGO_BIN_EXE_krust")).expect("krust dev");
+        consumer_held_to_its_quota(&python, &dist, &broker)
+    };
+    check_throttles_alike("consumer", &kafka, &krust);
+}
