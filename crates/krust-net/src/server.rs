@@ -44,6 +44,7 @@ use crate::codec::{
     unsupported_api_versions_response,
 };
 use crate::config::ServerConfig;
+use crate::connection_quotas::Refusal;
 use crate::error::ServerError;
 use crate::error_codes;
 use crate::frame::FrameDecoder;
@@ -248,6 +249,9 @@ async fn accept_loop<H: Handler>(
         config.max_connections.min(Semaphore::MAX_PERMITS),
     ));
     let listener_name: Arc<str> = Arc::from(config.listener_name.as_str());
+    if let Some(quotas) = &config.connection_quotas {
+        quotas.add_listener(&listener_name);
+    }
     let mut connections = JoinSet::new();
     let mut next_connection_id: u64 = 0;
     loop {
@@ -272,6 +276,37 @@ async fn accept_loop<H: Handler>(
             }
         };
         while connections.try_join_next().is_some() {}
+        let quota_slot = match &config.connection_quotas {
+            None => None,
+            Some(quotas) => {
+                let acquired = tokio::select! {
+                    acquired = quotas.acquire(&listener_name, peer_addr.ip()) => acquired,
+                    _ = shutdown.wait_for(|stop| *stop) => break,
+                };
+                match acquired {
+                    Ok(slot) => Some(slot),
+                    Err(Refusal::TooManyConnections { ip, max }) => {
+                        info!(
+                            "Rejected connection from /{ip}, address already has the configured maximum of {max} connections."
+                        );
+                        drop(stream);
+                        continue;
+                    }
+                    Err(Refusal::Throttled { ip, throttle }) => {
+                        // Kafka holds the socket for the throttle, then closes it.
+                        debug!(
+                            "Delaying closing of connection from /{ip} for {} ms",
+                            throttle.as_millis()
+                        );
+                        connections.spawn(async move {
+                            tokio::time::sleep(throttle).await;
+                            drop(stream);
+                        });
+                        continue;
+                    }
+                }
+            }
+        };
         let connection_id = next_connection_id;
         next_connection_id += 1;
         let span = info_span!("connection", peer = %peer_addr, connection_id);
@@ -283,7 +318,13 @@ async fn accept_loop<H: Handler>(
             connection_id,
             shutdown: shutdown.clone(),
         };
-        connections.spawn(connection.run(stream, permit).instrument(span));
+        connections.spawn(
+            async move {
+                let _counted = quota_slot;
+                connection.run(stream, permit).await;
+            }
+            .instrument(span),
+        );
     }
     drop(listener);
     debug!(

@@ -12,6 +12,9 @@
 //! * Consumer: `consumer_byte_rate` = 256 KiB/s on a consumer client id; a topic filled
 //!   beforehand (by a client without quota) is consumed as fast as possible for 33 s; the rate
 //!   must stay under the quota (+10%) and above half of it, throttled, on both brokers.
+//! * Connections (Kafka's `ConnectionQuotas`): with `max.connections.per.ip=2` a third
+//!   connection from 127.0.0.1 is closed by the broker and logged with Kafka's line, on both;
+//!   `max.connections.per.ip=0` without overrides stops both from starting, with Kafka's text.
 //!
 //! Why 33 s from the start: a client that always has data waiting is released by Kafka in one
 //! burst per quota window. With nothing recorded yet, Kafka's `Rate` counts its window as at
@@ -31,7 +34,10 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use krust_testkit::{BrokerUnderTest, KafkaDist, PythonClients};
+use krust_testkit::{
+    BrokerUnderTest, KafkaDist, KafkaNode, KafkaRole, KrustProcess, PythonClients, ToolOutput,
+    free_ports, run_binary,
+};
 
 const SCRIPT: &str = include_str!("../../../scripts/clients/quota_rate.py");
 /// The quota, bytes per second.
@@ -290,4 +296,201 @@ fn consumer_held_under_its_quota_as_kafka_holds_it() {
         consumer_held_to_its_quota(&python, &dist, &broker)
     };
     check_throttles_alike("consumer", &kafka, &krust);
+}
+
+/// ApiVersions v0 (header v1, client id `q`) with correlation id `id`, size prefix included.
+fn api_versions_frame(id: i32) -> Vec<u8> {
+    let mut body = Vec::new();
+    body.extend_from_slice(&18i16.to_be_bytes()); // ApiVersions
+    body.extend_from_slice(&0i16.to_be_bytes()); // v0
+    body.extend_from_slice(&id.to_be_bytes());
+    body.extend_from_slice(&1i16.to_be_bytes());
+    body.push(b'q');
+    let mut frame = u32::try_from(body.len())
+        .expect("small")
+        .to_be_bytes()
+        .to_vec();
+    frame.extend_from_slice(&body);
+    frame
+}
+
+/// Whether `stream` is served: an ApiVersions round trip answers with its correlation id.
+fn served(stream: &mut std::net::TcpStream, id: i32) -> bool {
+    use std::io::{Read, Write};
+    if stream.write_all(&api_versions_frame(id)).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 8];
+    if stream.read_exact(&mut head).is_err() {
+        return false;
+    }
+    let size =
+        usize::try_from(u32::from_be_bytes([head[0], head[1], head[2], head[3]])).expect("size");
+    let mut rest = vec![0u8; size.saturating_sub(4)];
+    stream.read_exact(&mut rest).is_ok() && head[4..8] == id.to_be_bytes()
+}
+
+/// Whether the broker closed `stream` without a word (end of stream or reset before the read
+/// timeout).
+fn closed_by_broker(stream: &mut std::net::TcpStream) -> bool {
+    use std::io::Read;
+    let mut buf = [0u8; 16];
+    matches!(stream.read(&mut buf), Ok(0))
+        || matches!(stream.read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+}
+
+fn connect(port: u16) -> std::net::TcpStream {
+    let stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("read timeout");
+    stream
+}
+
+/// `max.connections.per.ip=2`: two connections from 127.0.0.1 are served, the third is closed
+/// by the broker at once, and is logged as Kafka logs it; once one closes, a new one is
+/// served again.
+fn per_ip_limit(kind: &str, port: u16, log: &dyn Fn() -> String) {
+    // The harness's readiness probes may still be counted until the broker notices they are
+    // closed: retry the first two connections, bounded.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let (mut first, second) = loop {
+        let (mut first, mut second) = (connect(port), connect(port));
+        if served(&mut first, 1) && served(&mut second, 2) {
+            break (first, second);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{kind}: two connections are never served"
+        );
+        drop((first, second));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut third = connect(port);
+    assert!(
+        closed_by_broker(&mut third),
+        "{kind}: a third connection from 127.0.0.1 must be closed by the broker"
+    );
+    assert!(served(&mut first, 3), "{kind}: the first is still served");
+    let line = "Rejected connection from /127.0.0.1, address already has the configured maximum of 2 connections.";
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !log().contains(line) {
+        assert!(Instant::now() < deadline, "{kind}: no `{line}` in the log");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(second);
+    // The broker notices the close on its own time: retry a few connections, bounded.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut again = connect(port);
+        if served(&mut again, 4) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{kind}: a slot freed by a close is never reused"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn connections_over_max_connections_per_ip_are_refused_as_kafka_refuses_them() {
+    let _serial = BROKER.lock().unwrap_or_else(|e| e.into_inner());
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let props = [("max.connections.per.ip", "2")];
+    {
+        let kafka = BrokerUnderTest::kafka(&dist, &props).expect("Kafka node");
+        let BrokerUnderTest::Kafka(node) = &kafka else {
+            unreachable!("a single Kafka node");
+        };
+        let port = node.broker_port().expect("broker port");
+        let log_path = node.log_path();
+        per_ip_limit("kafka", port, &|| {
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        });
+    }
+    let ports = free_ports(2).expect("ports");
+    let (broker, controller) = (ports[0], ports[1]);
+    let node = KafkaNode::builder(&dist)
+        .node_id(1)
+        .role(KafkaRole::Combined)
+        .broker_port(broker)
+        .controller_port(controller)
+        .quorum_voters(format!("1@127.0.0.1:{controller}"))
+        .prop("max.connections.per.ip", "2")
+        .build_unformatted()
+        .expect("node folder");
+    let binary = env!("CARGO_BIN_EXE_krust");
+    let properties = node.properties_path().display().to_string();
+    let cluster_id = krust_testkit::random_kafka_uuid();
+    run_binary(
+        binary,
+        &["storage", "format", "-t", &cluster_id, "-c", &properties],
+        None,
+        TOOL_TIMEOUT,
+    )
+    .and_then(ToolOutput::ok)
+    .expect("krust storage format");
+    let mut krust = KrustProcess::builder(binary)
+        .args(["server", &properties])
+        .env("RUST_LOG", "info")
+        .dir(node.dir().join("krust"))
+        .name("krust-per-ip")
+        .start()
+        .expect("krust server");
+    krust
+        .wait_for_line("Kafka Server started", Duration::from_secs(90))
+        .unwrap_or_else(|e| panic!("krust server: {e}\n{}", krust.log_tail(40)));
+    let log_path = krust.log_path().to_path_buf();
+    per_ip_limit("krust", broker, &|| {
+        std::fs::read_to_string(&log_path).unwrap_or_default()
+    });
+    drop(krust);
+    drop(node);
+}
+
+#[test]
+fn a_per_ip_limit_of_zero_needs_overrides_as_kafka_requires() {
+    // Kafka's `KafkaConfig.validateValues`; both binaries refuse to start with the same text.
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let message = "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.";
+    let ports = free_ports(2).expect("ports");
+    let node = KafkaNode::builder(&dist)
+        .node_id(1)
+        .role(KafkaRole::Combined)
+        .broker_port(ports[0])
+        .controller_port(ports[1])
+        .quorum_voters(format!("1@127.0.0.1:{}", ports[1]))
+        .prop("max.connections.per.ip", "0")
+        .build_unformatted()
+        .expect("node folder");
+    let properties = node.properties_path().display().to_string();
+    let kafka = dist
+        .tool("kafka.Kafka")
+        .args([properties.as_str()])
+        .timeout(TOOL_TIMEOUT)
+        .run()
+        .expect("kafka.Kafka runs");
+    assert!(!kafka.success(), "Kafka must refuse to start");
+    assert!(
+        kafka.stderr.contains(message) || kafka.stdout.contains(message),
+        "kafka: {}\n{}",
+        kafka.stdout,
+        kafka.stderr
+    );
+    let out = run_binary(
+        env!("CARGO_BIN_EXE_krust"),
+        &["server", &properties],
+        None,
+        TOOL_TIMEOUT,
+    )
+    .expect("krust server runs");
+    assert!(!out.success(), "krust must refuse to start");
+    assert!(
+        out.stderr.contains(message) || out.stdout.contains(message),
+        "krust: {}\n{}",
+        out.stdout,
+        out.stderr
+    );
 }

@@ -503,6 +503,64 @@ impl MetadataPublisher for ClientQuotaPublisher {
     }
 }
 
+/// The `connection_creation_rate` of `ip` entities (`None` = the default entity) in `image`;
+/// names that are not IP addresses are skipped (the controller accepts only addresses).
+#[must_use]
+pub fn ip_connection_rates(image: &MetadataImage) -> HashMap<Option<std::net::IpAddr>, f64> {
+    let mut rates = HashMap::new();
+    for (entity, values) in &image.client_quotas.entities {
+        let (Some(name), Some(rate)) = (entity.0.get("ip"), values.get("connection_creation_rate"))
+        else {
+            continue;
+        };
+        match name {
+            None => {
+                rates.insert(None, *rate);
+            }
+            Some(address) => {
+                if let Ok(ip) = address.parse() {
+                    rates.insert(Some(ip), *rate);
+                }
+            }
+        }
+    }
+    rates
+}
+
+/// IP connection-rate quota changes to the listeners' [`krust_net::ConnectionQuotas`] (Kafka's
+/// `ClientQuotaMetadataManager` → `ConnectionQuotas.updateIpConnectionRateQuota`).
+#[derive(Debug)]
+pub struct IpConnectionRatePublisher {
+    quotas: Arc<krust_net::ConnectionQuotas>,
+}
+
+impl IpConnectionRatePublisher {
+    /// For `quotas`.
+    #[must_use]
+    pub fn new(quotas: Arc<krust_net::ConnectionQuotas>) -> Self {
+        IpConnectionRatePublisher { quotas }
+    }
+}
+
+impl MetadataPublisher for IpConnectionRatePublisher {
+    fn name(&self) -> &str {
+        "IpConnectionRatePublisher"
+    }
+
+    fn on_metadata_update(
+        &mut self,
+        delta: &MetadataDelta,
+        image: &MetadataImage,
+        manifest: &LoaderManifest,
+    ) {
+        let snapshot = matches!(manifest, LoaderManifest::Snapshot { .. });
+        if snapshot || delta.client_quotas_delta().is_some() {
+            self.quotas
+                .set_ip_connection_rates(ip_connection_rates(image));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use krust_metadata::image::MetadataProvenance;
@@ -654,6 +712,8 @@ mod tests {
                 "producer_byte_rate",
                 3000.0,
             ),
+            quota_record(&[("ip", None)], "connection_creation_rate", 5.0),
+            quota_record(&[("ip", Some("10.1.2.3"))], "connection_creation_rate", 7.0),
         ];
         let image = MetadataImage::from_records(&records, MetadataProvenance::new(5, 1, 1000))
             .expect("image");
@@ -669,6 +729,13 @@ mod tests {
         assert_eq!(quotas.produce.quota("bob", "q"), None);
         // Fetch: only the default user.
         assert_eq!(quotas.fetch.quota("anyone", "c"), Some(2000.0));
+        let rates = ip_connection_rates(&image);
+        assert_eq!(rates.get(&None), Some(&5.0));
+        assert_eq!(
+            rates.get(&Some("10.1.2.3".parse().expect("ip"))),
+            Some(&7.0)
+        );
+        assert_eq!(rates.len(), 2);
     }
 
     #[test]

@@ -267,7 +267,12 @@ fn listener_config(
             "socket.request.max.bytes",
             defaults.socket_request_max_bytes,
         )?,
-        max_connections: number("max.connections", defaults.max_connections)?,
+        // Kafka's `ListenerConnectionQuota`: `listener.name.<l>.max.connections`, else the
+        // broker-wide value.
+        max_connections: number(
+            &format!("listener.name.{}.max.connections", name.to_lowercase()),
+            number("max.connections", defaults.max_connections)?,
+        )?,
         connections_max_idle: parse_ms(
             config,
             "connections.max.idle.ms",
@@ -286,6 +291,41 @@ fn listener_config(
             },
         },
         ..defaults
+    })
+}
+
+/// The broker's `ConnectionQuotas` (shared by its client listeners): `max.connections`
+/// (broker-wide), `max.connections.per.ip`, `max.connections.per.ip.overrides` (host names
+/// resolved, as Kafka's `InetAddress.getByName`), the quota window for the IP connection
+/// rates, and the inter-broker listener Kafka protects. The values were validated by
+/// `ServerConfig::validate`.
+fn connection_quota_settings(
+    config: &ServerConfig,
+    inter_broker: &str,
+) -> anyhow::Result<krust_net::ConnectionQuotaSettings> {
+    let count = |v: i32| usize::try_from(v).unwrap_or(0);
+    let mut overrides = std::collections::HashMap::new();
+    for (host, max) in config.max_connections_per_ip_overrides()? {
+        use std::net::ToSocketAddrs;
+        let ip = (host.as_str(), 0)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .map(|addr| addr.ip())
+            .with_context(|| format!("max.connections.per.ip.overrides: {host}: unknown host"))?;
+        overrides.insert(ip, count(max));
+    }
+    let window_seconds = config.typed("quota.window.size.seconds", 1i32)?;
+    let samples = config.typed("quota.window.num", 11i32)?;
+    Ok(krust_net::ConnectionQuotaSettings {
+        max_connections_per_ip: count(config.typed("max.connections.per.ip", i32::MAX)?),
+        max_connections_per_ip_overrides: overrides,
+        max_connections: count(config.typed("max.connections", i32::MAX)?),
+        inter_broker_listener: Some(inter_broker.to_owned()),
+        quota_window: krust_metrics::SampleConfig::new(
+            Duration::from_secs(u64::try_from(window_seconds).unwrap_or(1)),
+            count(samples),
+        ),
     })
 }
 
@@ -332,11 +372,15 @@ pub fn broker_server_config(
         )?,
         request_timeout,
     };
+    let connection_quotas =
+        krust_net::ConnectionQuotas::new(connection_quota_settings(config, &inter_broker)?);
     let listeners = binds
         .into_iter()
         .map(|listener| {
+            let mut net = listener_config(config, &listener.name, &listener.protocol, scram)?;
+            net.connection_quotas = Some(Arc::clone(&connection_quotas));
             Ok(BrokerListener {
-                config: listener_config(config, &listener.name, &listener.protocol, scram)?,
+                config: net,
                 name: listener.name,
                 bind: listener.bind,
             })
