@@ -177,6 +177,45 @@ mod tests {
     }
 
     #[test]
+    fn a_consumer_like_sequence_throttles_exactly_as_kafkas_sensor() {
+        // Expected values printed by Kafka 3.9's own classes
+        // (`scripts/quota-probe/KafkaRateProbe.java`: a `Sensor` with `new Rate()` and
+        // `MetricConfig().timeWindow(1 s).samples(11).quota(upperBound(262144))`, recorded at
+        // these explicit times, `QuotaUtils.throttleTime` on each `QuotaViolationException`,
+        // then the value un-recorded as a throttled fetch does): ~1 MB fetches, retries after
+        // each throttle, samples expiring 11 s after their last recording.
+        let t0 = Instant::now();
+        let mut rate = QuotaRate::new(client_quota_window());
+        let bound = 262_144.0;
+        for (ms, value, want) in [
+            (0, 100.0, 0),
+            (1000, 1e6, 0),
+            (1100, 1e6, 0),
+            (1200, 1e6, 1244),
+            (2634, 1e6, 810),
+            (3631, 1e6, 813),
+            (4630, 1e6, 814),
+            (11_000, 1e6, 1444),
+            (12_050, 1e6, 394),
+            (12_100, 1e6, 344),
+            (12_200, 1e6, 0),
+            (13_500, 1e6, 0),
+            (14_000, 1e6, 78),
+            (23_000, 1e6, 494),
+        ] {
+            let now = at(t0, ms);
+            let got = match rate.record_checked(value, now, bound) {
+                Ok(()) => 0,
+                Err(violation) => {
+                    rate.record(-value, now);
+                    violation.throttle_time_ms()
+                }
+            };
+            assert_eq!(got, want, "at {ms} ms");
+        }
+    }
+
+    #[test]
     fn throttle_time_rounds_as_java() {
         for (value, bound, window_ms, want, why) in [
             // Bounds that are powers of two keep the quotients exact.
