@@ -30,6 +30,7 @@
 //! `InactiveSensorExpirationTimeSeconds`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -185,6 +186,9 @@ struct ManagerState {
 pub struct ClientQuotaManager {
     quota_type: QuotaType,
     window: SampleConfig,
+    /// `quotas_enabled`, readable without the lock: requests take no lock while no quota of
+    /// this type was ever configured.
+    enabled: AtomicBool,
     state: Mutex<ManagerState>,
 }
 
@@ -196,6 +200,7 @@ impl ClientQuotaManager {
         ClientQuotaManager {
             quota_type,
             window,
+            enabled: AtomicBool::new(false),
             state: Mutex::new(ManagerState::default()),
         }
     }
@@ -208,7 +213,7 @@ impl ClientQuotaManager {
     /// nothing is recorded before.
     #[must_use]
     pub fn quotas_enabled(&self) -> bool {
-        self.lock().limits.enabled != 0
+        self.enabled.load(Ordering::Acquire)
     }
 
     /// The sensors for `user` / `client_id`, created on first use.
@@ -252,10 +257,10 @@ impl ClientQuotaManager {
         value: f64,
         now: Instant,
     ) -> i32 {
-        let mut state = self.lock();
-        if state.limits.enabled == 0 {
+        if !self.quotas_enabled() {
             return 0;
         }
+        let mut state = self.lock();
         let (tags, _) = self.sensors(&mut state, user, client_id, now);
         // Without a limit the bound is Kafka's `Long.MAX_VALUE` default: never exceeded.
         let bound = state.limits.limit(&tags).unwrap_or(i64::MAX as f64);
@@ -273,10 +278,10 @@ impl ClientQuotaManager {
     /// Kafka's `unrecordQuotaSensor`: takes back `value` recorded for a request that will
     /// not be served (a throttled fetch answers empty).
     pub fn unrecord(&self, user: &str, client_id: &str, value: f64, now: Instant) {
-        let mut state = self.lock();
-        if state.limits.enabled == 0 {
+        if !self.quotas_enabled() {
             return;
         }
+        let mut state = self.lock();
         let (_, sensors) = self.sensors(&mut state, user, client_id, now);
         sensors.rate.record(-value, now);
     }
@@ -286,10 +291,10 @@ impl ClientQuotaManager {
     /// capped to it); unbounded without a quota.
     #[must_use]
     pub fn max_value_in_quota_window(&self, user: &str, client_id: &str) -> f64 {
-        let state = self.lock();
-        if state.limits.enabled == 0 {
+        if !self.quotas_enabled() {
             return f64::MAX;
         }
+        let state = self.lock();
         let tags = state.limits.metric_tags(user, client_id);
         state.limits.limit(&tags).map_or(f64::MAX, |limit| {
             limit
@@ -351,6 +356,8 @@ impl ClientQuotaManager {
         }
         state.limits.enabled |= enabled;
         state.limits.overrides = overrides;
+        self.enabled
+            .store(state.limits.enabled != 0, Ordering::Release);
     }
 
     /// The limit that applies to `user` / `client_id` now (tests and diagnostics).
@@ -656,6 +663,7 @@ mod tests {
         let mut state = m.lock();
         state.limits = limits(&[(None, n("p"), 1000.0)]);
         drop(state);
+        m.enabled.store(true, Ordering::Release);
         // First burst: 15000 bytes over a 10 s window = 1500 B/s → (1500-1000)/1000 × 10000.
         assert_eq!(
             m.record_and_get_throttle_time_ms("ANONYMOUS", "p", 15_000.0, t0),

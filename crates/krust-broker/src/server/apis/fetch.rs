@@ -539,7 +539,9 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
     if version >= 12 {
         add_leader_hints(broker, ctx, &full, &mut response, version);
     }
-    if !from_follower {
+    // Sized only once a consumer quota exists (Kafka sizes every consumer response, then
+    // records nothing while no quota was ever configured).
+    if !from_follower && broker.quotas().fetch.quotas_enabled() {
         // `consumer_byte_rate` on the size of the response that would be sent (Kafka's
         // `fetchContext.getResponseSize`); when throttled, the bytes are taken back and an
         // empty response with the throttle goes out (a full fetch opens no session).
