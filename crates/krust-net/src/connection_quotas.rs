@@ -2,7 +2,12 @@
 //! accepts, shared by all of its listeners.
 //!
 //! At each accepted connection, in Kafka's order ([`ConnectionQuotas::acquire`]):
-//! 1. `max.connections` (broker-wide): the acceptor waits until the broker has fewer
+//! 1. `max.connection.creation.rate` (KIP-612), broker-wide and per listener
+//!    (`listener.name.<l>.max.connection.creation.rate`, else the broker-wide value): the
+//!    connection is recorded in both rates and, over either, the acceptor waits the throttle
+//!    time (capped at one quota window) before going on — the connection is delayed, not
+//!    refused. The inter-broker listener only counts against its own listener rate.
+//!    Then `max.connections` (broker-wide): the acceptor waits until the broker has fewer
 //!    connections (the inter-broker listener is exempt when the broker has more than one
 //!    listener, as Kafka's "protected listener"). The per-listener limit
 //!    (`listener.name.<l>.max.connections`, falling back to `max.connections`) is the
@@ -23,8 +28,8 @@
 //! `krust_metrics::Collector`): `connection-count` and `connection-accept-rate` per listener
 //! (the count summed over Kafka's network processors, which krust does not have),
 //! `broker-connection-accept-rate`, `connection-accept-rate` per IP with a
-//! `connection_creation_rate` quota, and `ip-connection-accept-throttle-time` per listener
-//! (average of the non-zero IP throttles). Accept rates are over the quota window, as Kafka's.
+//! `connection_creation_rate` quota, and `connection-accept-throttle-time` /
+//! `ip-connection-accept-throttle-time` per listener (averages of the non-zero throttles). Accept rates are over the quota window, as Kafka's.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -46,6 +51,11 @@ pub struct ConnectionQuotaSettings {
     pub max_connections_per_ip_overrides: HashMap<IpAddr, usize>,
     /// `max.connections` (broker-wide).
     pub max_connections: usize,
+    /// `max.connection.creation.rate` (broker-wide), connections per second.
+    pub max_connection_creation_rate: f64,
+    /// `listener.name.<l>.max.connection.creation.rate` by listener name; a listener not
+    /// listed uses `max_connection_creation_rate`.
+    pub listener_max_connection_creation_rates: HashMap<String, f64>,
     /// `inter.broker.listener.name`: may exceed `max.connections` when the broker has more
     /// than one listener.
     pub inter_broker_listener: Option<String>,
@@ -59,6 +69,8 @@ impl Default for ConnectionQuotaSettings {
             max_connections_per_ip: 2_147_483_647,
             max_connections_per_ip_overrides: HashMap::new(),
             max_connections: 2_147_483_647,
+            max_connection_creation_rate: 2_147_483_647.0,
+            listener_max_connection_creation_rates: HashMap::new(),
             inter_broker_listener: None,
             quota_window: SampleConfig::new(Duration::from_secs(1), 11),
         }
@@ -87,8 +99,10 @@ pub enum Refusal {
 #[derive(Debug)]
 struct ListenerStats {
     connections: usize,
-    /// `connection-accept-rate`.
+    /// `connection-accept-rate`, bounded by the listener's `max.connection.creation.rate`.
     accept_rate: QuotaRate,
+    /// `connection-accept-throttle-time`.
+    throttle_time: WindowedStat,
     /// `ip-connection-accept-throttle-time`.
     ip_throttle_time: WindowedStat,
 }
@@ -153,6 +167,7 @@ impl ConnectionQuotas {
         ListenerStats {
             connections: 0,
             accept_rate: QuotaRate::new(self.settings.quota_window),
+            throttle_time: WindowedStat::avg(SampleConfig::default()),
             ip_throttle_time: WindowedStat::avg(SampleConfig::default()),
         }
     }
@@ -197,8 +212,9 @@ impl ConnectionQuotas {
         self.protected(state, listener) || state.total < self.settings.max_connections
     }
 
-    /// Counts a new connection from `ip` on `listener`, waiting while the broker is at
-    /// `max.connections` (Kafka blocks its acceptor the same way).
+    /// Counts a new connection from `ip` on `listener`: waits out a
+    /// `max.connection.creation.rate` throttle, then while the broker is at `max.connections`
+    /// (Kafka blocks its acceptor the same way), then checks the IP's limits.
     ///
     /// # Errors
     /// A [`Refusal`]: the connection is not counted and must be closed (at once, or after the
@@ -208,17 +224,73 @@ impl ConnectionQuotas {
         listener: &str,
         ip: IpAddr,
     ) -> Result<ConnectionSlot, Refusal> {
+        // tokio's clock (virtual in paused tests), as std `Instant`s for the rates.
+        let start = tokio::time::Instant::now();
+        let throttle = {
+            let mut state = self.lock();
+            self.record_connection(&mut state, listener, start.into_std())
+        };
+        let throttle_end = start + throttle;
         loop {
             // Created before the check: a slot freed in between still wakes us.
             let freed = self.slot_freed.notified();
-            {
+            let now = tokio::time::Instant::now();
+            if now >= throttle_end {
                 let mut state = self.lock();
                 if self.slot_available(&state, listener) {
-                    return self.admit(&mut state, listener, ip, Instant::now());
+                    return self.admit(&mut state, listener, ip, now.into_std());
                 }
             }
-            freed.await;
+            if now < throttle_end {
+                tokio::time::sleep_until(throttle_end).await;
+            } else {
+                freed.await;
+            }
         }
+    }
+
+    /// Kafka's `recordConnectionAndGetThrottleTimeMs`: the connection in the broker-wide rate
+    /// (not for the protected listener) and the listener's; the longer of their throttles,
+    /// each capped at one quota window.
+    fn record_connection(&self, state: &mut State, listener: &str, now: Instant) -> Duration {
+        if !state.per_listener.contains_key(listener) {
+            let stats = self.listener_stats();
+            state.per_listener.insert(Arc::from(listener), stats);
+        }
+        let max_ms =
+            i64::try_from(self.settings.quota_window.window.as_millis()).unwrap_or(i64::MAX);
+        let throttle_ms = |r: Result<(), krust_metrics::QuotaViolation>| match r {
+            Ok(()) => 0,
+            Err(v) => v.bounded_throttle_time_ms(max_ms).max(0),
+        };
+        let broker_ms = if self.protected(state, listener) {
+            0
+        } else {
+            throttle_ms(state.broker_accept_rate.record_checked(
+                1.0,
+                now,
+                self.settings.max_connection_creation_rate,
+            ))
+        };
+        let listener_rate = self
+            .settings
+            .listener_max_connection_creation_rates
+            .get(listener)
+            .copied()
+            .unwrap_or(self.settings.max_connection_creation_rate);
+        let mut ms = broker_ms;
+        if let Some(stats) = state.per_listener.get_mut(listener) {
+            ms = ms.max(throttle_ms(stats.accept_rate.record_checked(
+                1.0,
+                now,
+                listener_rate,
+            )));
+            if ms > 0 {
+                #[allow(clippy::cast_precision_loss)]
+                stats.throttle_time.record(ms as f64, now);
+            }
+        }
+        Duration::from_millis(u64::try_from(ms).unwrap_or(0))
     }
 
     fn admit(
@@ -228,21 +300,9 @@ impl ConnectionQuotas {
         ip: IpAddr,
         now: Instant,
     ) -> Result<ConnectionSlot, Refusal> {
-        if !state.per_listener.contains_key(listener) {
-            let stats = self.listener_stats();
-            state.per_listener.insert(Arc::from(listener), stats);
-        }
-        // Kafka's `recordConnectionAndGetThrottleTimeMs`: the broker-wide (not for the
-        // protected listener) and listener accept rates (no `max.connection.creation.rate`
-        // here: recorded, never throttled).
+        // The connection is in the broker and listener rates already (`record_connection`).
         let protected = self.protected(state, listener);
-        if !protected {
-            state.broker_accept_rate.record(1.0, now);
-        }
-        if let Some(stats) = state.per_listener.get_mut(listener) {
-            stats.accept_rate.record(1.0, now);
-        }
-        // Then the IP's connection rate (Kafka's `recordIpConnectionMaybeThrottle`).
+        // The IP's connection rate (Kafka's `recordIpConnectionMaybeThrottle`).
         let rate = state
             .ip_rates
             .get(&ip)
@@ -350,6 +410,10 @@ impl Collector for ConnectionQuotas {
             "connection-accept-rate",
             "Tracking rate of accepting new connections (per second)",
         );
+        let mut throttle = family(
+            "connection-accept-throttle-time",
+            "Tracking average throttle-time, out of non-zero throttle times, per listener",
+        );
         let mut ip_throttle = family(
             "ip-connection-accept-throttle-time",
             "Tracking average throttle-time, out of non-zero throttle times, per listener",
@@ -367,6 +431,9 @@ impl Collector for ConnectionQuotas {
             accept
                 .samples
                 .push(sample("listener", &name, stats.accept_rate.measure(now)));
+            throttle
+                .samples
+                .push(sample("listener", &name, stats.throttle_time.measure(now)));
             ip_throttle.samples.push(sample(
                 "listener",
                 &name,
@@ -393,6 +460,7 @@ impl Collector for ConnectionQuotas {
             samples: vec![krust_metrics::Sample::plain(broker_rate)],
             ..broker
         });
+        out.push(throttle);
         out.push(ip_throttle);
     }
 }
@@ -494,6 +562,63 @@ mod tests {
             .expect("admitted once a slot is free");
         assert_eq!(quotas.count(ip("127.0.0.3")), 1);
         drop(slot);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connection_creation_rate_delays_the_acceptor_by_the_throttle() {
+        // max.connection.creation.rate 2/s over 11 × 1 s: the first 20 go at once (the window
+        // counts as at least 10 s), the 21st measures 2.1/s and waits
+        // (2.1 − 2) / 2 × 10000 = 500 ms of (virtual) time, then is accepted, not refused.
+        let quotas = ConnectionQuotas::new(ConnectionQuotaSettings {
+            max_connection_creation_rate: 2.0,
+            ..ConnectionQuotaSettings::default()
+        });
+        let start = tokio::time::Instant::now();
+        let mut open = Vec::new();
+        for _ in 0..20 {
+            open.push(
+                quotas
+                    .acquire("PLAINTEXT", ip("10.0.0.9"))
+                    .await
+                    .expect("within rate"),
+            );
+        }
+        assert_eq!(start.elapsed(), Duration::ZERO, "no wait within the rate");
+        open.push(
+            quotas
+                .acquire("PLAINTEXT", ip("10.0.0.9"))
+                .await
+                .expect("delayed, accepted"),
+        );
+        assert_eq!(start.elapsed(), Duration::from_millis(500));
+        let mut families = Vec::new();
+        quotas.collect(start.into_std(), &mut families);
+        let throttle = families
+            .iter()
+            .find(|f| {
+                f.name == "kafka_server_socket_server_metrics_connection_accept_throttle_time"
+            })
+            .map(|f| f.samples[0].value);
+        assert_eq!(throttle, Some(500.0));
+        // A listener's own limit applies on that listener only.
+        let quotas = ConnectionQuotas::new(ConnectionQuotaSettings {
+            listener_max_connection_creation_rates: [("SLOW".to_owned(), 0.1)].into(),
+            ..ConnectionQuotaSettings::default()
+        });
+        let start = tokio::time::Instant::now();
+        for _ in 0..5 {
+            open.push(quotas.acquire("FAST", ip("10.0.0.9")).await.expect("fast"));
+        }
+        open.push(quotas.acquire("SLOW", ip("10.0.0.9")).await.expect("first"));
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        // 2 / 10 s = 0.2/s over 0.1/s: capped at one quota window.
+        open.push(
+            quotas
+                .acquire("SLOW", ip("10.0.0.9"))
+                .await
+                .expect("second"),
+        );
+        assert_eq!(start.elapsed(), Duration::from_secs(1));
     }
 
     #[tokio::test]

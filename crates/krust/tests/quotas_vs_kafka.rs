@@ -17,7 +17,8 @@
 //!   connection from 127.0.0.1 is closed by the broker and logged with Kafka's line, on both;
 //!   `max.connections.per.ip=0` without overrides stops both from starting, with Kafka's text;
 //!   an IP `connection_creation_rate` quota (AlterClientQuotas on `ips`) lets through as many
-//!   new connections as Kafka's arithmetic allows, then throttles and closes the next ones.
+//!   new connections as Kafka's arithmetic allows, then throttles and closes the next ones;
+//!   `max.connection.creation.rate` delays connections instead (all served on both).
 //!
 //! Why 33 s from the start: a client that always has data waiting is released by Kafka in one
 //! burst per quota window. With nothing recorded yet, Kafka's `Rate` counts its window as at
@@ -406,6 +407,46 @@ fn per_ip_limit(kind: &str, port: u16, log: &dyn Fn() -> String) {
     }
 }
 
+/// One combined `krust server` node with `props` (Kafka's harness writes its
+/// `server.properties`), once it has printed `Kafka Server started`: the node folder (drop it
+/// after the process), the process (killed on drop) and its broker port.
+fn start_krust_server(dist: &KafkaDist, props: &[(&str, &str)]) -> (KafkaNode, KrustProcess, u16) {
+    let ports = free_ports(2).expect("ports");
+    let (broker, controller) = (ports[0], ports[1]);
+    let mut builder = KafkaNode::builder(dist)
+        .node_id(1)
+        .role(KafkaRole::Combined)
+        .broker_port(broker)
+        .controller_port(controller)
+        .quorum_voters(format!("1@127.0.0.1:{controller}"));
+    for (key, value) in props {
+        builder = builder.prop(*key, *value);
+    }
+    let node = builder.build_unformatted().expect("node folder");
+    let binary = env!("CARGO_BIN_EXE_krust");
+    let properties = node.properties_path().display().to_string();
+    let cluster_id = krust_testkit::random_kafka_uuid();
+    run_binary(
+        binary,
+        &["storage", "format", "-t", &cluster_id, "-c", &properties],
+        None,
+        TOOL_TIMEOUT,
+    )
+    .and_then(ToolOutput::ok)
+    .expect("krust storage format");
+    let mut krust = KrustProcess::builder(binary)
+        .args(["server", &properties])
+        .env("RUST_LOG", "info")
+        .dir(node.dir().join("krust"))
+        .name("krust-quotas")
+        .start()
+        .expect("krust server");
+    krust
+        .wait_for_line("Kafka Server started", Duration::from_secs(90))
+        .unwrap_or_else(|e| panic!("krust server: {e}\n{}", krust.log_tail(40)));
+    (node, krust, broker)
+}
+
 #[test]
 fn connections_over_max_connections_per_ip_are_refused_as_kafka_refuses_them() {
     let _serial = BROKER.lock().unwrap_or_else(|e| e.into_inner());
@@ -422,38 +463,7 @@ fn connections_over_max_connections_per_ip_are_refused_as_kafka_refuses_them() {
             std::fs::read_to_string(&log_path).unwrap_or_default()
         });
     }
-    let ports = free_ports(2).expect("ports");
-    let (broker, controller) = (ports[0], ports[1]);
-    let node = KafkaNode::builder(&dist)
-        .node_id(1)
-        .role(KafkaRole::Combined)
-        .broker_port(broker)
-        .controller_port(controller)
-        .quorum_voters(format!("1@127.0.0.1:{controller}"))
-        .prop("max.connections.per.ip", "2")
-        .build_unformatted()
-        .expect("node folder");
-    let binary = env!("CARGO_BIN_EXE_krust");
-    let properties = node.properties_path().display().to_string();
-    let cluster_id = krust_testkit::random_kafka_uuid();
-    run_binary(
-        binary,
-        &["storage", "format", "-t", &cluster_id, "-c", &properties],
-        None,
-        TOOL_TIMEOUT,
-    )
-    .and_then(ToolOutput::ok)
-    .expect("krust storage format");
-    let mut krust = KrustProcess::builder(binary)
-        .args(["server", &properties])
-        .env("RUST_LOG", "info")
-        .dir(node.dir().join("krust"))
-        .name("krust-per-ip")
-        .start()
-        .expect("krust server");
-    krust
-        .wait_for_line("Kafka Server started", Duration::from_secs(90))
-        .unwrap_or_else(|e| panic!("krust server: {e}\n{}", krust.log_tail(40)));
+    let (node, krust, broker) = start_krust_server(&dist, &props);
     let log_path = krust.log_path().to_path_buf();
     per_ip_limit("krust", broker, &|| {
         std::fs::read_to_string(&log_path).unwrap_or_default()
@@ -609,4 +619,70 @@ fn an_ip_connection_creation_rate_throttles_new_connections_as_kafka_does() {
         ip_connection_rate(&dist, &broker, port)
     };
     eprintln!("served before throttling: kafka {kafka}, krust {krust}");
+}
+
+/// `max.connection.creation.rate=2` (KIP-612): the acceptor is delayed, not the connection
+/// refused — 24 connections opened one after another are all served on both brokers (Kafka's
+/// arithmetic lets about 20 through at once, then one per throttle of up to a second). That
+/// krust did throttle is read from its `/metrics` (`connection-accept-throttle-time`, Kafka's
+/// socket-server metric); the delays themselves are unit-tested on virtual time.
+#[test]
+fn a_connection_creation_rate_delays_connections_as_kafka_does() {
+    use std::io::{Read, Write};
+    let _serial = BROKER.lock().unwrap_or_else(|e| e.into_inner());
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let open_all = |kind: &str, port: u16| {
+        let started = Instant::now();
+        let mut open = Vec::new();
+        for id in 0..24 {
+            let mut stream = connect(port);
+            assert!(
+                served(&mut stream, id),
+                "{kind}: connection {id} was refused"
+            );
+            open.push(stream);
+        }
+        eprintln!("{kind}: 24 connections served in {:?}", started.elapsed());
+    };
+    {
+        let kafka = BrokerUnderTest::kafka(&dist, &[("max.connection.creation.rate", "2")])
+            .expect("Kafka node");
+        let BrokerUnderTest::Kafka(node) = &kafka else {
+            unreachable!("a single Kafka node");
+        };
+        // The harness's readiness probes were counted: let them leave the 11 s window.
+        std::thread::sleep(Duration::from_secs(12));
+        open_all("kafka", node.broker_port().expect("broker port"));
+    }
+    let metrics_port = free_ports(1).expect("port")[0].to_string();
+    let (node, krust, port) = start_krust_server(
+        &dist,
+        &[
+            ("max.connection.creation.rate", "2"),
+            ("metrics.port", metrics_port.as_str()),
+        ],
+    );
+    std::thread::sleep(Duration::from_secs(12));
+    open_all("krust", port);
+    let mut http =
+        std::net::TcpStream::connect(("127.0.0.1", metrics_port.parse::<u16>().expect("port")))
+            .expect("metrics port");
+    http.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        .expect("write");
+    let mut body = String::new();
+    let _ = http.read_to_string(&mut body);
+    let throttle: f64 = body
+        .lines()
+        .find(|l| l.starts_with("kafka_server_socket_server_metrics_connection_accept_throttle_time{listener=\"PLAINTEXT\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no connection-accept-throttle-time in /metrics:\n{body}"));
+    assert!(
+        throttle > 0.0,
+        "krust never throttled an accept: {throttle}"
+    );
+    drop(krust);
+    drop(node);
 }
