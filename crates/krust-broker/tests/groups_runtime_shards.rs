@@ -274,6 +274,8 @@ impl Harness {
             listener_name: Arc::from("PLAINTEXT"),
             connection_id: 1,
             principal: Arc::new(krust_net::KafkaPrincipal::anonymous()),
+            request_size: 0,
+            throttle: krust_net::ConnectionThrottle::default(),
         };
         match self.coordinator.handle(&ctx, request).await {
             Reply::Send(r) => *r,

@@ -35,16 +35,20 @@
 //!
 //! * [`stats`] — [`SampleConfig`], [`WindowedStat`] (avg/max/sum), [`Rate`], [`TimeRatio`],
 //!   [`Counter`], [`Histogram`].
+//! * [`quota`] — [`QuotaRate`] (a rate with an upper bound checked at each recording) and
+//!   [`QuotaViolation`] with Kafka's throttle-time arithmetic (`QuotaUtils`).
 //! * [`exposition`] — [`Family`], [`Sample`], [`MetricKind`], text rendering.
 //! * `registry` — [`Registry`], [`Collector`].
 //! * [`http`] — [`http::MetricsServer`]: minimal HTTP/1.1 for `GET /metrics`.
 
 pub mod exposition;
 pub mod http;
+pub mod quota;
 mod registry;
 pub mod stats;
 
 pub use exposition::{Family, MetricKind, Sample, render};
+pub use quota::{QuotaRate, QuotaViolation};
 pub use registry::{Collector, MAX_COLLECTORS, Registry};
 pub use stats::{Counter, Histogram, Rate, SampleConfig, TimeRatio, WindowedStat};
 

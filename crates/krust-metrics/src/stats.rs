@@ -1,12 +1,15 @@
 //! Stats with Kafka's windowed semantics (`org.apache.kafka.common.metrics.stats`), every time
 //! passed in by the caller.
 //!
-//! A [`WindowedStat`] keeps at most [`SampleConfig::samples`] samples. A recording goes into the
-//! current sample unless that sample is [`SampleConfig::window`] old, in which case the next
-//! slot of the ring is reset and used. Before measuring, every sample whose window started
-//! `samples × window` ago or earlier is reset, so a measurement covers at most the last
-//! `samples` windows. [`Rate`] divides a windowed sum by the time the retained samples cover,
-//! counted as at least `samples - 1` full windows (so a first burst is not divided by ~0).
+//! A [`WindowedStat`] is Kafka 3.9's `SampledStat`: a ring of [`SampleConfig::samples`] + 1
+//! slots (the extra one holds the sample overlapping the start of the monitored window). A
+//! recording goes into the current sample unless that sample is [`SampleConfig::window`] old,
+//! in which case the next slot of the ring is reset and used. Before measuring, every sample
+//! whose **last recording** is `samples × window` old or older is reset (a sample that began
+//! before the window but was recorded into within it still counts). [`Rate`] divides a
+//! windowed sum by the milliseconds the retained samples cover, counted as at least
+//! `samples - 1` full windows (so a first burst is not divided by ~0) — Kafka's
+//! `Rate.windowSize`, which the quota throttle time ([`crate::quota`]) is computed from.
 
 use std::time::{Duration, Instant};
 
@@ -67,6 +70,8 @@ pub enum StatKind {
 struct Sample {
     /// When this sample's window began.
     start: Instant,
+    /// When a value was last recorded into it (its start while empty).
+    last_event: Instant,
     value: f64,
     count: u64,
 }
@@ -75,6 +80,7 @@ impl Sample {
     fn new(kind: StatKind, start: Instant) -> Self {
         Self {
             start,
+            last_event: start,
             value: initial(kind),
             count: 0,
         }
@@ -105,7 +111,7 @@ impl WindowedStat {
         Self {
             kind,
             config,
-            samples: Vec::with_capacity(config.samples),
+            samples: Vec::with_capacity(config.samples + 1),
             current: 0,
         }
     }
@@ -145,11 +151,13 @@ impl WindowedStat {
             StatKind::Max => sample.value = sample.value.max(value),
         }
         sample.count = sample.count.saturating_add(1);
+        sample.last_event = now;
     }
 
-    /// Moves to the next slot of the ring, starting a fresh sample there at `now`.
+    /// Moves to the next slot of the ring (`samples + 1` slots, as Kafka's), starting a fresh
+    /// sample there at `now`.
     fn advance(&mut self, now: Instant) {
-        self.current = (self.current + 1) % self.config.samples;
+        self.current = (self.current + 1) % (self.config.samples + 1);
         let fresh = Sample::new(self.kind, now);
         if self.current >= self.samples.len() {
             self.samples.push(fresh);
@@ -159,12 +167,13 @@ impl WindowedStat {
         }
     }
 
-    /// Resets every sample whose window began `samples × window` or longer before `now`.
+    /// Resets every sample last recorded into `samples × window` or longer before `now`
+    /// (Kafka's `purgeObsoleteSamples`).
     fn purge(&mut self, now: Instant) {
         let expiry = self.config.expiry();
         let kind = self.kind;
         for sample in &mut self.samples {
-            if now.saturating_duration_since(sample.start) >= expiry {
+            if now.saturating_duration_since(sample.last_event) >= expiry {
                 *sample = Sample::new(kind, now);
             }
         }
@@ -186,9 +195,10 @@ impl WindowedStat {
         }
     }
 
-    /// How long the retained samples span at `now` (Kafka's `Rate.windowSize`): from the
-    /// oldest sample's start, counted as at least `samples - 1` full windows, at least 1 ms.
-    fn span(&mut self, now: Instant) -> Duration {
+    /// How long the retained samples span at `now`, in whole milliseconds (Kafka's
+    /// `Rate.windowSize`): from the oldest sample's start, counted as at least `samples - 1`
+    /// full windows, at least 1 ms.
+    fn span_ms(&mut self, now: Instant) -> u64 {
         self.purge(now);
         if self.samples.is_empty() {
             // Kafka creates a sample at `now` here: its span is 0.
@@ -196,16 +206,18 @@ impl WindowedStat {
             self.current = 0;
         }
         let oldest = self.samples.iter().map(|s| s.start).min().unwrap_or(now);
-        let mut elapsed = now.saturating_duration_since(oldest);
-        let window = self.config.window;
-        let full = elapsed.as_nanos() / window.as_nanos().max(1);
-        let min_full = (self.config.samples - 1) as u128;
+        let mut elapsed_ms =
+            u64::try_from(now.saturating_duration_since(oldest).as_millis()).unwrap_or(u64::MAX);
+        let window_ms = u64::try_from(self.config.window.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        let full = elapsed_ms / window_ms;
+        // At most MAX_SAMPLES: fits.
+        let min_full = self.config.samples as u64 - 1;
         if full < min_full {
-            // At most MAX_SAMPLES windows: fits a u32.
-            let missing = u32::try_from(min_full - full).unwrap_or(u32::MAX);
-            elapsed += window * missing;
+            elapsed_ms = elapsed_ms.saturating_add((min_full - full).saturating_mul(window_ms));
         }
-        elapsed.max(Duration::from_millis(1))
+        elapsed_ms.max(1)
     }
 }
 
@@ -231,8 +243,19 @@ impl Rate {
 
     /// Sum of the retained samples divided by the seconds they span.
     pub fn measure(&mut self, now: Instant) -> f64 {
-        let span = self.sum.span(now);
-        self.sum.measure(now) / span.as_secs_f64()
+        let span_ms = self.sum.span_ms(now);
+        self.sum.measure(now) / (span_ms as f64 / 1000.0)
+    }
+
+    /// The milliseconds the retained samples span at `now` (Kafka's `Rate.windowSize`).
+    pub fn window_size_ms(&mut self, now: Instant) -> u64 {
+        self.sum.span_ms(now)
+    }
+
+    /// The sample settings.
+    #[must_use]
+    pub fn config(&self) -> SampleConfig {
+        self.sum.config
     }
 }
 
@@ -440,12 +463,16 @@ mod tests {
         sum.record(1.0, t0);
         sum.record(2.0, at(t0, 30_000)); // slot 1
         sum.record(4.0, at(t0, 45_000)); // still slot 1 (window began at 30 s)
-        sum.record(8.0, at(t0, 60_000)); // slot 0 again: the 1.0 is dropped
+        sum.record(8.0, at(t0, 60_000)); // slot 2 (Kafka keeps samples + 1 slots)
+        // The 1.0 was last recorded 60 s (samples × window) ago: purged.
         assert_eq!(sum.measure(at(t0, 60_000)), 14.0);
+        sum.record(16.0, at(t0, 90_000)); // slot 0 again: the ring wraps
+        // The 2.0 + 4.0 sample was last recorded at 45 s: still within 60 s.
+        assert_eq!(sum.measure(at(t0, 90_000)), 30.0);
         assert_eq!(
             sum.samples.len(),
-            2,
-            "the ring never grows past metrics.num.samples"
+            3,
+            "the ring never grows past metrics.num.samples + 1"
         );
     }
 

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use crate::connection_quotas::ConnectionQuotas;
 use crate::frame::SOCKET_REQUEST_MAX_BYTES_DEFAULT;
 use crate::security::ListenerSecurity;
 
@@ -13,9 +16,13 @@ pub struct ServerConfig {
     /// `socket.request.max.bytes`: larger requests close the connection before any of their
     /// bytes are buffered.
     pub socket_request_max_bytes: usize,
-    /// `max.connections`: connections beyond this wait in the accept backlog (Kafka stops
+    /// The listener's `max.connections` (`listener.name.<l>.max.connections`, else the
+    /// broker-wide value): connections beyond this wait in the accept backlog (Kafka stops
     /// accepting at the limit, too).
     pub max_connections: usize,
+    /// The broker's connection quotas shared by its listeners (broker-wide `max.connections`,
+    /// `max.connections.per.ip` and overrides, IP `connection_creation_rate`); `None` = none.
+    pub connection_quotas: Option<Arc<ConnectionQuotas>>,
     /// `connections.max.idle.ms`: a connection with no bytes read or written and no request in
     /// flight for this long is closed.
     pub connections_max_idle: Duration,
@@ -35,6 +42,7 @@ impl Default for ServerConfig {
             listener_name: "PLAINTEXT".to_owned(),
             socket_request_max_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
             max_connections: 2_147_483_647,
+            connection_quotas: None,
             connections_max_idle: Duration::from_millis(600_000),
             max_in_flight_requests_per_connection: 1,
             security: ListenerSecurity::default(),

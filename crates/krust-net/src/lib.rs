@@ -6,8 +6,8 @@
 //! [`ResponseKind`](kafka_protocol::messages::ResponseKind). This crate knows nothing of Raft,
 //! topics or brokers; it moves those values and enforces Kafka 3.9's connection rules
 //! (`socket.request.max.bytes`, header versions, ApiVersions fallback, `max.connections`,
-//! `connections.max.idle.ms`, in-order responses, correlation ids, request timeouts,
-//! reconnect backoff).
+//! connection quotas, quota throttling, `connections.max.idle.ms`, in-order responses,
+//! correlation ids, request timeouts, reconnect backoff).
 //!
 //! # Layout
 //!
@@ -18,7 +18,12 @@
 //!   ApiVersions), the client's side of both, and the API key of a typed message.
 //! - `api_versions.rs`: [`SupportedApis`] (what a listener serves, and its ApiVersionsResponse),
 //!   [`ApiVersionsTable`] (the negotiated versions on a client connection).
-//! - `server.rs`: [`Server`], [`Handler`], [`RequestContext`], [`Reply`].
+//! - `server.rs`: [`Server`], [`Handler`], [`RequestContext`], [`Reply`],
+//!   [`ConnectionThrottle`] (a handler's quota throttle mutes the connection: no further
+//!   request is read until it ends, Kafka's `SocketServer` mute).
+//! - `connection_quotas.rs`: [`ConnectionQuotas`], Kafka's `ConnectionQuotas` shared by a
+//!   broker's listeners (broker-wide `max.connections`, `max.connections.per.ip` and its
+//!   overrides, the IP `connection_creation_rate` quota).
 //! - `client.rs`: [`Connection`] (one pipelined connection), [`Client`] (one address,
 //!   reconnecting with backoff).
 //! - `pool.rs`: [`NetworkClient`] (clients by node id).
@@ -83,6 +88,7 @@ pub mod api_versions;
 pub mod client;
 pub mod codec;
 pub mod config;
+pub mod connection_quotas;
 pub mod error;
 pub mod error_codes;
 pub mod frame;
@@ -93,8 +99,9 @@ pub mod server;
 pub use api_versions::{ApiVersionRange, ApiVersionsTable, SupportedApis};
 pub use client::{Client, Connection};
 pub use config::{ClientConfig, ServerConfig};
+pub use connection_quotas::{ConnectionQuotaSettings, ConnectionQuotas, ConnectionSlot, Refusal};
 pub use error::{ClientError, FrameError, RequestError, ServerError, SupportedApisError};
 pub use frame::{FrameDecoder, SOCKET_REQUEST_MAX_BYTES_DEFAULT};
 pub use pool::NetworkClient;
 pub use security::{KafkaPrincipal, ListenerSecurity};
-pub use server::{Handler, Reply, RequestContext, Server};
+pub use server::{ConnectionThrottle, Handler, Reply, RequestContext, Server};

@@ -44,6 +44,7 @@ use crate::codec::{
     unsupported_api_versions_response,
 };
 use crate::config::ServerConfig;
+use crate::connection_quotas::Refusal;
 use crate::error::ServerError;
 use crate::error_codes;
 use crate::frame::FrameDecoder;
@@ -52,6 +53,45 @@ use crate::security::sasl::{Exchange, SaslMechanism, SaslSettings, Step};
 
 /// Pause after a failed `accept` (e.g. out of file descriptors) before trying again.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
+
+/// A connection's mute for quota throttling (Kafka's `SocketServer` channel mute states
+/// `MUTED_AND_THROTTLED…`): a handler that throttles a client calls
+/// [`ConnectionThrottle::throttle`], and the server reads no further request of the
+/// connection until the throttle has ended **and** the response was written. Clones share the
+/// connection's mute; two are equal when they are the same connection's.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectionThrottle(Arc<std::sync::Mutex<Option<Instant>>>);
+
+impl ConnectionThrottle {
+    /// Mutes the connection for `duration` from now (a later end already set is kept).
+    pub fn throttle(&self, duration: Duration) {
+        let until = Instant::now() + duration;
+        let mut end = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if end.is_none_or(|e| e < until) {
+            *end = Some(until);
+        }
+    }
+
+    /// When the current throttle ends, if one was set.
+    #[must_use]
+    pub fn until(&self) -> Option<Instant> {
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl PartialEq for ConnectionThrottle {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ConnectionThrottle {}
 
 /// What the server knows about a request besides its body.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +112,11 @@ pub struct RequestContext {
     pub connection_id: u64,
     /// Who the client is: `User:ANONYMOUS`, or the mapped DN of its TLS certificate.
     pub principal: Arc<KafkaPrincipal>,
+    /// The request's size in bytes, header and body (the frame without its size prefix:
+    /// Kafka's `RequestChannel.Request.sizeInBytes`, what `producer_byte_rate` counts).
+    pub request_size: usize,
+    /// The connection's mute, for quota throttling.
+    pub throttle: ConnectionThrottle,
 }
 
 /// What a handler returns for one request.
@@ -204,6 +249,9 @@ async fn accept_loop<H: Handler>(
         config.max_connections.min(Semaphore::MAX_PERMITS),
     ));
     let listener_name: Arc<str> = Arc::from(config.listener_name.as_str());
+    if let Some(quotas) = &config.connection_quotas {
+        quotas.add_listener(&listener_name);
+    }
     let mut connections = JoinSet::new();
     let mut next_connection_id: u64 = 0;
     loop {
@@ -228,6 +276,37 @@ async fn accept_loop<H: Handler>(
             }
         };
         while connections.try_join_next().is_some() {}
+        let quota_slot = match &config.connection_quotas {
+            None => None,
+            Some(quotas) => {
+                let acquired = tokio::select! {
+                    acquired = quotas.acquire(&listener_name, peer_addr.ip()) => acquired,
+                    _ = shutdown.wait_for(|stop| *stop) => break,
+                };
+                match acquired {
+                    Ok(slot) => Some(slot),
+                    Err(Refusal::TooManyConnections { ip, max }) => {
+                        info!(
+                            "Rejected connection from /{ip}, address already has the configured maximum of {max} connections."
+                        );
+                        drop(stream);
+                        continue;
+                    }
+                    Err(Refusal::Throttled { ip, throttle }) => {
+                        // Kafka holds the socket for the throttle, then closes it.
+                        debug!(
+                            "Delaying closing of connection from /{ip} for {} ms",
+                            throttle.as_millis()
+                        );
+                        connections.spawn(async move {
+                            tokio::time::sleep(throttle).await;
+                            drop(stream);
+                        });
+                        continue;
+                    }
+                }
+            }
+        };
         let connection_id = next_connection_id;
         next_connection_id += 1;
         let span = info_span!("connection", peer = %peer_addr, connection_id);
@@ -239,7 +318,13 @@ async fn accept_loop<H: Handler>(
             connection_id,
             shutdown: shutdown.clone(),
         };
-        connections.spawn(connection.run(stream, permit).instrument(span));
+        connections.spawn(
+            async move {
+                let _counted = quota_slot;
+                connection.run(stream, permit).await;
+            }
+            .instrument(span),
+        );
     }
     drop(listener);
     debug!(
@@ -504,7 +589,7 @@ impl<H: Handler> ConnectionTask<H> {
                     RequestKind::ApiVersions(request),
                 ) => {
                     *seen = true;
-                    let ctx = self.context(&header, &anonymous);
+                    let ctx = self.context(&header, &anonymous, 0, &ConnectionThrottle::default());
                     let reply = self
                         .handler
                         .handle(ctx, RequestKind::ApiVersions(request))
@@ -597,7 +682,13 @@ impl<H: Handler> ConnectionTask<H> {
         }
     }
 
-    fn context(&self, header: &DecodedHeader, principal: &Arc<KafkaPrincipal>) -> RequestContext {
+    fn context(
+        &self,
+        header: &DecodedHeader,
+        principal: &Arc<KafkaPrincipal>,
+        request_size: usize,
+        throttle: &ConnectionThrottle,
+    ) -> RequestContext {
         RequestContext {
             api_key: header.api_key,
             api_version: header.api_version,
@@ -607,6 +698,8 @@ impl<H: Handler> ConnectionTask<H> {
             listener_name: self.listener_name.clone(),
             connection_id: self.connection_id,
             principal: principal.clone(),
+            request_size,
+            throttle: throttle.clone(),
         }
     }
 
@@ -660,6 +753,7 @@ impl<H: Handler> ConnectionTask<H> {
         let idle = self.config.connections_max_idle;
         let mut shutdown = self.shutdown.clone();
         let mut buf = buffered;
+        let throttle = ConnectionThrottle::default();
         loop {
             loop {
                 let frame = match decoder.decode(&mut buf) {
@@ -679,12 +773,34 @@ impl<H: Handler> ConnectionTask<H> {
                     },
                     _ = shutdown.wait_for(|stop| *stop) => return,
                 };
-                let Some(pending) = self.dispatch(frame, slot, principal) else {
+                // A throttled connection stays muted until its throttle ends (the previous
+                // request's response is written: its slot was released).
+                if let Some(until) = throttle.until()
+                    && until > Instant::now()
+                {
+                    trace!("muted: throttled");
+                    tokio::select! {
+                        () = tokio::time::sleep_until(until) => {}
+                        _ = shutdown.wait_for(|stop| *stop) => return,
+                    }
+                    activity.touch();
+                }
+                let Some(pending) = self.dispatch(frame, slot, principal, &throttle) else {
                     return;
                 };
                 if pending_tx.send(pending).await.is_err() {
                     return; // the writer is gone
                 }
+            }
+            // Muted while throttled: nothing more is read (Kafka stops reading the channel).
+            if let Some(until) = throttle.until()
+                && until > Instant::now()
+            {
+                tokio::select! {
+                    () = tokio::time::sleep_until(until) => {}
+                    _ = shutdown.wait_for(|stop| *stop) => return,
+                }
+                activity.touch();
             }
             let deadline = activity.last() + idle;
             tokio::select! {
@@ -725,8 +841,10 @@ impl<H: Handler> ConnectionTask<H> {
         frame: Bytes,
         slot: OwnedSemaphorePermit,
         principal: &Arc<KafkaPrincipal>,
+        throttle: &ConnectionThrottle,
     ) -> Option<Pending> {
         let supported = self.handler.supported_apis();
+        let request_size = frame.len();
         let incoming = match decode_request(frame, supported) {
             Ok(incoming) => incoming,
             Err(e) => {
@@ -756,7 +874,7 @@ impl<H: Handler> ConnectionTask<H> {
                     let frame = response_frame(&header, &response)?;
                     return Some(Pending::Ready { frame, _slot: slot });
                 }
-                let ctx = self.context(&header, principal);
+                let ctx = self.context(&header, principal, request_size, throttle);
                 let span = debug_span!(
                     "request",
                     api_key = ?header.api_key,

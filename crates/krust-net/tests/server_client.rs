@@ -322,6 +322,63 @@ async fn by_default_a_connection_is_handled_one_request_at_a_time() {
     .await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_throttled_connection_reads_nothing_until_its_throttle_ends() {
+    // Kafka's `SocketServer` quota mute: the response carrying `throttle_time_ms` goes out at
+    // once, then the connection's next request is not read before the throttle ends; other
+    // connections are not affected. Paused time: the server's sleeps run on virtual time.
+    let handler = TestHandler::new();
+    let server = start(handler.clone(), ServerConfig::default()).await;
+    let mut stream = TcpStream::connect(server.local_addr())
+        .await
+        .expect("connect");
+    let throttled = FetchRequest::default()
+        .with_replica_id(BrokerId(-7))
+        .with_max_wait_ms(5_000);
+    // Both requests in one write: the second is already buffered when the first is answered.
+    let mut batch = BytesMut::new();
+    batch.put(raw_frame(
+        ApiKey::Fetch,
+        12,
+        1,
+        RequestKind::Fetch(throttled),
+    ));
+    batch.put(raw_frame(
+        ApiKey::Fetch,
+        12,
+        2,
+        RequestKind::Fetch(fetch_request(2, 0)),
+    ));
+    let sent = tokio::time::Instant::now();
+    stream.write_all(&batch).await.expect("write");
+    let mut frame = read_frame(&mut stream).await.expect("first response");
+    assert_eq!(
+        decode_response_header(&mut frame, ApiKey::Fetch, 12).expect("header"),
+        1
+    );
+    let ResponseKind::Fetch(first) = decode_response_body(frame, ApiKey::Fetch, 12).expect("body")
+    else {
+        panic!("not Fetch");
+    };
+    assert_eq!(first.throttle_time_ms, 5_000);
+    // Another connection is served meanwhile.
+    api_versions_works(&server.local_addr().to_string()).await;
+    let mut frame = read_frame(&mut stream).await.expect("second response");
+    assert_eq!(
+        decode_response_header(&mut frame, ApiKey::Fetch, 12).expect("header"),
+        2
+    );
+    let handled = handler.handled_at.lock().expect("lock").clone();
+    assert_eq!(handled.len(), 3, "two fetches and one ApiVersions");
+    let second = *handled.last().expect("second fetch");
+    assert!(
+        second >= sent + Duration::from_millis(5_000),
+        "the second request was handled {:?} after sending, inside the 5 s throttle",
+        second - sent
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn raw_pipeline_gets_responses_in_request_order() {
     bounded(async {

@@ -162,10 +162,21 @@ impl BrokerServer {
     }
 
     /// The broker's metadata publishers, for the node's metadata loader (see
-    /// [`Broker::metadata_publishers`]).
+    /// [`Broker::metadata_publishers`]), then the listeners' `IpConnectionRatePublisher`.
     #[must_use]
     pub fn metadata_publishers(&self) -> Vec<Box<dyn MetadataPublisher>> {
-        self.broker.metadata_publishers()
+        let mut publishers = self.broker.metadata_publishers();
+        // The listeners share one `ConnectionQuotas`: IP connection rates from the image.
+        if let Some(quotas) = self
+            .listeners
+            .iter()
+            .find_map(|l| l.config.connection_quotas.clone())
+        {
+            publishers.push(Box::new(
+                krust_broker::server::quotas::IpConnectionRatePublisher::new(quotas),
+            ));
+        }
+        publishers
     }
 
     /// Hands the loader's applied offset to the heartbeats (`CurrentMetadataOffset`).
@@ -221,19 +232,31 @@ impl BrokerServer {
         let _ = states.wait_for(|s| *s == BrokerState::Running).await;
     }
 
-    /// The broker's metrics for `/metrics`: this module's gauges and the client listener's
-    /// request metrics (`BrokerTopicMetrics`, `RequestMetrics`, from the broker core).
+    /// The broker's metrics for `/metrics`: this module's gauges, the client listener's
+    /// request metrics (`BrokerTopicMetrics`, `RequestMetrics`, from the broker core), the
+    /// client quota sensors (`kafka.server:type=Produce|Fetch`) and the listeners' connection
+    /// metrics (`kafka.server:type=socket-server-metrics`).
     #[must_use]
     pub fn metrics_collectors(&self) -> Vec<Arc<dyn Collector>> {
         let client: Arc<dyn Collector> = self.broker.client_stats().clone();
-        vec![
+        let quotas: Arc<dyn Collector> = self.broker.quotas().clone();
+        let mut collectors: Vec<Arc<dyn Collector>> = vec![
             Arc::new(BrokerMetrics {
                 broker: self.broker.clone(),
                 lifecycle: self.lifecycle.clone(),
                 stats: self.stats.clone(),
             }),
             client,
-        ]
+            quotas,
+        ];
+        if let Some(connections) = self
+            .listeners
+            .iter()
+            .find_map(|l| l.config.connection_quotas.clone())
+        {
+            collectors.push(connections);
+        }
+        collectors
     }
 
     /// Controlled shutdown, then the listeners and the broker's logs (the node stops the

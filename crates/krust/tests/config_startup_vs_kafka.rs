@@ -1,4 +1,4 @@
-//! Start-up config validation parity with Apache Kafka 3.9 (issue 10): 22 `server.properties`
+//! Start-up config validation parity with Apache Kafka 3.9 (issue 10): 27 `server.properties`
 //! files, each a valid combined node with one malformed or out-of-range value, are given to
 //! Kafka 3.9's own server (`kafka.Kafka`) and to `krust server`. Both must refuse to start, and
 //! krust must print the message Kafka's `ConfigException` (or `requirement failed`) carries,
@@ -39,18 +39,26 @@ const BAD_LINES: &[&str] = &[
     "log.retention.bytes=1.5",
     "controller.quorum.election.timeout.ms=abc",
     "group.max.session.timeout.ms=x",
+    "max.connections.per.ip=-1",
+    "max.connections.per.ip=0",
+    "max.connections.per.ip.overrides=hostA",
+    "max.connections.per.ip.overrides=127.0.0.1:x",
+    "max.connections.per.ip.overrides=a b:1, c/d:2",
 ];
 
-/// The exception message Kafka's output carries: the text after `ConfigException: ` or the
-/// `requirement failed: …` of an `IllegalArgumentException`.
+/// The exception message Kafka's output carries: the text after `ConfigException: `, the
+/// message of an `IllegalArgumentException` (`requirement failed: …` and others) or of a
+/// `NumberFormatException` (a `max.connections.per.ip.overrides` count).
 fn kafka_message(output: &str) -> Option<String> {
     output.lines().find_map(|line| {
-        if let Some((_, m)) = line.split_once("ConfigException: ") {
-            Some(m.trim().to_owned())
-        } else {
-            line.split_once("IllegalArgumentException: ")
-                .map(|(_, m)| m.trim().to_owned())
-        }
+        [
+            "ConfigException: ",
+            "IllegalArgumentException: ",
+            "NumberFormatException: ",
+        ]
+        .iter()
+        .find_map(|marker| line.split_once(marker))
+        .map(|(_, m)| m.trim().to_owned())
     })
 }
 

@@ -560,6 +560,8 @@ mod tests {
             listener_name: Arc::from("PLAINTEXT"),
             connection_id: 1,
             principal: Arc::new(krust_net::KafkaPrincipal::anonymous()),
+            request_size: 0,
+            throttle: krust_net::ConnectionThrottle::default(),
         }
     }
 

@@ -35,6 +35,7 @@ pub mod lifecycle;
 pub mod metadata_publishers;
 pub mod publisher;
 pub mod purgatory;
+pub mod quotas;
 pub mod replica_manager;
 pub mod replication;
 pub mod txn;
@@ -169,6 +170,8 @@ pub struct Broker {
     pub(crate) producer_ids: apis::producer_id::ProducerIdManager,
     pub(crate) txn_verifier: apis::txn_verification::TxnVerifier,
     client_stats: Arc<apis::stats::ClientApiStats>,
+    /// The client quota managers (`producer_byte_rate`, `consumer_byte_rate`).
+    quotas: Arc<quotas::ClientQuotas>,
     /// Topics with an auto-creation in flight (Kafka's `AutoTopicCreationManager`
     /// `inflightTopics`): clients polling Metadata do not send the controller one each.
     pub(crate) auto_create_inflight: Mutex<std::collections::BTreeSet<String>>,
@@ -341,6 +344,21 @@ impl BrokerBuilder {
                 Arc::clone(&channel),
             ))
         });
+        // `quota.window.num` × `quota.window.size.seconds` (validated by the binary: ≥ 1).
+        let quota_window = krust_metrics::SampleConfig::new(
+            Duration::from_secs(
+                u64::try_from(config.prop(
+                    "quota.window.size.seconds",
+                    i32::try_from(quotas::QUOTA_WINDOW_SIZE_SECONDS_DEFAULT).unwrap_or(1),
+                ))
+                .unwrap_or(1),
+            ),
+            usize::try_from(config.prop(
+                "quota.window.num",
+                i32::try_from(quotas::QUOTA_WINDOW_NUM_DEFAULT).unwrap_or(11),
+            ))
+            .unwrap_or(quotas::QUOTA_WINDOW_NUM_DEFAULT),
+        );
         let broker = Arc::new(Broker {
             publisher: Publisher::new(Arc::clone(&config), checkpoints),
             fetch_sessions: apis::fetch::FetchSessionCache::new(config.prop(
@@ -358,6 +376,7 @@ impl BrokerBuilder {
             forwarder: forwarder.map(Arc::new),
             authorizer: authorizer.map(|config| Arc::new(authz::BrokerAuthorizer::new(config))),
             client_stats: Arc::new(apis::stats::ClientApiStats::default()),
+            quotas: Arc::new(quotas::ClientQuotas::new(quota_window)),
             auto_create_inflight: Mutex::new(std::collections::BTreeSet::new()),
             background: Mutex::new(None),
             publish_lock: Mutex::new(false),
@@ -421,6 +440,13 @@ impl Broker {
         &self.client_stats
     }
 
+    /// The client quota managers: enforced by the Produce and Fetch handlers, a `/metrics`
+    /// collector (`kafka.server:type=Produce|Fetch` `byte-rate`, `throttle-time`).
+    #[must_use]
+    pub fn quotas(&self) -> &Arc<quotas::ClientQuotas> {
+        &self.quotas
+    }
+
     /// The hosted partitions.
     #[must_use]
     pub fn replica_manager(&self) -> &Arc<ReplicaManager> {
@@ -479,6 +505,9 @@ impl Broker {
             publishers.push(Box::new(authz::AclPublisher::new(Arc::clone(authorizer))));
         }
         publishers.push(Box::new(DynamicConfigPublisher::new(Arc::clone(self))));
+        publishers.push(Box::new(quotas::ClientQuotaPublisher::new(Arc::clone(
+            &self.quotas,
+        ))));
         publishers.push(Box::new(ReplicaManagerPublisher::new(Arc::clone(self))));
         if self.groups.is_some() {
             publishers.push(Box::new(GroupCoordinatorPublisher::new(Arc::clone(self))));

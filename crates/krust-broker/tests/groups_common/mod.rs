@@ -60,6 +60,8 @@ pub async fn call_as(
         listener_name: Arc::from("PLAINTEXT"),
         connection_id: 1,
         principal: Arc::new(krust_net::KafkaPrincipal::anonymous()),
+        request_size: 0,
+        throttle: krust_net::ConnectionThrottle::default(),
     };
     match gc.handle(&ctx, r).await {
         Reply::Send(r) => *r,

@@ -26,6 +26,8 @@ pub struct TestHandler {
     pub finished: Mutex<Vec<i32>>,
     /// Every context seen, in arrival order.
     pub contexts: Mutex<Vec<RequestContext>>,
+    /// When each request reached the handler (tokio's clock, virtual in paused tests).
+    pub handled_at: Mutex<Vec<tokio::time::Instant>>,
     finished_tx: watch::Sender<Vec<i32>>,
     finished_rx: watch::Receiver<Vec<i32>>,
 }
@@ -55,6 +57,7 @@ impl TestHandler {
             advertised_port: Mutex::new(0),
             finished: Mutex::new(Vec::new()),
             contexts: Mutex::new(Vec::new()),
+            handled_at: Mutex::new(Vec::new()),
             finished_tx,
             finished_rx,
         })
@@ -68,8 +71,26 @@ impl Handler for TestHandler {
 
     async fn handle(&self, ctx: RequestContext, request: RequestKind) -> Reply {
         let version = ctx.api_version;
+        self.handled_at
+            .lock()
+            .expect("lock")
+            .push(tokio::time::Instant::now());
+        let throttle = ctx.throttle.clone();
         self.contexts.lock().expect("lock").push(ctx);
         match request {
+            // Replica id -7: a quota throttle of `max_wait_ms` on the connection, answered at
+            // once with it in `throttle_time_ms` (as a broker's quota managers do).
+            RequestKind::Fetch(r) if r.replica_id.0 == -7 => {
+                throttle.throttle(Duration::from_millis(
+                    u64::try_from(r.max_wait_ms).unwrap_or(0),
+                ));
+                ResponseKind::Fetch(
+                    FetchResponse::default()
+                        .with_session_id(r.session_id)
+                        .with_throttle_time_ms(r.max_wait_ms),
+                )
+                .into()
+            }
             RequestKind::ApiVersions(r) => {
                 ResponseKind::ApiVersions(self.apis.respond_to(&r, version)).into()
             }

@@ -493,6 +493,83 @@ impl ServerConfig {
     /// The first violated rule.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_values()?;
+        // Parsed when `KafkaConfig` is built, before its `validateValues`.
+        let overrides = self.max_connections_per_ip_overrides()?;
+        self.validate_roles()?;
+        // `validateValues`, after the KRaft checks.
+        let per_ip = self.typed("max.connections.per.ip", i32::MAX)?;
+        if per_ip == 0 && overrides.is_empty() {
+            return Err(ConfigError::Requirement(
+                "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set."
+                    .into(),
+            ));
+        }
+        // Kafka's `Utils.validHostPattern`: `[0-9a-zA-Z\-%._:]*`.
+        let invalid: Vec<&str> = overrides
+            .iter()
+            .map(|(host, _)| host.as_str())
+            .filter(|host| {
+                !host
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-%._:".contains(c))
+            })
+            .collect();
+        if !invalid.is_empty() {
+            return Err(ConfigError::Invalid(format!(
+                "max.connections.per.ip.overrides contains invalid addresses : {}",
+                invalid.join(",")
+            )));
+        }
+        Ok(())
+    }
+
+    /// `max.connections.per.ip.overrides` as Kafka's `KafkaConfig` reads it (`Csv.parseCsvMap`,
+    /// then each count as an `Int`), in the order written.
+    ///
+    /// # Errors
+    /// Kafka's messages: an entry without `:` ("Error parsing configuration property
+    /// 'max.connections.per.ip.overrides': begin 0, end -1, length <n>", Java's substring
+    /// failure) or a count that is not an `Int` ("For input string: \"<count>\"").
+    pub fn max_connections_per_ip_overrides(&self) -> Result<Vec<(String, i32)>, ConfigError> {
+        let text = self.get("max.connections.per.ip.overrides").unwrap_or("");
+        let mut out: Vec<(String, i32)> = Vec::new();
+        if text.is_empty() {
+            return Ok(out);
+        }
+        // Java's `split("\\s*,\\s*")`: trailing empty entries dropped.
+        let mut entries: Vec<&str> = text.split(',').collect();
+        let last = entries.len() - 1;
+        for (i, entry) in entries.iter_mut().enumerate() {
+            *entry = match (i == 0, i == last) {
+                (true, true) => entry,
+                (true, false) => entry.trim_end(),
+                (false, true) => entry.trim_start(),
+                (false, false) => entry.trim(),
+            };
+        }
+        while entries.len() > 1 && entries.last().is_some_and(|e| e.is_empty()) {
+            entries.pop();
+        }
+        for entry in entries {
+            let Some(at) = entry.rfind(':') else {
+                return Err(ConfigError::Invalid(format!(
+                    "Error parsing configuration property 'max.connections.per.ip.overrides': begin 0, end -1, length {}",
+                    entry.encode_utf16().count()
+                )));
+            };
+            let (host, count) = (entry[..at].trim(), entry[at + 1..].trim());
+            let count: i32 = count
+                .parse()
+                .map_err(|_| ConfigError::Invalid(format!("For input string: \"{count}\"")))?;
+            // A host written twice keeps its last count (Java's `HashMap.put`).
+            out.retain(|(h, _)| h != host);
+            out.push((host.to_owned(), count));
+        }
+        Ok(out)
+    }
+
+    /// The KRaft role checks of Kafka's `KafkaConfig.validateValues`.
+    fn validate_roles(&self) -> Result<(), ConfigError> {
         let roles = self.process_roles()?;
         let node_id = self.node_id()?;
         let migration = self.boolean("zookeeper.metadata.migration.enable", false)?;
@@ -711,6 +788,48 @@ mod tests {
         let c = config("node.id=1\nfoo.bar=baz\nlistener.name.x.ssl.key=1\n");
         assert_eq!(c.get("foo.bar"), Some("baz"));
         assert_eq!(c.unknown_keys(), vec![("foo.bar", 2)]);
+    }
+
+    #[test]
+    fn connection_limits_are_validated_with_kafkas_messages() {
+        // Kafka 3.9's `KafkaConfig`: the overrides map parsed by `Csv.parseCsvMap` and each
+        // count by `Integer.parseInt` when the config is built, then `validateValues`.
+        for (extra, message) in [
+            (
+                "max.connections.per.ip=0\n",
+                "requirement failed: max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.",
+            ),
+            (
+                "max.connections.per.ip.overrides=hostA\n",
+                "Error parsing configuration property 'max.connections.per.ip.overrides': begin 0, end -1, length 5",
+            ),
+            (
+                "max.connections.per.ip.overrides=127.0.0.1:x\n",
+                "For input string: \"x\"",
+            ),
+            (
+                "max.connections.per.ip.overrides=a b:1, c/d:2\n",
+                "max.connections.per.ip.overrides contains invalid addresses : a b,c/d",
+            ),
+            (
+                "max.connections.per.ip=-1\n",
+                "Invalid value -1 for configuration max.connections.per.ip: Value must be at least 0",
+            ),
+        ] {
+            let err = config(&format!("{CONTROLLER}{extra}"))
+                .validate()
+                .expect_err(extra);
+            assert_eq!(err.to_string(), message, "{extra}");
+        }
+        let c = config(&format!(
+            "{CONTROLLER}max.connections.per.ip=0\nmax.connections.per.ip.overrides=127.0.0.1:5 , localhost : 7,127.0.0.1:6,\n"
+        ));
+        assert!(c.validate().is_ok());
+        assert_eq!(
+            c.max_connections_per_ip_overrides().expect("parsed"),
+            vec![("localhost".to_owned(), 7), ("127.0.0.1".to_owned(), 6)],
+            "spaces around commas and `:` trimmed, the last count of a host kept"
+        );
     }
 
     #[test]

@@ -267,7 +267,12 @@ fn listener_config(
             "socket.request.max.bytes",
             defaults.socket_request_max_bytes,
         )?,
-        max_connections: number("max.connections", defaults.max_connections)?,
+        // Kafka's `ListenerConnectionQuota`: `listener.name.<l>.max.connections`, else the
+        // broker-wide value.
+        max_connections: number(
+            &format!("listener.name.{}.max.connections", name.to_lowercase()),
+            number("max.connections", defaults.max_connections)?,
+        )?,
         connections_max_idle: parse_ms(
             config,
             "connections.max.idle.ms",
@@ -286,6 +291,69 @@ fn listener_config(
             },
         },
         ..defaults
+    })
+}
+
+/// The broker's `ConnectionQuotas` (shared by its client listeners): `max.connections`
+/// (broker-wide), `max.connection.creation.rate` (broker-wide and per listener),
+/// `max.connections.per.ip`, `max.connections.per.ip.overrides` (host names resolved, as
+/// Kafka's `InetAddress.getByName`), the quota window for the connection rates, and the
+/// inter-broker listener Kafka protects. The values were validated by
+/// `ServerConfig::validate`.
+fn connection_quota_settings(
+    config: &ServerConfig,
+    inter_broker: &str,
+    listeners: &[&str],
+) -> anyhow::Result<krust_net::ConnectionQuotaSettings> {
+    let count = |v: i32| usize::try_from(v).unwrap_or(0);
+    let mut overrides = std::collections::HashMap::new();
+    for (host, max) in config.max_connections_per_ip_overrides()? {
+        use std::net::ToSocketAddrs;
+        let ip = (host.as_str(), 0)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut addrs| addrs.next())
+            .map(|addr| addr.ip())
+            .with_context(|| format!("max.connections.per.ip.overrides: {host}: unknown host"))?;
+        overrides.insert(ip, count(max));
+    }
+    // `listener.name.<l>.max.connection.creation.rate`, parsed as Kafka's
+    // `valuesWithPrefixOverride` parses it (the unprefixed key's type and validator).
+    let mut listener_rates = std::collections::HashMap::new();
+    for name in listeners {
+        let key = format!(
+            "listener.name.{}.max.connection.creation.rate",
+            name.to_lowercase()
+        );
+        if let Some(raw) = config.get(&key) {
+            let rate: i32 = raw.trim().parse().map_err(|_| {
+                anyhow::anyhow!(
+                    "Invalid value {raw} for configuration max.connection.creation.rate: Not a number of type INT"
+                )
+            })?;
+            if rate < 0 {
+                bail!(
+                    "Invalid value {rate} for configuration max.connection.creation.rate: Value must be at least 0"
+                );
+            }
+            listener_rates.insert((*name).to_owned(), f64::from(rate));
+        }
+    }
+    let window_seconds = config.typed("quota.window.size.seconds", 1i32)?;
+    let samples = config.typed("quota.window.num", 11i32)?;
+    Ok(krust_net::ConnectionQuotaSettings {
+        max_connections_per_ip: count(config.typed("max.connections.per.ip", i32::MAX)?),
+        max_connections_per_ip_overrides: overrides,
+        max_connections: count(config.typed("max.connections", i32::MAX)?),
+        max_connection_creation_rate: f64::from(
+            config.typed("max.connection.creation.rate", i32::MAX)?,
+        ),
+        listener_max_connection_creation_rates: listener_rates,
+        inter_broker_listener: Some(inter_broker.to_owned()),
+        quota_window: krust_metrics::SampleConfig::new(
+            Duration::from_secs(u64::try_from(window_seconds).unwrap_or(1)),
+            count(samples),
+        ),
     })
 }
 
@@ -332,11 +400,19 @@ pub fn broker_server_config(
         )?,
         request_timeout,
     };
+    let listener_names: Vec<&str> = binds.iter().map(|l| l.name.as_str()).collect();
+    let connection_quotas = krust_net::ConnectionQuotas::new(connection_quota_settings(
+        config,
+        &inter_broker,
+        &listener_names,
+    )?);
     let listeners = binds
         .into_iter()
         .map(|listener| {
+            let mut net = listener_config(config, &listener.name, &listener.protocol, scram)?;
+            net.connection_quotas = Some(Arc::clone(&connection_quotas));
             Ok(BrokerListener {
-                config: listener_config(config, &listener.name, &listener.protocol, scram)?,
+                config: net,
                 name: listener.name,
                 bind: listener.bind,
             })
@@ -481,6 +557,35 @@ mod tests {
         assert_eq!(
             inter_broker_listener_name(&c, &endpoints).expect("inter-broker"),
             "PLAINTEXT"
+        );
+    }
+
+    #[test]
+    fn connection_quota_settings_come_from_kafkas_keys() {
+        let c = config(&format!(
+            "{BASE}max.connections=7\nmax.connections.per.ip=3\nmax.connections.per.ip.overrides=127.0.0.1:5\nmax.connection.creation.rate=20\nlistener.name.plaintext.max.connection.creation.rate=4\nquota.window.num=5\n"
+        ));
+        let q = connection_quota_settings(&c, "PLAINTEXT", &["PLAINTEXT", "OTHER"]).expect("valid");
+        assert_eq!(q.max_connections, 7);
+        assert_eq!(q.max_connections_per_ip, 3);
+        assert_eq!(
+            q.max_connections_per_ip_overrides,
+            [("127.0.0.1".parse().expect("ip"), 5)].into()
+        );
+        assert_eq!(q.max_connection_creation_rate, 20.0);
+        assert_eq!(
+            q.listener_max_connection_creation_rates,
+            [("PLAINTEXT".to_owned(), 4.0)].into(),
+            "OTHER falls back to the broker-wide rate"
+        );
+        assert_eq!(q.quota_window.samples, 5);
+        let bad = config(&format!(
+            "{BASE}listener.name.plaintext.max.connection.creation.rate=x\n"
+        ));
+        let err = connection_quota_settings(&bad, "PLAINTEXT", &["PLAINTEXT"]).expect_err("bad");
+        assert_eq!(
+            err.to_string(),
+            "Invalid value x for configuration max.connection.creation.rate: Not a number of type INT"
         );
     }
 

@@ -38,6 +38,7 @@ use super::metadata::{leader_hint, leader_node_endpoints};
 use crate::fetch::handle_fetch;
 use crate::replicas::PartitionAccess;
 use crate::server::Broker;
+use crate::server::quotas::ClientQuotas;
 use crate::server::replica_manager::now_ms;
 
 /// `max.incremental.fetch.session.cache.slots` default.
@@ -332,13 +333,16 @@ fn open_session(
     id
 }
 
-/// Keeps only the partitions an incremental response must carry, and records what was sent.
+/// Keeps only the partitions an incremental response must carry. With `commit`, also records
+/// what was sent in the session and moves it to its next epoch; without, the session is left
+/// alone (to size the response before deciding on a quota throttle).
 fn filter_incremental(
     broker: &Broker,
     id: i32,
     full: &FetchRequest,
     response: &mut FetchResponse,
     version: i16,
+    commit: bool,
 ) {
     let cache = &broker.fetch_sessions;
     let mut sessions = cache
@@ -348,7 +352,9 @@ fn filter_incremental(
     let Some(session) = sessions.get_mut(&id) else {
         return;
     };
-    session.next_epoch = next_epoch(session.next_epoch);
+    if commit {
+        session.next_epoch = next_epoch(session.next_epoch);
+    }
     let mut returned_records = Vec::new();
     for (topic, topic_response) in full.topics.iter().zip(response.responses.iter_mut()) {
         let name = topic.topic.0.to_string();
@@ -368,18 +374,40 @@ fn filter_incremental(
                 returned_records.push(key.clone());
             }
             if must_respond {
-                cached.high_watermark = data.high_watermark;
-                cached.last_stable_offset = data.last_stable_offset;
-                cached.log_start_offset = data.log_start_offset;
+                if commit {
+                    cached.high_watermark = data.high_watermark;
+                    cached.last_stable_offset = data.last_stable_offset;
+                    cached.log_start_offset = data.log_start_offset;
+                }
                 topic_response.partitions.push(data);
             }
         }
     }
     response.responses.retain(|t| !t.partitions.is_empty());
-    if !returned_records.is_empty() {
+    if commit && !returned_records.is_empty() {
         session.order.retain(|k| !returned_records.contains(k));
         session.order.extend(returned_records);
     }
+}
+
+/// A throttled incremental fetch: the session moves to its next epoch, nothing else changes
+/// (Kafka's `IncrementalFetchContext.getThrottledResponse` after `newContext` bumped it).
+fn bump_session_epoch(broker: &Broker, id: i32) {
+    let mut sessions = broker
+        .fetch_sessions
+        .sessions
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(session) = sessions.get_mut(&id) {
+        session.next_epoch = next_epoch(session.next_epoch);
+    }
+}
+
+/// Kafka's `FetchResponse.sizeOf`: the response's encoded size at `version` plus the 4-byte
+/// correlation id of the header (what `consumer_byte_rate` counts).
+fn response_size(response: &FetchResponse, version: i16) -> usize {
+    use kafka_protocol::protocol::Encodable;
+    4 + response.compute_size(version).unwrap_or(0)
 }
 
 /// (topic name, partition) of every partition a resolved request reads.
@@ -423,7 +451,7 @@ fn partition_states(broker: &Broker, keys: &[(String, i32)]) -> Vec<PartitionSta
 pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRequest) -> Reply {
     let version = ctx.api_version;
     let replicas = broker.replica_manager();
-    let (context, full) = match resolve(broker, request, version) {
+    let (context, mut full) = match resolve(broker, request, version) {
         Ok(resolved) => resolved,
         Err(error) => {
             let mut response = FetchResponse::default();
@@ -432,6 +460,26 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
             return ResponseKind::Fetch(response).into();
         }
     };
+    let from_follower = if version >= 15 {
+        full.replica_state.replica_id.0
+    } else {
+        full.replica_id.0
+    } >= 0;
+    if !from_follower {
+        // Kafka caps a consumer's fetch at what its `consumer_byte_rate` allows in one quota
+        // window with nothing recorded before (more would be throttled for sure).
+        let cap = broker
+            .quotas()
+            .fetch
+            .max_value_in_quota_window(&ctx.principal.name, &ctx.client_id);
+        if cap < f64::from(full.max_bytes) {
+            // Below `i32::MAX` here.
+            #[allow(clippy::cast_possible_truncation)]
+            let cap = cap as i32;
+            full.max_bytes = cap;
+            full.min_bytes = full.min_bytes.min(cap);
+        }
+    }
     let max_wait = Duration::from_millis(u64::try_from(full.max_wait_ms).unwrap_or(0));
     let deadline = tokio::time::Instant::now() + max_wait;
     // The long poll. Wake-ups are broker-wide, so each one first compares the cheap state of
@@ -491,13 +539,50 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: FetchRe
     if version >= 12 {
         add_leader_hints(broker, ctx, &full, &mut response, version);
     }
+    // Sized only once a consumer quota exists (Kafka sizes every consumer response, then
+    // records nothing while no quota was ever configured).
+    if !from_follower && broker.quotas().fetch.quotas_enabled() {
+        // `consumer_byte_rate` on the size of the response that would be sent (Kafka's
+        // `fetchContext.getResponseSize`); when throttled, the bytes are taken back and an
+        // empty response with the throttle goes out (a full fetch opens no session).
+        let quotas = broker.quotas();
+        let size = if let Context::Incremental { id } = context {
+            let mut view = response.clone();
+            filter_incremental(broker, id, &full, &mut view, version, false);
+            response_size(&view, version)
+        } else {
+            response_size(&response, version)
+        };
+        let now = std::time::Instant::now();
+        #[allow(clippy::cast_precision_loss)]
+        let size = size as f64;
+        let throttle_time_ms = quotas.fetch.record_and_get_throttle_time_ms(
+            &ctx.principal.name,
+            &ctx.client_id,
+            size,
+            now,
+        );
+        if throttle_time_ms > 0 {
+            quotas
+                .fetch
+                .unrecord(&ctx.principal.name, &ctx.client_id, size, now);
+            ClientQuotas::throttle(&quotas.fetch, ctx, throttle_time_ms, now);
+            let mut throttled = FetchResponse::default().with_throttle_time_ms(throttle_time_ms);
+            if let Context::Incremental { id } = context {
+                bump_session_epoch(broker, id);
+                throttled.session_id = id;
+            }
+            broker.client_stats().record_fetch(0, false, false);
+            return ResponseKind::Fetch(throttled).into();
+        }
+    }
     match context {
         Context::Sessionless => {}
         Context::New => {
             response.session_id = open_session(broker, &full, &response, version);
         }
         Context::Incremental { id } => {
-            filter_incremental(broker, id, &full, &mut response, version);
+            filter_incremental(broker, id, &full, &mut response, version, true);
             response.session_id = id;
         }
     }

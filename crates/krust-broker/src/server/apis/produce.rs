@@ -19,6 +19,7 @@ use krust_net::{Reply, RequestContext};
 use super::metadata::{INTERNAL_TOPICS, leader_hint, leader_node_endpoints};
 use crate::produce::{ProduceOutcome, handle_produce_verified};
 use crate::server::Broker;
+use crate::server::quotas::ClientQuotas;
 use crate::server::replica_manager::now_ms;
 
 /// The client id allowed to write internal topics (Kafka's `AdminUtils.ADMIN_CLIENT_ID`).
@@ -141,6 +142,20 @@ pub async fn handle(broker: &Arc<Broker>, ctx: &RequestContext, request: Produce
         .filter(|(_, r)| r.error_code == 0)
         .filter_map(|(p, _)| p.records.as_ref());
     broker.client_stats().record_produce(appended, has_error);
+    // `producer_byte_rate` on the request's size, recorded once the append is done (Kafka's
+    // `handleProduceRequest` callback); the connection is muted for the throttle, acks=0
+    // included (no response, but the next request waits).
+    let quotas = broker.quotas();
+    let now = std::time::Instant::now();
+    #[allow(clippy::cast_precision_loss)]
+    let throttle_time_ms = quotas.produce.record_and_get_throttle_time_ms(
+        &ctx.principal.name,
+        &ctx.client_id,
+        ctx.request_size as f64,
+        now,
+    );
+    ClientQuotas::throttle(&quotas.produce, ctx, throttle_time_ms, now);
+    response.throttle_time_ms = throttle_time_ms;
     if request.acks == 0 {
         return if has_error {
             Reply::Close
