@@ -12,12 +12,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, RequestKind, ResponseKind, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 use rand::Rng;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -27,7 +29,10 @@ use crate::api_versions::ApiVersionsTable;
 use crate::codec::{UNSUPPORTED_VERSION, decode_response_body, decode_response_header};
 use crate::config::ClientConfig;
 use crate::error::{ClientError, CodecError};
+use crate::error_codes;
 use crate::frame::{FrameBuilder, FrameDecoder};
+use crate::security::TlsClient;
+use crate::security::sasl::{SaslClient, SaslCredentials};
 
 /// `client.software.name` sent in ApiVersions v3+.
 pub const CLIENT_SOFTWARE_NAME: &str = "krust";
@@ -70,23 +75,21 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connects to `addr` (`host:port`) within [`ClientConfig::connect_timeout`], and, when
-    /// [`ClientConfig::negotiate_api_versions`] is set, asks for the server's API versions.
+    /// Connects to `addr` (`host:port`) within [`ClientConfig::connect_timeout`] — the TCP
+    /// connection, then the TLS handshake and SASL authentication when
+    /// [`ClientConfig::security`] has them — and, when [`ClientConfig::negotiate_api_versions`]
+    /// is set, asks for the server's API versions.
     ///
     /// # Errors
     ///
-    /// [`ClientError::Connect`] / [`ClientError::ConnectTimeout`]; for the negotiation, any
-    /// error of [`Connection::send`] and [`ClientError::ApiVersionsFailed`].
+    /// [`ClientError::Connect`] / [`ClientError::ConnectTimeout`],
+    /// [`ClientError::SslHandshake`], [`ClientError::AuthenticationFailed`]; for the
+    /// negotiation, any error of [`Connection::send`] and [`ClientError::ApiVersionsFailed`].
     pub async fn connect(addr: &str, config: ClientConfig) -> Result<Connection, ClientError> {
         let connect_timeout = config.connect_timeout;
-        let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(source)) => {
-                return Err(ClientError::Connect {
-                    addr: addr.to_owned(),
-                    source,
-                });
-            }
+        let transport = match tokio::time::timeout(connect_timeout, establish(addr, &config)).await
+        {
+            Ok(result) => result?,
             Err(_elapsed) => {
                 return Err(ClientError::ConnectTimeout {
                     addr: addr.to_owned(),
@@ -94,10 +97,7 @@ impl Connection {
                 });
             }
         };
-        if let Err(e) = stream.set_nodelay(true) {
-            debug!(addr, error = %e, "TCP_NODELAY not set");
-        }
-        let mut connection = Connection::from_stream(addr, stream, config);
+        let mut connection = Connection::from_transport(addr, transport, config);
         if connection.config.negotiate_api_versions {
             let table = connection.negotiate_api_versions().await?;
             connection.api_versions = Some(table);
@@ -105,18 +105,26 @@ impl Connection {
         Ok(connection)
     }
 
-    fn from_stream(addr: &str, stream: TcpStream, config: ClientConfig) -> Connection {
+    fn from_transport(addr: &str, transport: Transport, config: ClientConfig) -> Connection {
         let max_in_flight = config.max_in_flight_requests_per_connection.max(1);
         let (requests, requests_rx) = mpsc::channel(max_in_flight);
         let config = Arc::new(config);
-        let (read_half, write_half) = stream.into_split();
         let span = debug_span!("client_connection", peer = addr);
         let io = ConnectionIo {
             addr: addr.to_owned(),
             client_id: config.client_id.clone(),
             max_response_bytes: config.max_response_bytes,
         };
-        let task = tokio::spawn(io.run(read_half, write_half, requests_rx).instrument(span));
+        let task = match transport {
+            Transport::Plain(stream) => {
+                let (read_half, write_half) = stream.into_split();
+                tokio::spawn(io.run(read_half, write_half, requests_rx).instrument(span))
+            }
+            Transport::Tls(stream) => {
+                let (read_half, write_half) = tokio::io::split(*stream);
+                tokio::spawn(io.run(read_half, write_half, requests_rx).instrument(span))
+            }
+        };
         Connection {
             addr: addr.to_owned(),
             config,
@@ -309,12 +317,11 @@ struct ConnectionIo {
 }
 
 impl ConnectionIo {
-    async fn run(
-        self,
-        read_half: OwnedReadHalf,
-        write_half: OwnedWriteHalf,
-        requests: mpsc::Receiver<Outgoing>,
-    ) {
+    async fn run<R, W>(self, read_half: R, write_half: W, requests: mpsc::Receiver<Outgoing>)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         // Requests written and not yet answered, oldest first; shared by writer and reader
         // through a channel (the writer pushes before writing, so a response never finds it
         // empty unless the server sent something unasked).
@@ -334,9 +341,9 @@ impl ConnectionIo {
 
     /// Writes requests in order; `Some(error)` when the socket failed, `None` when the
     /// [`Connection`] was dropped.
-    async fn write_requests(
+    async fn write_requests<W: AsyncWrite + Unpin>(
         &self,
-        mut write_half: OwnedWriteHalf,
+        mut write_half: W,
         mut requests: mpsc::Receiver<Outgoing>,
         in_flight: mpsc::UnboundedSender<InFlight>,
     ) -> Option<ClientError> {
@@ -403,9 +410,9 @@ impl ConnectionIo {
 
     /// Reads responses and hands each to its caller; returns the error that ended the
     /// connection (`None` for a clean close by the peer with nothing in flight).
-    async fn read_responses(
+    async fn read_responses<R: AsyncRead + Unpin>(
         &self,
-        mut read_half: OwnedReadHalf,
+        mut read_half: R,
         mut in_flight: mpsc::UnboundedReceiver<InFlight>,
     ) -> Option<ClientError> {
         let decoder = FrameDecoder::new(self.max_response_bytes);
@@ -489,6 +496,229 @@ impl ConnectionIo {
                 })
             }
         }
+    }
+}
+
+/// An established connection's byte stream.
+enum Transport {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// TCP, then TLS and SASL as [`ClientConfig::security`] asks; the caller bounds the whole.
+async fn establish(addr: &str, config: &ClientConfig) -> Result<Transport, ClientError> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|source| ClientError::Connect {
+            addr: addr.to_owned(),
+            source,
+        })?;
+    if let Err(e) = stream.set_nodelay(true) {
+        debug!(addr, error = %e, "TCP_NODELAY not set");
+    }
+    let security = &config.security;
+    let Some(tls) = &security.tls else {
+        let mut stream = stream;
+        if let Some(credentials) = &security.sasl {
+            authenticate(&mut stream, addr, config, credentials).await?;
+        }
+        return Ok(Transport::Plain(stream));
+    };
+    let handshake_failed = |reason: String| ClientError::SslHandshake {
+        addr: addr.to_owned(),
+        reason,
+    };
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let server_name = TlsClient::server_name(host).map_err(handshake_failed)?;
+    let mut stream = tls
+        .connector()
+        .connect(server_name, stream)
+        .await
+        .map_err(|e| handshake_failed(e.to_string()))?;
+    if let Some(credentials) = &security.sasl {
+        authenticate(&mut stream, addr, config, credentials).await?;
+    }
+    Ok(Transport::Tls(Box::new(stream)))
+}
+
+/// SaslAuthenticate version sent (Kafka 3.9 serves 0–2).
+const SASL_AUTHENTICATE_VERSION: i16 = 2;
+/// Rounds of SaslAuthenticate a mechanism may take (SCRAM takes two).
+const MAX_SASL_ROUNDS: usize = 4;
+
+/// Kafka's `SaslClientAuthenticator` on a new connection: SaslHandshake v1 naming the
+/// mechanism, then the mechanism's tokens in SaslAuthenticate until it completes. A refused
+/// mechanism or credential is [`ClientError::AuthenticationFailed`] with Kafka's (or the
+/// server's) message.
+async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    addr: &str,
+    config: &ClientConfig,
+    credentials: &SaslCredentials,
+) -> Result<(), ClientError> {
+    let mut sasl = SaslClient::new(credentials.clone());
+    let mechanism = sasl.mechanism().name();
+    let mut io = SetupExchange {
+        stream,
+        addr,
+        client_id: &config.client_id,
+        decoder: FrameDecoder::new(config.max_response_bytes),
+        buf: BytesMut::new(),
+        correlation_id: 0,
+    };
+    let failed = |error_code: i16, message: String| ClientError::AuthenticationFailed {
+        addr: addr.to_owned(),
+        error_code,
+        message,
+    };
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+    let ResponseKind::SaslHandshake(response) = io
+        .exchange(ApiKey::SaslHandshake, 1, handshake.into())
+        .await?
+    else {
+        return Err(ClientError::UnexpectedResponse {
+            addr: addr.to_owned(),
+        });
+    };
+    if response.error_code != 0 {
+        let enabled: Vec<&str> = response.mechanisms.iter().map(|m| m.as_str()).collect();
+        let enabled = format!("[{}]", enabled.join(", "));
+        let message = match response.error_code {
+            error_codes::UNSUPPORTED_SASL_MECHANISM => format!(
+                "Client SASL mechanism '{mechanism}' not enabled in the server, enabled mechanisms are {enabled}"
+            ),
+            error_codes::ILLEGAL_SASL_STATE => format!(
+                "Unexpected handshake request with client mechanism {mechanism}, enabled mechanisms are {enabled}"
+            ),
+            code => format!(
+                "SaslHandshake failed with error {}",
+                error_codes::name(code).unwrap_or("UNKNOWN")
+            ),
+        };
+        return Err(failed(response.error_code, message));
+    }
+    let mut token = sasl.initial_token();
+    for _ in 0..MAX_SASL_ROUNDS {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+        let ResponseKind::SaslAuthenticate(response) = io
+            .exchange(
+                ApiKey::SaslAuthenticate,
+                SASL_AUTHENTICATE_VERSION,
+                request.into(),
+            )
+            .await?
+        else {
+            return Err(ClientError::UnexpectedResponse {
+                addr: addr.to_owned(),
+            });
+        };
+        if response.error_code != 0 {
+            let message = match response.error_message {
+                Some(message) => message.to_string(),
+                None => format!(
+                    "SaslAuthenticate failed with error {}",
+                    error_codes::name(response.error_code).unwrap_or("UNKNOWN")
+                ),
+            };
+            return Err(failed(response.error_code, message));
+        }
+        match sasl.step(&response.auth_bytes) {
+            Ok(Some(next)) => token = next,
+            Ok(None) => {
+                debug!(peer = addr, mechanism, user = %credentials.username, "SASL authentication done");
+                return Ok(());
+            }
+            Err(failure) => {
+                return Err(failed(
+                    error_codes::SASL_AUTHENTICATION_FAILED,
+                    failure.message,
+                ));
+            }
+        }
+    }
+    Err(failed(
+        error_codes::SASL_AUTHENTICATION_FAILED,
+        format!("{mechanism} did not complete within {MAX_SASL_ROUNDS} SaslAuthenticate rounds"),
+    ))
+}
+
+/// One request, one response on a connection being set up (nothing else is in flight).
+struct SetupExchange<'a, S> {
+    stream: &'a mut S,
+    addr: &'a str,
+    client_id: &'a str,
+    decoder: FrameDecoder,
+    buf: BytesMut,
+    correlation_id: i32,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> SetupExchange<'_, S> {
+    async fn exchange(
+        &mut self,
+        api_key: ApiKey,
+        api_version: i16,
+        request: RequestKind,
+    ) -> Result<ResponseKind, ClientError> {
+        let correlation_id = self.correlation_id;
+        self.correlation_id += 1;
+        let frame = crate::codec::encode_request(
+            api_key,
+            api_version,
+            correlation_id,
+            self.client_id,
+            &request,
+        )
+        .map_err(|source| ClientError::Encode {
+            api_key,
+            api_version,
+            source,
+        })?;
+        let io_error = |source| ClientError::Io {
+            addr: self.addr.to_owned(),
+            source,
+        };
+        self.stream.write_all(&frame).await.map_err(io_error)?;
+        self.stream.flush().await.map_err(io_error)?;
+        let mut frame = loop {
+            match self.decoder.decode(&mut self.buf) {
+                Ok(Some(frame)) => break frame,
+                Ok(None) => {}
+                Err(source) => {
+                    return Err(ClientError::Frame {
+                        addr: self.addr.to_owned(),
+                        source,
+                    });
+                }
+            }
+            match self.stream.read_buf(&mut self.buf).await {
+                // The server closes a connection it will not authenticate (Kafka: a request
+                // other than ApiVersions/SaslHandshake before the handshake, a v0 exchange).
+                Ok(0) => {
+                    return Err(ClientError::Disconnected {
+                        addr: self.addr.to_owned(),
+                    });
+                }
+                Ok(_) => {}
+                Err(source) => return Err(io_error(source)),
+            }
+        };
+        let decode_error = |source| ClientError::DecodeResponse {
+            addr: self.addr.to_owned(),
+            api_key,
+            api_version,
+            source,
+        };
+        let received =
+            decode_response_header(&mut frame, api_key, api_version).map_err(decode_error)?;
+        if received != correlation_id {
+            return Err(ClientError::CorrelationMismatch {
+                addr: self.addr.to_owned(),
+                expected: correlation_id,
+                received,
+            });
+        }
+        decode_response_body(frame, api_key, api_version).map_err(decode_error)
     }
 }
 
