@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tracing::{Instrument, debug, debug_span, info, warn};
+use tracing::{Instrument, debug, debug_span, error, info, warn};
 
 use crate::api_versions::ApiVersionsTable;
 use crate::codec::{UNSUPPORTED_VERSION, decode_response_body, decode_response_header};
@@ -820,7 +820,16 @@ impl Client {
                     let backoff =
                         reconnect_backoff(&self.config, state.failures, &mut rand::thread_rng());
                     state.next_attempt = Some(Instant::now() + backoff);
-                    debug!(peer = %self.addr, error = %e, failures = state.failures, backoff_ms = millis(backoff), "connection attempt failed");
+                    if matches!(
+                        e,
+                        ClientError::SslHandshake { .. } | ClientError::AuthenticationFailed { .. }
+                    ) {
+                        // Kafka's `NetworkClient` logs failed authentication at ERROR: the
+                        // operator must fix credentials or certificates.
+                        error!(peer = %self.addr, error = %e, failures = state.failures, backoff_ms = millis(backoff), "authentication failed");
+                    } else {
+                        debug!(peer = %self.addr, error = %e, failures = state.failures, backoff_ms = millis(backoff), "connection attempt failed");
+                    }
                     if Instant::now() >= deadline || !e.is_retriable() {
                         return Err(e);
                     }

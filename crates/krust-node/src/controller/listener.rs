@@ -99,6 +99,11 @@ pub fn controller_apis() -> Result<SupportedApis, krust_net::SupportedApisError>
             FETCH_SNAPSHOT_VERSIONS.0,
             FETCH_SNAPSHOT_VERSIONS.1,
         ),
+        // Kafka's controller listener serves SASL (SaslHandshake/SaslAuthenticate list the
+        // `controller` listener): krust-net's server runs the exchange on SASL listeners and
+        // answers them ILLEGAL_SASL_STATE elsewhere.
+        (ApiKey::SaslHandshake, 0, 1),
+        (ApiKey::SaslAuthenticate, 0, 2),
     ])
 }
 
