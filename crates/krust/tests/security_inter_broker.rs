@@ -37,6 +37,10 @@
 //! SIGKILLed: Kafka leads `on-krust` with every record; then the Kafka broker: krust leads
 //! `on-kafka` with every record.
 //!
+//! Mutual TLS: a combined node with `SSL` listeners requiring client certificates is its key
+//! store certificate's subject mapped by `ssl.principal.mapping.rules`; as a super user it
+//! registers and forwards, as anyone else its registration is refused.
+//!
 //! Real processes only, 127.0.0.1, every wait bounded, every process killed on drop, one
 //! cluster at a time.
 
@@ -51,7 +55,7 @@ use kafka_protocol::messages::{
     create_topics_request, list_offsets_request, metadata_request,
 };
 use krust_net::security::sasl::{SaslCredentials, SaslMechanism, ScramMechanism};
-use krust_net::security::tls::certificates_from_pem;
+use krust_net::security::tls::{certificates_from_pem, private_key_from_pem};
 use krust_net::security::{ClientSecurity, TlsClient, TlsClientSettings, TlsProtocol};
 use krust_net::{ClientConfig, Connection};
 use krust_testkit::{
@@ -224,6 +228,31 @@ impl Admin {
                     username: user.to_owned(),
                     password: format!("{user}-secret"),
                 })),
+            },
+        }
+    }
+
+    /// Presenting `cert`/`key` over TLS (mutual TLS, no SASL).
+    fn with_certificate(pki: &TestPki, cert: &Path, key: &Path) -> Admin {
+        let ca = std::fs::read(&pki.ca_cert).expect("CA");
+        let tls = TlsClient::new(TlsClientSettings {
+            trusted_certificates: certificates_from_pem(&ca, "ca").expect("CA PEM"),
+            client_certificate: Some((
+                certificates_from_pem(&std::fs::read(cert).expect("cert"), "cert").expect("PEM"),
+                private_key_from_pem(&std::fs::read(key).expect("key"), "key").expect("PEM"),
+            )),
+            verify_hostname: true,
+            enabled_protocols: vec![TlsProtocol::Tls12, TlsProtocol::Tls13],
+        })
+        .expect("client TLS");
+        Admin {
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime"),
+            security: ClientSecurity {
+                tls: Some(std::sync::Arc::new(tls)),
+                sasl: None,
             },
         }
     }
@@ -937,5 +966,95 @@ fn a_kafka_broker_and_krust_brokers_replicate_and_authorize_alike_over_sasl_ssl(
         ON_KAFKA,
         &records,
         "krust's copy of on-kafka",
+    );
+}
+
+/// Mutual TLS between the nodes: `SSL` listeners with `ssl.client.auth=required` (the
+/// controller's through its `listener.name.controller.` prefix), the key store's certificate
+/// (`CN=localhost`) presented by the node's own connections and mapped by
+/// `ssl.principal.mapping.rules` to `User:node-localhost`. With that principal in
+/// `super.users` the combined node registers its broker with its controller (CLUSTER_ACTION)
+/// and forwards a CreateTopics in an Envelope (CLUSTER_ACTION of the sender); with another
+/// super user the registration is refused with CLUSTER_AUTHORIZATION_FAILED, again and again.
+#[test]
+fn mutual_tls_nodes_are_their_mapped_certificate_subject() {
+    let _one_cluster = security_support::broker_lock();
+    let root = tempfile::tempdir().expect("tempdir");
+    let pki = TestPki::generate(root.path().join("pki")).expect("openssl makes the test PKI");
+    let start = |id: i32, super_users: &str| -> (KrustProcess, u16) {
+        let ports = free_ports(2).expect("ports");
+        let (internal, controller) = (ports[0], ports[1]);
+        let dir = root.path().join(format!("node{id}"));
+        let security: Vec<(&'static str, String)> = vec![
+            ("controller.listener.names", "CONTROLLER".to_owned()),
+            ("inter.broker.listener.name", "INTERNAL".to_owned()),
+            (
+                "listener.security.protocol.map",
+                "INTERNAL:SSL,CONTROLLER:SSL".to_owned(),
+            ),
+            ("ssl.keystore.type", "PEM".to_owned()),
+            (
+                "ssl.keystore.location",
+                pki.server_keystore.display().to_string(),
+            ),
+            ("ssl.truststore.type", "PEM".to_owned()),
+            ("ssl.truststore.location", pki.ca_cert.display().to_string()),
+            ("ssl.client.auth", "required".to_owned()),
+            (
+                "listener.name.controller.ssl.client.auth",
+                "required".to_owned(),
+            ),
+            (
+                "ssl.principal.mapping.rules",
+                "RULE:^CN=([a-z]+)$/node-$1/,DEFAULT".to_owned(),
+            ),
+            (
+                "authorizer.class.name",
+                "org.apache.kafka.metadata.authorizer.StandardAuthorizer".to_owned(),
+            ),
+            ("super.users", super_users.to_owned()),
+            ("allow.everyone.if.no.acl.found", "false".to_owned()),
+        ];
+        let text = properties(
+            id,
+            &dir,
+            (internal, controller),
+            &format!("{id}@127.0.0.1:{controller}"),
+            &security,
+            false,
+        );
+        let dir = write_node(root.path(), id, &text, &random_kafka_uuid());
+        (spawn_server(&dir, id), internal)
+    };
+
+    let (mut node, port) = start(1, "User:node-localhost");
+    node.wait_for_line(STARTED_LINE, START_TIMEOUT)
+        .unwrap_or_else(|e| panic!("mTLS node start: {e}\n{}", node.log_tail(60)));
+    let admin = Admin::with_certificate(&pki, &pki.server_cert, &pki.server_key);
+    let create = CreateTopicsRequest::default()
+        .with_timeout_ms(30_000)
+        .with_topics(vec![
+            create_topics_request::CreatableTopic::default()
+                .with_name(tn("mtls"))
+                .with_num_partitions(1)
+                .with_replication_factor(1),
+        ]);
+    match admin.call(port, 5, RequestKind::CreateTopics(create)) {
+        Ok(ResponseKind::CreateTopics(r)) if r.topics.iter().all(|t| t.error_code == 0) => {}
+        other => panic!("CreateTopics over mTLS: {other:?}\n{}", node.log_tail(40)),
+    }
+    drop(node);
+
+    // The same node whose certificate principal is not a super user: refused (31 =
+    // CLUSTER_AUTHORIZATION_FAILED), not started, still running.
+    let (mut refused, _) = start(2, "User:node-someone-else");
+    let line = refused
+        .wait_for_line("broker registration refused", START_TIMEOUT)
+        .unwrap_or_else(|e| panic!("refused registration: {e}\n{}", refused.log_tail(60)));
+    assert!(line.contains("error_code=31"), "{line}");
+    assert!(
+        refused.is_running().expect("status") && !refused.output().contains(STARTED_LINE),
+        "a broker whose principal lacks CLUSTER_ACTION must not start\n{}",
+        refused.log_tail(40)
     );
 }
