@@ -21,7 +21,9 @@
 //! `replica.lag.time.max.ms` before any acknowledgement) — and reads the records back;
 //! alice is refused on a topic she has no ACL for. Then bad client-side settings: a fourth node
 //! with a wrong controller password and a fifth whose trust store is another CA's never
-//! register, log Kafka's authentication error / a TLS error, and keep running (no panic).
+//! register, log Kafka's authentication error / a TLS error, and keep running (no panic); a
+//! sixth with a wrong inter-broker password registers but, as a follower, logs Kafka's SCRAM
+//! failure and is dropped from the ISR.
 //! Finally the partition leader is SIGKILLed: a survivor becomes leader, every acknowledged
 //! record is still there, and more records are acknowledged by the two remaining replicas.
 //!
@@ -396,7 +398,7 @@ struct Cluster {
     root: tempfile::TempDir,
     pki: TestPki,
     cluster_id: String,
-    /// INTERNAL ports of nodes 1..=5 (4 and 5: the bad brokers), then CONTROLLER ports of 1..=3.
+    /// INTERNAL ports of nodes 1..=6 (4, 5, 6: the bad brokers), then CONTROLLER ports of 1..=3.
     ports: Vec<u16>,
     voters: String,
     nodes: Vec<(i32, Option<KrustProcess>)>,
@@ -408,9 +410,9 @@ impl Cluster {
         let root = tempfile::tempdir().expect("tempdir");
         let pki = TestPki::generate(root.path().join("pki")).expect("openssl makes the test PKI");
         let cluster_id = random_kafka_uuid();
-        let ports = free_ports(8).expect("ports");
+        let ports = free_ports(9).expect("ports");
         let voters = (1..=3)
-            .map(|id| format!("{id}@127.0.0.1:{}", ports[4 + id]))
+            .map(|id| format!("{id}@127.0.0.1:{}", ports[5 + id]))
             .collect::<Vec<_>>()
             .join(",");
         let mut cluster = Cluster {
@@ -435,7 +437,7 @@ impl Cluster {
         cluster
     }
 
-    /// The INTERNAL port of node `id` (1..=5).
+    /// The INTERNAL port of node `id` (1..=6).
     fn port(&self, id: i32) -> u16 {
         self.ports[usize::try_from(id - 1).expect("node id")]
     }
@@ -446,7 +448,7 @@ impl Cluster {
         let controller_port = if broker_only {
             0
         } else {
-            self.ports[usize::try_from(4 + id).expect("node id")]
+            self.ports[usize::try_from(5 + id).expect("node id")]
         };
         let text = properties(
             id,
@@ -677,6 +679,40 @@ fn sasl_ssl_between_brokers_and_to_controllers_replicates_and_authorizes() {
         .partition(port_of(1), TOPIC_NAME)
         .expect("metadata from node 1");
     assert_eq!(brokers, vec![1, 2, 3], "nodes 4 and 5 never registered");
+
+    // A wrong inter-broker password: node 6 registers (its controller login is right) but,
+    // as a follower, cannot fetch from its leader: Kafka's SCRAM message in its log, and the
+    // leader drops it from the ISR.
+    let mut security = security_props(&pki, "controller-secret", &pki.ca_cert);
+    for (key, value) in &mut security {
+        if *key == "listener.name.internal.scram-sha-512.sasl.jaas.config" {
+            *value = value.replace(r#"password="broker-secret""#, r#"password="wrong""#);
+        }
+    }
+    let dir = cluster.write(6, &security, true);
+    let mut process = spawn_server(&dir, 6);
+    process
+        .wait_for_line(STARTED_LINE, START_TIMEOUT)
+        .unwrap_or_else(|e| panic!("node 6 start: {e}\n{}", process.log_tail(60)));
+    create_topics(&admin, port_of(1), &[("secure-follow", &[1, 6])], &cluster);
+    process
+        .wait_for_line(
+            "failed authentication due to: Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+            START_TIMEOUT,
+        )
+        .unwrap_or_else(|e| panic!("node 6 fetching: {e}\n{}", process.log_tail(60)));
+    admin.wait_partition(
+        port_of(1),
+        "secure-follow",
+        "the follower that cannot authenticate leaves the ISR",
+        |(_, leader, isr)| *leader == 1 && isr == &[1],
+    );
+    assert!(
+        process.is_running().expect("status") && !process.output().contains("panicked"),
+        "node 6 keeps running\n{}",
+        process.log_tail(40)
+    );
+    cluster.nodes.push((6, Some(process)));
 
     // SIGKILL the leader: a survivor takes over with every acknowledged record, and the two
     // remaining replicas acknowledge more.
