@@ -19,7 +19,9 @@
 //! only once both followers fetched over the secured listener: the ISR is still whole
 //! afterwards (followers that could not fetch would have been dropped from it after
 //! `replica.lag.time.max.ms` before any acknowledgement) — and reads the records back;
-//! alice is refused on a topic she has no ACL for. Then bad client-side settings: a fourth node
+//! alice is refused on a topic she has no ACL for, and on the controller listener (a PLAIN user
+//! there) her Vote and DescribeQuorum get CLUSTER_AUTHORIZATION_FAILED as in Kafka's
+//! `ControllerApis`. Then bad client-side settings: a fourth node
 //! with a wrong controller password and a fifth whose trust store is another CA's never
 //! register, log Kafka's authentication error / a TLS error, and keep running (no panic); a
 //! sixth with a wrong inter-broker password registers but, as a follower, logs Kafka's SCRAM
@@ -53,8 +55,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use kafka_protocol::messages::{
-    BrokerId, CreateTopicsRequest, ListOffsetsRequest, MetadataRequest, RequestKind, ResponseKind,
-    create_topics_request, list_offsets_request, metadata_request,
+    BrokerId, CreateTopicsRequest, DescribeQuorumRequest, ListOffsetsRequest, MetadataRequest,
+    RequestKind, ResponseKind, VoteRequest, create_topics_request, describe_quorum_request,
+    list_offsets_request, metadata_request,
 };
 use krust_net::security::sasl::{SaslCredentials, SaslMechanism, ScramMechanism};
 use krust_net::security::tls::{certificates_from_pem, private_key_from_pem};
@@ -74,7 +77,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(120);
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(60);
 const TOOL_TIMEOUT: Duration = Duration::from_secs(60);
 const TOPIC_NAME: &str = "secure-orders";
-const JAAS_PLAIN: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" password="controller-secret" user_controller="controller-secret";"#;
+const JAAS_PLAIN: &str = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="controller" password="controller-secret" user_controller="controller-secret" user_alice="alice-secret";"#;
 
 /// The security keys every node has (krust and Kafka alike), as in the module doc;
 /// `controller_password` is what the node authenticates to controllers with, `truststore`
@@ -208,8 +211,13 @@ struct Admin {
 }
 
 impl Admin {
-    /// Authenticating as `user` (password `<user>-secret`).
+    /// Authenticating as `user` (password `<user>-secret`) with SCRAM-SHA-512.
     fn new(pki: &TestPki, user: &str) -> Admin {
+        Admin::sasl(pki, SaslMechanism::Scram(ScramMechanism::Sha512), user)
+    }
+
+    /// Authenticating as `user` (password `<user>-secret`) with `mechanism`.
+    fn sasl(pki: &TestPki, mechanism: SaslMechanism, user: &str) -> Admin {
         let ca = std::fs::read(&pki.ca_cert).expect("CA");
         let tls = TlsClient::new(TlsClientSettings {
             trusted_certificates: certificates_from_pem(&ca, "ca").expect("CA PEM"),
@@ -226,7 +234,7 @@ impl Admin {
             security: ClientSecurity {
                 tls: Some(std::sync::Arc::new(tls)),
                 sasl: Some(std::sync::Arc::new(SaslCredentials {
-                    mechanism: SaslMechanism::Scram(ScramMechanism::Sha512),
+                    mechanism,
                     username: user.to_owned(),
                     password: format!("{user}-secret"),
                 })),
@@ -639,6 +647,46 @@ fn sasl_ssl_between_brokers_and_to_controllers_replicates_and_authorizes() {
         denied.stdout,
         denied.stderr
     );
+
+    // The controller listener authorizes the Raft RPCs as Kafka's `ControllerApis`: alice (a
+    // PLAIN user there, no ACLs) gets CLUSTER_AUTHORIZATION_FAILED for Vote (CLUSTER_ACTION)
+    // and DescribeQuorum (DESCRIBE); the controllers' own user is answered.
+    let controller_port = cluster.ports[6];
+    let describe_quorum = || {
+        RequestKind::DescribeQuorum(DescribeQuorumRequest::default().with_topics(vec![
+            describe_quorum_request::TopicData::default()
+                .with_topic_name(tn("__cluster_metadata"))
+                .with_partitions(vec![
+                    describe_quorum_request::PartitionData::default().with_partition_index(0),
+                ]),
+        ]))
+    };
+    let as_alice = Admin::sasl(&pki, SaslMechanism::Plain, "alice");
+    match as_alice.call(
+        controller_port,
+        0,
+        RequestKind::Vote(VoteRequest::default()),
+    ) {
+        Ok(ResponseKind::Vote(r)) => assert_eq!(r.error_code, 31, "Vote as alice: {r:?}"),
+        other => panic!("Vote as alice: {other:?}"),
+    }
+    match as_alice.call(controller_port, 1, describe_quorum()) {
+        Ok(ResponseKind::DescribeQuorum(r)) => {
+            assert_eq!(r.error_code, 31, "DescribeQuorum as alice: {r:?}");
+        }
+        other => panic!("DescribeQuorum as alice: {other:?}"),
+    }
+    let as_controller = Admin::sasl(&pki, SaslMechanism::Plain, "controller");
+    match as_controller.call(controller_port, 1, describe_quorum()) {
+        Ok(ResponseKind::DescribeQuorum(r)) => assert!(
+            r.error_code == 0
+                && r.topics
+                    .iter()
+                    .all(|t| t.partitions.iter().all(|p| p.leader_id.0 > 0)),
+            "DescribeQuorum as the controllers' user: {r:?}"
+        ),
+        other => panic!("DescribeQuorum as the controllers' user: {other:?}"),
+    }
 
     // Bad client-side settings: a wrong controller password, an untrusted controller
     // certificate. Neither node registers; each says why; neither dies.

@@ -573,12 +573,17 @@ impl Handler for ControllerHandler {
                 }
                 return self.envelope(r).await.into();
             }
-            other => match raft_request(other) {
-                RoutedRequest::Raft(raft_request) => raft_request,
-                RoutedRequest::Other(other) => {
-                    return self.handle_controller_api(other, version, &authz).await;
+            other => {
+                if let Some(refused) = raft_denied(&authz, version, &other) {
+                    return refused.into();
                 }
-            },
+                match raft_request(other) {
+                    RoutedRequest::Raft(raft_request) => raft_request,
+                    RoutedRequest::Other(other) => {
+                        return self.handle_controller_api(other, version, &authz).await;
+                    }
+                }
+            }
         };
         match self.raft_answer(raft_request, version).await {
             Some(response) => response.into(),
@@ -655,6 +660,77 @@ fn client_address(bytes: &[u8]) -> std::net::IpAddr {
         16 => std::net::IpAddr::from(<[u8; 16]>::try_from(bytes).unwrap_or([0; 16])),
         _ => std::net::IpAddr::from([0u8; 4]),
     }
+}
+
+/// Kafka's `ControllerApis` checks of the Raft RPCs: CLUSTER_ACTION on the cluster for Vote,
+/// BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot (voters and observers are
+/// brokers and controllers, normally super users), DESCRIBE for DescribeQuorum; refused with
+/// the request's top-level error response (`getErrorResponse`: a Fetch below v13 also carries
+/// the error in every partition). `None`: go on.
+fn raft_denied(authz: &Authz, version: i16, request: &RequestKind) -> Option<ResponseKind> {
+    use kafka_protocol::messages::{
+        BeginQuorumEpochResponse, DescribeQuorumResponse, EndQuorumEpochResponse, FetchResponse,
+        FetchSnapshotResponse, VoteResponse, fetch_response,
+    };
+    if !authz.enabled() {
+        return None;
+    }
+    let caf = authorize::CAF;
+    let action = || !authz.allows_cluster(AclOperation::ClusterAction);
+    Some(match request {
+        RequestKind::Vote(_) if action() => {
+            ResponseKind::Vote(VoteResponse::default().with_error_code(caf))
+        }
+        RequestKind::BeginQuorumEpoch(_) if action() => {
+            ResponseKind::BeginQuorumEpoch(BeginQuorumEpochResponse::default().with_error_code(caf))
+        }
+        RequestKind::EndQuorumEpoch(_) if action() => {
+            ResponseKind::EndQuorumEpoch(EndQuorumEpochResponse::default().with_error_code(caf))
+        }
+        RequestKind::FetchSnapshot(_) if action() => {
+            ResponseKind::FetchSnapshot(FetchSnapshotResponse::default().with_error_code(caf))
+        }
+        RequestKind::Fetch(r) if action() => {
+            let responses = if version < 13 {
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        fetch_response::FetchableTopicResponse::default()
+                            .with_topic(t.topic.clone())
+                            .with_topic_id(t.topic_id)
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        fetch_response::PartitionData::default()
+                                            .with_partition_index(p.partition)
+                                            .with_error_code(caf)
+                                            .with_high_watermark(-1)
+                                            .with_last_stable_offset(-1)
+                                            .with_log_start_offset(-1)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            ResponseKind::Fetch(
+                FetchResponse::default()
+                    .with_error_code(caf)
+                    .with_responses(responses),
+            )
+        }
+        RequestKind::DescribeQuorum(_) if !authz.allows_cluster(AclOperation::Describe) => {
+            let mut response = DescribeQuorumResponse::default().with_error_code(caf);
+            if version >= 2 {
+                response.error_message = Some(StrBytes::from_static_str(authorize::message(caf)));
+            }
+            ResponseKind::DescribeQuorum(response)
+        }
+        _ => return None,
+    })
 }
 
 /// Kafka's `ControllerApis` whole-request checks: CLUSTER_ACTION for the brokers' and
