@@ -585,6 +585,84 @@ pub fn listener_sasl(
 mod tests {
     use super::*;
 
+    fn config(text: &str) -> ServerConfig {
+        ServerConfig::parse(text, Path::new("server.properties")).expect("parses")
+    }
+
+    /// The node's own login to a SASL listener: the listener-and-mechanism JAAS entry's
+    /// `username`/`password`; what is missing or unsupported is refused with the key to set.
+    #[test]
+    fn client_security_reads_the_listener_jaas_entry_and_refuses_gaps() {
+        let jaas = r#"listener.name.internal.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="pw";"#;
+        let ok = config(&format!(
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n{jaas}\n"
+        ));
+        let security = client_security(
+            &ok,
+            "INTERNAL",
+            "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol",
+        )
+        .expect("valid");
+        assert!(security.tls.is_none());
+        let sasl = security.sasl.expect("SASL");
+        assert_eq!(
+            (
+                sasl.mechanism,
+                sasl.username.as_str(),
+                sasl.password.as_str()
+            ),
+            (SaslMechanism::Scram(ScramMechanism::Sha512), "broker", "pw")
+        );
+        assert_eq!(
+            client_security(
+                &ok,
+                "INTERNAL",
+                "PLAINTEXT",
+                "sasl.mechanism.inter.broker.protocol"
+            )
+            .expect("plaintext"),
+            ClientSecurity::default()
+        );
+        let cases = [
+            (
+                format!("{jaas}\n"),
+                "SASL_PLAINTEXT",
+                "sasl.mechanism.inter.broker.protocol=GSSAPI is not supported by krust",
+                "Kafka's default mechanism, GSSAPI",
+            ),
+            (
+                "sasl.mechanism.inter.broker.protocol=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"a\" password=\"b\";\n".to_owned(),
+                "SASL_PLAINTEXT",
+                "needs listener.name.internal.plain.sasl.jaas.config",
+                "an unprefixed sasl.jaas.config, which Kafka ignores on a node",
+            ),
+            (
+                "sasl.mechanism.inter.broker.protocol=PLAIN\nlistener.name.internal.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";\n".to_owned(),
+                "SASL_PLAINTEXT",
+                "no username and password options",
+                "a JAAS entry with server users only",
+            ),
+            (
+                format!("sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n{jaas}\n"),
+                "SASL_SSL",
+                "need a trust store for the server certificates",
+                "TLS without a trust store",
+            ),
+        ];
+        for (text, protocol, wanted, reason) in cases {
+            let err = client_security(
+                &config(&text),
+                "INTERNAL",
+                protocol,
+                "sasl.mechanism.inter.broker.protocol",
+            )
+            .expect_err(reason);
+            let message = format!("{err:#}");
+            assert!(message.contains(wanted), "case {reason}: {message}");
+        }
+    }
+
     #[test]
     fn jaas_options_as_kafka_documents_them() {
         let (module, options) = parse_jaas_config(
