@@ -6,6 +6,13 @@
 //! id of the oldest request in flight — anything else closes the connection
 //! ([`ClientError::CorrelationMismatch`]). A request that times out closes the connection too,
 //! as Kafka's `NetworkClient` does; the next call on a [`Client`] reconnects.
+//!
+//! With [`ClientConfig::security`], [`Connection::connect`] first runs the TLS handshake
+//! (rustls, [`crate::security::TlsClient`]) and SASL authentication (SaslHandshake v1, then
+//! SaslAuthenticate carrying [`crate::security::sasl::SaslClient`]'s tokens), all within the
+//! connect timeout; a failure is [`ClientError::SslHandshake`] or
+//! [`ClientError::AuthenticationFailed`], not retriable, and [`Client`] logs it at ERROR as
+//! Kafka's `NetworkClient` does.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
