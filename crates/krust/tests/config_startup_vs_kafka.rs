@@ -1,4 +1,4 @@
-//! Start-up config validation parity with Apache Kafka 3.9 (issue 10): 23 `server.properties`
+//! Start-up config validation parity with Apache Kafka 3.9 (issue 10): 25 `server.properties`
 //! files, each a valid combined node with one malformed or out-of-range value, are given to
 //! Kafka 3.9's own server (`kafka.Kafka`) and to `krust server`. Both must refuse to start, and
 //! krust must print the message Kafka's `ConfigException` (or `requirement failed`) carries,
@@ -45,6 +45,8 @@ const BAD_LINES: &[&str] = &[
      listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\n\
      security.inter.broker.protocol=SASL_PLAINTEXT\n\
      sasl.mechanism.inter.broker.protocol=PLAIN\nsasl.enabled.mechanisms=SCRAM-SHA-512",
+    "inter.broker.listener.name=PLAINTEXT\nsecurity.inter.broker.protocol=PLAINTEXT",
+    "inter.broker.listener.name=NOPE",
 ];
 
 /// The exception message Kafka's output carries: the text after `ConfigException: ` or the

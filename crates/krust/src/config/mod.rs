@@ -496,23 +496,38 @@ impl ServerConfig {
         self.validate_inter_broker_sasl()
     }
 
-    /// Kafka's `KafkaConfig.validateValues`: with SASL between brokers,
+    /// Kafka's `KafkaConfig.getInterBrokerListenerNameAndSecurityProtocol` and
+    /// `validateValues`: `inter.broker.listener.name` or `security.inter.broker.protocol`, not
+    /// both; a named listener must have a security protocol; with SASL between brokers,
     /// `sasl.mechanism.inter.broker.protocol` (default GSSAPI) must be one of the inter-broker
     /// listener's `sasl.enabled.mechanisms` (default GSSAPI).
     fn validate_inter_broker_sasl(&self) -> Result<(), ConfigError> {
-        let name = match self.get("inter.broker.listener.name") {
-            Some(name) => name.trim().to_uppercase(),
-            None => self
-                .get("security.inter.broker.protocol")
-                .unwrap_or("PLAINTEXT")
-                .trim()
-                .to_uppercase(),
+        let protocols = self.effective_listener_security_protocol_map()?;
+        let (name, protocol) = match self.get("inter.broker.listener.name") {
+            Some(_) if self.get("security.inter.broker.protocol").is_some() => {
+                return Err(ConfigError::Invalid(
+                    "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
+                        .into(),
+                ));
+            }
+            Some(name) => {
+                let name = name.trim().to_uppercase();
+                let Some(protocol) = protocols.get(&name).cloned() else {
+                    return Err(ConfigError::Invalid(format!(
+                        "Listener with name {name} defined in inter.broker.listener.name not found in listener.security.protocol.map."
+                    )));
+                };
+                (name, protocol)
+            }
+            None => {
+                let name = self
+                    .get("security.inter.broker.protocol")
+                    .unwrap_or("PLAINTEXT")
+                    .trim()
+                    .to_uppercase();
+                (name.clone(), name)
+            }
         };
-        let protocol = self
-            .effective_listener_security_protocol_map()?
-            .get(&name)
-            .cloned()
-            .unwrap_or_else(|| name.clone());
         if protocol != "SASL_PLAINTEXT" && protocol != "SASL_SSL" {
             return Ok(());
         }

@@ -310,16 +310,7 @@ pub fn broker_server_config(
     let inter_broker_protocol = binds
         .iter()
         .find(|b| b.name == inter_broker)
-        .map_or("PLAINTEXT", |b| b.protocol.as_str());
-    // Kafka's inter-broker channel: the listener's security protocol, its `ssl.*`, and
-    // `sasl.mechanism.inter.broker.protocol` with the listener's JAAS entry.
-    let inter_broker_security = super::security::client_security(
-        config,
-        &inter_broker,
-        inter_broker_protocol,
-        "sasl.mechanism.inter.broker.protocol",
-    )?;
-    let (_, controller_security) = super::security::controller_client(config)?;
+        .map_or_else(|| "PLAINTEXT".to_owned(), |b| b.protocol.clone());
     let log_dirs: Vec<PathBuf> = config.log_dirs().into_iter().map(PathBuf::from).collect();
     let metadata_dir = config
         .metadata_log_dir()
@@ -355,6 +346,16 @@ pub fn broker_server_config(
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // Kafka's inter-broker channel: the listener's security protocol, its `ssl.*`, and
+    // `sasl.mechanism.inter.broker.protocol` with the listener's JAAS entry (after the
+    // listeners' own settings, whose errors come first).
+    let inter_broker_security = super::security::client_security(
+        config,
+        &inter_broker,
+        &inter_broker_protocol,
+        "sasl.mechanism.inter.broker.protocol",
+    )?;
+    let (_, controller_security) = super::security::controller_client(config)?;
     Ok(BrokerServerConfig {
         broker: BrokerConfig {
             node_id,
