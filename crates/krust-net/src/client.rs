@@ -12,7 +12,8 @@
 //! SaslAuthenticate carrying [`crate::security::sasl::SaslClient`]'s tokens), all within the
 //! connect timeout; a failure is [`ClientError::SslHandshake`] or
 //! [`ClientError::AuthenticationFailed`], not retriable, and [`Client`] logs it at ERROR as
-//! Kafka's `NetworkClient` does.
+//! Kafka's `NetworkClient` does. A session the server granted a lifetime (KIP-368) is not
+//! re-authenticated in place: [`Client`] opens a fresh connection at 85–95 % of it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,6 +80,8 @@ pub struct Connection {
     /// Set by [`Connection::close`]; an aborted task may not have finished yet.
     closed: AtomicBool,
     api_versions: Option<ApiVersionsTable>,
+    /// When a SASL session with a lifetime (KIP-368 `SessionLifetimeMs`) should be replaced.
+    reauthenticate_at: Option<Instant>,
 }
 
 impl Connection {
@@ -104,7 +107,15 @@ impl Connection {
                 });
             }
         };
+        let (transport, session_lifetime) = transport;
         let mut connection = Connection::from_transport(addr, transport, config);
+        // KIP-368: Kafka's client re-authenticates at 85–95 % of the session lifetime the
+        // server granted; krust replaces the connection instead (a new one authenticates
+        // afresh), so no request meets a server that closes expired sessions.
+        connection.reauthenticate_at = session_lifetime.map(|lifetime| {
+            let share: f64 = rand::thread_rng().gen_range(0.85..0.95);
+            Instant::now() + lifetime.mul_f64(share)
+        });
         if connection.config.negotiate_api_versions {
             let table = connection.negotiate_api_versions().await?;
             connection.api_versions = Some(table);
@@ -140,6 +151,7 @@ impl Connection {
             task,
             closed: AtomicBool::new(false),
             api_versions: None,
+            reauthenticate_at: None,
         }
     }
 
@@ -155,6 +167,15 @@ impl Connection {
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Relaxed) || self.task.is_finished()
+    }
+
+    /// Whether the SASL session's lifetime (KIP-368, granted by a server with
+    /// `connections.max.reauth.ms`) is nearly over: [`Client`] then opens a new connection for
+    /// later requests; requests already handed to this one finish on it.
+    #[must_use]
+    pub fn needs_reauthentication(&self) -> bool {
+        self.reauthenticate_at
+            .is_some_and(|at| Instant::now() >= at)
     }
 
     /// Closes the connection; requests in flight fail with [`ClientError::Disconnected`].
@@ -512,8 +533,12 @@ enum Transport {
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
-/// TCP, then TLS and SASL as [`ClientConfig::security`] asks; the caller bounds the whole.
-async fn establish(addr: &str, config: &ClientConfig) -> Result<Transport, ClientError> {
+/// TCP, then TLS and SASL as [`ClientConfig::security`] asks, with the SASL session's
+/// lifetime if the server set one; the caller bounds the whole.
+async fn establish(
+    addr: &str,
+    config: &ClientConfig,
+) -> Result<(Transport, Option<Duration>), ClientError> {
     let stream = TcpStream::connect(addr)
         .await
         .map_err(|source| ClientError::Connect {
@@ -526,10 +551,11 @@ async fn establish(addr: &str, config: &ClientConfig) -> Result<Transport, Clien
     let security = &config.security;
     let Some(tls) = &security.tls else {
         let mut stream = stream;
-        if let Some(credentials) = &security.sasl {
-            authenticate(&mut stream, addr, config, credentials).await?;
-        }
-        return Ok(Transport::Plain(stream));
+        let lifetime = match &security.sasl {
+            Some(credentials) => authenticate(&mut stream, addr, config, credentials).await?,
+            None => None,
+        };
+        return Ok((Transport::Plain(stream), lifetime));
     };
     let handshake_failed = |reason: String| ClientError::SslHandshake {
         addr: addr.to_owned(),
@@ -542,10 +568,11 @@ async fn establish(addr: &str, config: &ClientConfig) -> Result<Transport, Clien
         .connect(server_name, stream)
         .await
         .map_err(|e| handshake_failed(e.to_string()))?;
-    if let Some(credentials) = &security.sasl {
-        authenticate(&mut stream, addr, config, credentials).await?;
-    }
-    Ok(Transport::Tls(Box::new(stream)))
+    let lifetime = match &security.sasl {
+        Some(credentials) => authenticate(&mut stream, addr, config, credentials).await?,
+        None => None,
+    };
+    Ok((Transport::Tls(Box::new(stream)), lifetime))
 }
 
 /// SaslAuthenticate version sent (Kafka 3.9 serves 0–2).
@@ -556,13 +583,14 @@ const MAX_SASL_ROUNDS: usize = 4;
 /// Kafka's `SaslClientAuthenticator` on a new connection: SaslHandshake v1 naming the
 /// mechanism, then the mechanism's tokens in SaslAuthenticate until it completes. A refused
 /// mechanism or credential is [`ClientError::AuthenticationFailed`] with Kafka's (or the
-/// server's) message.
+/// server's) message. On success, the session lifetime the server granted (KIP-368: the last
+/// SaslAuthenticate's `SessionLifetimeMs`, 0 = none).
 async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     addr: &str,
     config: &ClientConfig,
     credentials: &SaslCredentials,
-) -> Result<(), ClientError> {
+) -> Result<Option<Duration>, ClientError> {
     let mut sasl = SaslClient::new(credentials.clone());
     let mechanism = sasl.mechanism().name();
     let mut io = SetupExchange {
@@ -633,8 +661,12 @@ async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
         match sasl.step(&response.auth_bytes) {
             Ok(Some(next)) => token = next,
             Ok(None) => {
-                debug!(peer = addr, mechanism, user = %credentials.username, "SASL authentication done");
-                return Ok(());
+                let lifetime = u64::try_from(response.session_lifetime_ms)
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis);
+                debug!(peer = addr, mechanism, user = %credentials.username, session_lifetime_ms = response.session_lifetime_ms, "SASL authentication done");
+                return Ok(lifetime);
             }
             Err(failure) => {
                 return Err(failed(
@@ -792,10 +824,10 @@ impl Client {
         let mut state = self.state.lock().await;
         loop {
             if let Some(connection) = &state.connection {
-                if !connection.is_closed() {
+                if !connection.is_closed() && !connection.needs_reauthentication() {
                     return Ok(connection.clone());
                 }
-                debug!(peer = %self.addr, "connection closed; reconnecting");
+                debug!(peer = %self.addr, "connection closed or its SASL session expiring; reconnecting");
                 state.connection = None;
             }
             let now = Instant::now();

@@ -396,3 +396,125 @@ async fn mutual_tls_presents_the_keystore_certificate() {
     };
     assert!(connect(&addr, without, &handler).await.is_err());
 }
+
+/// A server that grants SASL sessions a lifetime (KIP-368, Kafka's `connections.max.reauth.ms`)
+/// and, as Kafka, closes a connection whose session has expired at its next request without
+/// answering: SaslHandshake, SaslAuthenticate (PLAIN, any password, `SessionLifetimeMs` =
+/// `lifetime`) and ApiVersions. Counts the connections it accepted.
+async fn reauth_server(
+    lifetime: Duration,
+) -> (std::net::SocketAddr, Arc<std::sync::atomic::AtomicUsize>) {
+    use kafka_protocol::messages::{SaslAuthenticateResponse, SaslHandshakeResponse};
+    use krust_net::codec::{IncomingRequest, decode_request, encode_response};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        let apis = SupportedApis::new([
+            (ApiKey::ApiVersions, 0, 4),
+            (ApiKey::SaslHandshake, 0, 1),
+            (ApiKey::SaslAuthenticate, 0, 2),
+        ])
+        .expect("apis");
+        while let Ok((mut stream, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let apis = apis.clone();
+            tokio::spawn(async move {
+                let mut expires = None;
+                loop {
+                    let Ok(size) = stream.read_i32().await else {
+                        return;
+                    };
+                    let mut frame = vec![0u8; usize::try_from(size).unwrap_or(0)];
+                    if stream.read_exact(&mut frame).await.is_err() {
+                        return;
+                    }
+                    let Ok(IncomingRequest::Request { header, body }) =
+                        decode_request(frame.into(), &apis)
+                    else {
+                        return;
+                    };
+                    if expires.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                        return; // Kafka: an expired session is closed, the request unanswered.
+                    }
+                    let response = match *body {
+                        RequestKind::SaslHandshake(_) => {
+                            ResponseKind::SaslHandshake(SaslHandshakeResponse::default())
+                        }
+                        RequestKind::SaslAuthenticate(_) => {
+                            expires = Some(tokio::time::Instant::now() + lifetime);
+                            ResponseKind::SaslAuthenticate(
+                                SaslAuthenticateResponse::default().with_session_lifetime_ms(
+                                    i64::try_from(lifetime.as_millis()).unwrap_or(i64::MAX),
+                                ),
+                            )
+                        }
+                        RequestKind::ApiVersions(r) => {
+                            ResponseKind::ApiVersions(apis.respond_to(&r, header.api_version))
+                        }
+                        _ => return,
+                    };
+                    let Ok(bytes) = encode_response(
+                        header.correlation_id,
+                        header.api_key,
+                        header.api_version,
+                        &response,
+                    ) else {
+                        return;
+                    };
+                    if stream.write_all(&bytes).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+/// KIP-368: a session the server granted a lifetime is replaced by a fresh connection before
+/// it expires (Kafka's client re-authenticates at 85–95 % of it), so a request after the
+/// lifetime is answered instead of meeting a closed connection.
+#[tokio::test]
+async fn a_sasl_session_with_a_lifetime_is_replaced_before_it_expires() {
+    let lifetime = Duration::from_millis(300);
+    let (addr, accepted) = reauth_server(lifetime).await;
+    let client = krust_net::Client::new(
+        addr.to_string(),
+        ClientConfig {
+            client_id: "reauth-test".to_owned(),
+            connect_timeout: CONNECT_TIMEOUT,
+            request_timeout: STEP,
+            security: ClientSecurity {
+                tls: None,
+                sasl: Some(credentials(SaslMechanism::Plain, "admin", "admin-secret")),
+            },
+            ..ClientConfig::default()
+        },
+    );
+    let ask = || async {
+        match client.send(ApiVersionsRequest::default(), 2).await {
+            Ok(ResponseKind::ApiVersions(r)) => assert_eq!(r.error_code, 0),
+            other => panic!("ApiVersions: {other:?}"),
+        }
+    };
+    ask().await;
+    ask().await;
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "one connection within the session"
+    );
+    // Past the lifetime: the server would close the old session's connection unanswered.
+    tokio::time::sleep(lifetime * 2).await;
+    ask().await;
+    assert_eq!(
+        accepted.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "a fresh, re-authenticated connection"
+    );
+}
