@@ -56,6 +56,7 @@ fn builder(dir: &std::path::Path) -> BrokerBuilder {
         ),
         advertised_listeners: Vec::new(),
         inter_broker_listener_name: "PLAINTEXT".to_owned(),
+        inter_broker_security: Default::default(),
         rack: None,
     };
     Broker::builder(config, Arc::new(NoController))

@@ -596,6 +596,7 @@ async fn a_locked_log_dir_is_refused_and_strays_are_removed() {
                 ),
                 advertised_listeners: Vec::new(),
                 inter_broker_listener_name: "PLAINTEXT".to_string(),
+                inter_broker_security: Default::default(),
                 rack: None,
             },
             Arc::new(FakeController::default()),

@@ -6,28 +6,41 @@
 //! id of the oldest request in flight — anything else closes the connection
 //! ([`ClientError::CorrelationMismatch`]). A request that times out closes the connection too,
 //! as Kafka's `NetworkClient` does; the next call on a [`Client`] reconnects.
+//!
+//! With [`ClientConfig::security`], [`Connection::connect`] first runs the TLS handshake
+//! (rustls, [`crate::security::TlsClient`]) and SASL authentication (SaslHandshake v1, then
+//! SaslAuthenticate carrying [`crate::security::sasl::SaslClient`]'s tokens), all within the
+//! connect timeout; a failure is [`ClientError::SslHandshake`] or
+//! [`ClientError::AuthenticationFailed`], not retriable, and [`Client`] logs it at ERROR as
+//! Kafka's `NetworkClient` does. A session the server granted a lifetime (KIP-368) is not
+//! re-authenticated in place: [`Client`] opens a fresh connection at 85–95 % of it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestKind, ResponseKind};
+use kafka_protocol::messages::{
+    ApiKey, ApiVersionsRequest, RequestKind, ResponseKind, SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+};
 use kafka_protocol::protocol::StrBytes;
 use rand::Rng;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use tracing::{Instrument, debug, debug_span, info, warn};
+use tracing::{Instrument, debug, debug_span, error, info, warn};
 
 use crate::api_versions::ApiVersionsTable;
 use crate::codec::{UNSUPPORTED_VERSION, decode_response_body, decode_response_header};
 use crate::config::ClientConfig;
 use crate::error::{ClientError, CodecError};
+use crate::error_codes;
 use crate::frame::{FrameBuilder, FrameDecoder};
+use crate::security::TlsClient;
+use crate::security::sasl::{SaslClient, SaslCredentials};
 
 /// `client.software.name` sent in ApiVersions v3+.
 pub const CLIENT_SOFTWARE_NAME: &str = "krust";
@@ -67,26 +80,26 @@ pub struct Connection {
     /// Set by [`Connection::close`]; an aborted task may not have finished yet.
     closed: AtomicBool,
     api_versions: Option<ApiVersionsTable>,
+    /// When a SASL session with a lifetime (KIP-368 `SessionLifetimeMs`) should be replaced.
+    reauthenticate_at: Option<Instant>,
 }
 
 impl Connection {
-    /// Connects to `addr` (`host:port`) within [`ClientConfig::connect_timeout`], and, when
-    /// [`ClientConfig::negotiate_api_versions`] is set, asks for the server's API versions.
+    /// Connects to `addr` (`host:port`) within [`ClientConfig::connect_timeout`] — the TCP
+    /// connection, then the TLS handshake and SASL authentication when
+    /// [`ClientConfig::security`] has them — and, when [`ClientConfig::negotiate_api_versions`]
+    /// is set, asks for the server's API versions.
     ///
     /// # Errors
     ///
-    /// [`ClientError::Connect`] / [`ClientError::ConnectTimeout`]; for the negotiation, any
-    /// error of [`Connection::send`] and [`ClientError::ApiVersionsFailed`].
+    /// [`ClientError::Connect`] / [`ClientError::ConnectTimeout`],
+    /// [`ClientError::SslHandshake`], [`ClientError::AuthenticationFailed`]; for the
+    /// negotiation, any error of [`Connection::send`] and [`ClientError::ApiVersionsFailed`].
     pub async fn connect(addr: &str, config: ClientConfig) -> Result<Connection, ClientError> {
         let connect_timeout = config.connect_timeout;
-        let stream = match tokio::time::timeout(connect_timeout, TcpStream::connect(addr)).await {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(source)) => {
-                return Err(ClientError::Connect {
-                    addr: addr.to_owned(),
-                    source,
-                });
-            }
+        let transport = match tokio::time::timeout(connect_timeout, establish(addr, &config)).await
+        {
+            Ok(result) => result?,
             Err(_elapsed) => {
                 return Err(ClientError::ConnectTimeout {
                     addr: addr.to_owned(),
@@ -94,10 +107,15 @@ impl Connection {
                 });
             }
         };
-        if let Err(e) = stream.set_nodelay(true) {
-            debug!(addr, error = %e, "TCP_NODELAY not set");
-        }
-        let mut connection = Connection::from_stream(addr, stream, config);
+        let (transport, session_lifetime) = transport;
+        let mut connection = Connection::from_transport(addr, transport, config);
+        // KIP-368: Kafka's client re-authenticates at 85–95 % of the session lifetime the
+        // server granted; krust replaces the connection instead (a new one authenticates
+        // afresh), so no request meets a server that closes expired sessions.
+        connection.reauthenticate_at = session_lifetime.map(|lifetime| {
+            let share: f64 = rand::thread_rng().gen_range(0.85..0.95);
+            Instant::now() + lifetime.mul_f64(share)
+        });
         if connection.config.negotiate_api_versions {
             let table = connection.negotiate_api_versions().await?;
             connection.api_versions = Some(table);
@@ -105,18 +123,26 @@ impl Connection {
         Ok(connection)
     }
 
-    fn from_stream(addr: &str, stream: TcpStream, config: ClientConfig) -> Connection {
+    fn from_transport(addr: &str, transport: Transport, config: ClientConfig) -> Connection {
         let max_in_flight = config.max_in_flight_requests_per_connection.max(1);
         let (requests, requests_rx) = mpsc::channel(max_in_flight);
         let config = Arc::new(config);
-        let (read_half, write_half) = stream.into_split();
         let span = debug_span!("client_connection", peer = addr);
         let io = ConnectionIo {
             addr: addr.to_owned(),
             client_id: config.client_id.clone(),
             max_response_bytes: config.max_response_bytes,
         };
-        let task = tokio::spawn(io.run(read_half, write_half, requests_rx).instrument(span));
+        let task = match transport {
+            Transport::Plain(stream) => {
+                let (read_half, write_half) = stream.into_split();
+                tokio::spawn(io.run(read_half, write_half, requests_rx).instrument(span))
+            }
+            Transport::Tls(stream) => {
+                let (read_half, write_half) = tokio::io::split(*stream);
+                tokio::spawn(io.run(read_half, write_half, requests_rx).instrument(span))
+            }
+        };
         Connection {
             addr: addr.to_owned(),
             config,
@@ -125,6 +151,7 @@ impl Connection {
             task,
             closed: AtomicBool::new(false),
             api_versions: None,
+            reauthenticate_at: None,
         }
     }
 
@@ -140,6 +167,15 @@ impl Connection {
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Relaxed) || self.task.is_finished()
+    }
+
+    /// Whether the SASL session's lifetime (KIP-368, granted by a server with
+    /// `connections.max.reauth.ms`) is nearly over: [`Client`] then opens a new connection for
+    /// later requests; requests already handed to this one finish on it.
+    #[must_use]
+    pub fn needs_reauthentication(&self) -> bool {
+        self.reauthenticate_at
+            .is_some_and(|at| Instant::now() >= at)
     }
 
     /// Closes the connection; requests in flight fail with [`ClientError::Disconnected`].
@@ -309,12 +345,11 @@ struct ConnectionIo {
 }
 
 impl ConnectionIo {
-    async fn run(
-        self,
-        read_half: OwnedReadHalf,
-        write_half: OwnedWriteHalf,
-        requests: mpsc::Receiver<Outgoing>,
-    ) {
+    async fn run<R, W>(self, read_half: R, write_half: W, requests: mpsc::Receiver<Outgoing>)
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
         // Requests written and not yet answered, oldest first; shared by writer and reader
         // through a channel (the writer pushes before writing, so a response never finds it
         // empty unless the server sent something unasked).
@@ -334,9 +369,9 @@ impl ConnectionIo {
 
     /// Writes requests in order; `Some(error)` when the socket failed, `None` when the
     /// [`Connection`] was dropped.
-    async fn write_requests(
+    async fn write_requests<W: AsyncWrite + Unpin>(
         &self,
-        mut write_half: OwnedWriteHalf,
+        mut write_half: W,
         mut requests: mpsc::Receiver<Outgoing>,
         in_flight: mpsc::UnboundedSender<InFlight>,
     ) -> Option<ClientError> {
@@ -403,9 +438,9 @@ impl ConnectionIo {
 
     /// Reads responses and hands each to its caller; returns the error that ended the
     /// connection (`None` for a clean close by the peer with nothing in flight).
-    async fn read_responses(
+    async fn read_responses<R: AsyncRead + Unpin>(
         &self,
-        mut read_half: OwnedReadHalf,
+        mut read_half: R,
         mut in_flight: mpsc::UnboundedReceiver<InFlight>,
     ) -> Option<ClientError> {
         let decoder = FrameDecoder::new(self.max_response_bytes);
@@ -492,6 +527,240 @@ impl ConnectionIo {
     }
 }
 
+/// An established connection's byte stream.
+enum Transport {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// TCP, then TLS and SASL as [`ClientConfig::security`] asks, with the SASL session's
+/// lifetime if the server set one; the caller bounds the whole.
+async fn establish(
+    addr: &str,
+    config: &ClientConfig,
+) -> Result<(Transport, Option<Duration>), ClientError> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|source| ClientError::Connect {
+            addr: addr.to_owned(),
+            source,
+        })?;
+    if let Err(e) = stream.set_nodelay(true) {
+        debug!(addr, error = %e, "TCP_NODELAY not set");
+    }
+    let security = &config.security;
+    let Some(tls) = &security.tls else {
+        let mut stream = stream;
+        let lifetime = match &security.sasl {
+            Some(credentials) => authenticate(&mut stream, addr, config, credentials).await?,
+            None => None,
+        };
+        return Ok((Transport::Plain(stream), lifetime));
+    };
+    let handshake_failed = |reason: String| ClientError::SslHandshake {
+        addr: addr.to_owned(),
+        reason,
+    };
+    let host = addr.rsplit_once(':').map_or(addr, |(host, _)| host);
+    let server_name = TlsClient::server_name(host).map_err(handshake_failed)?;
+    let mut stream = tls
+        .connector()
+        .connect(server_name, stream)
+        .await
+        .map_err(|e| handshake_failed(e.to_string()))?;
+    let lifetime = match &security.sasl {
+        Some(credentials) => authenticate(&mut stream, addr, config, credentials).await?,
+        None => None,
+    };
+    Ok((Transport::Tls(Box::new(stream)), lifetime))
+}
+
+/// SaslAuthenticate version sent (Kafka 3.9 serves 0–2).
+const SASL_AUTHENTICATE_VERSION: i16 = 2;
+/// Rounds of SaslAuthenticate a mechanism may take (SCRAM takes two).
+const MAX_SASL_ROUNDS: usize = 4;
+
+/// Kafka's `SaslClientAuthenticator` on a new connection: SaslHandshake v1 naming the
+/// mechanism, then the mechanism's tokens in SaslAuthenticate until it completes. A refused
+/// mechanism or credential is [`ClientError::AuthenticationFailed`] with Kafka's (or the
+/// server's) message. On success, the session lifetime the server granted (KIP-368: the last
+/// SaslAuthenticate's `SessionLifetimeMs`, 0 = none).
+async fn authenticate<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    addr: &str,
+    config: &ClientConfig,
+    credentials: &SaslCredentials,
+) -> Result<Option<Duration>, ClientError> {
+    let mut sasl = SaslClient::new(credentials.clone());
+    let mechanism = sasl.mechanism().name();
+    let mut io = SetupExchange {
+        stream,
+        addr,
+        client_id: &config.client_id,
+        decoder: FrameDecoder::new(config.max_response_bytes),
+        buf: BytesMut::new(),
+        correlation_id: 0,
+    };
+    let failed = |error_code: i16, message: String| ClientError::AuthenticationFailed {
+        addr: addr.to_owned(),
+        error_code,
+        message,
+    };
+    let handshake =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(mechanism));
+    let ResponseKind::SaslHandshake(response) = io
+        .exchange(ApiKey::SaslHandshake, 1, handshake.into())
+        .await?
+    else {
+        return Err(ClientError::UnexpectedResponse {
+            addr: addr.to_owned(),
+        });
+    };
+    if response.error_code != 0 {
+        let enabled: Vec<&str> = response.mechanisms.iter().map(|m| m.as_str()).collect();
+        let enabled = format!("[{}]", enabled.join(", "));
+        let message = match response.error_code {
+            error_codes::UNSUPPORTED_SASL_MECHANISM => format!(
+                "Client SASL mechanism '{mechanism}' not enabled in the server, enabled mechanisms are {enabled}"
+            ),
+            error_codes::ILLEGAL_SASL_STATE => format!(
+                "Unexpected handshake request with client mechanism {mechanism}, enabled mechanisms are {enabled}"
+            ),
+            code => format!(
+                "SaslHandshake failed with error {}",
+                error_codes::name(code).unwrap_or("UNKNOWN")
+            ),
+        };
+        return Err(failed(response.error_code, message));
+    }
+    let mut token = sasl.initial_token();
+    for _ in 0..MAX_SASL_ROUNDS {
+        let request = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
+        let ResponseKind::SaslAuthenticate(response) = io
+            .exchange(
+                ApiKey::SaslAuthenticate,
+                SASL_AUTHENTICATE_VERSION,
+                request.into(),
+            )
+            .await?
+        else {
+            return Err(ClientError::UnexpectedResponse {
+                addr: addr.to_owned(),
+            });
+        };
+        if response.error_code != 0 {
+            let message = match response.error_message {
+                Some(message) => message.to_string(),
+                None => format!(
+                    "SaslAuthenticate failed with error {}",
+                    error_codes::name(response.error_code).unwrap_or("UNKNOWN")
+                ),
+            };
+            return Err(failed(response.error_code, message));
+        }
+        match sasl.step(&response.auth_bytes) {
+            Ok(Some(next)) => token = next,
+            Ok(None) => {
+                let lifetime = u64::try_from(response.session_lifetime_ms)
+                    .ok()
+                    .filter(|ms| *ms > 0)
+                    .map(Duration::from_millis);
+                debug!(peer = addr, mechanism, user = %credentials.username, session_lifetime_ms = response.session_lifetime_ms, "SASL authentication done");
+                return Ok(lifetime);
+            }
+            Err(failure) => {
+                return Err(failed(
+                    error_codes::SASL_AUTHENTICATION_FAILED,
+                    failure.message,
+                ));
+            }
+        }
+    }
+    Err(failed(
+        error_codes::SASL_AUTHENTICATION_FAILED,
+        format!("{mechanism} did not complete within {MAX_SASL_ROUNDS} SaslAuthenticate rounds"),
+    ))
+}
+
+/// One request, one response on a connection being set up (nothing else is in flight).
+struct SetupExchange<'a, S> {
+    stream: &'a mut S,
+    addr: &'a str,
+    client_id: &'a str,
+    decoder: FrameDecoder,
+    buf: BytesMut,
+    correlation_id: i32,
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> SetupExchange<'_, S> {
+    async fn exchange(
+        &mut self,
+        api_key: ApiKey,
+        api_version: i16,
+        request: RequestKind,
+    ) -> Result<ResponseKind, ClientError> {
+        let correlation_id = self.correlation_id;
+        self.correlation_id += 1;
+        let frame = crate::codec::encode_request(
+            api_key,
+            api_version,
+            correlation_id,
+            self.client_id,
+            &request,
+        )
+        .map_err(|source| ClientError::Encode {
+            api_key,
+            api_version,
+            source,
+        })?;
+        let io_error = |source| ClientError::Io {
+            addr: self.addr.to_owned(),
+            source,
+        };
+        self.stream.write_all(&frame).await.map_err(io_error)?;
+        self.stream.flush().await.map_err(io_error)?;
+        let mut frame = loop {
+            match self.decoder.decode(&mut self.buf) {
+                Ok(Some(frame)) => break frame,
+                Ok(None) => {}
+                Err(source) => {
+                    return Err(ClientError::Frame {
+                        addr: self.addr.to_owned(),
+                        source,
+                    });
+                }
+            }
+            match self.stream.read_buf(&mut self.buf).await {
+                // The server closes a connection it will not authenticate (Kafka: a request
+                // other than ApiVersions/SaslHandshake before the handshake, a v0 exchange).
+                Ok(0) => {
+                    return Err(ClientError::Disconnected {
+                        addr: self.addr.to_owned(),
+                    });
+                }
+                Ok(_) => {}
+                Err(source) => return Err(io_error(source)),
+            }
+        };
+        let decode_error = |source| ClientError::DecodeResponse {
+            addr: self.addr.to_owned(),
+            api_key,
+            api_version,
+            source,
+        };
+        let received =
+            decode_response_header(&mut frame, api_key, api_version).map_err(decode_error)?;
+        if received != correlation_id {
+            return Err(ClientError::CorrelationMismatch {
+                addr: self.addr.to_owned(),
+                expected: correlation_id,
+                received,
+            });
+        }
+        decode_response_body(frame, api_key, api_version).map_err(decode_error)
+    }
+}
+
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
@@ -555,10 +824,10 @@ impl Client {
         let mut state = self.state.lock().await;
         loop {
             if let Some(connection) = &state.connection {
-                if !connection.is_closed() {
+                if !connection.is_closed() && !connection.needs_reauthentication() {
                     return Ok(connection.clone());
                 }
-                debug!(peer = %self.addr, "connection closed; reconnecting");
+                debug!(peer = %self.addr, "connection closed or its SASL session expiring; reconnecting");
                 state.connection = None;
             }
             let now = Instant::now();
@@ -590,7 +859,16 @@ impl Client {
                     let backoff =
                         reconnect_backoff(&self.config, state.failures, &mut rand::thread_rng());
                     state.next_attempt = Some(Instant::now() + backoff);
-                    debug!(peer = %self.addr, error = %e, failures = state.failures, backoff_ms = millis(backoff), "connection attempt failed");
+                    if matches!(
+                        e,
+                        ClientError::SslHandshake { .. } | ClientError::AuthenticationFailed { .. }
+                    ) {
+                        // Kafka's `NetworkClient` logs failed authentication at ERROR: the
+                        // operator must fix credentials or certificates.
+                        error!(peer = %self.addr, error = %e, failures = state.failures, backoff_ms = millis(backoff), "authentication failed");
+                    } else {
+                        debug!(peer = %self.addr, error = %e, failures = state.failures, backoff_ms = millis(backoff), "connection attempt failed");
+                    }
                     if Instant::now() >= deadline || !e.is_retriable() {
                         return Err(e);
                     }

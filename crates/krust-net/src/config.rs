@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::connection_quotas::ConnectionQuotas;
 use crate::frame::SOCKET_REQUEST_MAX_BYTES_DEFAULT;
-use crate::security::ListenerSecurity;
+use crate::security::{ClientSecurity, ListenerSecurity};
 
 /// Settings of one listener.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,6 +72,10 @@ pub struct ClientConfig {
     /// Send ApiVersions right after connecting and keep the answer, so requests can be sent at
     /// the highest version both sides know ([`crate::Connection::api_versions`]).
     pub negotiate_api_versions: bool,
+    /// TLS and SASL of the connection (the client side of the peer listener's security
+    /// protocol); the default is plaintext. Both run within
+    /// [`ClientConfig::connect_timeout`], before any request.
+    pub security: ClientSecurity,
 }
 
 impl Default for ClientConfig {
@@ -85,6 +89,7 @@ impl Default for ClientConfig {
             max_in_flight_requests_per_connection: 5,
             max_response_bytes: SOCKET_REQUEST_MAX_BYTES_DEFAULT,
             negotiate_api_versions: false,
+            security: ClientSecurity::default(),
         }
     }
 }

@@ -280,6 +280,35 @@ pub enum ClientError {
         /// The Kafka error code in the response.
         error_code: i16,
     },
+    /// The TLS handshake failed ([`crate::ClientConfig::security`] has TLS): an untrusted or
+    /// expired server certificate, a host name the certificate does not carry (with
+    /// `ssl.endpoint.identification.algorithm=https`), a client certificate the server refused,
+    /// no common protocol, or a peer that does not speak TLS. Remedy: the truststore, keystore
+    /// and listener's `ssl.*` settings on both sides. Not retriable (Kafka's
+    /// `SslAuthenticationException`).
+    #[error("connection to {addr} failed: SSL handshake failed: {reason}")]
+    SslHandshake {
+        /// The peer.
+        addr: String,
+        /// rustls's or the socket's reason.
+        reason: String,
+    },
+    /// SASL authentication failed: the server refused the mechanism (its error code is
+    /// `UNSUPPORTED_SASL_MECHANISM`), the credentials (`SASL_AUTHENTICATION_FAILED` with the
+    /// server's message, e.g. "Authentication failed: Invalid username or password"), or our
+    /// client found the server's tokens wrong (a SCRAM server signature that does not verify).
+    /// Remedy: the JAAS `username`/`password` and the mechanism settings. Not retriable
+    /// (Kafka's `SaslAuthenticationException`).
+    #[error("connection to {addr} failed authentication due to: {message}")]
+    AuthenticationFailed {
+        /// The peer.
+        addr: String,
+        /// The Kafka error code (the server's, or `SASL_AUTHENTICATION_FAILED` for a failure
+        /// found by the client).
+        error_code: i16,
+        /// The server's message, or Kafka's client-side message.
+        message: String,
+    },
     /// [`crate::NetworkClient`]: no address is known for this node id.
     #[error("no address known for node {node_id}")]
     UnknownNode {
@@ -306,8 +335,14 @@ impl ClientError {
             | ClientError::CorrelationMismatch { .. }
             | ClientError::UnexpectedResponse { .. }
             | ClientError::DecodeResponse { .. }
-            | ClientError::UnknownNode { .. } => ResponseError::NetworkException,
+            | ClientError::UnknownNode { .. }
+            // Kafka's protocol has no code for a failed TLS handshake.
+            | ClientError::SslHandshake { .. } => ResponseError::NetworkException,
             ClientError::NoCommonVersion { .. } => ResponseError::UnsupportedVersion,
+            ClientError::AuthenticationFailed { error_code, .. } => {
+                ResponseError::try_from_code(*error_code)
+                    .unwrap_or(ResponseError::SaslAuthenticationFailed)
+            }
             ClientError::ApiVersionsFailed { error_code, .. } => {
                 ResponseError::try_from_code(*error_code).unwrap_or(ResponseError::Unknown(0))
             }
@@ -317,9 +352,10 @@ impl ClientError {
         }
     }
 
-    /// Whether trying again (on a new connection, after backoff) can succeed.
+    /// Whether trying again (on a new connection, after backoff) can succeed. Failed
+    /// authentication (TLS or SASL) is not retriable, as Kafka's `AuthenticationException`.
     #[must_use]
     pub fn is_retriable(&self) -> bool {
-        self.response_error().is_retriable()
+        !matches!(self, ClientError::SslHandshake { .. }) && self.response_error().is_retriable()
     }
 }

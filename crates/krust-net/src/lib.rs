@@ -29,7 +29,9 @@
 //! - `pool.rs`: [`NetworkClient`] (clients by node id).
 //! - `config.rs`: [`ServerConfig`], [`ClientConfig`] with Kafka's defaults.
 //! - `security/`: TLS on listeners (rustls; Kafka's `ssl.*` settings typed), the connection's
-//!   [`KafkaPrincipal`], `ssl.principal.mapping.rules`.
+//!   [`KafkaPrincipal`], `ssl.principal.mapping.rules`, SASL on listeners; the client side
+//!   ([`security::ClientSecurity`] on [`ClientConfig`]: TLS and SASL for a node's own
+//!   connections, run by [`Connection::connect`]).
 //! - `error.rs`: one error enum per boundary.
 //!
 //! # Using it

@@ -63,6 +63,10 @@ pub struct BrokerServerConfig {
     pub forward_timeout: Duration,
     /// Kafka's `StandardAuthorizer` (`authorizer.class.name`), if configured.
     pub authorizer: Option<AuthorizerConfig>,
+    /// The client side of the controller listener's security (the first of
+    /// `controller.listener.names`, `sasl.mechanism.controller.protocol`): registration,
+    /// heartbeats, AlterPartition and forwarded requests go to the controllers with it.
+    pub controller_security: krust_net::security::ClientSecurity,
 }
 
 /// Why the broker server cannot start or serve.
@@ -126,6 +130,7 @@ impl BrokerServer {
             listeners,
             forward_timeout,
             authorizer,
+            controller_security,
         } = config;
         let node_id = broker_config.node_id;
         let bootstrap = broker_config
@@ -133,11 +138,10 @@ impl BrokerServer {
             .first()
             .map(|e| format!("{}:{}", e.host, e.port))
             .unwrap_or_default();
-        let channel = Arc::new(QuorumChannel::new(
-            voters,
-            raft,
-            format!("broker-{node_id}-to-controller"),
-        ));
+        let channel = Arc::new(
+            QuorumChannel::new(voters, raft, format!("broker-{node_id}-to-controller"))
+                .with_security(controller_security),
+        );
         let forwarder = Forwarder::new(channel.clone()).with_timeout(forward_timeout);
         let mut builder = Broker::builder(broker_config, channel.clone())
             .with_replication()

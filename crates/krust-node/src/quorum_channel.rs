@@ -67,6 +67,13 @@ impl QuorumChannel {
         }
     }
 
+    /// The channel with the controller listener's client-side security (TLS, SASL).
+    #[must_use]
+    pub fn with_security(mut self, security: krust_net::security::ClientSecurity) -> Self {
+        self.client_config.security = security;
+        self
+    }
+
     /// Fails every request from now on with [`ControllerChannelError::Closed`].
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);

@@ -50,6 +50,7 @@ fn config(node: i32, voters: &[VoterAddress], dir: &Path) -> DriverConfig {
         log_config: LogConfig::default(),
         rng_seed: Some(u64::try_from(node).unwrap_or(0)),
         metadata_log: krust_raft::driver::MetadataLogConfig::default(),
+        client_security: Default::default(),
     }
 }
 

@@ -61,6 +61,7 @@ fn config(
         log_config: small_segments(),
         rng_seed: Some(u64::try_from(node).unwrap_or(0)),
         metadata_log: retention,
+        client_security: Default::default(),
     }
 }
 

@@ -1,4 +1,4 @@
-//! Start-up config validation parity with Apache Kafka 3.9 (issue 10): 27 `server.properties`
+//! Start-up config validation parity with Apache Kafka 3.9 (issue 10): 30 `server.properties`
 //! files, each a valid combined node with one malformed or out-of-range value, are given to
 //! Kafka 3.9's own server (`kafka.Kafka`) and to `krust server`. Both must refuse to start, and
 //! krust must print the message Kafka's `ConfigException` (or `requirement failed`) carries,
@@ -44,6 +44,14 @@ const BAD_LINES: &[&str] = &[
     "max.connections.per.ip.overrides=hostA",
     "max.connections.per.ip.overrides=127.0.0.1:x",
     "max.connections.per.ip.overrides=a b:1, c/d:2",
+    // SASL between brokers with a mechanism the listener does not enable (`{b}`/`{c}`: the
+    // broker and controller ports).
+    "listeners=SASL_PLAINTEXT://127.0.0.1:{b},CONTROLLER://127.0.0.1:{c}\n\
+     listener.security.protocol.map=SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT\n\
+     security.inter.broker.protocol=SASL_PLAINTEXT\n\
+     sasl.mechanism.inter.broker.protocol=PLAIN\nsasl.enabled.mechanisms=SCRAM-SHA-512",
+    "inter.broker.listener.name=PLAINTEXT\nsecurity.inter.broker.protocol=PLAINTEXT",
+    "inter.broker.listener.name=NOPE",
 ];
 
 /// The exception message Kafka's output carries: the text after `ConfigException: `, the
@@ -80,6 +88,9 @@ fn malformed_server_properties_stop_startup_with_kafkas_message() {
     let mut failures = Vec::new();
     for (i, line) in BAD_LINES.iter().enumerate() {
         let path = dir.path().join(format!("bad-{i}.properties"));
+        let line = line
+            .replace("{b}", &ports[0].to_string())
+            .replace("{c}", &ports[1].to_string());
         std::fs::write(&path, format!("{base}{line}\n")).expect("write properties");
         let path_text = path.display().to_string();
         let kafka = dist

@@ -97,6 +97,10 @@ pub struct BrokerConfig {
     pub advertised_listeners: Vec<Endpoint>,
     /// `inter.broker.listener.name`: the listener followers fetch from.
     pub inter_broker_listener_name: String,
+    /// The client side of the inter-broker listener's security protocol (TLS, SASL): every
+    /// connection this broker opens to another broker (replica fetchers, transaction markers,
+    /// transaction verification) uses it.
+    pub inter_broker_security: krust_net::security::ClientSecurity,
     /// `broker.rack`.
     pub rack: Option<String>,
 }
@@ -340,6 +344,7 @@ impl BrokerBuilder {
                 txn::txn_config(&config.static_config),
                 config.node_id,
                 config.inter_broker_listener_name.clone(),
+                config.inter_broker_security.clone(),
                 Arc::clone(&replicas),
                 Arc::clone(&channel),
             ))
@@ -366,7 +371,9 @@ impl BrokerBuilder {
                 apis::fetch::DEFAULT_SESSION_CACHE_SLOTS,
             )),
             producer_ids: apis::producer_id::ProducerIdManager::default(),
-            txn_verifier: apis::txn_verification::TxnVerifier::default(),
+            txn_verifier: apis::txn_verification::TxnVerifier::new(
+                config.inter_broker_security.clone(),
+            ),
             replicas,
             config,
             channel,

@@ -192,6 +192,7 @@ pub fn broker_config(
             security_protocol: 0,
         }],
         inter_broker_listener_name: "PLAINTEXT".into(),
+        inter_broker_security: Default::default(),
         rack: None,
     }
 }

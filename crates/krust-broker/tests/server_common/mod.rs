@@ -218,6 +218,7 @@ pub async fn start_with(dir: &Path, mut properties: BTreeMap<String, String>) ->
             security_protocol: 0,
         }],
         inter_broker_listener_name: "PLAINTEXT".to_string(),
+        inter_broker_security: Default::default(),
         rack: None,
     };
     let controller = Arc::new(FakeController::default());

@@ -3,6 +3,9 @@
 //! - `tls.rs`: [`TlsSettings`] (Kafka's `ssl.*` settings of one listener, typed) built into a
 //!   [`TlsServer`] (a rustls acceptor plus the principal mapping).
 //! - `dn.rs`: a certificate's subject as Java's `X500Principal.getName(RFC2253)` writes it.
+//! - `tls_client.rs`: [`TlsClientSettings`] → [`TlsClient`], the client half for a node's own
+//!   connections; with `sasl::client`'s [`sasl::SaslCredentials`] they make a
+//!   [`ClientSecurity`] (on [`crate::ClientConfig`]).
 //! - `principal_mapper.rs`: [`SslPrincipalMapper`] (`ssl.principal.mapping.rules`, KIP-371).
 //!
 //! The principal of a connection ([`KafkaPrincipal`]) is in every
@@ -13,12 +16,14 @@ pub mod dn;
 pub mod principal_mapper;
 pub mod sasl;
 pub mod tls;
+pub mod tls_client;
 
 use std::fmt;
 use std::sync::Arc;
 
 pub use principal_mapper::SslPrincipalMapper;
 pub use tls::{SslClientAuth, TlsProtocol, TlsServer, TlsSettings};
+pub use tls_client::{TlsClient, TlsClientSettings};
 
 /// Kafka's `KafkaPrincipal`: a type (always `User` for the built-in authenticators) and a
 /// name. Written `User:<name>`, as in ACLs.
@@ -79,3 +84,41 @@ impl PartialEq for ListenerSecurity {
 }
 
 impl Eq for ListenerSecurity {}
+
+/// How a node's own connection to a listener is secured: the client side of the listener's
+/// security protocol (`PLAINTEXT`: neither, `SSL`: TLS, `SASL_PLAINTEXT`: SASL,
+/// `SASL_SSL`: both, TLS first).
+#[derive(Debug, Clone, Default)]
+pub struct ClientSecurity {
+    /// TLS (`SSL`, `SASL_SSL`).
+    pub tls: Option<Arc<TlsClient>>,
+    /// SASL (`SASL_PLAINTEXT`, `SASL_SSL`): authenticate right after connecting (and after the
+    /// TLS handshake), before any other request.
+    pub sasl: Option<Arc<sasl::SaslCredentials>>,
+}
+
+impl ClientSecurity {
+    /// Kafka's name of the security protocol this amounts to.
+    #[must_use]
+    pub fn protocol_name(&self) -> &'static str {
+        match (self.tls.is_some(), self.sasl.is_some()) {
+            (false, false) => "PLAINTEXT",
+            (true, false) => "SSL",
+            (false, true) => "SASL_PLAINTEXT",
+            (true, true) => "SASL_SSL",
+        }
+    }
+}
+
+impl PartialEq for ClientSecurity {
+    fn eq(&self, other: &Self) -> bool {
+        let tls = match (&self.tls, &other.tls) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        tls && self.sasl == other.sasl
+    }
+}
+
+impl Eq for ClientSecurity {}

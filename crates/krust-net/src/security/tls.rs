@@ -118,6 +118,11 @@ pub enum TlsConfigError {
         /// `requested` or `required`.
         client_auth: &'static str,
     },
+    /// A node's own TLS connections need trusted certificates to check the server's chain.
+    #[error(
+        "TLS client: no trusted certificates: set ssl.truststore.certificates or ssl.truststore.location (ssl.truststore.type=PEM)"
+    )]
+    NoClientTruststore,
     /// rustls refused the configuration (key not matching the certificate, …).
     #[error("TLS configuration: {0}")]
     Rustls(String),

@@ -101,6 +101,11 @@ pub fn controller_apis() -> Result<SupportedApis, krust_net::SupportedApisError>
             FETCH_SNAPSHOT_VERSIONS.0,
             FETCH_SNAPSHOT_VERSIONS.1,
         ),
+        // Kafka's controller listener serves SASL (SaslHandshake/SaslAuthenticate list the
+        // `controller` listener): krust-net's server runs the exchange on SASL listeners and
+        // answers them ILLEGAL_SASL_STATE elsewhere.
+        (ApiKey::SaslHandshake, 0, 1),
+        (ApiKey::SaslAuthenticate, 0, 2),
     ])
 }
 
@@ -609,16 +614,18 @@ impl Handler for ControllerHandler {
                 }
                 return self.envelope(r).await.into();
             }
-            other => match raft_request(other) {
-                RoutedRequest::Raft(raft_request) => raft_request,
-                RoutedRequest::Other(other) => {
-                    return self.handle_controller_api(other, version, &authz).await;
+            other => {
+                if let Some(refused) = raft_denied(&authz, version, &other) {
+                    return refused.into();
                 }
-            },
+                match raft_request(other) {
+                    RoutedRequest::Raft(raft_request) => raft_request,
+                    RoutedRequest::Other(other) => {
+                        return self.handle_controller_api(other, version, &authz).await;
+                    }
+                }
+            }
         };
-        if let Some(refused) = raft_denied(&authz, version, &raft_request) {
-            return refused.into();
-        }
         match self.raft_answer(raft_request, version).await {
             Some(response) => response.into(),
             // The replica is stopping: nothing can answer.
@@ -696,51 +703,75 @@ fn client_address(bytes: &[u8]) -> std::net::IpAddr {
     }
 }
 
-/// Kafka's `ControllerApis` checks of the Raft RPCs: CLUSTER_ACTION for the replicas' own
-/// (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot), DESCRIBE for DescribeQuorum;
-/// a refusal is each request's `getErrorResponse` (a top-level error code). `None`: go on.
-fn raft_denied(authz: &Authz, version: i16, request: &RaftRequest) -> Option<ResponseKind> {
+/// Kafka's `ControllerApis` checks of the Raft RPCs: CLUSTER_ACTION on the cluster for Vote,
+/// BeginQuorumEpoch, EndQuorumEpoch, Fetch and FetchSnapshot (voters and observers are
+/// brokers and controllers, normally super users), DESCRIBE for DescribeQuorum; refused with
+/// the request's top-level error response (`getErrorResponse`: a Fetch below v13 also carries
+/// the error in every partition). `None`: go on.
+fn raft_denied(authz: &Authz, version: i16, request: &RequestKind) -> Option<ResponseKind> {
     use kafka_protocol::messages::{
         BeginQuorumEpochResponse, DescribeQuorumResponse, EndQuorumEpochResponse, FetchResponse,
-        FetchSnapshotResponse, VoteResponse,
+        FetchSnapshotResponse, VoteResponse, fetch_response,
     };
     if !authz.enabled() {
         return None;
     }
     let caf = authorize::CAF;
-    if let RaftRequest::DescribeQuorum(_) = request {
-        if authz.allows_cluster(AclOperation::Describe) {
-            return None;
-        }
-        // `DescribeQuorumResponse.getTopLevelErrorResponse`: the error's default message (v2+).
-        let mut response = DescribeQuorumResponse::default().with_error_code(caf);
-        if version >= 2 {
-            response.error_message = Some(StrBytes::from_static_str(authorize::message(caf)));
-        }
-        return Some(ResponseKind::DescribeQuorum(response));
-    }
-    if authz.allows_cluster(AclOperation::ClusterAction) {
-        return None;
-    }
+    let action = || !authz.allows_cluster(AclOperation::ClusterAction);
     Some(match request {
-        RaftRequest::Vote(_) => ResponseKind::Vote(VoteResponse::default().with_error_code(caf)),
-        RaftRequest::BeginQuorumEpoch(_) => {
+        RequestKind::Vote(_) if action() => {
+            ResponseKind::Vote(VoteResponse::default().with_error_code(caf))
+        }
+        RequestKind::BeginQuorumEpoch(_) if action() => {
             ResponseKind::BeginQuorumEpoch(BeginQuorumEpochResponse::default().with_error_code(caf))
         }
-        RaftRequest::EndQuorumEpoch(_) => {
+        RequestKind::EndQuorumEpoch(_) if action() => {
             ResponseKind::EndQuorumEpoch(EndQuorumEpochResponse::default().with_error_code(caf))
         }
-        // `FetchRequest.getErrorResponse`: the session id echoed; partitions only below v13,
-        // which the controller listener does not serve.
-        RaftRequest::Fetch(r) => ResponseKind::Fetch(
-            FetchResponse::default()
-                .with_error_code(caf)
-                .with_session_id(r.session_id),
-        ),
-        RaftRequest::FetchSnapshot(_) => {
+        RequestKind::FetchSnapshot(_) if action() => {
             ResponseKind::FetchSnapshot(FetchSnapshotResponse::default().with_error_code(caf))
         }
-        RaftRequest::DescribeQuorum(_) => return None,
+        RequestKind::Fetch(r) if action() => {
+            let responses = if version < 13 {
+                r.topics
+                    .iter()
+                    .map(|t| {
+                        fetch_response::FetchableTopicResponse::default()
+                            .with_topic(t.topic.clone())
+                            .with_topic_id(t.topic_id)
+                            .with_partitions(
+                                t.partitions
+                                    .iter()
+                                    .map(|p| {
+                                        fetch_response::PartitionData::default()
+                                            .with_partition_index(p.partition)
+                                            .with_error_code(caf)
+                                            .with_high_watermark(-1)
+                                            .with_last_stable_offset(-1)
+                                            .with_log_start_offset(-1)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            ResponseKind::Fetch(
+                FetchResponse::default()
+                    .with_error_code(caf)
+                    .with_session_id(r.session_id)
+                    .with_responses(responses),
+            )
+        }
+        RequestKind::DescribeQuorum(_) if !authz.allows_cluster(AclOperation::Describe) => {
+            let mut response = DescribeQuorumResponse::default().with_error_code(caf);
+            if version >= 2 {
+                response.error_message = Some(StrBytes::from_static_str(authorize::message(caf)));
+            }
+            ResponseKind::DescribeQuorum(response)
+        }
+        _ => return None,
     })
 }
 

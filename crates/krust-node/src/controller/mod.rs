@@ -199,6 +199,11 @@ pub struct ControllerNode {
     pub voters: Vec<VoterAddress>,
     /// `__cluster_metadata-0`, where installed snapshots are read from.
     pub partition_dir: PathBuf,
+    /// The controller listener's security protocol id (Kafka's: 0 PLAINTEXT, 1 SSL,
+    /// 2 SASL_PLAINTEXT, 3 SASL_SSL), registered with its endpoint.
+    pub security_protocol: i16,
+    /// The client side of it, for this node's connections to other controllers.
+    pub client_security: krust_net::security::ClientSecurity,
 }
 
 /// The ControllerRegistration this process sends (KIP-919): its controller listener, the
@@ -215,8 +220,7 @@ fn registration_request(
                     .with_name(StrBytes::from_string(node.listener_name.clone()))
                     .with_host(StrBytes::from_string(v.host.clone()))
                     .with_port(v.port)
-                    // PLAINTEXT: the only security protocol krust serves.
-                    .with_security_protocol(0),
+                    .with_security_protocol(node.security_protocol),
             ]
         })
         .unwrap_or_default();
@@ -365,6 +369,7 @@ impl ControllerServerBuilder {
             partition_dir: node.partition_dir.clone(),
             registration: Registration {
                 request: registration_request(&node, zk_migration_ready),
+                client_security: node.client_security.clone(),
                 voters: node.voters,
                 leader: None,
                 local: None,
@@ -462,6 +467,8 @@ struct ControllerTask {
 /// KIP-919 self-registration state.
 struct Registration {
     request: ControllerRegistrationRequest,
+    /// The controller listener's client-side security.
+    client_security: krust_net::security::ClientSecurity,
     voters: Vec<VoterAddress>,
     /// The Raft leader (the active controller), if known.
     leader: Option<i32>,
@@ -750,12 +757,14 @@ impl ControllerTask {
         };
         let in_flight = self.registration.remote_in_flight.clone();
         in_flight.store(true, Ordering::Release);
+        let security = self.registration.client_security.clone();
         tokio::spawn(async move {
             let client = krust_net::Client::new(
                 address,
                 krust_net::ClientConfig {
                     client_id: "raft-controller-registration".to_owned(),
                     request_timeout: REGISTRATION_TIMEOUT,
+                    security,
                     ..krust_net::ClientConfig::default()
                 },
             );

@@ -133,6 +133,9 @@ pub struct DriverConfig {
     pub rng_seed: Option<u64>,
     /// Snapshot triggers (for the caller) and snapshot/log retention (the driver's).
     pub metadata_log: MetadataLogConfig,
+    /// The client side of the controller listener's security (TLS, SASL with
+    /// `sasl.mechanism.controller.protocol`) for the Raft RPCs this replica sends.
+    pub client_security: krust_net::security::ClientSecurity,
 }
 
 /// What the listener of a replica is told, in log order.
@@ -558,6 +561,7 @@ impl RaftDriver {
             connect_timeout: Duration::from_millis(config.raft.request_timeout_ms),
             reconnect_backoff: Duration::from_millis(config.raft.retry_backoff_ms.max(1)),
             negotiate_api_versions: true,
+            security: config.client_security.clone(),
             ..ClientConfig::default()
         };
         let pool = NetworkClient::new(client_config);

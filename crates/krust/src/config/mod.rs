@@ -492,6 +492,65 @@ impl ServerConfig {
     /// # Errors
     /// The first violated rule.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_roles_and_listeners()?;
+        self.validate_inter_broker_sasl()
+    }
+
+    /// Kafka's `KafkaConfig.getInterBrokerListenerNameAndSecurityProtocol` and
+    /// `validateValues`: `inter.broker.listener.name` or `security.inter.broker.protocol`, not
+    /// both; a named listener must have a security protocol; with SASL between brokers,
+    /// `sasl.mechanism.inter.broker.protocol` (default GSSAPI) must be one of the inter-broker
+    /// listener's `sasl.enabled.mechanisms` (default GSSAPI).
+    fn validate_inter_broker_sasl(&self) -> Result<(), ConfigError> {
+        let protocols = self.effective_listener_security_protocol_map()?;
+        let (name, protocol) = match self.get("inter.broker.listener.name") {
+            Some(_) if self.get("security.inter.broker.protocol").is_some() => {
+                return Err(ConfigError::Invalid(
+                    "Only one of inter.broker.listener.name and security.inter.broker.protocol should be set."
+                        .into(),
+                ));
+            }
+            Some(name) => {
+                let name = name.trim().to_uppercase();
+                let Some(protocol) = protocols.get(&name).cloned() else {
+                    return Err(ConfigError::Invalid(format!(
+                        "Listener with name {name} defined in inter.broker.listener.name not found in listener.security.protocol.map."
+                    )));
+                };
+                (name, protocol)
+            }
+            None => {
+                let name = self
+                    .get("security.inter.broker.protocol")
+                    .unwrap_or("PLAINTEXT")
+                    .trim()
+                    .to_uppercase();
+                (name.clone(), name)
+            }
+        };
+        if protocol != "SASL_PLAINTEXT" && protocol != "SASL_SSL" {
+            return Ok(());
+        }
+        let mechanism = self
+            .get("sasl.mechanism.inter.broker.protocol")
+            .map_or("GSSAPI", str::trim);
+        let enabled = self
+            .get(&format!(
+                "listener.name.{}.sasl.enabled.mechanisms",
+                name.to_lowercase()
+            ))
+            .or_else(|| self.get("sasl.enabled.mechanisms"))
+            .unwrap_or("GSSAPI");
+        if !csv(enabled).iter().any(|m| m == mechanism) {
+            return Err(ConfigError::Requirement(
+                "sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when SASL is used for inter-broker communication"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_roles_and_listeners(&self) -> Result<(), ConfigError> {
         self.validate_values()?;
         // Parsed when `KafkaConfig` is built, before its `validateValues`.
         let overrides = self.max_connections_per_ip_overrides()?;
@@ -885,6 +944,14 @@ mod tests {
             (
                 "log.dirs=\nlog.dir=\nzookeeper.connect=z\n",
                 "requirement failed: At least one log directory must be defined via log.dirs or log.dir.",
+            ),
+            (
+                "process.roles=broker\nnode.id=2\ncontroller.quorum.voters=1@h:9093\ncontroller.listener.names=CONTROLLER\nlistener.security.protocol.map=CONTROLLER:SASL_SSL,INTERNAL:SASL_SSL\nlisteners=INTERNAL://:9092\ninter.broker.listener.name=INTERNAL\nsasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\nlistener.name.internal.sasl.enabled.mechanisms=PLAIN\nsasl.enabled.mechanisms=SCRAM-SHA-512\nlog.dirs=/a\n",
+                "requirement failed: sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when SASL is used for inter-broker communication",
+            ),
+            (
+                "process.roles=broker\nnode.id=2\ncontroller.quorum.voters=1@h:9093\ncontroller.listener.names=CONTROLLER\nlistener.security.protocol.map=CONTROLLER:SASL_SSL,SASL_SSL:SASL_SSL\nlisteners=SASL_SSL://:9092\nsecurity.inter.broker.protocol=SASL_SSL\nsasl.enabled.mechanisms=PLAIN\nlog.dirs=/a\n",
+                "requirement failed: sasl.mechanism.inter.broker.protocol must be included in sasl.enabled.mechanisms when SASL is used for inter-broker communication",
             ),
         ];
         for (text, message) in cases {

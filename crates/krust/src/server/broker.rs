@@ -52,7 +52,7 @@ fn free_port(host: &str) -> anyhow::Result<u16> {
 }
 
 /// Kafka's security protocol ids.
-fn security_protocol_id(name: &str) -> Option<i16> {
+pub(crate) fn security_protocol_id(name: &str) -> Option<i16> {
     match name {
         "PLAINTEXT" => Some(PLAINTEXT),
         "SSL" => Some(1),
@@ -245,7 +245,7 @@ fn initialize_log_dirs(
 /// `max.connections`, `connections.max.idle.ms`; Kafka's defaults when unset) and its
 /// security (`protocol`: TLS from the listener's `ssl.*` keys for `SSL`/`SASL_SSL`, SASL from
 /// its `sasl.*` keys and `scram` for `SASL_PLAINTEXT`/`SASL_SSL`).
-fn listener_config(
+pub(crate) fn listener_config(
     config: &ServerConfig,
     name: &str,
     protocol: &str,
@@ -375,6 +375,10 @@ pub fn broker_server_config(
 ) -> anyhow::Result<BrokerServerConfig> {
     let (binds, endpoints) = broker_listeners(config)?;
     let inter_broker = inter_broker_listener_name(config, &endpoints)?;
+    let inter_broker_protocol = binds
+        .iter()
+        .find(|b| b.name == inter_broker)
+        .map_or_else(|| "PLAINTEXT".to_owned(), |b| b.protocol.clone());
     let log_dirs: Vec<PathBuf> = config.log_dirs().into_iter().map(PathBuf::from).collect();
     let metadata_dir = config
         .metadata_log_dir()
@@ -418,6 +422,16 @@ pub fn broker_server_config(
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
+    // Kafka's inter-broker channel: the listener's security protocol, its `ssl.*`, and
+    // `sasl.mechanism.inter.broker.protocol` with the listener's JAAS entry (after the
+    // listeners' own settings, whose errors come first).
+    let inter_broker_security = super::security::client_security(
+        config,
+        &inter_broker,
+        &inter_broker_protocol,
+        "sasl.mechanism.inter.broker.protocol",
+    )?;
+    let (_, controller_security) = super::security::controller_client(config)?;
     Ok(BrokerServerConfig {
         broker: BrokerConfig {
             node_id,
@@ -426,12 +440,14 @@ pub fn broker_server_config(
             static_config,
             advertised_listeners: endpoints,
             inter_broker_listener_name: inter_broker,
+            inter_broker_security,
             rack,
         },
         lifecycle,
         listeners,
         forward_timeout: request_timeout,
         authorizer: authorizer_config(config)?,
+        controller_security,
     })
 }
 

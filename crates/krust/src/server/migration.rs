@@ -38,6 +38,9 @@ pub struct MigrationSettings {
     /// StopReplica to: `inter.broker.listener.name`, else the name of
     /// `security.inter.broker.protocol` (Kafka's `interBrokerListenerName`).
     pub inter_broker_listener: String,
+    /// The client side of that listener's security protocol (from
+    /// `listener.security.protocol.map`; `sasl.mechanism.inter.broker.protocol`).
+    pub inter_broker_security: krust_net::security::ClientSecurity,
     /// `password.encoder.*`, when a secret is set.
     pub password_encoder: Option<PasswordEncoder>,
     /// The metadata.version the copy's records are written at.
@@ -74,6 +77,17 @@ pub fn settings(
             .unwrap_or("PLAINTEXT")
             .to_owned(),
     };
+    let inter_broker_protocol = config
+        .effective_listener_security_protocol_map()?
+        .get(&inter_broker_listener.to_uppercase())
+        .cloned()
+        .unwrap_or_else(|| inter_broker_listener.to_uppercase());
+    let inter_broker_security = super::security::client_security(
+        config,
+        &inter_broker_listener,
+        &inter_broker_protocol,
+        "sasl.mechanism.inter.broker.protocol",
+    )?;
     let password_encoder = match config.get("password.encoder.secret") {
         None => None,
         Some(secret) => {
@@ -97,6 +111,7 @@ pub fn settings(
         zk,
         min_batch_size: usize::try_from(min_batch_size.max(1)).unwrap_or(200),
         inter_broker_listener,
+        inter_broker_security,
         password_encoder,
         metadata_version,
     })
@@ -188,7 +203,10 @@ pub fn start(
             zk,
             controller,
             settings.inter_broker_listener,
-            krust_net::ClientConfig::default(),
+            krust_net::ClientConfig {
+                security: settings.inter_broker_security,
+                ..krust_net::ClientConfig::default()
+            },
         )
         .with_kraft_epoch(kraft_epoch)
         .with_status(status)

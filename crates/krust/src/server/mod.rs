@@ -97,6 +97,8 @@ struct NodeSetup {
     driver: DriverConfig,
     /// The controller listener's name and bind address (controller role only).
     controller_listener: Option<(String, String)>,
+    /// The controller listener's security protocol (the first of `controller.listener.names`).
+    controller_protocol: String,
     metadata_dir: PathBuf,
 }
 
@@ -168,6 +170,9 @@ fn setup(config: &ServerConfig) -> anyhow::Result<NodeSetup> {
         }
         None
     };
+    // Every node's connections to controllers (Raft RPCs, registration, heartbeats,
+    // forwarding) are secured as the controller listener is.
+    let (controller_protocol, controller_security) = security::controller_client(config)?;
     let segment_bytes = match config.get("metadata.log.segment.bytes") {
         Some(v) => v
             .trim()
@@ -189,6 +194,7 @@ fn setup(config: &ServerConfig) -> anyhow::Result<NodeSetup> {
         cluster_id,
         roles,
         controller_listener,
+        controller_protocol,
         metadata_dir: PathBuf::from(&metadata_dir),
         driver: DriverConfig {
             raft,
@@ -197,6 +203,7 @@ fn setup(config: &ServerConfig) -> anyhow::Result<NodeSetup> {
             log_config,
             rng_seed: None,
             metadata_log: metadata_log_config(config)?,
+            client_security: controller_security,
         },
     })
 }
@@ -260,6 +267,9 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
     let (is_controller, is_broker) = (node.is_controller(), node.is_broker());
     let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
     let voters = node.driver.voters.clone();
+    let controller_client_security = node.driver.client_security.clone();
+    // The SCRAM credentials of the newest image, for SASL listeners (the controller's too).
+    let scram_credentials = Arc::new(security::ImageScramCredentials::default());
     let partition_dir = node.driver.partition_dir.clone();
     let snapshot_triggers = node.driver.metadata_log;
     // Without the test hook, the quorum controller owns what is written to the log.
@@ -325,6 +335,9 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
                     listener_name,
                     voters: voters.clone(),
                     partition_dir: partition_dir.clone(),
+                    security_protocol: broker::security_protocol_id(&node.controller_protocol)
+                        .unwrap_or(0),
+                    client_security: controller_client_security.clone(),
                 },
                 raft.clone(),
             )
@@ -391,11 +404,18 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             }
         }
         let handler = Arc::new(handler);
+        // The controller listener's limits and security (TLS and SASL as on a broker
+        // listener, from its `listener.name.<l>.*` keys).
         let net_config = krust_net::ServerConfig {
             listener_name: listener_name.clone(),
             // Raft RPCs are independent; a parked Fetch must not hold up a Vote on one connection.
             max_in_flight_requests_per_connection: 8,
-            ..krust_net::ServerConfig::default()
+            ..broker::listener_config(
+                &config,
+                listener_name,
+                &node.controller_protocol,
+                &scram_credentials,
+            )?
         };
         let server = krust_net::Server::bind(bind, handler, net_config)
             .await
@@ -404,8 +424,6 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         controller_server = Some(server);
     }
     let loader_stats = Arc::new(LoaderStats::default());
-    // The SCRAM credentials of the newest image, for SASL listeners.
-    let scram_credentials = Arc::new(security::ImageScramCredentials::default());
     let broker_role = if is_broker {
         Some(BrokerServer::start(
             broker::broker_server_config(
@@ -429,15 +447,15 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         } else {
             LoaderFaultPolicy::Count
         };
+        let scram_publisher: Box<dyn krust_metadata::image::MetadataPublisher> = Box::new(
+            security::ScramCredentialsPublisher(scram_credentials.clone()),
+        );
         let mut loader =
             MetadataLoaderTask::builder(&raft, partition_dir.clone(), loader_stats.clone(), policy)
-                .with_publishers(controller_publishers);
+                .with_publishers(controller_publishers)
+                .with_publishers(vec![scram_publisher]);
         if let Some(role) = &broker_role {
-            let scram_publisher: Box<dyn krust_metadata::image::MetadataPublisher> = Box::new(
-                security::ScramCredentialsPublisher(scram_credentials.clone()),
-            );
             loader = loader
-                .with_publishers(vec![scram_publisher])
                 .with_publishers(role.metadata_publishers())
                 .on_applied(role.applied_offset_listener());
         }

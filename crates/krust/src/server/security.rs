@@ -13,6 +13,14 @@
 //! SASL (`SASL_PLAINTEXT`, `SASL_SSL`): [`listener_sasl`] (mechanisms, PLAIN users from the
 //! listener's JAAS entry) and [`ImageScramCredentials`], the SCRAM credentials of the newest
 //! image, kept current by [`ScramCredentialsPublisher`] on the node's loader.
+//!
+//! The node's own connections ([`client_security`]): to brokers on the inter-broker listener
+//! (`sasl.mechanism.inter.broker.protocol`) and to controllers on the first of
+//! `controller.listener.names` (`sasl.mechanism.controller.protocol`, [`controller_client`]),
+//! as Kafka's `ChannelBuilders.clientChannelBuilder` with the listener's prefix: its trust store
+//! checks the server, its key store (if any) is the client certificate, the
+//! `username`/`password` of `listener.name.<l>.<mechanism>.sasl.jaas.config` authenticate
+//! (Kafka's server JAAS context: an unprefixed `sasl.jaas.config` is ignored on a node).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -22,12 +30,16 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use krust_metadata::image::scram::ScramImage;
 use krust_metadata::image::{LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher};
+use krust_net::security::sasl::SaslCredentials;
 use krust_net::security::sasl::{
     CONNECTION_FAILED_AUTHENTICATION_DELAY_DEFAULT, SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT,
     SaslMechanism, SaslSettings, ScramCredential, ScramCredentialStore, ScramMechanism,
 };
 use krust_net::security::tls::{certificates_from_pem, private_key_from_pem};
-use krust_net::security::{SslClientAuth, SslPrincipalMapper, TlsProtocol, TlsServer, TlsSettings};
+use krust_net::security::{
+    ClientSecurity, SslClientAuth, SslPrincipalMapper, TlsClient, TlsClientSettings, TlsProtocol,
+    TlsServer, TlsSettings,
+};
 
 use crate::config::ServerConfig;
 
@@ -107,19 +119,7 @@ pub fn listener_tls(
             "Invalid value {other} for configuration ssl.client.auth: String must be one of: required, requested, none"
         ),
     };
-    let mut enabled_protocols = Vec::new();
-    for p in crate::config::csv(l.get("ssl.enabled.protocols").unwrap_or("TLSv1.2,TLSv1.3")) {
-        enabled_protocols.push(match p.as_str() {
-            "TLSv1.2" => TlsProtocol::Tls12,
-            "TLSv1.3" => TlsProtocol::Tls13,
-            other => bail!(
-                "ssl.enabled.protocols: {other} is not supported by krust (TLSv1.2 and TLSv1.3 are)"
-            ),
-        });
-    }
-    if enabled_protocols.is_empty() {
-        bail!("ssl.enabled.protocols of listener {name} is empty");
-    }
+    let enabled_protocols = enabled_protocols(&l, name)?;
     let cipher_suites = l
         .get("ssl.cipher.suites")
         .map(crate::config::csv)
@@ -137,6 +137,139 @@ pub fn listener_tls(
     })
     .with_context(|| format!("TLS of listener {name}"))?;
     Ok(Arc::new(tls))
+}
+
+/// `ssl.enabled.protocols` of a listener (Kafka's default: both).
+fn enabled_protocols(l: &ListenerConfig<'_>, name: &str) -> anyhow::Result<Vec<TlsProtocol>> {
+    let mut enabled_protocols = Vec::new();
+    for p in crate::config::csv(l.get("ssl.enabled.protocols").unwrap_or("TLSv1.2,TLSv1.3")) {
+        enabled_protocols.push(match p.as_str() {
+            "TLSv1.2" => TlsProtocol::Tls12,
+            "TLSv1.3" => TlsProtocol::Tls13,
+            other => bail!(
+                "ssl.enabled.protocols: {other} is not supported by krust (TLSv1.2 and TLSv1.3 are)"
+            ),
+        });
+    }
+    if enabled_protocols.is_empty() {
+        bail!("ssl.enabled.protocols of listener {name} is empty");
+    }
+    Ok(enabled_protocols)
+}
+
+/// The client side of listener `name` whose security protocol is `protocol`, for this node's
+/// own connections to it; `mechanism_key` names the SASL mechanism setting
+/// (`sasl.mechanism.inter.broker.protocol` or `sasl.mechanism.controller.protocol`, Kafka's
+/// default GSSAPI).
+///
+/// # Errors
+/// No trust store for TLS (krust has no JVM default one), a key or trust store krust cannot
+/// read, an `ssl.endpoint.identification.algorithm` other than `https` or empty, a mechanism
+/// krust lacks, no JAAS entry or one without `username` and `password`.
+pub fn client_security(
+    config: &ServerConfig,
+    name: &str,
+    protocol: &str,
+    mechanism_key: &str,
+) -> anyhow::Result<ClientSecurity> {
+    let l = ListenerConfig::new(config, name);
+    let tls = match protocol {
+        "SSL" | "SASL_SSL" => {
+            let trusted_certificates = truststore(&l)?;
+            if trusted_certificates.is_empty() {
+                bail!(
+                    "listener {name}: this node's own {protocol} connections to it need a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM and ssl.truststore.location or ssl.truststore.certificates (listener.name.{}.ssl.* or ssl.*)",
+                    name.to_lowercase()
+                );
+            }
+            let has_keystore = l.get("ssl.keystore.location").is_some()
+                || l.get("ssl.keystore.key").is_some()
+                || l.get("ssl.keystore.certificate.chain").is_some();
+            let client_certificate = if has_keystore {
+                Some(keystore(&l)?)
+            } else {
+                None
+            };
+            let verify_hostname = match l
+                .get("ssl.endpoint.identification.algorithm")
+                .map_or("https", str::trim)
+            {
+                "" => false,
+                a if a.eq_ignore_ascii_case("https") => true,
+                other => bail!(
+                    "ssl.endpoint.identification.algorithm: {other} is not supported by krust (https, or empty to skip the host name check)"
+                ),
+            };
+            let client = TlsClient::new(TlsClientSettings {
+                trusted_certificates,
+                client_certificate,
+                verify_hostname,
+                enabled_protocols: enabled_protocols(&l, name)?,
+            })
+            .with_context(|| format!("TLS of this node's connections to listener {name}"))?;
+            Some(Arc::new(client))
+        }
+        _ => None,
+    };
+    let sasl = match protocol {
+        "SASL_PLAINTEXT" | "SASL_SSL" => {
+            let mechanism_name = config.get(mechanism_key).map_or("GSSAPI", str::trim);
+            let Some(mechanism) = SaslMechanism::from_name(mechanism_name) else {
+                bail!(
+                    "{mechanism_key}={mechanism_name} is not supported by krust (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)"
+                );
+            };
+            let key = format!(
+                "listener.name.{}.{}.sasl.jaas.config",
+                name.to_lowercase(),
+                mechanism_name.to_lowercase()
+            );
+            let Some(jaas) = config.get(&key) else {
+                bail!(
+                    "listener {name}: this node authenticates its own connections with {mechanism_name} ({mechanism_key}) and needs {key} with username=\"…\" password=\"…\"; krust reads no static JAAS file (and ignores an unprefixed sasl.jaas.config on a node, as Kafka does)"
+                );
+            };
+            let (_module, mut options) = parse_jaas_config(jaas).with_context(|| key.clone())?;
+            let (Some(username), Some(password)) =
+                (options.remove("username"), options.remove("password"))
+            else {
+                bail!(
+                    "{key}: no username and password options; this node authenticates with them on its own connections to listener {name}"
+                );
+            };
+            Some(Arc::new(SaslCredentials {
+                mechanism,
+                username,
+                password,
+            }))
+        }
+        _ => None,
+    };
+    Ok(ClientSecurity { tls, sasl })
+}
+
+/// The client side of the controller listener (the first of `controller.listener.names`, its
+/// protocol from `listener.security.protocol.map`, `sasl.mechanism.controller.protocol`) and
+/// that protocol's name.
+///
+/// # Errors
+/// As [`client_security`]; a controller listener without a security protocol.
+pub fn controller_client(config: &ServerConfig) -> anyhow::Result<(String, ClientSecurity)> {
+    let Some(name) = config.controller_listener_names().into_iter().next() else {
+        return Ok(("PLAINTEXT".to_owned(), ClientSecurity::default()));
+    };
+    let name = name.to_uppercase();
+    let protocols = config.effective_listener_security_protocol_map()?;
+    let Some(protocol) = protocols.get(&name) else {
+        bail!("controller listener {name} has no entry in listener.security.protocol.map");
+    };
+    let security = client_security(
+        config,
+        &name,
+        protocol,
+        "sasl.mechanism.controller.protocol",
+    )?;
+    Ok((protocol.clone(), security))
 }
 
 type Keystore = (
@@ -451,6 +584,84 @@ pub fn listener_sasl(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn config(text: &str) -> ServerConfig {
+        ServerConfig::parse(text, Path::new("server.properties")).expect("parses")
+    }
+
+    /// The node's own login to a SASL listener: the listener-and-mechanism JAAS entry's
+    /// `username`/`password`; what is missing or unsupported is refused with the key to set.
+    #[test]
+    fn client_security_reads_the_listener_jaas_entry_and_refuses_gaps() {
+        let jaas = r#"listener.name.internal.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="pw";"#;
+        let ok = config(&format!(
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n{jaas}\n"
+        ));
+        let security = client_security(
+            &ok,
+            "INTERNAL",
+            "SASL_PLAINTEXT",
+            "sasl.mechanism.inter.broker.protocol",
+        )
+        .expect("valid");
+        assert!(security.tls.is_none());
+        let sasl = security.sasl.expect("SASL");
+        assert_eq!(
+            (
+                sasl.mechanism,
+                sasl.username.as_str(),
+                sasl.password.as_str()
+            ),
+            (SaslMechanism::Scram(ScramMechanism::Sha512), "broker", "pw")
+        );
+        assert_eq!(
+            client_security(
+                &ok,
+                "INTERNAL",
+                "PLAINTEXT",
+                "sasl.mechanism.inter.broker.protocol"
+            )
+            .expect("plaintext"),
+            ClientSecurity::default()
+        );
+        let cases = [
+            (
+                format!("{jaas}\n"),
+                "SASL_PLAINTEXT",
+                "sasl.mechanism.inter.broker.protocol=GSSAPI is not supported by krust",
+                "Kafka's default mechanism, GSSAPI",
+            ),
+            (
+                "sasl.mechanism.inter.broker.protocol=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"a\" password=\"b\";\n".to_owned(),
+                "SASL_PLAINTEXT",
+                "needs listener.name.internal.plain.sasl.jaas.config",
+                "an unprefixed sasl.jaas.config, which Kafka ignores on a node",
+            ),
+            (
+                "sasl.mechanism.inter.broker.protocol=PLAIN\nlistener.name.internal.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";\n".to_owned(),
+                "SASL_PLAINTEXT",
+                "no username and password options",
+                "a JAAS entry with server users only",
+            ),
+            (
+                format!("sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n{jaas}\n"),
+                "SASL_SSL",
+                "need a trust store for the server certificates",
+                "TLS without a trust store",
+            ),
+        ];
+        for (text, protocol, wanted, reason) in cases {
+            let err = client_security(
+                &config(&text),
+                "INTERNAL",
+                protocol,
+                "sasl.mechanism.inter.broker.protocol",
+            )
+            .expect_err(reason);
+            let message = format!("{err:#}");
+            assert!(message.contains(wanted), "case {reason}: {message}");
+        }
+    }
 
     #[test]
     fn jaas_options_as_kafka_documents_them() {

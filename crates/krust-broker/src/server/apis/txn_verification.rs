@@ -80,6 +80,8 @@ pub struct Verified {
 #[derive(Default)]
 pub struct TxnVerifier {
     clients: Mutex<BTreeMap<String, Arc<Client>>>,
+    /// The inter-broker listener's security.
+    security: krust_net::security::ClientSecurity,
 }
 
 impl std::fmt::Debug for TxnVerifier {
@@ -89,6 +91,15 @@ impl std::fmt::Debug for TxnVerifier {
 }
 
 impl TxnVerifier {
+    /// Clients secured as the inter-broker listener is (`security`).
+    #[must_use]
+    pub fn new(security: krust_net::security::ClientSecurity) -> Self {
+        TxnVerifier {
+            clients: Mutex::new(BTreeMap::new()),
+            security,
+        }
+    }
+
     fn client(&self, address: &str, node_id: i32, timeout: Duration) -> Arc<Client> {
         let mut clients = self.clients.lock().unwrap_or_else(PoisonError::into_inner);
         Arc::clone(clients.entry(address.to_string()).or_insert_with(|| {
@@ -98,6 +109,7 @@ impl TxnVerifier {
                     client_id: format!("broker-{node_id}-txn-verification"),
                     request_timeout: timeout,
                     negotiate_api_versions: true,
+                    security: self.security.clone(),
                     ..ClientConfig::default()
                 },
             ))

@@ -11,6 +11,8 @@ use crate::server::BrokerConfig;
 pub struct ReplicationConfig {
     /// `inter.broker.listener.name`: the leader's listener followers fetch from.
     pub inter_broker_listener_name: String,
+    /// The client side of that listener's security (TLS, SASL).
+    pub inter_broker_security: krust_net::security::ClientSecurity,
     /// `num.replica.fetchers` (1). Only 1 is implemented: one fetcher per source broker.
     pub num_replica_fetchers: i32,
     /// `replica.fetch.max.bytes` (1 MiB): per-partition budget of a follower fetch.
@@ -40,6 +42,7 @@ impl Default for ReplicationConfig {
     fn default() -> Self {
         ReplicationConfig {
             inter_broker_listener_name: "PLAINTEXT".to_string(),
+            inter_broker_security: krust_net::security::ClientSecurity::default(),
             num_replica_fetchers: 1,
             replica_fetch_max_bytes: 1024 * 1024,
             replica_fetch_response_max_bytes: 10 * 1024 * 1024,
@@ -78,6 +81,7 @@ impl ReplicationConfig {
         }
         ReplicationConfig {
             inter_broker_listener_name: config.inter_broker_listener_name.clone(),
+            inter_broker_security: config.inter_broker_security.clone(),
             num_replica_fetchers,
             replica_fetch_max_bytes: parse(p, "replica.fetch.max.bytes", d.replica_fetch_max_bytes),
             replica_fetch_response_max_bytes: parse(
@@ -138,6 +142,7 @@ mod tests {
             ),
             advertised_listeners: Vec::new(),
             inter_broker_listener_name: "BROKER".into(),
+            inter_broker_security: Default::default(),
             rack: None,
         }
     }

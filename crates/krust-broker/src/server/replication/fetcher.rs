@@ -353,6 +353,7 @@ impl Fetcher {
             // largest batch the format allows.
             max_response_bytes: response_max.saturating_add(MAX_BATCH_BYTES),
             negotiate_api_versions: true,
+            security: config.inter_broker_security.clone(),
             ..ClientConfig::default()
         };
         let client = Arc::new(Client::new(addr.clone(), client_config));

@@ -43,6 +43,8 @@ pub struct MarkerSender {
     replicas: Arc<ReplicaManager>,
     node_id: i32,
     listener: String,
+    /// The inter-broker listener's security.
+    security: krust_net::security::ClientSecurity,
     /// One client per destination broker, by `host:port`.
     clients: Mutex<HashMap<String, Arc<Client>>>,
     /// Per destination: whether a request is in flight, and the markers waiting for the next
@@ -179,13 +181,20 @@ fn outcome(code: i16) -> Outcome {
 }
 
 impl MarkerSender {
-    /// For this broker (`node_id`), sending on `inter.broker.listener.name`.
+    /// For this broker (`node_id`), sending on `inter.broker.listener.name` with its
+    /// security.
     #[must_use]
-    pub fn new(replicas: Arc<ReplicaManager>, node_id: i32, listener: String) -> Self {
+    pub fn new(
+        replicas: Arc<ReplicaManager>,
+        node_id: i32,
+        listener: String,
+        security: krust_net::security::ClientSecurity,
+    ) -> Self {
         MarkerSender {
             replicas,
             node_id,
             listener,
+            security,
             clients: Mutex::new(HashMap::new()),
             queues: Mutex::new(HashMap::new()),
             stats: Arc::new(TxnCoordinatorStats::default()),
@@ -210,6 +219,7 @@ impl MarkerSender {
                     client_id: format!("broker-{}-txn-marker-sender", self.node_id),
                     request_timeout: REQUEST_TIMEOUT,
                     negotiate_api_versions: true,
+                    security: self.security.clone(),
                     ..ClientConfig::default()
                 },
             ))

@@ -137,12 +137,14 @@ impl TxnCoordinator {
         self.markers.stats()
     }
 
-    /// For this broker (`node_id`; markers go out on `inter_broker_listener`).
+    /// For this broker (`node_id`; markers go out on `inter_broker_listener`, secured with
+    /// `inter_broker_security`).
     #[must_use]
     pub fn new(
         config: TxnConfig,
         node_id: i32,
         inter_broker_listener: String,
+        inter_broker_security: krust_net::security::ClientSecurity,
         replicas: Arc<ReplicaManager>,
         channel: Arc<dyn ControllerChannel>,
     ) -> Self {
@@ -150,6 +152,7 @@ impl TxnCoordinator {
             Arc::clone(&replicas),
             node_id,
             inter_broker_listener,
+            inter_broker_security,
         ));
         TxnCoordinator {
             replicas,

@@ -13,7 +13,10 @@
 //! <M>", then close after `connection.failed.authentication.delay.ms`; any other request before
 //! the handshake → closed without an answer. A token over `sasl.server.max.receive.size`
 //! closes the connection.
+//!
+//! `client.rs`: the client side ([`client::SaslClient`]) for a node's own connections.
 
+pub mod client;
 pub mod plain;
 pub mod scram;
 
@@ -22,6 +25,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use client::{SaslClient, SaslClientFailure, SaslCredentials};
 pub use scram::{ScramCredential, ScramCredentialStore, ScramMechanism};
 
 /// `sasl.server.max.receive.size` default.

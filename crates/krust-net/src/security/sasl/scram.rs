@@ -49,7 +49,8 @@ impl ScramMechanism {
         }
     }
 
-    fn hmac(self, key: &[u8], message: &[u8]) -> Vec<u8> {
+    /// `HMAC(key, message)` with the mechanism's hash.
+    pub(crate) fn hmac(self, key: &[u8], message: &[u8]) -> Vec<u8> {
         // `new_from_slice` takes keys of any length for HMAC.
         match self {
             ScramMechanism::Sha256 => match Hmac::<Sha256>::new_from_slice(key) {
@@ -69,7 +70,26 @@ impl ScramMechanism {
         }
     }
 
-    fn hash(self, data: &[u8]) -> Vec<u8> {
+    /// RFC 5802 `Hi(password, salt, i)`: PBKDF2 with the mechanism's HMAC, one block (the
+    /// password's UTF-8 bytes, no SASLprep, as Kafka's `ScramFormatter`).
+    pub(crate) fn salted_password(self, password: &str, salt: &[u8], iterations: i32) -> Vec<u8> {
+        let rounds = u32::try_from(iterations.max(1)).unwrap_or(1);
+        match self {
+            ScramMechanism::Sha256 => {
+                let mut out = [0u8; 32];
+                pbkdf2::pbkdf2_hmac::<Sha256>(password.as_bytes(), salt, rounds, &mut out);
+                out.to_vec()
+            }
+            ScramMechanism::Sha512 => {
+                let mut out = [0u8; 64];
+                pbkdf2::pbkdf2_hmac::<Sha512>(password.as_bytes(), salt, rounds, &mut out);
+                out.to_vec()
+            }
+        }
+    }
+
+    /// `H(data)`.
+    pub(crate) fn hash(self, data: &[u8]) -> Vec<u8> {
         match self {
             ScramMechanism::Sha256 => Sha256::digest(data).to_vec(),
             ScramMechanism::Sha512 => Sha512::digest(data).to_vec(),
@@ -100,19 +120,7 @@ impl ScramCredential {
         salt: &[u8],
         iterations: i32,
     ) -> ScramCredential {
-        let rounds = u32::try_from(iterations.max(1)).unwrap_or(1);
-        let salted = match mechanism {
-            ScramMechanism::Sha256 => {
-                let mut out = [0u8; 32];
-                pbkdf2::pbkdf2_hmac::<Sha256>(password.as_bytes(), salt, rounds, &mut out);
-                out.to_vec()
-            }
-            ScramMechanism::Sha512 => {
-                let mut out = [0u8; 64];
-                pbkdf2::pbkdf2_hmac::<Sha512>(password.as_bytes(), salt, rounds, &mut out);
-                out.to_vec()
-            }
-        };
+        let salted = mechanism.salted_password(password, salt, iterations);
         let client_key = mechanism.hmac(&salted, b"Client Key");
         ScramCredential {
             salt: salt.to_vec(),
@@ -284,8 +292,9 @@ impl ScramServer {
     }
 }
 
-/// Kafka's server nonce: a 130-bit secure random number in base 36.
-fn random_nonce() -> String {
+/// Kafka's nonce (`ScramFormatter.secureRandomString`): a 130-bit secure random number in
+/// base 36.
+pub(crate) fn random_nonce() -> String {
     const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
     let mut rng = rand::rngs::OsRng;
     (0..26)
