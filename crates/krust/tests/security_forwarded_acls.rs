@@ -59,6 +59,7 @@ use kafka_protocol::messages::{
     update_features_request,
 };
 use krust_net::codec::request_api_key;
+use krust_net::error_codes::CLUSTER_AUTHORIZATION_FAILED;
 use krust_testkit::{KafkaDist, KafkaNode, KafkaRole, free_ports, random_kafka_uuid};
 use security_support::acl_client::{
     ALL, ALLOW, ALTER, ALTER_CONFIGS, Acl, CLUSTER, CONFIG_BROKER, CONFIG_BROKER_LOGGER,
@@ -910,7 +911,7 @@ fn controller_listener_lines(port: u16) -> Vec<String> {
     let applied = poll(SETUP_TIMEOUT, || {
         call_from("127.0.0.2", port, 1, &describe_cluster(1, false))
             .ok()
-            .filter(|r| top_level(r).0 == authorize_caf())
+            .filter(|r| top_level(r).0 == CLUSTER_AUTHORIZATION_FAILED)
     });
     assert!(applied.is_some(), "the cluster ACLs never applied");
     let raft: Vec<(&str, i16, RequestKind)> = vec![
@@ -1012,11 +1013,11 @@ fn controller_listener_lines(port: u16) -> Vec<String> {
             // compared by its frame only.
             let message = r.error_message.as_ref().map(|m| {
                 assert!(
-                    r.error_code != authorize_caf()
+                    r.error_code != CLUSTER_AUTHORIZATION_FAILED
                         || (m.starts_with("Request ") && m.ends_with(" is not authorized.")),
                     "{m}"
                 );
-                if r.error_code == authorize_caf() {
+                if r.error_code == CLUSTER_AUTHORIZATION_FAILED {
                     "Request … is not authorized.".to_owned()
                 } else {
                     m.to_string()
@@ -1030,10 +1031,6 @@ fn controller_listener_lines(port: u16) -> Vec<String> {
         }
     }
     lines
-}
-
-fn authorize_caf() -> i16 {
-    31
 }
 
 /// A lock so that the two tests of this file never run clusters at the same time.

@@ -478,6 +478,12 @@ impl Collector for ClientQuotas {
     }
 }
 
+/// Whether a published image may hold other client quotas than the last one: a snapshot, or a
+/// delta with quota records.
+fn client_quotas_changed(delta: &MetadataDelta, manifest: &LoaderManifest) -> bool {
+    matches!(manifest, LoaderManifest::Snapshot { .. }) || delta.client_quotas_delta().is_some()
+}
+
 /// Quota changes to the broker's managers (Kafka's `DynamicClientQuotaPublisher`).
 #[derive(Debug)]
 pub struct ClientQuotaPublisher {
@@ -503,8 +509,7 @@ impl MetadataPublisher for ClientQuotaPublisher {
         image: &MetadataImage,
         manifest: &LoaderManifest,
     ) {
-        let snapshot = matches!(manifest, LoaderManifest::Snapshot { .. });
-        if snapshot || delta.client_quotas_delta().is_some() {
+        if client_quotas_changed(delta, manifest) {
             self.quotas.update(image);
         }
     }
@@ -560,8 +565,7 @@ impl MetadataPublisher for IpConnectionRatePublisher {
         image: &MetadataImage,
         manifest: &LoaderManifest,
     ) {
-        let snapshot = matches!(manifest, LoaderManifest::Snapshot { .. });
-        if snapshot || delta.client_quotas_delta().is_some() {
+        if client_quotas_changed(delta, manifest) {
             self.quotas
                 .set_ip_connection_rates(ip_connection_rates(image));
         }
