@@ -36,18 +36,21 @@ fi
 export RUST_BACKTRACE=1
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
-cargo test --workspace --no-fail-fast
+# Every test binary and the doc-tests, two at a time (most tests wait on JVMs, sessions and
+# timeouts more than they use a core); scripts/run-tests.py says how.
+./scripts/run-tests.py
 
-# Coverage-guided fuzzing (fuzz/README.md): every target for 10 s (a smoke run; long runs on demand, fuzz/README.md). Needs nightly and cargo-fuzz;
+# Coverage-guided fuzzing (fuzz/README.md): every target for 30 s, two at a time (long runs on
+# demand, fuzz/README.md). Needs nightly and cargo-fuzz;
 # in CI a failed install is fatal, locally it only skips this step.
 install_fuzzing() {
   rustup toolchain install nightly --profile minimal >/dev/null 2>&1 &&
     { command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked; }
 }
 if rustup run nightly rustc --version >/dev/null 2>&1 && command -v cargo-fuzz >/dev/null; then
-  ./scripts/fuzz.sh 10
+  ./scripts/fuzz.sh --jobs 2 30
 elif install_fuzzing; then
-  ./scripts/fuzz.sh 10
+  ./scripts/fuzz.sh --jobs 2 30
 elif [[ "${CI:-}" == "true" ]]; then
   echo "scripts/test.sh: installing nightly + cargo-fuzz failed" >&2
   exit 1

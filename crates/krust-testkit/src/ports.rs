@@ -5,9 +5,16 @@
 //! moment later. Within one test process a number is never handed out twice, so two nodes of one
 //! test cannot collide; across processes the kernel's choice of an unused ephemeral port makes a
 //! collision unlikely (a node that loses the race fails with "Address already in use" in its log).
+//!
+//! When test processes run side by side (`scripts/run-tests.py` runs test binaries in lanes),
+//! each lane is given a range of its own in `KRUST_TEST_PORTS=<first>-<last>`, below the kernel's
+//! ephemeral range: ports are then taken only from it, so no other lane — and no outgoing
+//! connection, whose local port the kernel takes from the ephemeral range — can take a number
+//! between the moment it is chosen and the moment a node binds it.
 
 use std::collections::HashSet;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::ops::RangeInclusive;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -20,6 +27,32 @@ const MAX_BIND_ATTEMPTS: usize = 1_000;
 fn handed_out() -> &'static Mutex<HashSet<u16>> {
     static HANDED_OUT: OnceLock<Mutex<HashSet<u16>>> = OnceLock::new();
     HANDED_OUT.get_or_init(|| Mutex::new(HashSet::new()))
+}
+
+/// The variable naming the range this process takes ports from.
+pub const PORT_RANGE_VAR: &str = "KRUST_TEST_PORTS";
+
+/// `KRUST_TEST_PORTS` parsed once: `None` when unset (the kernel chooses), the error text when it
+/// is not `<first>-<last>` with `0 < first <= last`.
+fn port_range() -> &'static std::result::Result<Option<RangeInclusive<u16>>, String> {
+    static RANGE: OnceLock<std::result::Result<Option<RangeInclusive<u16>>, String>> =
+        OnceLock::new();
+    RANGE.get_or_init(|| match std::env::var(PORT_RANGE_VAR) {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(e) => Err(format!("{PORT_RANGE_VAR}: {e}")),
+        Ok(text) => parse_port_range(&text).map(Some).ok_or_else(|| {
+            format!(
+                "{PORT_RANGE_VAR}={text:?} is not <first>-<last> with 0 < first <= last <= 65535"
+            )
+        }),
+    })
+}
+
+fn parse_port_range(text: &str) -> Option<RangeInclusive<u16>> {
+    let (first, last) = text.trim().split_once('-')?;
+    let first: u16 = first.trim().parse().ok()?;
+    let last: u16 = last.trim().parse().ok()?;
+    (first > 0 && first <= last).then_some(first..=last)
 }
 
 /// One free port on 127.0.0.1 that this process has not handed out before.
@@ -45,6 +78,16 @@ pub fn free_port() -> Result<u16> {
 pub fn free_ports(n: usize) -> Result<Vec<u16>> {
     // A poisoned lock only means another test panicked while holding it; the set is still valid.
     let mut used = handed_out().lock().unwrap_or_else(|p| p.into_inner());
+    match port_range() {
+        Ok(None) => {}
+        Ok(Some(range)) => return free_ports_in(range, n, &mut used),
+        Err(message) => {
+            return Err(HarnessError::io(
+                format!("finding {n} free ports on 127.0.0.1: {message}"),
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, message.clone()),
+            ));
+        }
+    }
     let mut listeners = Vec::with_capacity(n);
     let mut ports = Vec::with_capacity(n);
     let mut attempts = 0;
@@ -68,6 +111,47 @@ pub fn free_ports(n: usize) -> Result<Vec<u16>> {
         listeners.push(listener);
     }
     drop(listeners);
+    Ok(ports)
+}
+
+/// `n` ports of `range` that bind on 127.0.0.1 and are not in `used`, scanning from a random
+/// place so that successive test processes of one lane do not all start on the same numbers.
+fn free_ports_in(
+    range: &RangeInclusive<u16>,
+    n: usize,
+    used: &mut HashSet<u16>,
+) -> Result<Vec<u16>> {
+    let first = u32::from(*range.start());
+    let size = u32::from(*range.end()) - first + 1;
+    let start = rand::random::<u32>() % size;
+    let mut listeners = Vec::with_capacity(n);
+    let mut ports = Vec::with_capacity(n);
+    for step in 0..size {
+        if ports.len() == n {
+            break;
+        }
+        let Ok(port) = u16::try_from(first + (start + step) % size) else {
+            continue;
+        };
+        if used.contains(&port) {
+            continue;
+        }
+        // A port something still listens on (or holds) fails to bind and is passed over.
+        if let Ok(listener) = TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+            used.insert(port);
+            ports.push(port);
+            listeners.push(listener);
+        }
+    }
+    drop(listeners);
+    if ports.len() < n {
+        return Err(HarnessError::io(
+            format!(
+                "finding {n} free ports on 127.0.0.1 in {range:?} ({PORT_RANGE_VAR}): no unused port left"
+            ),
+            std::io::Error::new(std::io::ErrorKind::AddrInUse, "no unused port left"),
+        ));
+    }
     Ok(ports)
 }
 
@@ -104,6 +188,33 @@ mod tests {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), 16, "ports repeated: {first:?} {second:?}");
+    }
+
+    #[test]
+    fn a_port_range_is_read_as_first_dash_last() {
+        assert_eq!(parse_port_range("20000-25999"), Some(20000..=25999));
+        assert_eq!(parse_port_range(" 7 - 7 "), Some(7..=7));
+        for bad in ["", "20000", "0-10", "10-9", "1-65536", "a-b", "-5"] {
+            assert_eq!(parse_port_range(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ports_from_a_range_stay_in_it_and_skip_what_is_taken() {
+        let mut used = HashSet::new();
+        let ports = free_ports_in(&(1..=65535), 4, &mut used).expect("ports");
+        assert_eq!(ports.len(), 4);
+        // A one-port range whose only port is bound here has nothing left to give.
+        let held = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        let port = held.local_addr().expect("addr").port();
+        let e = free_ports_in(&(port..=port), 1, &mut HashSet::new()).expect_err("taken");
+        assert!(e.to_string().contains("no unused port left"), "{e}");
+        // Numbers already handed out are not handed out again.
+        let again = free_ports_in(&(1..=65535), 4, &mut used).expect("ports");
+        assert!(
+            again.iter().all(|p| !ports.contains(p)),
+            "{ports:?} {again:?}"
+        );
     }
 
     #[test]
