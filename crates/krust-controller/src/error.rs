@@ -35,6 +35,10 @@ pub enum ControllerError {
     /// No unfenced broker could lead a partition. Remedy: wait for brokers to catch up.
     #[error("All brokers are currently fenced.")]
     AllBrokersFenced,
+    /// The caller's `controller_mutation_rate` quota is used up (KIP-599, strict mode).
+    /// Remedy: retry after the response's `throttle_time_ms`.
+    #[error("The throttling quota has been exceeded.")]
+    ThrottlingQuotaExceeded,
     /// The request names another cluster. Remedy: the node was formatted for another cluster.
     #[error("Expected cluster ID {expected}, but got cluster ID {got}")]
     InconsistentClusterId {
@@ -273,6 +277,9 @@ impl ControllerError {
             | Self::TooFewBrokers { .. }
             | Self::AllBrokersFenced => ResponseError::InvalidReplicationFactor,
             Self::InconsistentClusterId { .. } => ResponseError::InconsistentClusterId,
+            Self::ThrottlingQuotaExceeded => {
+                ResponseError::Unknown(krust_net::error_codes::THROTTLING_QUOTA_EXCEEDED)
+            }
             Self::DuplicateBrokerRegistration { .. } => ResponseError::DuplicateBrokerRegistration,
             Self::UnsupportedFinalizedFeature { .. }
             | Self::ControllerRegistrationNotSupported
@@ -313,6 +320,16 @@ impl ControllerError {
     #[must_use]
     pub fn code(&self) -> i16 {
         self.response_error().code()
+    }
+
+    /// The message a per-item result carries (Kafka's `ApiError.fromThrowable`): none when it
+    /// is the error's default text (THROTTLING_QUOTA_EXCEEDED's), else the error's text.
+    #[must_use]
+    pub fn item_message(&self) -> Option<String> {
+        match self {
+            Self::ThrottlingQuotaExceeded => None,
+            other => Some(other.to_string()),
+        }
     }
 }
 

@@ -55,5 +55,6 @@ pub use error::ActivationError;
 pub use error::ControllerError;
 pub use quorum_controller::{
     AdminConfig, CommittedBatch, ControllerAction, ControllerRequest, ControllerResponse,
-    MigrationBatchCommitted, QuorumController, QuorumControllerConfig, RequestId,
+    MigrationBatchCommitted, PartitionChangeQuota, QuorumController, QuorumControllerConfig,
+    QuotaExceeded, RequestId,
 };

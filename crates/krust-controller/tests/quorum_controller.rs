@@ -2367,3 +2367,127 @@ fn assign_replicas_to_dirs_is_refused_before_3_7_iv2_and_in_pre_migration() {
         (ResponseError::NotController.code(), Vec::new())
     );
 }
+
+/// A `controller_mutation_rate` quota that records what it is asked and refuses once it has
+/// allowed `allow` topics.
+#[derive(Debug, Clone)]
+struct RecordingQuota {
+    asked: std::sync::Arc<std::sync::Mutex<Vec<usize>>>,
+    allow: usize,
+}
+
+impl krust_controller::PartitionChangeQuota for RecordingQuota {
+    fn apply(&mut self, partitions: usize) -> Result<(), krust_controller::QuotaExceeded> {
+        let mut asked = self
+            .asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        asked.push(partitions);
+        if asked.len() > self.allow {
+            Err(krust_controller::QuotaExceeded)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl RecordingQuota {
+    fn allowing(allow: usize) -> Self {
+        Self {
+            asked: std::sync::Arc::default(),
+            allow,
+        }
+    }
+
+    fn asked(&self) -> Vec<usize> {
+        self.asked
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+}
+
+fn request_with_quota(
+    sim: &mut Sim,
+    request: ControllerRequest,
+    quota: &RecordingQuota,
+) -> ControllerResponse {
+    let id = sim.controllers[sim.active].handle_request_with_quota(
+        sim.now,
+        request,
+        Box::new(quota.clone()),
+    );
+    sim.drain();
+    sim.commit_all();
+    sim.responses.remove(&id).expect("answered once committed")
+}
+
+#[test]
+fn the_mutation_quota_is_asked_per_topic_after_validation_and_a_refusal_writes_nothing() {
+    // Kafka 3.9's ReplicationControlManager: `applyPartitionChangeQuota(partitions)` once per
+    // topic after its validation; a refusal is THROTTLING_QUOTA_EXCEEDED (89) with a null
+    // message (`ApiError.fromThrowable` drops the default text) and no records.
+    let mut sim = Sim::new();
+    sim.brokers(3);
+    let quota = RecordingQuota::allowing(1);
+    let request = CreateTopicsRequest::default().with_topics(vec![
+        topic("a", 3, 1),
+        topic("bad", 0, 1),
+        topic("b", 2, 1),
+    ]);
+    let ControllerResponse::CreateTopics(r) =
+        request_with_quota(&mut sim, ControllerRequest::CreateTopics(request), &quota)
+    else {
+        panic!("a CreateTopics response");
+    };
+    let codes: Vec<(String, i16, Option<String>)> = r
+        .topics
+        .iter()
+        .map(|t| {
+            (
+                t.name.0.to_string(),
+                t.error_code,
+                t.error_message.as_ref().map(ToString::to_string),
+            )
+        })
+        .collect();
+    assert_eq!(codes[0], ("a".to_owned(), 0, None));
+    assert_eq!(
+        codes[1].1, 37,
+        "invalid before the quota is asked: {codes:?}"
+    );
+    assert_eq!(codes[2], ("b".to_owned(), 89, None));
+    assert_eq!(quota.asked(), [3, 2], "asked for a and b only");
+    assert!(sim.image().topics.topic_by_name("a").is_some());
+    assert!(sim.image().topics.topic_by_name("b").is_none());
+    // CreatePartitions: the partitions added (3 → 5), refused.
+    let quota = RecordingQuota::allowing(0);
+    let grow = CreatePartitionsRequest::default().with_topics(vec![
+        CreatePartitionsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("a")))
+            .with_count(5)
+            .with_assignments(None),
+    ]);
+    let ControllerResponse::CreatePartitions(r) =
+        request_with_quota(&mut sim, ControllerRequest::CreatePartitions(grow), &quota)
+    else {
+        panic!("a CreatePartitions response");
+    };
+    assert_eq!(
+        (r.results[0].error_code, r.results[0].error_message.clone()),
+        (89, None)
+    );
+    assert_eq!(quota.asked(), [2]);
+    // DeleteTopics: all the topic's partitions, allowed.
+    let quota = RecordingQuota::allowing(1);
+    let delete = DeleteTopicsRequest::default()
+        .with_topic_names(vec![TopicName(StrBytes::from_static_str("a"))]);
+    let ControllerResponse::DeleteTopics(r) =
+        request_with_quota(&mut sim, ControllerRequest::DeleteTopics(delete), &quota)
+    else {
+        panic!("a DeleteTopics response");
+    };
+    assert_eq!(r.responses[0].error_code, 0);
+    assert_eq!(quota.asked(), [3]);
+    assert!(sim.image().topics.topic_by_name("a").is_none());
+}

@@ -48,7 +48,7 @@ mod registry;
 pub mod stats;
 
 pub use exposition::{Family, MetricKind, Sample, render};
-pub use quota::{QuotaRate, QuotaViolation};
+pub use quota::{QuotaRate, QuotaViolation, TokenBucket};
 pub use registry::{Collector, MAX_COLLECTORS, Registry};
 pub use stats::{Counter, Histogram, Rate, SampleConfig, TimeRatio, WindowedStat};
 

@@ -40,6 +40,87 @@ impl QuotaViolation {
     }
 }
 
+/// Kafka's `TokenBucket` stat under a quota `bound` (KIP-599, the `controller_mutation_rate`
+/// quota): a bucket of up to `burst = samples × window seconds × bound` tokens, refilled at
+/// `bound` tokens per second, from which each recording takes its value. A new bucket is full
+/// (Kafka's starts empty at time 0, so its first refill fills it). The tokens may go negative;
+/// a negative bucket is a violation (`Sensor.checkQuotas` special-cases `TokenBucket`), and the
+/// throttle is the time to refill to zero, `round(−tokens / bound × 1000)` ms
+/// (`ControllerMutationQuotaManager.throttleTimeMs`).
+#[derive(Clone, Debug)]
+pub struct TokenBucket {
+    config: SampleConfig,
+    tokens: f64,
+    last_update: Option<Instant>,
+}
+
+impl TokenBucket {
+    /// A full bucket over `config` (`controller.quota.window.num` samples of
+    /// `controller.quota.window.size.seconds`).
+    #[must_use]
+    pub fn new(config: SampleConfig) -> Self {
+        Self {
+            config,
+            tokens: f64::MAX,
+            last_update: None,
+        }
+    }
+
+    fn burst(&self, bound: f64) -> f64 {
+        self.config.samples as f64 * self.config.window.as_secs_f64() * bound
+    }
+
+    /// Kafka's `refill`: adds `bound` tokens per second since the last update, up to the burst.
+    fn refill(&mut self, now: Instant, bound: f64) {
+        let burst = self.burst(bound);
+        let elapsed_s = self.last_update.map_or(f64::MAX, |last| {
+            // Kafka converts whole milliseconds.
+            now.saturating_duration_since(last).as_millis() as f64 / 1000.0
+        });
+        self.tokens = burst.min(self.tokens + bound * elapsed_s);
+        self.last_update = Some(now);
+    }
+
+    /// The tokens left at `now` (Kafka's `measure`, the `tokens` metric).
+    pub fn measure(&mut self, now: Instant, bound: f64) -> f64 {
+        self.refill(now, bound);
+        self.tokens
+    }
+
+    /// Takes `value` tokens at `now`, whatever is left (Kafka's `record`).
+    pub fn record(&mut self, value: f64, now: Instant, bound: f64) {
+        self.refill(now, bound);
+        self.tokens = self.burst(bound).min(self.tokens - value);
+    }
+
+    /// Kafka's `Sensor.checkQuotas` for a token bucket: a violation when the bucket is
+    /// negative at `now`.
+    ///
+    /// # Errors
+    /// The violation, whose [`QuotaViolation::token_bucket_throttle_time_ms`] is the wait.
+    pub fn check(&mut self, now: Instant, bound: f64) -> Result<(), QuotaViolation> {
+        let tokens = self.measure(now, bound);
+        if tokens < 0.0 {
+            Err(QuotaViolation {
+                value: tokens,
+                bound,
+                window_ms: 0,
+            })
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl QuotaViolation {
+    /// Kafka's `ControllerMutationQuotaManager.throttleTimeMs` for a [`TokenBucket`]
+    /// violation: the time to refill the bucket to zero, `round(−tokens / bound × 1000)`.
+    #[must_use]
+    pub fn token_bucket_throttle_time_ms(&self) -> i64 {
+        java_round(-self.value / self.bound * 1000.0)
+    }
+}
+
 /// Java's `Math.round(double)`: `floor(x + 0.5)`, `NaN` → 0, saturating at the `long` range.
 fn java_round(x: f64) -> i64 {
     if x.is_nan() {
@@ -212,6 +293,56 @@ mod tests {
                 }
             };
             assert_eq!(got, want, "at {ms} ms");
+        }
+    }
+
+    #[test]
+    fn token_bucket_strict_and_permissive_as_kafkas_sensor() {
+        // Expected values printed by Kafka 3.9's own classes
+        // (`scripts/quota-probe/KafkaTokenBucketProbe.java`: a `Sensor` with `new TokenBucket()`
+        // and `MetricConfig().timeWindow(1 s).samples(11).quota(upperBound(2))`, a burst of 22
+        // tokens). Strict (CreateTopics v6+): `checkQuotas`, then `record` unchecked — a
+        // violation refuses the mutation. Permissive (older versions): `record` then check — a
+        // violation only throttles. Rows: (ms, partitions, strict throttle ms, strict tokens
+        // after, permissive throttle ms, permissive tokens after).
+        let t0 = Instant::now();
+        let bound = 2.0;
+        let mut strict = TokenBucket::new(client_quota_window());
+        let mut permissive = TokenBucket::new(client_quota_window());
+        for (ms, permits, strict_ms, strict_tokens, permissive_ms, permissive_tokens) in [
+            (0, 10.0, 0, 12.0, 0, 12.0),
+            (100, 10.0, 0, 2.2, 0, 2.2),
+            (200, 10.0, 0, -7.6, 3800, -7.6),
+            (300, 10.0, 3700, -7.4, 8700, -17.4),
+            (4000, 10.0, 0, -10.0, 10_000, -20.0),
+            (4100, 10.0, 4900, -9.8, 14_900, -29.8),
+            (9000, 3.0, 0, -3.0, 11_500, -23.0),
+        ] {
+            let now = at(t0, ms);
+            let got = match strict.check(now, bound) {
+                Ok(()) => {
+                    strict.record(permits, now, bound);
+                    0
+                }
+                Err(v) => v.token_bucket_throttle_time_ms(),
+            };
+            assert_eq!(got, strict_ms, "strict at {ms} ms");
+            let tokens = strict.measure(now, bound);
+            assert!(
+                (tokens - strict_tokens).abs() < 1e-9,
+                "strict at {ms} ms: {tokens}"
+            );
+            permissive.record(permits, now, bound);
+            let got = match permissive.check(now, bound) {
+                Ok(()) => 0,
+                Err(v) => v.token_bucket_throttle_time_ms(),
+            };
+            assert_eq!(got, permissive_ms, "permissive at {ms} ms");
+            let tokens = permissive.measure(now, bound);
+            assert!(
+                (tokens - permissive_tokens).abs() < 1e-9,
+                "permissive at {ms} ms: {tokens}"
+            );
         }
     }
 

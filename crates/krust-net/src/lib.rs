@@ -95,6 +95,7 @@ pub mod error;
 pub mod error_codes;
 pub mod frame;
 pub mod pool;
+pub mod response_throttle;
 pub mod security;
 pub mod server;
 

@@ -19,6 +19,11 @@
 //!   an IP `connection_creation_rate` quota (AlterClientQuotas on `ips`) lets through as many
 //!   new connections as Kafka's arithmetic allows, then throttles and closes the next ones;
 //!   `max.connection.creation.rate` delays connections instead (all served on both).
+//! * Controller mutations (KIP-599) and request time: `controller_mutation_rate` = 2 on two
+//!   client ids, then CreateTopics of 10 partitions: v7 (strict) is refused with
+//!   THROTTLING_QUOTA_EXCEEDED (and Kafka's null message) once the token bucket is negative, v5
+//!   (permissive) accepted and throttled; a Metadata request under `request_percentage` =
+//!   1e-6 is throttled one quota window (1000 ms, Kafka's cap) on both.
 //!
 //! Why 33 s from the start: a client that always has data waiting is released by Kafka in one
 //! burst per quota window. With nothing recorded yet, Kafka's `Rate` counts its window as at
@@ -685,4 +690,218 @@ fn a_connection_creation_rate_delays_connections_as_kafka_does() {
     );
     drop(krust);
     drop(node);
+}
+
+/// What a broker answered to one CreateTopics request of one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mutation {
+    error_code: i16,
+    error_message: Option<String>,
+    throttle_time_ms: i32,
+}
+
+/// AlterClientQuotas over the wire (no JVM tool: faster), then DescribeClientQuotas until the
+/// broker shows all of them.
+async fn set_client_quotas(conn: &krust_net::Connection, quotas: &[(&str, &str, f64)]) {
+    use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+    use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+    use kafka_protocol::messages::{
+        AlterClientQuotasRequest, DescribeClientQuotasRequest, ResponseKind,
+    };
+    use kafka_protocol::protocol::StrBytes;
+    let entries = quotas
+        .iter()
+        .map(|(client, key, value)| {
+            EntryData::default()
+                .with_entity(vec![
+                    EntityData::default()
+                        .with_entity_type(StrBytes::from_static_str("client-id"))
+                        .with_entity_name(Some(StrBytes::from_string((*client).to_owned()))),
+                ])
+                .with_ops(vec![
+                    OpData::default()
+                        .with_key(StrBytes::from_string((*key).to_owned()))
+                        .with_value(*value),
+                ])
+        })
+        .collect();
+    match conn
+        .send(AlterClientQuotasRequest::default().with_entries(entries), 1)
+        .await
+        .expect("AlterClientQuotas answered")
+    {
+        ResponseKind::AlterClientQuotas(r) => {
+            assert!(r.entries.iter().all(|e| e.error_code == 0), "{r:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let deadline = Instant::now() + PROPAGATION_TIMEOUT;
+    loop {
+        let request = DescribeClientQuotasRequest::default().with_components(vec![
+            ComponentData::default()
+                .with_entity_type(StrBytes::from_static_str("client-id"))
+                .with_match_type(2)
+                .with_match(None),
+        ]);
+        let seen = match conn.send(request, 1).await.expect("DescribeClientQuotas") {
+            ResponseKind::DescribeClientQuotas(r) => {
+                assert_eq!(r.error_code, 0, "{r:?}");
+                r.entries.unwrap_or_default()
+            }
+            other => panic!("{other:?}"),
+        };
+        let all = quotas.iter().all(|(client, key, value)| {
+            seen.iter().any(|e| {
+                e.entity
+                    .iter()
+                    .any(|n| n.entity_name.as_deref() == Some(*client))
+                    && e.values
+                        .iter()
+                        .any(|v| v.key.as_str() == *key && v.value == *value)
+            })
+        });
+        if all {
+            return;
+        }
+        assert!(Instant::now() < deadline, "quotas not visible: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn connect_as(bootstrap: &str, client_id: &str) -> krust_net::Connection {
+    let config = krust_net::ClientConfig {
+        client_id: client_id.to_owned(),
+        // Only the requests of the test count against the quotas.
+        negotiate_api_versions: false,
+        request_timeout: Duration::from_secs(30),
+        ..krust_net::ClientConfig::default()
+    };
+    krust_net::Connection::connect(bootstrap, config)
+        .await
+        .expect("connect")
+}
+
+/// CreateTopics at `version` of one topic with 10 partitions.
+async fn create_topic_v(conn: &krust_net::Connection, topic: &str, version: i16) -> Mutation {
+    use kafka_protocol::messages::create_topics_request::CreatableTopic;
+    use kafka_protocol::messages::{CreateTopicsRequest, ResponseKind, TopicName};
+    use kafka_protocol::protocol::StrBytes;
+    let request = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![
+            CreatableTopic::default()
+                .with_name(TopicName(StrBytes::from_string(topic.to_owned())))
+                .with_num_partitions(10)
+                .with_replication_factor(1),
+        ]);
+    match conn.send(request, version).await.expect("CreateTopics") {
+        ResponseKind::CreateTopics(r) => Mutation {
+            error_code: r.topics[0].error_code,
+            error_message: r.topics[0].error_message.as_ref().map(ToString::to_string),
+            throttle_time_ms: r.throttle_time_ms,
+        },
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The mutation and request quotas against one broker: (strict CreateTopics v7 answers,
+/// permissive CreateTopics v5 answers, Metadata's throttle_time_ms under a tiny
+/// request_percentage).
+async fn mutation_and_request_quotas(bootstrap: &str) -> (Vec<Mutation>, Vec<Mutation>, i32) {
+    let admin = connect_as(bootstrap, "quota-admin").await;
+    set_client_quotas(
+        &admin,
+        &[
+            ("mut-strict", "controller_mutation_rate", 2.0),
+            ("mut-permissive", "controller_mutation_rate", 2.0),
+            ("req-tiny", "request_percentage", 0.000_001),
+        ],
+    )
+    .await;
+    // A burst of 11 × 1 s × 2 = 22 partitions: 10 → 12 left, 10 → 2, 10 → −8 (strict only
+    // refuses once the bucket is negative), then refused with ~8 / 2 s to wait.
+    let strict = connect_as(bootstrap, "mut-strict").await;
+    let mut strict_answers = Vec::new();
+    for i in 0..4 {
+        strict_answers.push(create_topic_v(&strict, &format!("mut-strict-{i}"), 7).await);
+    }
+    // Permissive (v5): all created, the third throttled.
+    let permissive = connect_as(bootstrap, "mut-permissive").await;
+    let mut permissive_answers = Vec::new();
+    for i in 0..3 {
+        permissive_answers.push(create_topic_v(&permissive, &format!("mut-perm-{i}"), 5).await);
+    }
+    // request_percentage 1e-6 % of a thread: any request is over it; Kafka caps the request
+    // throttle at one quota window (1000 ms).
+    let tiny = connect_as(bootstrap, "req-tiny").await;
+    let metadata = match tiny
+        .send(kafka_protocol::messages::MetadataRequest::default(), 12)
+        .await
+        .expect("Metadata")
+    {
+        kafka_protocol::messages::ResponseKind::Metadata(r) => r.throttle_time_ms,
+        other => panic!("{other:?}"),
+    };
+    (strict_answers, permissive_answers, metadata)
+}
+
+/// `controller_mutation_rate` (KIP-599) and `request_percentage`, the same requests to Kafka
+/// 3.9 and `krust dev`: strict CreateTopics v7 refused with THROTTLING_QUOTA_EXCEEDED once the
+/// token bucket is negative (no message: Kafka's `ApiError` drops a message equal to the
+/// error's default text), permissive v5 accepted and throttled, a
+/// request under a tiny request_percentage throttled by one quota window. The error codes and
+/// messages must be equal; the mutation throttles (the bucket's refill time, ~4000 ms less
+/// the milliseconds between the requests) must be in (0, 4000] on both.
+#[test]
+fn mutation_and_request_quotas_throttle_as_kafka_does() {
+    let _serial = BROKER.lock().unwrap_or_else(|e| e.into_inner());
+    let dist = KafkaDist::locate().expect("Kafka 3.9");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let run = |broker: &BrokerUnderTest| {
+        let bootstrap = broker.bootstrap();
+        runtime
+            .block_on(async {
+                tokio::time::timeout(CLIENT_TIMEOUT, mutation_and_request_quotas(&bootstrap)).await
+            })
+            .unwrap_or_else(|_| panic!("{}: quota requests timed out", broker.kind()))
+    };
+    let kafka = {
+        let broker = BrokerUnderTest::kafka(&dist, &[]).expect("Kafka node");
+        run(&broker)
+    };
+    let krust = {
+        let broker = BrokerUnderTest::krust_dev(env!("CARGO_BIN_EXE_krust")).expect("krust dev");
+        run(&broker)
+    };
+    eprintln!("kafka: {kafka:?}\nkrust: {krust:?}");
+    let shape = |answers: &[Mutation]| -> Vec<(i16, Option<String>, bool)> {
+        answers
+            .iter()
+            .map(|m| {
+                (
+                    m.error_code,
+                    m.error_message.clone(),
+                    m.throttle_time_ms > 0,
+                )
+            })
+            .collect()
+    };
+    for (what, k, r) in [
+        ("strict v7", &kafka.0, &krust.0),
+        ("permissive v5", &kafka.1, &krust.1),
+    ] {
+        assert_eq!(shape(k), shape(r), "{what}: kafka {k:?}, krust {r:?}");
+        for m in k.iter().chain(r.iter()) {
+            assert!(m.throttle_time_ms <= 4000, "{what}: {m:?}");
+        }
+    }
+    assert_eq!(
+        kafka.0[3].error_code, 89,
+        "Kafka refuses the fourth: {kafka:?}"
+    );
+    assert!(kafka.0[3].throttle_time_ms > 0, "{kafka:?}");
+    assert!(kafka.1.iter().all(|m| m.error_code == 0), "{kafka:?}");
+    assert!(kafka.1[2].throttle_time_ms > 0, "{kafka:?}");
+    assert_eq!(kafka.2, 1000, "Kafka's request throttle, one window");
+    assert_eq!(krust.2, kafka.2, "request_percentage throttle");
 }

@@ -38,6 +38,7 @@ pub mod purgatory;
 pub mod quotas;
 pub mod replica_manager;
 pub mod replication;
+pub mod request_time;
 pub mod txn;
 
 use std::collections::BTreeMap;

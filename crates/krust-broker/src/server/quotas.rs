@@ -1,6 +1,10 @@
 //! Client quotas as Kafka 3.9's `ClientQuotaManager` enforces them: the byte-rate quotas
 //! `producer_byte_rate` (Produce request size) and `consumer_byte_rate` (consumer Fetch
-//! response size), from the image's `ClientQuotaRecord`s, kept current by
+//! response size), `request_percentage` (the time a request's handling runs, as a percentage
+//! of one thread: [`super::request_time`] says what is measured and how it differs from
+//! Kafka's thread time) and `controller_mutation_rate` (KIP-599, partitions created or deleted
+//! per second, a [`TokenBucket`] per sensor; its manager runs on the controller listener, see
+//! [`ControllerMutationQuota`]), from the image's `ClientQuotaRecord`s, kept current by
 //! [`ClientQuotaPublisher`].
 //!
 //! # Resolution (Kafka's `DefaultQuotaCallback`)
@@ -23,8 +27,9 @@
 //! connection for that long (`RequestContext::throttle`), as Kafka's `SocketServer` does.
 //!
 //! # Metrics
-//! Kafka's `kafka.server:type=Produce|Fetch,user=…,client-id=…`: `byte-rate` (the sensor's
-//! rate) and `throttle-time` (average throttle in ms, over the default metric window
+//! Kafka's `kafka.server:type=Produce|Fetch|Request|ControllerMutation,user=…,client-id=…`:
+//! `byte-rate` / `request-time` / `mutation-rate` (the sensor's rate), `tokens` (the
+//! controller mutation bucket) and `throttle-time` (average throttle in ms, over the default metric window
 //! `metrics.sample.window.ms` 30 s × 2), created when quotas are enabled for the type, as
 //! Kafka's sensors are. Sensors idle for an hour are dropped (Kafka's
 //! `InactiveSensorExpirationTimeSeconds`).
@@ -35,7 +40,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use krust_metadata::image::{LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher};
-use krust_metrics::{Collector, Family, MetricKind, QuotaRate, SampleConfig, WindowedStat};
+use krust_metrics::{
+    Collector, Family, MetricKind, QuotaRate, SampleConfig, TokenBucket, WindowedStat,
+};
 use tracing::info;
 
 /// `quota.window.num` default.
@@ -54,6 +61,12 @@ pub enum QuotaType {
     Produce,
     /// `consumer_byte_rate`, bytes of consumer Fetch responses per second.
     Fetch,
+    /// `request_percentage`, handler time as a percentage of one thread (Kafka's
+    /// `ClientRequestQuotaManager`).
+    Request,
+    /// `controller_mutation_rate`, partitions created or deleted per second, a token bucket
+    /// (Kafka's `ControllerMutationQuotaManager`, KIP-599).
+    ControllerMutation,
 }
 
 impl QuotaType {
@@ -63,6 +76,8 @@ impl QuotaType {
         match self {
             QuotaType::Produce => "producer_byte_rate",
             QuotaType::Fetch => "consumer_byte_rate",
+            QuotaType::Request => "request_percentage",
+            QuotaType::ControllerMutation => "controller_mutation_rate",
         }
     }
 
@@ -72,6 +87,22 @@ impl QuotaType {
         match self {
             QuotaType::Produce => "Produce",
             QuotaType::Fetch => "Fetch",
+            QuotaType::Request => "Request",
+            QuotaType::ControllerMutation => "ControllerMutation",
+        }
+    }
+
+    /// The name of the sensor's rate metric (Kafka's `clientQuotaMetricName` /
+    /// `clientRateMetricName`).
+    fn rate_metric(self) -> (&'static str, &'static str) {
+        match self {
+            QuotaType::Produce | QuotaType::Fetch => {
+                ("byte-rate", "Tracking byte-rate per user/client-id")
+            }
+            QuotaType::Request => ("request-time", "Tracking request-time per user/client-id"),
+            QuotaType::ControllerMutation => {
+                ("mutation-rate", "Tracking mutation-rate per user/client-id")
+            }
         }
     }
 }
@@ -167,8 +198,10 @@ impl Limits {
 /// The sensors of one (user, client-id) tag pair.
 #[derive(Debug)]
 struct ClientSensors {
-    /// The quota sensor (`byte-rate`).
+    /// The quota sensor's rate (`byte-rate`, `request-time`, `mutation-rate`).
     rate: QuotaRate,
+    /// `controller_mutation_rate`'s quota metric (`tokens`); unused by the other types.
+    bucket: TokenBucket,
     /// `throttle-time`: Kafka's `Avg` over the default metric window.
     throttle_time: WindowedStat,
     last_used: Instant,
@@ -240,6 +273,7 @@ impl ClientQuotaManager {
             .entry(tags.clone())
             .or_insert_with(|| ClientSensors {
                 rate: QuotaRate::new(window),
+                bucket: TokenBucket::new(window),
                 throttle_time: WindowedStat::avg(SampleConfig::default()),
                 last_used: now,
             });
@@ -270,8 +304,75 @@ impl ClientQuotaManager {
         match sensors.rate.record_checked(value, now, bound) {
             Ok(()) => 0,
             Err(violation) => {
-                i32::try_from(violation.throttle_time_ms().max(0)).unwrap_or(i32::MAX)
+                let ms = if self.quota_type == QuotaType::Request {
+                    // Kafka's `ClientRequestQuotaManager.throttleTime`: capped at one
+                    // quota window.
+                    violation.bounded_throttle_time_ms(
+                        i64::try_from(self.window.window.as_millis()).unwrap_or(i64::MAX),
+                    )
+                } else {
+                    violation.throttle_time_ms()
+                };
+                i32::try_from(ms.max(0)).unwrap_or(i32::MAX)
             }
+        }
+    }
+
+    /// Kafka's `ClientRequestQuotaManager.maybeRecordAndGetThrottleTimeMs` (on a
+    /// [`QuotaType::Request`] manager): records `busy` — the time the request's handling
+    /// spent running — as a percentage of one thread-second (`nanosToPercentage`,
+    /// `nanos × 100 / 10⁹`) and returns the throttle time, capped at one quota window.
+    pub fn record_request_time(
+        &self,
+        user: &str,
+        client_id: &str,
+        busy: Duration,
+        now: Instant,
+    ) -> i32 {
+        let percentage = busy.as_nanos() as f64 * 100.0 / 1e9;
+        self.record_and_get_throttle_time_ms(user, client_id, percentage, now)
+    }
+
+    /// Kafka's `StrictControllerMutationQuota.record` / `PermissiveControllerMutationQuota
+    /// .record` (on a [`QuotaType::ControllerMutation`] manager): takes `permits` partitions
+    /// from the client's token bucket. Strict: refused, nothing taken, while the bucket is
+    /// negative; permissive: always taken. `Err` carries the throttle time in ms (the time for
+    /// the bucket to refill to zero).
+    ///
+    /// # Errors
+    /// The throttle time when the bucket is (strict: was; permissive: went) negative.
+    pub fn record_mutation(
+        &self,
+        user: &str,
+        client_id: &str,
+        permits: f64,
+        strict: bool,
+        now: Instant,
+    ) -> Result<(), i64> {
+        if !self.quotas_enabled() {
+            return Ok(());
+        }
+        let mut state = self.lock();
+        let (tags, _) = self.sensors(&mut state, user, client_id, now);
+        let bound = state.limits.limit(&tags).unwrap_or(i64::MAX as f64);
+        let Some(sensors) = state.sensors.get_mut(&tags) else {
+            return Ok(());
+        };
+        if strict {
+            sensors
+                .bucket
+                .check(now, bound)
+                .map_err(|v| v.token_bucket_throttle_time_ms())?;
+            sensors.bucket.record(permits, now, bound);
+            sensors.rate.record(permits, now);
+            Ok(())
+        } else {
+            sensors.bucket.record(permits, now, bound);
+            sensors.rate.record(permits, now);
+            sensors
+                .bucket
+                .check(now, bound)
+                .map_err(|v| v.token_bucket_throttle_time_ms())
         }
     }
 
@@ -323,7 +424,7 @@ impl ClientQuotaManager {
     }
 
     /// Takes the quotas of this type from `image`.
-    fn update(&self, image: &MetadataImage) {
+    pub fn update(&self, image: &MetadataImage) {
         let key = self.quota_type.key();
         let mut overrides = HashMap::new();
         let mut enabled = 0u8;
@@ -374,9 +475,16 @@ impl ClientQuotaManager {
             return;
         }
         let group = self.quota_type.group();
+        let (rate_name, rate_help) = self.quota_type.rate_metric();
         let mut byte_rate = Family {
-            name: krust_metrics::prometheus_name("kafka.server", group, "byte-rate"),
-            help: "Tracking byte-rate per user/client-id".to_owned(),
+            name: krust_metrics::prometheus_name("kafka.server", group, rate_name),
+            help: rate_help.to_owned(),
+            kind: MetricKind::Gauge,
+            samples: Vec::new(),
+        };
+        let mut tokens = Family {
+            name: krust_metrics::prometheus_name("kafka.server", group, "tokens"),
+            help: "Tracking remaining tokens in the token bucket per user/client-id".to_owned(),
             kind: MetricKind::Gauge,
             samples: Vec::new(),
         };
@@ -389,13 +497,23 @@ impl ClientQuotaManager {
         let mut tags: Vec<Tags> = state.sensors.keys().cloned().collect();
         tags.sort();
         for t in tags {
-            let Some(s) = state.sensors.get_mut(&t) else {
-                continue;
-            };
             let labels = vec![
                 ("user".to_owned(), sanitize(&t.0)),
                 ("client_id".to_owned(), t.1.clone()),
             ];
+            if self.quota_type == QuotaType::ControllerMutation {
+                let bound = state.limits.limit(&t).unwrap_or(i64::MAX as f64);
+                if let Some(s) = state.sensors.get_mut(&t) {
+                    tokens.samples.push(krust_metrics::Sample {
+                        suffix: "",
+                        labels: labels.clone(),
+                        value: s.bucket.measure(now, bound),
+                    });
+                }
+            }
+            let Some(s) = state.sensors.get_mut(&t) else {
+                continue;
+            };
             byte_rate.samples.push(krust_metrics::Sample {
                 suffix: "",
                 labels: labels.clone(),
@@ -408,6 +526,9 @@ impl ClientQuotaManager {
             });
         }
         out.push(byte_rate);
+        if !tokens.samples.is_empty() {
+            out.push(tokens);
+        }
         out.push(throttle);
     }
 }
@@ -434,6 +555,8 @@ pub struct ClientQuotas {
     pub produce: ClientQuotaManager,
     /// `consumer_byte_rate`.
     pub fetch: ClientQuotaManager,
+    /// `request_percentage`.
+    pub request: ClientQuotaManager,
 }
 
 impl ClientQuotas {
@@ -443,6 +566,7 @@ impl ClientQuotas {
         ClientQuotas {
             produce: ClientQuotaManager::new(QuotaType::Produce, window),
             fetch: ClientQuotaManager::new(QuotaType::Fetch, window),
+            request: ClientQuotaManager::new(QuotaType::Request, window),
         }
     }
 
@@ -468,6 +592,13 @@ impl ClientQuotas {
     pub fn update(&self, image: &MetadataImage) {
         self.produce.update(image);
         self.fetch.update(image);
+        self.request.update(image);
+    }
+}
+
+impl Collector for ClientQuotaManager {
+    fn collect(&self, now: Instant, out: &mut Vec<Family>) {
+        ClientQuotaManager::collect(self, now, out);
     }
 }
 
@@ -475,6 +606,108 @@ impl Collector for ClientQuotas {
     fn collect(&self, now: Instant, out: &mut Vec<Family>) {
         self.produce.collect(now, out);
         self.fetch.collect(now, out);
+        self.request.collect(now, out);
+    }
+}
+
+/// A strict [`ControllerMutationQuota`] refused a mutation (Kafka's
+/// `ThrottlingQuotaExceededException`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MutationRefused;
+
+/// One request's `controller_mutation_rate` quota (Kafka's `StrictControllerMutationQuota` /
+/// `PermissiveControllerMutationQuota`): strict for CreateTopics v6+, CreatePartitions v3+ and
+/// DeleteTopics v5+ (a mutation is refused while the bucket is negative), permissive for older
+/// versions (accepted, the client throttled). Remembers the last throttle for the response.
+#[derive(Debug)]
+pub struct ControllerMutationQuota {
+    manager: Arc<ClientQuotaManager>,
+    user: String,
+    client_id: String,
+    strict: bool,
+    last_throttle_time_ms: i64,
+    last_recorded: Option<Instant>,
+}
+
+impl ControllerMutationQuota {
+    /// The quota of `user` / `client_id` in `manager` (a [`QuotaType::ControllerMutation`]
+    /// manager), strict or permissive.
+    #[must_use]
+    pub fn new(
+        manager: Arc<ClientQuotaManager>,
+        user: &str,
+        client_id: &str,
+        strict: bool,
+    ) -> Self {
+        ControllerMutationQuota {
+            manager,
+            user: user.to_owned(),
+            client_id: client_id.to_owned(),
+            strict,
+            last_throttle_time_ms: 0,
+            last_recorded: None,
+        }
+    }
+
+    /// Kafka's `ControllerMutationQuotaManager.newQuotaFor`: strict from `strict_since_version`.
+    #[must_use]
+    pub fn for_version(
+        manager: Arc<ClientQuotaManager>,
+        user: &str,
+        client_id: &str,
+        api_version: i16,
+        strict_since_version: i16,
+    ) -> Self {
+        Self::new(
+            manager,
+            user,
+            client_id,
+            api_version >= strict_since_version,
+        )
+    }
+
+    /// Takes `partitions` at `now`.
+    ///
+    /// # Errors
+    /// [`MutationRefused`] when strict and the quota is used up: the mutation must be refused
+    /// with `THROTTLING_QUOTA_EXCEEDED`.
+    pub fn record(&mut self, partitions: usize, now: Instant) -> Result<(), MutationRefused> {
+        match self.manager.record_mutation(
+            &self.user,
+            &self.client_id,
+            partitions as f64,
+            self.strict,
+            now,
+        ) {
+            Ok(()) => Ok(()),
+            Err(throttle_ms) => {
+                self.last_throttle_time_ms = throttle_ms;
+                self.last_recorded = Some(now);
+                if self.strict {
+                    Err(MutationRefused)
+                } else {
+                    Ok(())
+                }
+            }
+        }
+    }
+
+    /// Kafka's `AbstractControllerMutationQuota.throttleTime`: the last throttle less the time
+    /// since it was computed.
+    #[must_use]
+    pub fn throttle_time_ms(&self, now: Instant) -> i32 {
+        let Some(at) = self.last_recorded else {
+            return 0;
+        };
+        let elapsed =
+            i64::try_from(now.saturating_duration_since(at).as_millis()).unwrap_or(i64::MAX);
+        i32::try_from((self.last_throttle_time_ms - elapsed).max(0)).unwrap_or(i32::MAX)
+    }
+
+    /// The manager (its `throttle-time` sensor records the throttle).
+    #[must_use]
+    pub fn manager(&self) -> &ClientQuotaManager {
+        &self.manager
     }
 }
 
@@ -695,6 +928,77 @@ mod tests {
         assert_eq!(p.labels[1], ("client_id".to_owned(), "p".to_owned()));
         assert!((p.value - 1500.0).abs() < 1e-9, "{p:?}");
         assert_eq!(out[1].samples[0].value, 5000.0);
+    }
+
+    fn with_limits(m: &ClientQuotaManager, l: Limits) {
+        m.lock().limits = l;
+        m.enabled.store(true, Ordering::Release);
+    }
+
+    #[test]
+    fn controller_mutations_are_refused_strictly_and_throttled_permissively() {
+        // controller_mutation_rate 2 on client c: a bucket of 11 × 1 s × 2 = 22 partitions.
+        let window = SampleConfig::new(Duration::from_secs(1), 11);
+        let m = Arc::new(ClientQuotaManager::new(
+            QuotaType::ControllerMutation,
+            window,
+        ));
+        with_limits(&m, limits(&[(None, n("c"), 2.0)]));
+        let t0 = Instant::now();
+        // CreateTopics v7 (strict since v6): 10, 10, 10 taken (22 → −8), then refused.
+        let mut strict = ControllerMutationQuota::for_version(Arc::clone(&m), "u", "c", 7, 6);
+        for _ in 0..3 {
+            assert_eq!(strict.record(10, t0), Ok(()));
+        }
+        assert_eq!(strict.throttle_time_ms(t0), 0, "nothing refused yet");
+        assert_eq!(strict.record(10, t0), Err(MutationRefused));
+        assert_eq!(strict.throttle_time_ms(t0), 4000, "8 tokens at 2/s");
+        assert_eq!(
+            strict.throttle_time_ms(t0 + Duration::from_millis(1500)),
+            2500,
+            "less the time since"
+        );
+        // CreateTopics v5 (permissive) on the same sensor: taken (−18), throttled 9 s.
+        let mut permissive = ControllerMutationQuota::for_version(Arc::clone(&m), "u", "c", 5, 6);
+        assert_eq!(permissive.record(10, t0), Ok(()));
+        assert_eq!(permissive.throttle_time_ms(t0), 9000);
+        // Another client id has no quota.
+        let mut other = ControllerMutationQuota::for_version(Arc::clone(&m), "u", "d", 7, 6);
+        assert_eq!(other.record(1000, t0), Ok(()));
+        let mut out = Vec::new();
+        m.collect(t0, &mut out);
+        let names: Vec<&str> = out.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "kafka_server_controllermutation_mutation_rate",
+                "kafka_server_controllermutation_tokens",
+                "kafka_server_controllermutation_throttle_time"
+            ]
+        );
+    }
+
+    #[test]
+    fn request_time_is_a_percentage_of_one_thread_and_its_throttle_is_capped() {
+        // request_percentage 1 (1 % of a thread) on client c. 50 ms of handling = 5 %, over
+        // the first window of 10 s: 0.5 %/s ≤ 1, not throttled. 200 ms more: 25 % / 10 s =
+        // 2.5 > 1 → (2.5 − 1) / 1 × 10000 = 15000 ms, capped at one window (1000 ms).
+        let window = SampleConfig::new(Duration::from_secs(1), 11);
+        let m = ClientQuotaManager::new(QuotaType::Request, window);
+        with_limits(&m, limits(&[(None, n("c"), 1.0)]));
+        let t0 = Instant::now();
+        assert_eq!(
+            m.record_request_time("u", "c", Duration::from_millis(50), t0),
+            0
+        );
+        assert_eq!(
+            m.record_request_time("u", "c", Duration::from_millis(200), t0),
+            1000
+        );
+        assert_eq!(
+            m.record_request_time("u", "other", Duration::from_secs(5), t0),
+            0
+        );
     }
 
     fn quota_record(entity: &[(&str, Option<&str>)], key: &str, value: f64) -> MetadataRecord {

@@ -467,7 +467,28 @@ pub struct QuorumController {
     zk_write_behind: i64,
     /// The wall clock in ms since the epoch (delegation tokens expire by it).
     wall_clock_ms: fn() -> i64,
+    /// The caller's `controller_mutation_rate` quota while one request runs
+    /// ([`QuorumController::handle_request_with_quota`]); `None` = unlimited.
+    partition_change_quota: Option<Box<dyn PartitionChangeQuota>>,
 }
+
+/// Kafka's `ControllerRequestContext.applyPartitionChangeQuota` (KIP-599): the caller's
+/// `controller_mutation_rate` quota, asked once per topic created, extended or deleted, with
+/// the number of partitions, after the topic's validation and before its records. The driver
+/// supplies it (the quota's token bucket runs on the node's clock, as Kafka's does); the
+/// controller only asks.
+pub trait PartitionChangeQuota: Send + std::fmt::Debug {
+    /// Takes `partitions` from the quota.
+    ///
+    /// # Errors
+    /// [`QuotaExceeded`] when the mutation is refused (strict mode, quota used up): the topic
+    /// is answered `THROTTLING_QUOTA_EXCEEDED` and nothing is written for it.
+    fn apply(&mut self, partitions: usize) -> Result<(), QuotaExceeded>;
+}
+
+/// A mutation refused by a [`PartitionChangeQuota`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QuotaExceeded;
 
 /// The system clock in ms since the Unix epoch.
 fn system_clock_ms() -> i64 {
@@ -497,6 +518,7 @@ impl QuorumController {
             image_transaction: None,
             zk_write_behind: 0,
             wall_clock_ms: system_clock_ms,
+            partition_change_quota: None,
         }
     }
 
@@ -1031,6 +1053,34 @@ impl QuorumController {
             RebalanceSchedule::Immediately => now,
         };
         active.rebalance = RebalanceSchedule::Scheduled(at);
+    }
+
+    /// [`Self::handle_request`] for a caller with a `controller_mutation_rate` quota: CreateTopics,
+    /// CreatePartitions and DeleteTopics ask `quota` for each topic's partitions (Kafka's
+    /// `ControllerApis` passes the quota of the request's principal and client id).
+    pub fn handle_request_with_quota(
+        &mut self,
+        now: Instant,
+        request: ControllerRequest,
+        quota: Box<dyn PartitionChangeQuota>,
+    ) -> RequestId {
+        self.partition_change_quota = Some(quota);
+        let id = self.handle_request(now, request);
+        self.partition_change_quota = None;
+        id
+    }
+
+    /// Asks the request's quota for `partitions` (none = unlimited).
+    pub(super) fn apply_partition_change_quota(
+        &mut self,
+        partitions: usize,
+    ) -> Result<(), ControllerError> {
+        match &mut self.partition_change_quota {
+            Some(quota) => quota
+                .apply(partitions)
+                .map_err(|QuotaExceeded| ControllerError::ThrottlingQuotaExceeded),
+            None => Ok(()),
+        }
     }
 
     /// Takes a request; its response comes out of [`Self::poll_action`] once the records it

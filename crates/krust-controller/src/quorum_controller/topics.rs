@@ -65,7 +65,7 @@ impl QuorumController {
                     CreatableTopicResult::default()
                         .with_name(topic.name.clone())
                         .with_error_code(e.code())
-                        .with_error_message(Some(StrBytes::from_string(e.to_string())))
+                        .with_error_message(e.item_message().map(StrBytes::from_string))
                         .with_num_partitions(-1)
                         .with_replication_factor(-1),
                 ),
@@ -260,6 +260,8 @@ impl QuorumController {
         };
         let num_partitions = i32::try_from(assignments.len()).expect("capped per request");
         let replication_factor = i16::try_from(assignments[0].len()).unwrap_or(i16::MAX);
+        // Kafka: the controller mutation quota, after validation, validate-only included.
+        self.apply_partition_change_quota(assignments.len())?;
         if validate_only {
             return Ok((Uuid::nil(), num_partitions, replication_factor, Vec::new()));
         }
@@ -438,7 +440,7 @@ impl QuorumController {
                 Err(e) => results.push(
                     entry
                         .with_error_code(e.code())
-                        .with_error_message(Some(StrBytes::from_string(e.to_string()))),
+                        .with_error_message(e.item_message().map(StrBytes::from_string)),
                 ),
             }
         }
@@ -524,6 +526,8 @@ impl QuorumController {
                 placed
             }
         };
+        // Kafka: the controller mutation quota, for the partitions added, after validation.
+        self.apply_partition_change_quota(assignments.len())?;
         Ok(assignments
             .into_iter()
             .zip(current..)
@@ -665,6 +669,16 @@ impl QuorumController {
         }
         let mut records = Vec::new();
         for (topic_id, name) in deleting {
+            // Kafka: the controller mutation quota, once per topic, for all its partitions.
+            let partitions = self
+                .image
+                .topics
+                .topic(topic_id)
+                .map_or(0, |t| t.partitions.len());
+            if let Err(e) = self.apply_partition_change_quota(partitions) {
+                answer(Some(&name), topic_id, e.code(), e.item_message());
+                continue;
+            }
             info!(topic = %name, %topic_id, "deleting topic");
             records.push(ApiMessageAndVersion::new(
                 MetadataRecord::RemoveTopic(RemoveTopicRecord {

@@ -26,8 +26,14 @@ use std::sync::Arc;
 use krust_broker::server::apis::authorize;
 use krust_broker::server::apis::configs::{ConfigsView, describe_configs_response};
 use krust_broker::server::authz::{Authz, BrokerAuthorizer};
+use krust_broker::server::quotas::{
+    ClientQuotaManager, ControllerMutationQuota, MutationRefused, QUOTA_WINDOW_NUM_DEFAULT,
+    QUOTA_WINDOW_SIZE_SECONDS_DEFAULT, QuotaType,
+};
 use krust_controller::delegation_tokens::{Principal, TokenContext};
-use krust_controller::{ControllerRequest, ControllerResponse};
+use krust_controller::{
+    ControllerRequest, ControllerResponse, PartitionChangeQuota, QuotaExceeded,
+};
 use krust_metadata::authorizer::{AclOperation, CLUSTER_NAME, resource_type};
 use krust_net::codec::{IncomingRequest, decode_request, encode_response};
 use krust_net::{Handler, Reply, RequestContext, SupportedApis};
@@ -126,6 +132,42 @@ pub struct ControllerHandler {
     node_config: Option<(i32, BTreeMap<String, String>)>,
     /// Kafka's `StandardAuthorizer` over this node's ACLs, when configured.
     authorizer: Option<Arc<BrokerAuthorizer>>,
+    /// `controller_mutation_rate` (Kafka's `ControllerMutationQuotaManager` on the controller),
+    /// with the offset of the image its quotas were last taken from.
+    mutation_quotas: Arc<ClientQuotaManager>,
+    mutation_quotas_offset: std::sync::Mutex<Option<i64>>,
+}
+
+/// One request's `controller_mutation_rate` quota, shared between the controller task (which
+/// consumes it topic by topic) and the listener (which reads its throttle afterwards).
+#[derive(Debug, Clone)]
+struct SharedMutationQuota(Arc<std::sync::Mutex<ControllerMutationQuota>>);
+
+impl SharedMutationQuota {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ControllerMutationQuota> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl PartitionChangeQuota for SharedMutationQuota {
+    fn apply(&mut self, partitions: usize) -> Result<(), QuotaExceeded> {
+        self.lock()
+            .record(partitions, std::time::Instant::now())
+            .map_err(|MutationRefused| QuotaExceeded)
+    }
+}
+
+/// Kafka's `ControllerApis`: the versions from which CreateTopics (6), CreatePartitions (3) and
+/// DeleteTopics (5) get a strict `controller_mutation_rate` quota; `None` for other APIs.
+fn strict_mutation_quota_since(request: &RequestKind) -> Option<i16> {
+    match request {
+        RequestKind::CreateTopics(_) => Some(6),
+        RequestKind::CreatePartitions(_) => Some(3),
+        RequestKind::DeleteTopics(_) => Some(5),
+        _ => None,
+    }
 }
 
 impl ControllerHandler {
@@ -148,6 +190,92 @@ impl ControllerHandler {
             zk_migration_ready: false,
             node_config: None,
             authorizer: None,
+            // `controller.quota.window.num` × `controller.quota.window.size.seconds` at
+            // their defaults (11 × 1 s).
+            mutation_quotas: Arc::new(ClientQuotaManager::new(
+                QuotaType::ControllerMutation,
+                krust_metrics::SampleConfig::new(
+                    std::time::Duration::from_secs(QUOTA_WINDOW_SIZE_SECONDS_DEFAULT),
+                    QUOTA_WINDOW_NUM_DEFAULT,
+                ),
+            )),
+            mutation_quotas_offset: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The `controller_mutation_rate` quota manager (a `/metrics` source).
+    #[must_use]
+    pub fn mutation_quotas(&self) -> Arc<ClientQuotaManager> {
+        Arc::clone(&self.mutation_quotas)
+    }
+
+    /// The quota of `user` / `client_id` for a CreateTopics, CreatePartitions or DeleteTopics
+    /// request at `version` (Kafka's `ControllerMutationQuotaManager.newQuotaFor`), the quotas
+    /// taken from the last published image; `None` for other APIs or while no
+    /// `controller_mutation_rate` was ever configured (Kafka's unbounded quota).
+    fn mutation_quota(
+        &self,
+        request: &RequestKind,
+        user: &str,
+        client_id: &str,
+        version: i16,
+    ) -> Option<SharedMutationQuota> {
+        let strict_since = strict_mutation_quota_since(request)?;
+        if let Some(image) = self
+            .controller
+            .as_ref()
+            .and_then(ControllerChannel::published_image)
+        {
+            let offset = image.provenance.last_contained_offset;
+            let mut last = self
+                .mutation_quotas_offset
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if *last != Some(offset) {
+                self.mutation_quotas.update(&image);
+                *last = Some(offset);
+            }
+        }
+        if !self.mutation_quotas.quotas_enabled() {
+            return None;
+        }
+        Some(SharedMutationQuota(Arc::new(std::sync::Mutex::new(
+            ControllerMutationQuota::for_version(
+                Arc::clone(&self.mutation_quotas),
+                user,
+                client_id,
+                version,
+                strict_since,
+            ),
+        ))))
+    }
+
+    /// Kafka's `sendResponseMaybeThrottleWithControllerQuota`: the quota's throttle goes in
+    /// the response's `throttle_time_ms`, is recorded in `throttle-time`, and — for a request
+    /// sent straight to this listener, not forwarded — mutes the connection.
+    fn apply_mutation_throttle(
+        &self,
+        quota: Option<&SharedMutationQuota>,
+        response: &mut ResponseKind,
+        user: &str,
+        client_id: &str,
+        mute: Option<&krust_net::ConnectionThrottle>,
+    ) {
+        let Some(quota) = quota else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let throttle_ms = quota.lock().throttle_time_ms(now);
+        if throttle_ms <= 0 {
+            return;
+        }
+        krust_net::response_throttle::raise_throttle_time_ms(response, throttle_ms);
+        self.mutation_quotas
+            .record_throttle(user, client_id, throttle_ms, now);
+        if let Some(throttle) = mute {
+            throttle.throttle(std::time::Duration::from_millis(
+                u64::try_from(throttle_ms).unwrap_or(0),
+            ));
         }
     }
 
@@ -248,8 +376,17 @@ impl ControllerHandler {
     }
 
     /// Runs a controller API request; `None` when the controller task has stopped.
-    async fn call_controller(&self, request: ControllerRequest) -> Option<ResponseKind> {
-        let response = self.controller.as_ref()?.call(request).await?;
+    async fn call_controller(
+        &self,
+        request: ControllerRequest,
+        quota: Option<&SharedMutationQuota>,
+    ) -> Option<ResponseKind> {
+        let quota = quota.map(|q| Box::new(q.clone()) as Box<dyn PartitionChangeQuota>);
+        let response = self
+            .controller
+            .as_ref()?
+            .call_with_quota(request, quota)
+            .await?;
         Some(match response {
             ControllerResponse::BrokerRegistration(r) => ResponseKind::BrokerRegistration(r),
             ControllerResponse::BrokerHeartbeat(r) => ResponseKind::BrokerHeartbeat(r),
@@ -324,12 +461,27 @@ impl ControllerHandler {
             };
             response
         } else {
+            let client_id = header.client_id.clone();
+            let quota = self.mutation_quota(
+                &body,
+                &caller.principal.name,
+                &client_id,
+                header.api_version,
+            );
             let Some(inner) = forwardable(body, header.api_version, &caller) else {
                 return refuse(INVALID_REQUEST);
             };
-            let Some(response) = self.call_controller(inner).await else {
+            let Some(mut response) = self.call_controller(inner, quota.as_ref()).await else {
                 return refuse(NOT_CONTROLLER);
             };
+            // Forwarded: the throttle goes back in the response, the broker mutes its client.
+            self.apply_mutation_throttle(
+                quota.as_ref(),
+                &mut response,
+                &caller.principal.name,
+                &client_id,
+                None,
+            );
             response
         };
         if super::envelope::redirects_forwarder(&response) {
@@ -621,7 +773,9 @@ impl Handler for ControllerHandler {
                 match raft_request(other) {
                     RoutedRequest::Raft(raft_request) => raft_request,
                     RoutedRequest::Other(other) => {
-                        return self.handle_controller_api(other, version, &authz).await;
+                        return self
+                            .handle_controller_api(other, version, &authz, &ctx)
+                            .await;
                     }
                 }
             }
@@ -658,6 +812,7 @@ impl ControllerHandler {
         mut request: RequestKind,
         version: i16,
         authz: &Authz,
+        ctx: &RequestContext,
     ) -> Reply {
         if self.controller.is_none() {
             return Reply::Close;
@@ -666,11 +821,19 @@ impl ControllerHandler {
             return refused.into();
         }
         let refusals = self.split(authz, &mut request);
+        let quota = self.mutation_quota(&request, &ctx.principal.name, &ctx.client_id, version);
         let Some(request) = controller_request(request, version) else {
             return Reply::Close;
         };
-        match self.call_controller(request).await {
+        match self.call_controller(request, quota.as_ref()).await {
             Some(mut response) => {
+                self.apply_mutation_throttle(
+                    quota.as_ref(),
+                    &mut response,
+                    &ctx.principal.name,
+                    &ctx.client_id,
+                    Some(&ctx.throttle),
+                );
                 refusals.merge(&mut response);
                 response.into()
             }

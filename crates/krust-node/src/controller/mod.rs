@@ -142,6 +142,8 @@ pub enum ControllerTaskError {
 struct Submitted {
     request: ControllerRequest,
     reply: oneshot::Sender<ControllerResponse>,
+    /// The caller's `controller_mutation_rate` quota (KIP-599), if it has one.
+    quota: Option<Box<dyn krust_controller::PartitionChangeQuota>>,
 }
 
 /// The listener's way to the controller task. Cheap to clone.
@@ -156,9 +158,24 @@ impl ControllerChannel {
     /// Hands `request` to the controller and waits for its response (after its records
     /// commit). `None` when the controller task has stopped.
     pub async fn call(&self, request: ControllerRequest) -> Option<ControllerResponse> {
+        self.call_with_quota(request, None).await
+    }
+
+    /// [`Self::call`] with the caller's `controller_mutation_rate` quota, which CreateTopics,
+    /// CreatePartitions and DeleteTopics consume topic by topic (Kafka's
+    /// `ControllerRequestContext` with its partition-change quota applier).
+    pub async fn call_with_quota(
+        &self,
+        request: ControllerRequest,
+        quota: Option<Box<dyn krust_controller::PartitionChangeQuota>>,
+    ) -> Option<ControllerResponse> {
         let (reply, answer) = oneshot::channel();
         self.requests
-            .send(Submitted { request, reply })
+            .send(Submitted {
+                request,
+                reply,
+                quota,
+            })
             .await
             .ok()?;
         answer.await.ok()
@@ -496,7 +513,7 @@ impl ControllerTask {
                     None => return Ok(()),
                 },
                 submitted = requests.recv(), if requests_open => match submitted {
-                    Some(Submitted { request, reply }) => {
+                    Some(Submitted { request, reply, quota }) => {
                         if let Some(lag) = &self.zk_write_behind {
                             self.controller.set_zk_write_behind(lag.load(Ordering::Relaxed));
                         }
@@ -504,7 +521,14 @@ impl ControllerTask {
                         // committed: nothing would join it while it lingers.
                         self.flush_appends =
                             matches!(request, ControllerRequest::MigrationRecords { .. });
-                        let id = self.controller.handle_request(Instant::now(), request);
+                        let id = match quota {
+                            Some(quota) => self.controller.handle_request_with_quota(
+                                Instant::now(),
+                                request,
+                                quota,
+                            ),
+                            None => self.controller.handle_request(Instant::now(), request),
+                        };
                         self.waiting.insert(id, reply);
                     }
                     None => requests_open = false,

@@ -380,6 +380,8 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         None => (None, None),
     };
     let mut controller_server = None;
+    // The controller listener's `controller_mutation_rate` sensors, for `/metrics`.
+    let mut mutation_quotas = None;
     if let Some((listener_name, bind)) = &node.controller_listener {
         let apis = if controller.is_some() {
             listener::controller_apis_with_controller()
@@ -402,6 +404,9 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
             if let Some(authorizer) = &controller_authorizer {
                 handler = handler.with_authorizer(Arc::clone(authorizer));
             }
+        }
+        if controller.is_some() {
+            mutation_quotas = Some(handler.mutation_quotas());
         }
         let handler = Arc::new(handler);
         // The controller listener's limits and security (TLS and SASL as on a broker
@@ -483,6 +488,9 @@ async fn serve(args: &ServerArgs) -> anyhow::Result<i32> {
         .collect();
     if let Some(metrics) = migration_metrics {
         extra_collectors.push(Arc::new(metrics));
+    }
+    if let Some(quotas) = mutation_quotas {
+        extra_collectors.push(quotas);
     }
     let metrics = metrics_http::start(&config, &metrics_bind, &raft, extra_collectors).await?;
     let mut sigterm = signal(SignalKind::terminate()).context("installing SIGTERM handler")?;

@@ -202,11 +202,72 @@ impl Handler for ClientApiHandler {
             }
             _ => format!("{:?}", ctx.api_key),
         };
-        let reply = self.dispatch(ctx, request).await;
+        let exempt = request_quota_exempt(ctx.api_key, &request_name);
+        let quota_ctx = ctx.clone();
+        let (mut reply, busy) =
+            super::request_time::BusyTime::new(self.dispatch(ctx, request)).await;
+        if !exempt {
+            self.apply_request_quota(&quota_ctx, &mut reply, busy);
+        }
         self.broker
             .client_stats()
             .record_time(&request_name, started.elapsed());
         reply
+    }
+}
+
+/// Kafka's cluster-action requests answered with `sendResponseExemptThrottle` (follower
+/// Fetch, WriteTxnMarkers, AlterPartition and the ZK-era controller requests): never
+/// throttled by `request_percentage`.
+fn request_quota_exempt(api_key: ApiKey, request_name: &str) -> bool {
+    request_name == "FetchFollower"
+        || matches!(
+            api_key,
+            ApiKey::WriteTxnMarkers
+                | ApiKey::AlterPartition
+                | ApiKey::LeaderAndIsr
+                | ApiKey::StopReplica
+                | ApiKey::UpdateMetadata
+                | ApiKey::ControlledShutdown
+        )
+}
+
+impl ClientApiHandler {
+    /// Kafka's `RequestHandlerHelper.sendResponseMaybeThrottle` / `sendForwardedResponse`
+    /// for `request_percentage`: records the time the request's handling ran (`busy`), and
+    /// when over the quota raises the response's `throttle_time_ms` to the request throttle
+    /// and mutes the connection for it. A forwarded response's own `throttle_time_ms` (the
+    /// controller's `controller_mutation_rate` throttle) mutes the connection too. A request
+    /// without a response (Produce acks=0) is not throttled by this quota, as in Kafka.
+    fn apply_request_quota(
+        &self,
+        ctx: &RequestContext,
+        reply: &mut Reply,
+        busy: std::time::Duration,
+    ) {
+        let Reply::Send(response) = reply else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let quotas = self.broker.quotas();
+        let request_ms =
+            quotas
+                .request
+                .record_request_time(&ctx.principal.name, &ctx.client_id, busy, now);
+        let forwarded_ms = if Forwarder::forwards(ctx.api_key) {
+            krust_net::response_throttle::throttle_time_ms(response).unwrap_or(0)
+        } else {
+            0
+        };
+        if request_ms > 0 {
+            krust_net::response_throttle::raise_throttle_time_ms(response, request_ms);
+            super::quotas::ClientQuotas::throttle(&quotas.request, ctx, request_ms, now);
+        }
+        if forwarded_ms > request_ms {
+            ctx.throttle.throttle(std::time::Duration::from_millis(
+                u64::try_from(forwarded_ms).unwrap_or(0),
+            ));
+        }
     }
 }
 
