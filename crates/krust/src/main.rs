@@ -87,6 +87,10 @@ enum MigrationCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// Property file with the settings of the connections to the controllers (as
+        /// kafka-metadata-quorum's --command-config).
+        #[arg(long = "command-config")]
+        command_config: Option<PathBuf>,
     },
     /// Diff ZooKeeper's metadata with the quorum's (exit 1 on any difference).
     Verify {
@@ -100,6 +104,9 @@ enum MigrationCommand {
         /// are compared by presence only without it).
         #[arg(long, short = 'c')]
         config: Option<PathBuf>,
+        /// Property file with the settings of the connections to the controllers.
+        #[arg(long = "command-config")]
+        command_config: Option<PathBuf>,
     },
     /// The documented steps to revert to ZooKeeper mode, for this cluster and phase.
     RollbackPlan {
@@ -109,6 +116,9 @@ enum MigrationCommand {
         /// Controllers (host:port,…): the phase is then exact (finalization included).
         #[arg(long = "bootstrap-controller")]
         bootstrap_controller: Option<String>,
+        /// Property file with the settings of the connections to the controllers.
+        #[arg(long = "command-config")]
+        command_config: Option<PathBuf>,
     },
 }
 
@@ -192,7 +202,8 @@ struct MetadataQuorumCli {
     /// A comma-separated list of host:port pairs of controllers to connect to.
     #[arg(long = "bootstrap-controller", group = "bootstrap")]
     bootstrap_controller: Option<String>,
-    /// Property file with admin client settings (accepted; only PLAINTEXT is supported).
+    /// Property file with admin client settings: security.protocol, sasl.mechanism,
+    /// sasl.jaas.config, ssl.* (PEM stores).
     #[arg(long = "command-config")]
     command_config: Option<PathBuf>,
     #[command(subcommand)]
@@ -330,7 +341,7 @@ fn main() -> ExitCode {
         // Handled above.
         Command::Server(_) | Command::Dev(_) => Ok(1),
         Command::MetadataQuorum(args) => {
-            let _ = args.command_config;
+            let security = command_security(args.command_config.as_deref());
             let bootstrap = match (args.bootstrap_controller, args.bootstrap_server) {
                 (Some(c), _) => Ok(metadata_quorum::Bootstrap::Controller(c)),
                 (None, Some(s)) => Ok(metadata_quorum::Bootstrap::Server(s)),
@@ -348,7 +359,10 @@ fn main() -> ExitCode {
             } else {
                 metadata_quorum::Describe::Replication { human_readable }
             };
-            bootstrap.and_then(|b| metadata_quorum::run_describe(&b, what, &mut stdout))
+            security.and_then(|security| {
+                bootstrap
+                    .and_then(|b| metadata_quorum::run_describe(&b, &security, what, &mut stdout))
+            })
         }
         Command::DumpLog(args) => dump_log::run_dump_log(
             &dump_log::DumpOptions {
@@ -386,30 +400,42 @@ fn main() -> ExitCode {
                 bootstrap_controller,
                 zookeeper,
                 json,
-            } => migration::run_status(
-                &bootstrap_controller,
-                zookeeper.as_deref(),
-                json,
-                &mut stdout,
-            ),
+                command_config,
+            } => command_security(command_config.as_deref()).and_then(|security| {
+                migration::run_status(
+                    &bootstrap_controller,
+                    &security,
+                    zookeeper.as_deref(),
+                    json,
+                    &mut stdout,
+                )
+            }),
             MigrationCommand::Verify {
                 zookeeper,
                 bootstrap_controller,
                 config,
-            } => migration::run_verify(
-                &zookeeper,
-                &bootstrap_controller,
-                config.as_ref(),
-                &mut stdout,
-            ),
+                command_config,
+            } => command_security(command_config.as_deref()).and_then(|security| {
+                migration::run_verify(
+                    &zookeeper,
+                    &bootstrap_controller,
+                    &security,
+                    config.as_ref(),
+                    &mut stdout,
+                )
+            }),
             MigrationCommand::RollbackPlan {
                 zookeeper,
                 bootstrap_controller,
-            } => migration::run_rollback_plan(
-                &zookeeper,
-                bootstrap_controller.as_deref(),
-                &mut stdout,
-            ),
+                command_config,
+            } => command_security(command_config.as_deref()).and_then(|security| {
+                migration::run_rollback_plan(
+                    &zookeeper,
+                    bootstrap_controller.as_deref(),
+                    &security,
+                    &mut stdout,
+                )
+            }),
         },
         Command::Storage { command } => match command {
             StorageCommand::RandomUuid => storage::run_random_uuid(&mut stdout),
@@ -436,6 +462,21 @@ fn main() -> ExitCode {
 }
 
 /// Exit status of a command: its code, or 1 with the error chain on stderr.
+/// The security of a tool's connections from its `--command-config` file (PLAINTEXT without
+/// one).
+fn command_security(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<krust_net::security::ClientSecurity> {
+    use anyhow::Context as _;
+    let Some(path) = path else {
+        return Ok(krust_net::security::ClientSecurity::default());
+    };
+    let settings = krust::config::ServerConfig::load(path)
+        .with_context(|| format!("reading --command-config {}", path.display()))?;
+    krust::server::security::admin_client_security(&settings)
+        .with_context(|| format!("--command-config {}", path.display()))
+}
+
 fn exit_code(result: anyhow::Result<i32>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),

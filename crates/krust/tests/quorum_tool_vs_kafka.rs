@@ -148,3 +148,53 @@ fn kafkas_tool_reads_a_krust_quorum_through_a_broker() {
         }
     }
 }
+
+/// A `--command-config` Kafka's admin client refuses is refused by `krust metadata-quorum` with
+/// Kafka's message, before either connects (the address is never used).
+#[test]
+fn command_config_refusals_carry_kafkas_messages() {
+    let dist = KafkaDist::locate().expect("Kafka 3.9 jars");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cases = [
+        (
+            "security.protocol=TLS\n",
+            "Invalid value TLS for configuration security.protocol: String must be one of (case insensitive): SASL_SSL, PLAINTEXT, SSL, SASL_PLAINTEXT",
+        ),
+        (
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=\n",
+            "Invalid value null for configuration sasl.mechanism: When the security.protocol configuration enables SASL, mechanism must be non-null and non-empty string.",
+        ),
+    ];
+    for (i, (text, message)) in cases.iter().enumerate() {
+        let file = dir.path().join(format!("command-{i}.properties"));
+        std::fs::write(&file, text).expect("write the command config");
+        let file = file.display().to_string();
+        let args = [
+            "--bootstrap-controller",
+            "127.0.0.1:1",
+            "--command-config",
+            file.as_str(),
+            "describe",
+            "--status",
+        ];
+        let kafka = dist
+            .run_tool(class::METADATA_QUORUM, &args, Duration::from_secs(120))
+            .expect("run Kafka's tool");
+        let mut krust_args = vec!["metadata-quorum"];
+        krust_args.extend(args);
+        let krust =
+            run_binary(KRUST, &krust_args, None, Duration::from_secs(60)).expect("run krust");
+        println!(
+            "{text:?}\nKafka (exit {}):\n{}\nkrust (exit {}):\n{}",
+            kafka.status, kafka.stderr, krust.status, krust.stderr
+        );
+        assert!(
+            !kafka.success() && kafka.stderr.contains(message),
+            "Kafka: {message}"
+        );
+        assert!(
+            !krust.success() && krust.stderr.contains(message),
+            "krust: {message}"
+        );
+    }
+}

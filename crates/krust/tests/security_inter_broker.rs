@@ -687,6 +687,7 @@ fn sasl_ssl_between_brokers_and_to_controllers_replicates_and_authorizes() {
         ),
         other => panic!("DescribeQuorum as the controllers' user: {other:?}"),
     }
+    metadata_quorum_tools_over_sasl_ssl(&pki, controller_port, &cluster);
 
     // Bad client-side settings: a wrong controller password, an untrusted controller
     // certificate. Neither node registers; each says why; neither dies.
@@ -801,6 +802,77 @@ fn sasl_ssl_between_brokers_and_to_controllers_replicates_and_authorizes() {
         &all,
         "after more acks=all",
     );
+}
+
+/// `krust metadata-quorum` and Kafka's `kafka-metadata-quorum` with the same `--command-config`
+/// (SASL_SSL, PLAIN, the PEM CA) against the controller listener: as the controllers' user both
+/// describe the same quorum; as alice (no DESCRIBE on the cluster) both fail. Kafka's admin
+/// client retries a refused DescribeCluster until `default.api.timeout.ms` (5 s here, with
+/// `request.timeout.ms`, which may not exceed it; 60 s by
+/// default); krust's tool stops at the first CLUSTER_AUTHORIZATION_FAILED.
+fn metadata_quorum_tools_over_sasl_ssl(pki: &TestPki, controller_port: u16, cluster: &Cluster) {
+    let dist = KafkaDist::locate().expect("Kafka 3.9 jars (scripts/fetch-kafka.sh)");
+    let bootstrap = format!("127.0.0.1:{controller_port}");
+    let stable = |stdout: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .filter(|l| {
+                ["ClusterId:", "LeaderId:", "CurrentVoters:"]
+                    .iter()
+                    .any(|k| l.starts_with(k))
+            })
+            .map(str::to_owned)
+            .collect()
+    };
+    for (user, allowed) in [("controller", true), ("alice", false)] {
+        let file = pki.dir.join(format!("{user}-command.properties"));
+        std::fs::write(
+            &file,
+            format!(
+                "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"{user}\" password=\"{user}-secret\";\nssl.truststore.type=PEM\nssl.truststore.location={}\nrequest.timeout.ms=5000\ndefault.api.timeout.ms=5000\n",
+                pki.ca_cert.display()
+            ),
+        )
+        .expect("write the command config");
+        let file = file.display().to_string();
+        let args = [
+            "--bootstrap-controller",
+            bootstrap.as_str(),
+            "--command-config",
+            file.as_str(),
+            "describe",
+            "--status",
+        ];
+        let kafka = dist
+            .run_tool(krust_testkit::class::METADATA_QUORUM, &args, TOOL_TIMEOUT)
+            .expect("run Kafka's kafka-metadata-quorum");
+        let mut krust_args = vec!["metadata-quorum"];
+        krust_args.extend(args);
+        let krust = krust_testkit::run_binary(KRUST, &krust_args, None, TOOL_TIMEOUT)
+            .expect("run krust metadata-quorum");
+        println!(
+            "{user}: Kafka (exit {}):\n{}{}\nkrust (exit {}):\n{}{}",
+            kafka.status, kafka.stdout, kafka.stderr, krust.status, krust.stdout, krust.stderr
+        );
+        assert_eq!(kafka.success(), allowed, "Kafka's tool as {user}");
+        assert_eq!(
+            krust.success(),
+            allowed,
+            "krust's tool as {user}\n{}",
+            cluster.logs()
+        );
+        if allowed {
+            let lines = stable(&krust.stdout);
+            assert_eq!(lines.len(), 3, "{}", krust.stdout);
+            assert_eq!(lines, stable(&kafka.stdout));
+        } else {
+            assert!(
+                krust.stderr.contains("CLUSTER_AUTHORIZATION_FAILED"),
+                "{}",
+                krust.stderr
+            );
+        }
+    }
 }
 
 /// The Kafka broker's node id in the mixed cluster.

@@ -17,6 +17,7 @@ use kafka_protocol::messages::{
     TopicName, describe_quorum_request,
 };
 use kafka_protocol::protocol::StrBytes;
+use krust_net::security::ClientSecurity;
 use krust_net::{ClientConfig, Connection};
 use uuid::Uuid;
 
@@ -52,10 +53,11 @@ const RETRY_BACKOFF: Duration = Duration::from_millis(200);
 /// No bootstrap address answered, or the quorum has no leader within the time budget.
 pub fn run_describe(
     bootstrap: &Bootstrap,
+    security: &ClientSecurity,
     what: Describe,
     out: &mut dyn Write,
 ) -> anyhow::Result<i32> {
-    let (cluster_id, quorum) = describe(bootstrap, COMMAND_TIMEOUT)?;
+    let (cluster_id, quorum) = describe(bootstrap, security, COMMAND_TIMEOUT)?;
     match what {
         Describe::Status => print_status(&cluster_id, &quorum, out)?,
         Describe::Replication { human_readable } => {
@@ -66,17 +68,22 @@ pub fn run_describe(
 }
 
 /// The cluster id and the quorum as the active controller describes it, retrying (every
-/// 200 ms) while no leader is known, for at most `timeout`.
+/// 200 ms) while no leader is known, for at most `timeout`; connections secured as `security`
+/// says (the tool's `--command-config`).
 ///
 /// # Errors
 /// Nothing answered with a leader within `timeout`; a non-retriable error code.
-pub fn describe(bootstrap: &Bootstrap, timeout: Duration) -> anyhow::Result<(String, QuorumInfo)> {
+pub fn describe(
+    bootstrap: &Bootstrap,
+    security: &ClientSecurity,
+    timeout: Duration,
+) -> anyhow::Result<(String, QuorumInfo)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")?;
     runtime.block_on(async {
-        tokio::time::timeout(timeout, fetch(bootstrap))
+        tokio::time::timeout(timeout, fetch(bootstrap, security))
             .await
             .map_err(|_| anyhow::anyhow!("timed out after {timeout:?} waiting for the quorum"))?
     })
@@ -107,11 +114,12 @@ fn split_addresses(list: &str) -> Vec<String> {
         .collect()
 }
 
-async fn connect(addr: &str) -> anyhow::Result<Connection> {
+async fn connect(addr: &str, security: &ClientSecurity) -> anyhow::Result<Connection> {
     let config = ClientConfig {
         client_id: "krust-metadata-quorum".to_owned(),
         request_timeout: Duration::from_secs(10),
         negotiate_api_versions: true,
+        security: security.clone(),
         ..ClientConfig::default()
     };
     Connection::connect(addr, config)
@@ -119,7 +127,10 @@ async fn connect(addr: &str) -> anyhow::Result<Connection> {
         .with_context(|| format!("connecting to {addr}"))
 }
 
-async fn fetch(bootstrap: &Bootstrap) -> anyhow::Result<(String, QuorumInfo)> {
+async fn fetch(
+    bootstrap: &Bootstrap,
+    security: &ClientSecurity,
+) -> anyhow::Result<(String, QuorumInfo)> {
     let (list, controller) = match bootstrap {
         Bootstrap::Controller(l) => (l, true),
         Bootstrap::Server(l) => (l, false),
@@ -131,9 +142,10 @@ async fn fetch(bootstrap: &Bootstrap) -> anyhow::Result<(String, QuorumInfo)> {
     let mut last_error = anyhow::anyhow!("no bootstrap address answered");
     loop {
         for addr in &addresses {
-            match describe_once(addr, controller).await {
+            match describe_once(addr, controller, security).await {
                 Ok(Some(found)) => return Ok(found),
                 Ok(None) => {}
+                Err(e) if not_retriable(&e) => return Err(e),
                 Err(e) => last_error = e,
             }
         }
@@ -143,12 +155,40 @@ async fn fetch(bootstrap: &Bootstrap) -> anyhow::Result<(String, QuorumInfo)> {
     }
 }
 
+/// CLUSTER_AUTHORIZATION_FAILED: the principal may not do this; asking again cannot help.
+const CLUSTER_AUTHORIZATION_FAILED: i16 = 31;
+
+/// An answer that asking again cannot change (an authorization refusal): the command stops at
+/// once, as Kafka's admin client does on a non-retriable error.
+#[derive(Debug)]
+struct Refused(String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// Whether `e` ends the command at once: an authorization refusal, or a connection that failed
+/// authentication (TLS or SASL).
+fn not_retriable(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause.is::<Refused>()
+            || cause
+                .downcast_ref::<krust_net::ClientError>()
+                .is_some_and(|c| !c.is_retriable())
+    })
+}
+
 /// One attempt through `addr`; `Ok(None)` while the quorum has no leader yet.
 async fn describe_once(
     addr: &str,
     controller: bool,
+    security: &ClientSecurity,
 ) -> anyhow::Result<Option<(String, QuorumInfo)>> {
-    let connection = connect(addr).await?;
+    let connection = connect(addr, security).await?;
     let version = connection.usable_version(ApiKey::DescribeCluster, (0, 1))?;
     let mut request = DescribeClusterRequest::default();
     if version >= 1 {
@@ -157,6 +197,14 @@ async fn describe_once(
     let ResponseKind::DescribeCluster(cluster) = connection.send(request, version).await? else {
         bail!("{addr} answered DescribeCluster with another response type");
     };
+    if cluster.error_code == CLUSTER_AUTHORIZATION_FAILED {
+        return Err(Refused(format!(
+            "{addr}: DescribeCluster failed with error code {} (CLUSTER_AUTHORIZATION_FAILED): {}",
+            cluster.error_code,
+            cluster.error_message.as_ref().map_or("", |m| m.as_str())
+        ))
+        .into());
+    }
     if cluster.error_code != 0 {
         bail!(
             "{addr}: DescribeCluster failed with error code {}: {}",
@@ -181,7 +229,7 @@ async fn describe_once(
         None
     };
     let quorum_connection = match &target {
-        Some(t) if t != addr => connect(t).await?,
+        Some(t) if t != addr => connect(t, security).await?,
         _ => connection,
     };
     let version = quorum_connection.usable_version(ApiKey::DescribeQuorum, (0, 2))?;
@@ -209,6 +257,15 @@ pub fn quorum_info(response: &DescribeQuorumResponse) -> anyhow::Result<Option<Q
     if retriable(response.error_code) {
         return Ok(None);
     }
+    let refused = |code: i16| -> anyhow::Error {
+        Refused(format!(
+            "DescribeQuorum failed with error code {code} (CLUSTER_AUTHORIZATION_FAILED)"
+        ))
+        .into()
+    };
+    if response.error_code == CLUSTER_AUTHORIZATION_FAILED {
+        return Err(refused(response.error_code));
+    }
     if response.error_code != 0 {
         bail!(
             "DescribeQuorum failed with error code {}",
@@ -220,6 +277,9 @@ pub fn quorum_info(response: &DescribeQuorumResponse) -> anyhow::Result<Option<Q
     };
     if retriable(partition.error_code) {
         return Ok(None);
+    }
+    if partition.error_code == CLUSTER_AUTHORIZATION_FAILED {
+        return Err(refused(partition.error_code));
     }
     if partition.error_code != 0 {
         bail!(

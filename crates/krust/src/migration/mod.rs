@@ -51,6 +51,7 @@ use krust_migration::tools::rollback::rollback_plan;
 use krust_migration::tools::status::{QuorumView, derive_status};
 use krust_migration::tools::verify::{diff_images, zk_image};
 use krust_migration::tools::zk_view::{CLUSTER_READ_ROOTS, ClusterZnodes};
+use krust_net::security::ClientSecurity;
 use krust_zk::backend::read_tree;
 use krust_zk::client::{ZkClient, ZkClientConfig};
 use krust_zk::model::password::PasswordEncoder;
@@ -111,8 +112,11 @@ async fn read_zk(connect: &str, roots: &[&str]) -> anyhow::Result<ZkTree> {
         .map_err(|e| anyhow::anyhow!("reading ZooKeeper {connect}: {e}"))
 }
 
-async fn read_quorum(bootstrap_controller: &str) -> anyhow::Result<quorum::QuorumRead> {
-    quorum::read_image(bootstrap_controller, QUORUM_TIMEOUT)
+async fn read_quorum(
+    bootstrap_controller: &str,
+    security: &ClientSecurity,
+) -> anyhow::Result<quorum::QuorumRead> {
+    quorum::read_image(bootstrap_controller, security, QUORUM_TIMEOUT)
         .await
         .with_context(|| {
             format!("reading the quorum's metadata through --bootstrap-controller {bootstrap_controller}")
@@ -161,12 +165,13 @@ pub fn run_preflight(args: &PreflightArgs, out: &mut dyn Write) -> anyhow::Resul
 /// ZooKeeper or the quorum cannot be read.
 pub fn run_status(
     bootstrap_controller: &str,
+    security: &ClientSecurity,
     zookeeper: Option<&str>,
     json: bool,
     out: &mut dyn Write,
 ) -> anyhow::Result<i32> {
     let (read, zk) = block_on(async {
-        let read = read_quorum(bootstrap_controller).await?;
+        let read = read_quorum(bootstrap_controller, security).await?;
         let zk = match zookeeper {
             Some(zookeeper) => Some(read_cluster(zookeeper).await?),
             None => None,
@@ -205,6 +210,7 @@ pub fn run_status(
 pub fn run_verify(
     zookeeper: &str,
     bootstrap_controller: &str,
+    security: &ClientSecurity,
     config: Option<&PathBuf>,
     out: &mut dyn Write,
 ) -> anyhow::Result<i32> {
@@ -221,7 +227,7 @@ pub fn run_verify(
     let mut roots: Vec<&str> = MIGRATION_READ_ROOTS.to_vec();
     roots.push(paths::MIGRATION);
     let (read, tree) = block_on(async {
-        let read = read_quorum(bootstrap_controller).await?;
+        let read = read_quorum(bootstrap_controller, security).await?;
         let tree = read_zk(zookeeper, &roots).await?;
         Ok((read, tree))
     })?;
@@ -268,11 +274,12 @@ pub fn run_verify(
 pub fn run_rollback_plan(
     zookeeper: &str,
     bootstrap_controller: Option<&str>,
+    security: &ClientSecurity,
     out: &mut dyn Write,
 ) -> anyhow::Result<i32> {
     let (image, zk) = block_on(async {
         let image = match bootstrap_controller {
-            Some(b) => Some(read_quorum(b).await?.image),
+            Some(b) => Some(read_quorum(b, security).await?.image),
             None => None,
         };
         Ok((image, read_cluster(zookeeper).await?))

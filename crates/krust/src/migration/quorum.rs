@@ -20,6 +20,7 @@ use krust_metadata::image::MetadataBatchLoader;
 use krust_metadata::records::MetadataRecord;
 use krust_metadata::{ApiMessageAndVersion, MetadataImage, MetadataProvenance};
 use krust_migration::tools::status::CopyCounter;
+use krust_net::security::ClientSecurity;
 use krust_net::{ClientConfig, Connection};
 use uuid::Uuid;
 
@@ -53,11 +54,12 @@ pub struct QuorumRead {
     pub warnings: Vec<String>,
 }
 
-async fn connect(addr: &str) -> anyhow::Result<Connection> {
+async fn connect(addr: &str, security: &ClientSecurity) -> anyhow::Result<Connection> {
     let config = ClientConfig {
         client_id: "krust-migration".to_owned(),
         request_timeout: Duration::from_secs(10),
         negotiate_api_versions: true,
+        security: security.clone(),
         ..ClientConfig::default()
     };
     Connection::connect(addr, config)
@@ -86,14 +88,20 @@ fn leader_address(quorum: &QuorumInfo, bootstrap: &str) -> String {
 ///
 /// # Errors
 /// No controller answered, the leader refused the fetch, or the log did not decode.
-pub async fn read_image(bootstrap: &str, timeout: Duration) -> anyhow::Result<QuorumRead> {
+pub async fn read_image(
+    bootstrap: &str,
+    security: &ClientSecurity,
+    timeout: Duration,
+) -> anyhow::Result<QuorumRead> {
     let b = Bootstrap::Controller(bootstrap.to_owned());
-    let (cluster_id, quorum) =
-        tokio::task::spawn_blocking(move || metadata_quorum::describe(&b, timeout))
-            .await
-            .context("describing the quorum")??;
+    let describe_security = security.clone();
+    let (cluster_id, quorum) = tokio::task::spawn_blocking(move || {
+        metadata_quorum::describe(&b, &describe_security, timeout)
+    })
+    .await
+    .context("describing the quorum")??;
     let leader = leader_address(&quorum, bootstrap);
-    let connection = connect(&leader).await?;
+    let connection = connect(&leader, security).await?;
     let mut loader = MetadataBatchLoader::new(MetadataImage::empty());
     let mut counter = CopyCounter::default();
     let mut warnings = Vec::new();

@@ -46,9 +46,29 @@ use crate::config::ServerConfig;
 /// Largest key or trust store file read (a bound on what a config can make us buffer).
 const MAX_STORE_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
-/// One listener's view of the config: `listener.name.<l>.<key>` over `<key>`.
+/// Where settings are read from: a node's `server.properties`, or a tool's `--command-config`
+/// file.
+pub trait Settings {
+    /// The value of `key`, if set.
+    fn setting(&self, key: &str) -> Option<&str>;
+}
+
+impl Settings for ServerConfig {
+    fn setting(&self, key: &str) -> Option<&str> {
+        self.get(key)
+    }
+}
+
+impl Settings for BTreeMap<String, String> {
+    fn setting(&self, key: &str) -> Option<&str> {
+        self.get(key).map(String::as_str)
+    }
+}
+
+/// One listener's view of the config: `listener.name.<l>.<key>` over `<key>` (a client's
+/// settings have no listener: plain keys only).
 pub struct ListenerConfig<'a> {
-    config: &'a ServerConfig,
+    config: &'a dyn Settings,
     prefix: String,
 }
 
@@ -62,18 +82,33 @@ impl<'a> ListenerConfig<'a> {
         }
     }
 
+    /// A client's settings: plain keys.
+    fn client(config: &'a dyn Settings) -> Self {
+        ListenerConfig {
+            config,
+            prefix: String::new(),
+        }
+    }
+
     /// The listener-prefixed value if set, else the plain one.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&'a str> {
-        self.config
-            .get(&format!("{}{key}", self.prefix))
-            .or_else(|| self.config.get(key))
+        if !self.prefix.is_empty() {
+            if let Some(value) = self.config.setting(&format!("{}{key}", self.prefix)) {
+                return Some(value);
+            }
+        }
+        self.config.setting(key)
     }
 
     /// Whether the listener-prefixed key is set.
     #[must_use]
     pub fn has_prefixed(&self, key: &str) -> bool {
-        self.config.get(&format!("{}{key}", self.prefix)).is_some()
+        !self.prefix.is_empty()
+            && self
+                .config
+                .setting(&format!("{}{key}", self.prefix))
+                .is_some()
     }
 }
 
@@ -119,7 +154,7 @@ pub fn listener_tls(
             "Invalid value {other} for configuration ssl.client.auth: String must be one of: required, requested, none"
         ),
     };
-    let enabled_protocols = enabled_protocols(&l, name)?;
+    let enabled_protocols = enabled_protocols(&l).with_context(|| format!("listener {name}"))?;
     let cipher_suites = l
         .get("ssl.cipher.suites")
         .map(crate::config::csv)
@@ -140,7 +175,7 @@ pub fn listener_tls(
 }
 
 /// `ssl.enabled.protocols` of a listener (Kafka's default: both).
-fn enabled_protocols(l: &ListenerConfig<'_>, name: &str) -> anyhow::Result<Vec<TlsProtocol>> {
+fn enabled_protocols(l: &ListenerConfig<'_>) -> anyhow::Result<Vec<TlsProtocol>> {
     let mut enabled_protocols = Vec::new();
     for p in crate::config::csv(l.get("ssl.enabled.protocols").unwrap_or("TLSv1.2,TLSv1.3")) {
         enabled_protocols.push(match p.as_str() {
@@ -152,7 +187,7 @@ fn enabled_protocols(l: &ListenerConfig<'_>, name: &str) -> anyhow::Result<Vec<T
         });
     }
     if enabled_protocols.is_empty() {
-        bail!("ssl.enabled.protocols of listener {name} is empty");
+        bail!("ssl.enabled.protocols is empty");
     }
     Ok(enabled_protocols)
 }
@@ -173,44 +208,7 @@ pub fn client_security(
     mechanism_key: &str,
 ) -> anyhow::Result<ClientSecurity> {
     let l = ListenerConfig::new(config, name);
-    let tls = match protocol {
-        "SSL" | "SASL_SSL" => {
-            let trusted_certificates = truststore(&l)?;
-            if trusted_certificates.is_empty() {
-                bail!(
-                    "listener {name}: this node's own {protocol} connections to it need a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM and ssl.truststore.location or ssl.truststore.certificates (listener.name.{}.ssl.* or ssl.*)",
-                    name.to_lowercase()
-                );
-            }
-            let has_keystore = l.get("ssl.keystore.location").is_some()
-                || l.get("ssl.keystore.key").is_some()
-                || l.get("ssl.keystore.certificate.chain").is_some();
-            let client_certificate = if has_keystore {
-                Some(keystore(&l)?)
-            } else {
-                None
-            };
-            let verify_hostname = match l
-                .get("ssl.endpoint.identification.algorithm")
-                .map_or("https", str::trim)
-            {
-                "" => false,
-                a if a.eq_ignore_ascii_case("https") => true,
-                other => bail!(
-                    "ssl.endpoint.identification.algorithm: {other} is not supported by krust (https, or empty to skip the host name check)"
-                ),
-            };
-            let client = TlsClient::new(TlsClientSettings {
-                trusted_certificates,
-                client_certificate,
-                verify_hostname,
-                enabled_protocols: enabled_protocols(&l, name)?,
-            })
-            .with_context(|| format!("TLS of this node's connections to listener {name}"))?;
-            Some(Arc::new(client))
-        }
-        _ => None,
-    };
+    let tls = client_tls(&l, Some(name), protocol)?;
     let sasl = match protocol {
         "SASL_PLAINTEXT" | "SASL_SSL" => {
             let mechanism_name = config.get(mechanism_key).map_or("GSSAPI", str::trim);
@@ -236,6 +234,123 @@ pub fn client_security(
                 bail!(
                     "{key}: no username and password options; this node authenticates with them on its own connections to listener {name}"
                 );
+            };
+            Some(Arc::new(SaslCredentials {
+                mechanism,
+                username,
+                password,
+            }))
+        }
+        _ => None,
+    };
+    Ok(ClientSecurity { tls, sasl })
+}
+
+/// The TLS client of connections whose security protocol is `protocol` — to listener `name`
+/// from this node, or (`None`) from an admin tool: `None` unless it is `SSL` or `SASL_SSL`.
+fn client_tls(
+    l: &ListenerConfig<'_>,
+    name: Option<&str>,
+    protocol: &str,
+) -> anyhow::Result<Option<Arc<TlsClient>>> {
+    Ok(match protocol {
+        "SSL" | "SASL_SSL" => {
+            let trusted_certificates = truststore(l)?;
+            if trusted_certificates.is_empty() {
+                match name {
+                    Some(name) => bail!(
+                        "listener {name}: this node's own {protocol} connections to it need a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM and ssl.truststore.location or ssl.truststore.certificates (listener.name.{}.ssl.* or ssl.*)",
+                        name.to_lowercase()
+                    ),
+                    None => bail!(
+                        "security.protocol={protocol} needs a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM and ssl.truststore.location or ssl.truststore.certificates"
+                    ),
+                }
+            }
+            let has_keystore = l.get("ssl.keystore.location").is_some()
+                || l.get("ssl.keystore.key").is_some()
+                || l.get("ssl.keystore.certificate.chain").is_some();
+            let client_certificate = if has_keystore {
+                Some(keystore(l)?)
+            } else {
+                None
+            };
+            let verify_hostname = match l
+                .get("ssl.endpoint.identification.algorithm")
+                .map_or("https", str::trim)
+            {
+                "" => false,
+                a if a.eq_ignore_ascii_case("https") => true,
+                other => bail!(
+                    "ssl.endpoint.identification.algorithm: {other} is not supported by krust (https, or empty to skip the host name check)"
+                ),
+            };
+            let client = TlsClient::new(TlsClientSettings {
+                trusted_certificates,
+                client_certificate,
+                verify_hostname,
+                enabled_protocols: enabled_protocols(l)?,
+            })
+            .with_context(|| match name {
+                Some(name) => format!("TLS of this node's connections to listener {name}"),
+                None => "TLS of the tool's connections".to_owned(),
+            })?;
+            Some(Arc::new(client))
+        }
+        _ => None,
+    })
+}
+
+/// The security of an admin tool's connections, from its `--command-config` file as Kafka's
+/// `AdminClientConfig` reads it: `security.protocol` (default PLAINTEXT), `sasl.mechanism`
+/// (default GSSAPI) with `sasl.jaas.config`, `ssl.*` (PEM stores only).
+///
+/// # Errors
+/// A `security.protocol` Kafka refuses (Kafka's message), a mechanism krust lacks, SASL without
+/// a `sasl.jaas.config` holding `username` and `password` (krust reads no JAAS file), and what
+/// [`client_security`] refuses for TLS.
+pub fn admin_client_security(settings: &dyn Settings) -> anyhow::Result<ClientSecurity> {
+    let l = ListenerConfig::client(settings);
+    let protocol = settings
+        .setting("security.protocol")
+        .map_or("PLAINTEXT", |p| p.trim());
+    let protocol = match protocol.to_uppercase().as_str() {
+        "PLAINTEXT" => "PLAINTEXT",
+        "SSL" => "SSL",
+        "SASL_PLAINTEXT" => "SASL_PLAINTEXT",
+        "SASL_SSL" => "SASL_SSL",
+        // The order of Kafka's message (its validator holds the names in a hash set).
+        _ => bail!(
+            "Invalid value {protocol} for configuration security.protocol: String must be one of (case insensitive): SASL_SSL, PLAINTEXT, SSL, SASL_PLAINTEXT"
+        ),
+    };
+    let tls = client_tls(&l, None, protocol)?;
+    let sasl = match protocol {
+        "SASL_PLAINTEXT" | "SASL_SSL" => {
+            let mechanism_name = settings
+                .setting("sasl.mechanism")
+                .map_or("GSSAPI", |m| m.trim());
+            if mechanism_name.is_empty() {
+                // Kafka's `CommonClientConfigs.postValidateSaslMechanismConfig`.
+                bail!(
+                    "Invalid value null for configuration sasl.mechanism: When the security.protocol configuration enables SASL, mechanism must be non-null and non-empty string."
+                );
+            }
+            let Some(mechanism) = SaslMechanism::from_name(mechanism_name) else {
+                bail!(
+                    "sasl.mechanism={mechanism_name} is not supported by krust (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)"
+                );
+            };
+            let Some(jaas) = settings.setting("sasl.jaas.config") else {
+                bail!(
+                    "security.protocol={protocol} needs sasl.jaas.config with username=\"…\" password=\"…\" (krust reads no JAAS file)"
+                );
+            };
+            let (_module, mut options) = parse_jaas_config(jaas).context("sasl.jaas.config")?;
+            let (Some(username), Some(password)) =
+                (options.remove("username"), options.remove("password"))
+            else {
+                bail!("sasl.jaas.config: no username and password options");
             };
             Some(Arc::new(SaslCredentials {
                 mechanism,
@@ -591,6 +706,39 @@ mod tests {
 
     /// The node's own login to a SASL listener: the listener-and-mechanism JAAS entry's
     /// `username`/`password`; what is missing or unsupported is refused with the key to set.
+    fn admin(text: &str) -> anyhow::Result<ClientSecurity> {
+        admin_client_security(&config(text))
+    }
+
+    #[test]
+    fn admin_client_security_reads_a_command_config_as_kafka_does() {
+        let plain = admin("").expect("no settings: PLAINTEXT");
+        assert_eq!(plain.protocol_name(), "PLAINTEXT");
+        let sasl = admin(
+            "security.protocol=sasl_plaintext\nsasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"u\" password=\"p\";\n",
+        )
+        .expect("SASL_PLAINTEXT, any case");
+        assert_eq!(sasl.protocol_name(), "SASL_PLAINTEXT");
+        let refused = |text: &str| format!("{:#}", admin(text).expect_err(text));
+        assert_eq!(
+            refused("security.protocol=TLS\n"),
+            "Invalid value TLS for configuration security.protocol: String must be one of (case insensitive): SASL_SSL, PLAINTEXT, SSL, SASL_PLAINTEXT"
+        );
+        assert_eq!(
+            refused("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=\n"),
+            "Invalid value null for configuration sasl.mechanism: When the security.protocol configuration enables SASL, mechanism must be non-null and non-empty string."
+        );
+        assert!(
+            refused("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n")
+                .contains("needs sasl.jaas.config")
+        );
+        assert!(refused("security.protocol=SSL\n").contains("needs a trust store"));
+        assert!(
+            refused("security.protocol=SASL_PLAINTEXT\n").contains("GSSAPI is not supported"),
+            "Kafka's default mechanism, which krust lacks"
+        );
+    }
+
     #[test]
     fn client_security_reads_the_listener_jaas_entry_and_refuses_gaps() {
         let jaas = r#"listener.name.internal.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" password="pw";"#;
