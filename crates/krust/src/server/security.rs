@@ -93,10 +93,10 @@ impl<'a> ListenerConfig<'a> {
     /// The listener-prefixed value if set, else the plain one.
     #[must_use]
     pub fn get(&self, key: &str) -> Option<&'a str> {
-        if !self.prefix.is_empty() {
-            if let Some(value) = self.config.setting(&format!("{}{key}", self.prefix)) {
-                return Some(value);
-            }
+        if !self.prefix.is_empty()
+            && let Some(value) = self.config.setting(&format!("{}{key}", self.prefix))
+        {
+            return Some(value);
         }
         self.config.setting(key)
     }
