@@ -57,7 +57,7 @@ pub fn run_describe(
     what: Describe,
     out: &mut dyn Write,
 ) -> anyhow::Result<i32> {
-    let (cluster_id, quorum) = describe(bootstrap, security, COMMAND_TIMEOUT)?;
+    let (cluster_id, quorum) = describe_secured(bootstrap, security, COMMAND_TIMEOUT)?;
     match what {
         Describe::Status => print_status(&cluster_id, &quorum, out)?,
         Describe::Replication { human_readable } => {
@@ -68,12 +68,20 @@ pub fn run_describe(
 }
 
 /// The cluster id and the quorum as the active controller describes it, retrying (every
-/// 200 ms) while no leader is known, for at most `timeout`; connections secured as `security`
-/// says (the tool's `--command-config`).
+/// 200 ms) while no leader is known, for at most `timeout`, over PLAINTEXT connections.
 ///
 /// # Errors
 /// Nothing answered with a leader within `timeout`; a non-retriable error code.
-pub fn describe(
+pub fn describe(bootstrap: &Bootstrap, timeout: Duration) -> anyhow::Result<(String, QuorumInfo)> {
+    describe_secured(bootstrap, &ClientSecurity::default(), timeout)
+}
+
+/// As [`describe`], over connections secured as `security` says (the tool's
+/// `--command-config`).
+///
+/// # Errors
+/// As [`describe`]; a connection that fails authentication, an authorization refusal.
+pub fn describe_secured(
     bootstrap: &Bootstrap,
     security: &ClientSecurity,
     timeout: Duration,

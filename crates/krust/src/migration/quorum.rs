@@ -96,7 +96,7 @@ pub async fn read_image(
     let b = Bootstrap::Controller(bootstrap.to_owned());
     let describe_security = security.clone();
     let (cluster_id, quorum) = tokio::task::spawn_blocking(move || {
-        metadata_quorum::describe(&b, &describe_security, timeout)
+        metadata_quorum::describe_secured(&b, &describe_security, timeout)
     })
     .await
     .context("describing the quorum")??;
