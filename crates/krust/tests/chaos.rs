@@ -33,6 +33,13 @@
 //! (`a_leader_isolated_and_a_leader_paused_lose_no_acknowledged_record`). Every scenario, three
 //! rounds each, on demand:
 //! `cargo test -p krust --test chaos -- --ignored --nocapture every_chaos_scenario`.
+//! The checker's own check, on demand: `unsafe-leader-alone-then-cut` on a topic with
+//! `unclean.leader.election.enable=true` and `min.insync.replicas=1` must report lost records
+//! (`cargo test -p krust --test chaos -- --ignored --nocapture the_checker_detects`).
+//!
+//! Who leads is read from the nodes' own log lines (`became leader … leader_epoch=E` of the
+//! brokers, `becoming leader node=N epoch=E` of the controllers; the highest epoch wins), not
+//! from Kafka's admin tools, which may ask a node that is cut off and still believes it leads.
 //!
 //! Needs root for the namespaces: without it the test skips locally and fails in CI. Every wait
 //! is bounded; processes are killed and namespaces removed on drop, also on panic.
@@ -42,11 +49,11 @@ use std::time::Duration;
 
 use krust_testkit::{
     AckedProducer, AckedRecord, AckedTally, KafkaDist, KrustProcess, NetLab, check_acked_records,
-    class, random_kafka_uuid, running_in_ci, tally_acked_records,
+    random_kafka_uuid, running_in_ci, tally_acked_records,
 };
 use support::{
     KRUST, Node, START_TIMEOUT, STARTED_LINE, consume_offsets, end_offset, terminate_cleanly,
-    tool_until, write_node,
+    write_node,
 };
 
 mod support;
@@ -75,6 +82,11 @@ enum Scenario {
     FlapLeader,
     PauseLeader,
     PauseController,
+    /// Unsafe on purpose, for a topic with `unclean.leader.election.enable=true` and
+    /// `min.insync.replicas=1` only: the leader cut from the other replicas until it alone is
+    /// the ISR and has acknowledged more, then cut from the controllers too, so an out-of-sync
+    /// replica is elected. Must lose acknowledged records — the checker has to see it.
+    LeaderAloneThenIsolated,
 }
 
 impl Scenario {
@@ -95,6 +107,7 @@ impl Scenario {
             Scenario::FlapLeader => "flap-leader",
             Scenario::PauseLeader => "pause-leader",
             Scenario::PauseController => "pause-controller",
+            Scenario::LeaderAloneThenIsolated => "unsafe-leader-alone-then-cut",
         }
     }
 }
@@ -248,33 +261,49 @@ impl ChaosCluster {
             .join("\n")
     }
 
-    /// The active controller as controllers other than `not` see it (Kafka's
-    /// `kafka-metadata-quorum describe --status`), once it is not `not`.
+    /// The active controller: the winner of the highest Raft epoch in the controllers' logs
+    /// (their `becoming leader node=N epoch=E` lines; one leader per epoch, KIP-595), once it
+    /// is not `not`. Not Kafka's `kafka-metadata-quorum`: its admin client may ask a controller
+    /// that is cut off (or paused) and still believes it leads.
     fn active_controller(&self, not: Option<i32>) -> i32 {
-        let asked = (1..=3)
-            .filter(|id| Some(*id) != not)
-            .map(|id| format!("{}:{CONTROLLER_PORT}", self.lab.ip(&label(id))))
-            .collect::<Vec<_>>()
-            .join(",");
-        let leader_of = |out: &str| -> Option<i32> {
-            out.lines()
-                .find_map(|l| l.strip_prefix("LeaderId:"))
-                .and_then(|v| v.trim().parse().ok())
+        let latest = || -> Option<(i32, i32)> {
+            let mut latest: Option<(i32, i32)> = None;
+            for controller in &self.controllers {
+                let Some(process) = &controller.process else {
+                    continue;
+                };
+                for line in process.output().lines() {
+                    if !line.contains("becoming leader") {
+                        continue;
+                    }
+                    let epoch = line
+                        .split_whitespace()
+                        .find_map(|w| w.strip_prefix("epoch="))
+                        .and_then(|v| v.parse::<i32>().ok());
+                    if let Some(epoch) = epoch
+                        && latest.is_none_or(|(e, _)| epoch > e)
+                    {
+                        latest = Some((epoch, controller.id));
+                    }
+                }
+            }
+            latest
         };
-        let out = tool_until(
-            &self.dist,
-            class::METADATA_QUORUM,
-            &["--bootstrap-controller", &asked, "describe", "--status"],
-            CLUSTER_TIMEOUT,
-            |out| leader_of(out).is_some_and(|l| (1..=3).contains(&l) && Some(l) != not),
-        )
-        .unwrap_or_else(|e| {
-            panic!(
-                "an active controller other than {not:?}: {e}\n{}",
+        let deadline = std::time::Instant::now() + CLUSTER_TIMEOUT;
+        loop {
+            if let Some((_, id)) = latest()
+                && Some(id) != not
+            {
+                return id;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no active controller other than {not:?} within {CLUSTER_TIMEOUT:?} (latest {:?})\n{}",
+                latest(),
                 self.logs()
-            )
-        });
-        leader_of(&out).expect("LeaderId")
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     /// The partition's latest leader and leader epoch as the brokers' own logs tell it (their
@@ -430,6 +459,29 @@ impl ChaosCluster {
                     .expect("SIGCONT");
                 (leader, Some(new))
             }
+            Scenario::LeaderAloneThenIsolated => {
+                eprintln!("{what}: cutting leader {leader} from the other replicas");
+                let mark = producer.mark();
+                let followers: Vec<String> = (4..=6).filter(|&b| b != leader).map(label).collect();
+                self.cut_from(leader, &followers);
+                producer
+                    .wait_partition(mark, TOPIC, 0, CLUSTER_TIMEOUT, |s| {
+                        s.leader == Some(leader) && s.isr == [leader]
+                    })
+                    .unwrap_or_else(|e| {
+                        panic!("{what}: {leader} alone in the ISR: {e}\n{}", self.logs())
+                    });
+                let acked = producer.report().acked.len();
+                producer
+                    .wait_acked(acked + PROGRESS, CLUSTER_TIMEOUT)
+                    .unwrap_or_else(|e| {
+                        panic!("{what}: acknowledgements from {leader} alone: {e}")
+                    });
+                eprintln!("{what}: {leader} alone in the ISR; cutting it from the controllers");
+                self.cut_from(leader, &["c1".into(), "c2".into(), "c3".into()]);
+                let new = self.new_leader(producer, leader, &what);
+                (leader, Some(new))
+            }
             Scenario::PauseController => {
                 let active = self.active_controller(None);
                 eprintln!("{what}: SIGSTOP active controller {active}");
@@ -466,21 +518,25 @@ impl ChaosCluster {
     }
 }
 
-/// Runs `scenarios` × `rounds` under the acked producer, then checks and reports.
-fn run_chaos(scenarios: &[Scenario], rounds: usize) {
-    let Some(lab) = lab_or_skip() else {
-        return;
-    };
+/// What the checker found: a tally per view of the partition (the consumer's, each
+/// replica's files) and every problem in words.
+struct Checked {
+    tallies: Vec<(String, AckedTally)>,
+    problems: Vec<String>,
+}
+
+/// Runs `scenarios` × `rounds` under the acked producer on a topic with `topic_configs`, then
+/// checks and prints the report; `None` where the lab cannot be built (skipped locally).
+fn run_chaos(
+    scenarios: &[Scenario],
+    rounds: usize,
+    topic_configs: &[(&str, &str)],
+) -> Option<Checked> {
+    let lab = lab_or_skip()?;
     let mut cluster = ChaosCluster::start(lab);
     cluster
         .dist
-        .create_topic(
-            &cluster.bootstrap,
-            TOPIC,
-            1,
-            3,
-            &[("min.insync.replicas", "2")],
-        )
+        .create_topic(&cluster.bootstrap, TOPIC, 1, 3, topic_configs)
         .unwrap_or_else(|e| panic!("kafka-topics --create: {e}"));
     let mut producer = cluster
         .dist
@@ -589,15 +645,16 @@ fn run_chaos(scenarios: &[Scenario], rounds: usize) {
     }
 
     eprintln!(
-        "\n=== chaos report: krust, 3 controllers + 3 brokers in network namespaces, RF 3, min.insync.replicas=2, idempotent acks=all ==="
+        "\n=== chaos report: krust, 3 controllers + 3 brokers in network namespaces, RF 3, \
+         topic configs {topic_configs:?}, idempotent acks=all ==="
     );
     eprintln!(
-        "{:<26} {:>6} {:>8} {:>11}",
+        "{:<28} {:>6} {:>8} {:>11}",
         "scenario", "round", "fault on", "acked"
     );
     for r in &done {
         eprintln!(
-            "{:<26} {:>6} {:>8} {:>11}",
+            "{:<28} {:>6} {:>8} {:>11}",
             r.scenario.name(),
             r.round,
             r.target,
@@ -625,16 +682,50 @@ fn run_chaos(scenarios: &[Scenario], rounds: usize) {
         "too few acknowledgements: {}",
         acked.len()
     );
-    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    Some(Checked { tallies, problems })
 }
+
+/// The safe settings every scenario but the unsafe one runs under.
+const SAFE: &[(&str, &str)] = &[("min.insync.replicas", "2")];
 
 #[test]
 fn a_leader_isolated_and_a_leader_paused_lose_no_acknowledged_record() {
-    run_chaos(&[Scenario::IsolateLeader, Scenario::PauseLeader], 1);
+    if let Some(checked) = run_chaos(&[Scenario::IsolateLeader, Scenario::PauseLeader], 1, SAFE) {
+        assert!(
+            checked.problems.is_empty(),
+            "{}",
+            checked.problems.join("\n")
+        );
+    }
 }
 
 #[test]
 #[ignore = "on demand (minutes): cargo test -p krust --test chaos -- --ignored --nocapture every_chaos_scenario"]
 fn every_chaos_scenario_three_rounds_loses_no_acknowledged_record() {
-    run_chaos(&Scenario::ALL, 3);
+    if let Some(checked) = run_chaos(&Scenario::ALL, 3, SAFE) {
+        assert!(
+            checked.problems.is_empty(),
+            "{}",
+            checked.problems.join("\n")
+        );
+    }
+}
+
+/// The checker's own check: with unclean leader election and `min.insync.replicas=1`, a leader
+/// left alone in the ISR acknowledges records no other replica has, then an out-of-sync
+/// replica is elected in its place — the acknowledged records are gone, and the checker must
+/// say so on every replica.
+#[test]
+#[ignore = "on demand: cargo test -p krust --test chaos -- --ignored --nocapture the_checker_detects"]
+fn the_checker_detects_the_loss_an_unclean_election_causes() {
+    let unsafe_configs = [
+        ("min.insync.replicas", "1"),
+        ("unclean.leader.election.enable", "true"),
+    ];
+    if let Some(checked) = run_chaos(&[Scenario::LeaderAloneThenIsolated], 1, &unsafe_configs) {
+        for (who, tally) in &checked.tallies {
+            assert!(tally.lost > 0, "{who}: no loss detected: {tally:?}");
+        }
+        assert!(!checked.problems.is_empty());
+    }
 }
