@@ -35,7 +35,9 @@
 //! `cargo test -p krust --test chaos -- --ignored --nocapture every_chaos_scenario`.
 //! The checker's own check, on demand: `unsafe-leader-alone-then-cut` on a topic with
 //! `unclean.leader.election.enable=true` and `min.insync.replicas=1` must report lost records
-//! (`cargo test -p krust --test chaos -- --ignored --nocapture the_checker_detects`).
+//! (`cargo test -p krust --test chaos -- --ignored --nocapture the_checker_detects`), on krust
+//! and, side by side, on Apache Kafka 3.9 (the same `server.properties`, 3 controller and 3
+//! broker JVMs, each in its namespace).
 //!
 //! Who leads is read from the nodes' own log lines (`became leader … leader_epoch=E` of the
 //! brokers, `becoming leader node=N epoch=E` of the controllers; the highest epoch wins), not
@@ -49,12 +51,9 @@ use std::time::Duration;
 
 use krust_testkit::{
     AckedProducer, AckedRecord, AckedTally, KafkaDist, KrustProcess, NetLab, check_acked_records,
-    random_kafka_uuid, running_in_ci, tally_acked_records,
+    class, random_kafka_uuid, running_in_ci, tally_acked_records,
 };
-use support::{
-    KRUST, Node, START_TIMEOUT, STARTED_LINE, consume_offsets, end_offset, terminate_cleanly,
-    write_node,
-};
+use support::{KRUST, Node, START_TIMEOUT, STARTED_LINE, consume_offsets, end_offset, write_node};
 
 mod support;
 
@@ -124,6 +123,58 @@ struct Round {
     acked_during: usize,
 }
 
+/// Whose servers the cluster runs: krust's, or Apache Kafka 3.9's (the same
+/// `server.properties`, storage formatted by krust, each JVM in its namespace) for the checker's
+/// side-by-side check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavor {
+    Krust,
+    Kafka,
+}
+
+impl Flavor {
+    /// The leader epoch in a broker's log line saying it became the partition's leader.
+    fn partition_leader_epoch(self, line: &str) -> Option<i32> {
+        match self {
+            // `became leader local_broker_id=4 leader_epoch=1 log_end=77`
+            Flavor::Krust if line.contains("became leader") => line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("leader_epoch="))
+                .and_then(|v| v.parse().ok()),
+            // Partition.makeLeader: `Leader chaos-0 with topic id … starts at leader epoch 1 …`
+            Flavor::Kafka if line.contains(&format!("Leader {TOPIC}-0 with topic id")) => {
+                leading_number(line.split_once("starts at leader epoch ")?.1)
+            }
+            _ => None,
+        }
+    }
+
+    /// The Raft epoch in a controller's log line saying it became the quorum's leader.
+    fn controller_leader_epoch(self, line: &str) -> Option<i32> {
+        match self {
+            // `becoming leader node=1 epoch=3`
+            Flavor::Krust if line.contains("becoming leader") => line
+                .split_whitespace()
+                .find_map(|w| w.strip_prefix("epoch="))
+                .and_then(|v| v.parse().ok()),
+            // QuorumState: `Completed transition to Leader(…, epoch=3, …) from …`
+            Flavor::Kafka => {
+                let rest = line.split_once("Completed transition to Leader")?.1;
+                leading_number(rest.split_once("epoch=")?.1)
+            }
+            Flavor::Krust => None,
+        }
+    }
+}
+
+/// The decimal number `text` starts with.
+fn leading_number(text: &str) -> Option<i32> {
+    let end = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    text[..end].parse().ok()
+}
+
 fn label(id: i32) -> String {
     if id <= 3 {
         format!("c{id}")
@@ -137,6 +188,7 @@ const LABELS: [&str; 6] = ["c1", "c2", "c3", "b4", "b5", "b6"];
 /// The cluster in its lab. Fields drop in order: processes first, then the namespaces, then
 /// the directories.
 struct ChaosCluster {
+    flavor: Flavor,
     controllers: Vec<Node>,
     brokers: Vec<Node>,
     lab: NetLab,
@@ -160,7 +212,7 @@ fn lab_or_skip() -> Option<NetLab> {
 }
 
 impl ChaosCluster {
-    fn start(lab: NetLab) -> ChaosCluster {
+    fn start(lab: NetLab, flavor: Flavor) -> ChaosCluster {
         let root = tempfile::tempdir().expect("tempdir");
         let cluster_id = random_kafka_uuid();
         let voters = (1..=3)
@@ -173,6 +225,7 @@ impl ChaosCluster {
                 let text = format!(
                     "process.roles=controller\nnode.id={id}\ncontroller.listener.names=CONTROLLER\n\
                      listeners=CONTROLLER://{}:{CONTROLLER_PORT}\ncontroller.quorum.voters={voters}\n\
+                     listener.security.protocol.map=CONTROLLER:PLAINTEXT\n\
                      log.dirs={}\nbroker.session.timeout.ms={SESSION_TIMEOUT_MS}\n",
                     lab.ip(&label(id)),
                     dir.join("data").display()
@@ -204,6 +257,7 @@ impl ChaosCluster {
             .collect::<Vec<_>>()
             .join(",");
         let mut cluster = ChaosCluster {
+            flavor,
             controllers,
             brokers,
             lab,
@@ -219,16 +273,23 @@ impl ChaosCluster {
             .chain(cluster.brokers.iter_mut())
         {
             let (program, prefix) = lab.exec_prefix(&label(node.id));
-            node.process = Some(
-                KrustProcess::builder(program)
-                    .args(prefix)
+            let builder = KrustProcess::builder(program).args(prefix);
+            let builder = match flavor {
+                Flavor::Krust => builder
                     .arg(KRUST)
                     .args(["server".as_ref(), node.properties().as_os_str()])
-                    .env("RUST_LOG", "info,krust_net=warn")
+                    .env("RUST_LOG", "info,krust_net=warn"),
+                Flavor::Kafka => builder
+                    .arg(cluster.dist.java())
+                    .args(cluster.dist.jvm_args(class::KAFKA, true))
+                    .arg(node.properties()),
+            };
+            node.process = Some(
+                builder
                     .dir(node.dir.clone())
-                    .name(format!("krust-{}", node.id))
+                    .name(format!("{flavor:?}-{}", node.id).to_lowercase())
                     .start()
-                    .expect("start krust server in its namespace"),
+                    .expect("start the server in its namespace"),
             );
         }
         for node in cluster
@@ -273,14 +334,7 @@ impl ChaosCluster {
                     continue;
                 };
                 for line in process.output().lines() {
-                    if !line.contains("becoming leader") {
-                        continue;
-                    }
-                    let epoch = line
-                        .split_whitespace()
-                        .find_map(|w| w.strip_prefix("epoch="))
-                        .and_then(|v| v.parse::<i32>().ok());
-                    if let Some(epoch) = epoch
+                    if let Some(epoch) = self.flavor.controller_leader_epoch(line)
                         && latest.is_none_or(|(e, _)| epoch > e)
                     {
                         latest = Some((epoch, controller.id));
@@ -317,14 +371,7 @@ impl ChaosCluster {
                 continue;
             };
             for line in process.output().lines() {
-                if !line.contains("became leader") {
-                    continue;
-                }
-                let epoch = line
-                    .split_whitespace()
-                    .find_map(|w| w.strip_prefix("leader_epoch="))
-                    .and_then(|v| v.parse::<i32>().ok());
-                if let Some(epoch) = epoch
+                if let Some(epoch) = self.flavor.partition_leader_epoch(line)
                     && latest.is_none_or(|(e, _)| epoch > e)
                 {
                     latest = Some((epoch, broker.id));
@@ -528,12 +575,13 @@ struct Checked {
 /// Runs `scenarios` × `rounds` under the acked producer on a topic with `topic_configs`, then
 /// checks and prints the report; `None` where the lab cannot be built (skipped locally).
 fn run_chaos(
+    flavor: Flavor,
     scenarios: &[Scenario],
     rounds: usize,
     topic_configs: &[(&str, &str)],
 ) -> Option<Checked> {
     let lab = lab_or_skip()?;
-    let mut cluster = ChaosCluster::start(lab);
+    let mut cluster = ChaosCluster::start(lab, flavor);
     cluster
         .dist
         .create_topic(&cluster.bootstrap, TOPIC, 1, 3, topic_configs)
@@ -597,12 +645,23 @@ fn run_chaos(
     }
 
     // Each replica's own files, after a clean stop (brokers first, then the controllers).
-    terminate_cleanly(
-        cluster
-            .brokers
-            .iter_mut()
-            .chain(cluster.controllers.iter_mut()),
-    );
+    // A controlled shutdown (SIGTERM), brokers first: a krust node exits 0, a Kafka JVM 143
+    // (128 + SIGTERM, after its shutdown hooks ran).
+    for node in cluster
+        .brokers
+        .iter_mut()
+        .chain(cluster.controllers.iter_mut())
+    {
+        let status = node
+            .process()
+            .terminate(Duration::from_secs(60))
+            .expect("terminate");
+        let clean = match flavor {
+            Flavor::Krust => status.success(),
+            Flavor::Kafka => status.success() || status.code() == Some(143),
+        };
+        assert!(clean, "{flavor:?} node {} exit status {status}", node.id);
+    }
     let dirs: Vec<PathBuf> = cluster
         .brokers
         .iter()
@@ -645,7 +704,7 @@ fn run_chaos(
     }
 
     eprintln!(
-        "\n=== chaos report: krust, 3 controllers + 3 brokers in network namespaces, RF 3, \
+        "\n=== chaos report: {flavor:?}, 3 controllers + 3 brokers in network namespaces, RF 3, \
          topic configs {topic_configs:?}, idempotent acks=all ==="
     );
     eprintln!(
@@ -690,7 +749,12 @@ const SAFE: &[(&str, &str)] = &[("min.insync.replicas", "2")];
 
 #[test]
 fn a_leader_isolated_and_a_leader_paused_lose_no_acknowledged_record() {
-    if let Some(checked) = run_chaos(&[Scenario::IsolateLeader, Scenario::PauseLeader], 1, SAFE) {
+    if let Some(checked) = run_chaos(
+        Flavor::Krust,
+        &[Scenario::IsolateLeader, Scenario::PauseLeader],
+        1,
+        SAFE,
+    ) {
         assert!(
             checked.problems.is_empty(),
             "{}",
@@ -702,7 +766,7 @@ fn a_leader_isolated_and_a_leader_paused_lose_no_acknowledged_record() {
 #[test]
 #[ignore = "on demand (minutes): cargo test -p krust --test chaos -- --ignored --nocapture every_chaos_scenario"]
 fn every_chaos_scenario_three_rounds_loses_no_acknowledged_record() {
-    if let Some(checked) = run_chaos(&Scenario::ALL, 3, SAFE) {
+    if let Some(checked) = run_chaos(Flavor::Krust, &Scenario::ALL, 3, SAFE) {
         assert!(
             checked.problems.is_empty(),
             "{}",
@@ -718,13 +782,33 @@ fn every_chaos_scenario_three_rounds_loses_no_acknowledged_record() {
 #[test]
 #[ignore = "on demand: cargo test -p krust --test chaos -- --ignored --nocapture the_checker_detects"]
 fn the_checker_detects_the_loss_an_unclean_election_causes() {
+    checker_detects_unclean_loss(Flavor::Krust);
+}
+
+/// The same on Apache Kafka 3.9 (3 controllers + 3 brokers, each JVM in its namespace): the
+/// checker must report the loss there too.
+#[test]
+#[ignore = "on demand: cargo test -p krust --test chaos -- --ignored --nocapture the_checker_detects"]
+fn the_checker_detects_the_loss_an_unclean_election_causes_on_kafka() {
+    checker_detects_unclean_loss(Flavor::Kafka);
+}
+
+fn checker_detects_unclean_loss(flavor: Flavor) {
     let unsafe_configs = [
         ("min.insync.replicas", "1"),
         ("unclean.leader.election.enable", "true"),
     ];
-    if let Some(checked) = run_chaos(&[Scenario::LeaderAloneThenIsolated], 1, &unsafe_configs) {
+    if let Some(checked) = run_chaos(
+        flavor,
+        &[Scenario::LeaderAloneThenIsolated],
+        1,
+        &unsafe_configs,
+    ) {
         for (who, tally) in &checked.tallies {
-            assert!(tally.lost > 0, "{who}: no loss detected: {tally:?}");
+            assert!(
+                tally.lost > 0,
+                "{flavor:?} {who}: no loss detected: {tally:?}"
+            );
         }
         assert!(!checked.problems.is_empty());
     }
