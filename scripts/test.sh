@@ -18,6 +18,11 @@ if ! command -v java >/dev/null || ! command -v javac >/dev/null || ! command -v
     exit 1
   fi
 fi
+# iproute2's `ip` for the chaos tests' network namespaces (crates/krust/tests/chaos.rs, run as root).
+if ! command -v ip >/dev/null && command -v apt-get >/dev/null && [ "$(id -u)" -eq 0 ]; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iproute2 >/dev/null
+fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 # Apache Kafka 3.9 from Maven Central (cached; never committed) for the interop tests, and Kafka
 # Streams 3.9 with the Streams test's application compiled against it.

@@ -10,7 +10,8 @@
 //! * every process is SIGKILLed when its handle is dropped, including while a failed test
 //!   unwinds; temp dirs are removed after that (`KRUST_TESTKIT_KEEP=1` keeps them);
 //! * stdout/stderr of long-running processes go to a log file in the test's temp dir;
-//! * only 127.0.0.1 and ports from [`free_port`]/[`free_ports`] are used;
+//! * only 127.0.0.1 and ports from [`free_port`]/[`free_ports`] are used, or addresses of a
+//!   [`NetLab`] the test created itself;
 //! * JVMs get `-Xmx512m`, serial GC and C1 only, to share a 2-core machine;
 //! * if the test process itself is SIGKILLed (so no `Drop` runs), a tiny per-child `sh`
 //!   watchdog kills the child within about a second.
@@ -40,6 +41,9 @@
 //! - [`KafkaDist::start_group_consumer`] (`group_consumer.rs`): a Kafka consumer in a group
 //!   that consumes and commits in the background and reports what it consumed and committed
 //!   ([`GroupConsumer`]), for "the group never reprocesses a committed offset" checks.
+//! - [`NetLab`] (`netns.rs`): nodes in network namespaces of their own joined by a bridge, links
+//!   cut and healed with blackhole routes, a node's link taken down; removed on drop (needs root;
+//!   [`NetLab::unavailable`] says why not). Used by `crates/krust/tests/chaos.rs`.
 //! - [`KrustProcess`] (`krust.rs`): a `krust` binary (or any other) under supervision.
 //! - [`ManagedProcess`] (`process.rs`): the shared building block — log file, log-line and port
 //!   waits, signals, kill on drop.
@@ -163,6 +167,7 @@ mod error;
 mod group_consumer;
 mod kafka;
 mod krust;
+mod netns;
 mod ports;
 mod process;
 mod replica_logs;
@@ -194,8 +199,11 @@ pub use kafka::{
     MAX_PORT_CONFLICT_RETRIES, ZK_BROKER_STARTED_LINE, read_properties,
 };
 pub use krust::{KrustProcess, KrustProcessBuilder, krust_binary};
+pub use netns::{LabNode, NetLab};
 pub use ports::{free_port, free_ports, port_accepts, wait_for_port};
 pub use process::{LOG_TAIL_LINES, LogMark, ManagedProcess, ProcessSpec, log_tail};
-pub use replica_logs::{LogRecord, ReplicaLog, check_acked_records};
+pub use replica_logs::{
+    AckedTally, LogRecord, ReplicaLog, check_acked_records, tally_acked_records,
+};
 pub use tls::{TEST_CLIENT_DN, TestPki};
 pub use zookeeper::{DEFAULT_ZK_START_TIMEOUT, ZOOKEEPER_CLI, ZOOKEEPER_MAIN, ZooKeeperServer};

@@ -273,6 +273,23 @@ impl ManagedProcess {
         }
     }
 
+    /// SIGSTOPs the process: it keeps its sockets and state but runs no code until
+    /// [`ManagedProcess::resume`] — a process pause (a long GC, a stalled VM).
+    ///
+    /// # Errors
+    /// `Io` if the signal cannot be sent.
+    pub fn pause(&mut self) -> Result<()> {
+        self.signal(Signal::STOP)
+    }
+
+    /// SIGCONTs a process paused by [`ManagedProcess::pause`].
+    ///
+    /// # Errors
+    /// `Io` if the signal cannot be sent.
+    pub fn resume(&mut self) -> Result<()> {
+        self.signal(Signal::CONT)
+    }
+
     fn signal(&mut self, signal: Signal) -> Result<()> {
         let Some(child) = &self.child else {
             return Ok(());

@@ -176,6 +176,62 @@ pub fn check_acked_records(acked: &[&AckedRecord], records: &[LogRecord]) -> Vec
     problems
 }
 
+/// [`check_acked_records`]'s findings as counts, for a report table (issue 16's chaos report).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AckedTally {
+    /// Acknowledged records checked.
+    pub acknowledged: usize,
+    /// Acknowledged records not in the log at all.
+    pub lost: usize,
+    /// Acknowledged records in the log more than once.
+    pub duplicated: usize,
+    /// Acknowledged records in the log once, but not at the offset the leader acknowledged.
+    pub misplaced: usize,
+    /// Acknowledged records at a lower offset than one acknowledged before them (by value).
+    pub out_of_order: usize,
+}
+
+impl AckedTally {
+    /// Whether nothing is wrong.
+    pub fn is_clean(&self) -> bool {
+        self.lost == 0 && self.duplicated == 0 && self.misplaced == 0 && self.out_of_order == 0
+    }
+}
+
+/// Counts what [`check_acked_records`] reports, without its cap of 20 messages.
+pub fn tally_acked_records(acked: &[&AckedRecord], records: &[LogRecord]) -> AckedTally {
+    let mut by_value: std::collections::HashMap<&str, Vec<i64>> = std::collections::HashMap::new();
+    for record in records {
+        if let Some(value) = &record.value {
+            by_value
+                .entry(value.as_str())
+                .or_default()
+                .push(record.offset);
+        }
+    }
+    let mut sorted: Vec<&AckedRecord> = acked.to_vec();
+    sorted.sort_by_key(|r| r.offset);
+    let mut tally = AckedTally {
+        acknowledged: sorted.len(),
+        ..AckedTally::default()
+    };
+    let mut last_value = None;
+    for record in &sorted {
+        let value = record.value.to_string();
+        match by_value.get(value.as_str()).map(Vec::as_slice) {
+            None | Some([]) => tally.lost += 1,
+            Some([offset]) if *offset == record.offset => {}
+            Some([_]) => tally.misplaced += 1,
+            Some(_) => tally.duplicated += 1,
+        }
+        if last_value.is_some_and(|last| last >= record.value) {
+            tally.out_of_order += 1;
+        }
+        last_value = Some(record.value);
+    }
+    tally
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +263,7 @@ mod tests {
             record(3, "4"),
         ];
         assert!(check_acked_records(&refs, &log).is_empty());
+        assert!(tally_acked_records(&refs, &log).is_clean());
     }
 
     #[test]
@@ -224,6 +281,13 @@ mod tests {
             record(3, "2"),
         ];
         assert_eq!(check_acked_records(&refs, &duplicated).len(), 1);
+        let tally = tally_acked_records(&refs, &duplicated);
+        assert_eq!(
+            (tally.acknowledged, tally.duplicated, tally.lost),
+            (3, 1, 0)
+        );
+        let lost = tally_acked_records(&refs, &[record(0, "0"), record(1, "1")]);
+        assert_eq!((lost.lost, lost.misplaced), (1, 0));
         let moved = [record(0, "0"), record(1, "1"), record(5, "2")];
         assert_eq!(check_acked_records(&refs, &moved).len(), 1);
         let b = [acked(0, 1), acked(1, 0)];
