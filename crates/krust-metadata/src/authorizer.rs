@@ -338,6 +338,134 @@ impl AclIndex {
     }
 }
 
+/// The rule an authorization was decided by, named in Kafka's audit log (`based on rule …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecidingRule {
+    /// The principal is in `super.users`.
+    SuperUser,
+    /// No ACL applies to the resource and `allow.everyone.if.no.acl.found=true`.
+    DefaultAllow,
+    /// No ACL allowed it.
+    DefaultDeny,
+    /// This ACL (ALLOW or DENY) decided it.
+    Acl(Arc<StandardAcl>),
+}
+
+impl DecidingRule {
+    /// Whether the rule allows.
+    #[must_use]
+    pub fn allowed(&self) -> bool {
+        match self {
+            DecidingRule::SuperUser | DecidingRule::DefaultAllow => true,
+            DecidingRule::DefaultDeny => false,
+            DecidingRule::Acl(acl) => acl.permission_type == permission::ALLOW,
+        }
+    }
+}
+
+impl std::fmt::Display for DecidingRule {
+    /// As Kafka's rules print themselves: `SuperUser`, `DefaultAllow`, `DefaultDeny`,
+    /// `MatchingAcl(acl=StandardAcl(resourceType=TOPIC, resourceName=…, patternType=LITERAL,
+    /// principal=User:…, host=*, operation=WRITE, permissionType=ALLOW))`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DecidingRule::SuperUser => f.write_str("SuperUser"),
+            DecidingRule::DefaultAllow => f.write_str("DefaultAllow"),
+            DecidingRule::DefaultDeny => f.write_str("DefaultDeny"),
+            DecidingRule::Acl(acl) => write!(
+                f,
+                "MatchingAcl(acl=StandardAcl(resourceType={}, resourceName={}, patternType={}, principal={}, host={}, operation={}, permissionType={}))",
+                names::resource_type(acl.resource_type),
+                acl.resource_name,
+                names::pattern_type(acl.pattern_type),
+                acl.principal,
+                acl.host,
+                names::operation(acl.operation),
+                names::permission(acl.permission_type),
+            ),
+        }
+    }
+}
+
+/// Java enum names of the ACL codes, as Kafka prints them (`UNKNOWN` for codes it lacks).
+pub mod names {
+    /// `ResourceType` (`TOPIC`, `TRANSACTIONAL_ID`, …).
+    #[must_use]
+    pub fn resource_type(code: i8) -> &'static str {
+        match code {
+            1 => "ANY",
+            2 => "TOPIC",
+            3 => "GROUP",
+            4 => "CLUSTER",
+            5 => "TRANSACTIONAL_ID",
+            6 => "DELEGATION_TOKEN",
+            7 => "USER",
+            _ => "UNKNOWN",
+        }
+    }
+
+    /// `SecurityUtils.resourceTypeName`: the `ResourceType` in camel case (`Topic`,
+    /// `TransactionalId`, …), as the audit log writes a resource.
+    #[must_use]
+    pub fn resource_type_camel(code: i8) -> &'static str {
+        match code {
+            1 => "Any",
+            2 => "Topic",
+            3 => "Group",
+            4 => "Cluster",
+            5 => "TransactionalId",
+            6 => "DelegationToken",
+            7 => "User",
+            _ => "Unknown",
+        }
+    }
+
+    /// `PatternType`.
+    #[must_use]
+    pub fn pattern_type(code: i8) -> &'static str {
+        match code {
+            1 => "ANY",
+            2 => "MATCH",
+            3 => "LITERAL",
+            4 => "PREFIXED",
+            _ => "UNKNOWN",
+        }
+    }
+
+    /// `AclOperation`.
+    #[must_use]
+    pub fn operation(code: i8) -> &'static str {
+        match code {
+            1 => "ANY",
+            2 => "ALL",
+            3 => "READ",
+            4 => "WRITE",
+            5 => "CREATE",
+            6 => "DELETE",
+            7 => "ALTER",
+            8 => "DESCRIBE",
+            9 => "CLUSTER_ACTION",
+            10 => "DESCRIBE_CONFIGS",
+            11 => "ALTER_CONFIGS",
+            12 => "IDEMPOTENT_WRITE",
+            13 => "CREATE_TOKENS",
+            14 => "DESCRIBE_TOKENS",
+            _ => "UNKNOWN",
+        }
+    }
+
+    /// `AclPermissionType`.
+    #[must_use]
+    pub fn permission(code: i8) -> &'static str {
+        match code {
+            1 => "ANY",
+            2 => "DENY",
+            3 => "ALLOW",
+            _ => "UNKNOWN",
+        }
+    }
+}
+
 /// An authorizer: its settings and the ACLs of the newest image.
 #[derive(Debug, Clone, Default)]
 pub struct Authorizer {
@@ -357,20 +485,43 @@ impl Authorizer {
         resource_type: i8,
         name: &str,
     ) -> bool {
+        self.deciding_rule(who, operation, resource_type, name)
+            .allowed()
+    }
+
+    /// The rule that decides whether `who` may do `operation` on `(resource_type, name)`, as
+    /// Kafka's `StandardAuthorizerData.findAclRule` finds it: a super user; else a DENY ACL
+    /// that applies; else an ALLOW ACL that applies (the last one met, where several do);
+    /// else DENY when ACLs exist for the resource, and `allow.everyone.if.no.acl.found` when
+    /// none does.
+    #[must_use]
+    pub fn deciding_rule(
+        &self,
+        who: Requester<'_>,
+        operation: AclOperation,
+        resource_type: i8,
+        name: &str,
+    ) -> DecidingRule {
         if self.config.super_users.contains(who.principal) {
-            return true;
+            return DecidingRule::SuperUser;
         }
         let mut any_acl = false;
-        let mut allowed = false;
+        let mut allow = None;
         for acl in self.acls.applicable(resource_type, name) {
             any_acl = true;
             match applies(acl, who, operation) {
-                Some(false) => return false,
-                Some(true) => allowed = true,
+                Some(false) => return DecidingRule::Acl(Arc::clone(acl)),
+                Some(true) => allow = Some(acl),
                 None => {}
             }
         }
-        allowed || (!any_acl && self.config.allow_everyone_if_no_acl_found)
+        match allow {
+            Some(acl) => DecidingRule::Acl(Arc::clone(acl)),
+            None if !any_acl && self.config.allow_everyone_if_no_acl_found => {
+                DecidingRule::DefaultAllow
+            }
+            None => DecidingRule::DefaultDeny,
+        }
     }
 
     /// Kafka's default `Authorizer.authorizeByResourceType` (KIP-679: InitProducerId without a
@@ -565,6 +716,49 @@ mod tests {
         principal: "User:bob",
         host: "127.0.0.1",
     };
+
+    #[test]
+    fn the_deciding_rule_is_named_as_kafka_names_it() {
+        let mut a = authorizer(vec![
+            acl(
+                TOPIC,
+                "t",
+                pattern_type::LITERAL,
+                "User:alice",
+                Write,
+                permission::DENY,
+            ),
+            acl(
+                TOPIC,
+                "t",
+                pattern_type::PREFIXED,
+                "User:alice",
+                Read,
+                permission::ALLOW,
+            ),
+        ]);
+        let rule =
+            |a: &Authorizer, who, op, name| a.deciding_rule(who, op, TOPIC, name).to_string();
+        assert_eq!(
+            rule(&a, ALICE, Write, "t"),
+            "MatchingAcl(acl=StandardAcl(resourceType=TOPIC, resourceName=t, patternType=LITERAL, principal=User:alice, host=*, operation=WRITE, permissionType=DENY))"
+        );
+        assert_eq!(
+            rule(&a, ALICE, Read, "tx"),
+            "MatchingAcl(acl=StandardAcl(resourceType=TOPIC, resourceName=t, patternType=PREFIXED, principal=User:alice, host=*, operation=READ, permissionType=ALLOW))"
+        );
+        // ACLs exist for the resource, none for bob: the default deny.
+        assert_eq!(rule(&a, BOB, Read, "t"), "DefaultDeny");
+        a.config.allow_everyone_if_no_acl_found = true;
+        assert_eq!(rule(&a, BOB, Read, "other"), "DefaultAllow");
+        assert_eq!(rule(&a, BOB, Read, "t"), "DefaultDeny");
+        a.config.super_users.insert("User:bob".to_owned());
+        assert_eq!(rule(&a, BOB, Write, "t"), "SuperUser");
+        assert_eq!(
+            names::resource_type_camel(resource_type::TRANSACTIONAL_ID),
+            "TransactionalId"
+        );
+    }
 
     #[test]
     fn literal_prefixed_and_wildcard_acls_apply_and_deny_wins() {

@@ -1443,8 +1443,9 @@ fn start(dist: &KafkaDist, krust: bool) -> SecureNode {
     )
 }
 
-/// The setup and the table's lines against one node; `(lines, number of cases, seconds)`.
-fn run(krust: bool) -> (Vec<String>, usize, f64) {
+/// The setup and the table's lines against one node; `(lines, number of cases, seconds, the
+/// audit log's denials)`.
+fn run(krust: bool) -> (Vec<String>, usize, f64, Vec<String>) {
     let dist = KafkaDist::locate().expect("Kafka 3.9");
     let started = Instant::now();
     let node = start(&dist, krust);
@@ -1458,16 +1459,19 @@ fn run(krust: bool) -> (Vec<String>, usize, f64) {
     let count = table.lines.len();
     lines.extend(table.lines);
     lines.extend(cli_lines(&dist, &node));
+    // What the authorizer's audit log says at INFO: Kafka's words for every denial of a
+    // resource a request names (denials that only filter are at TRACE).
+    let audit = node.audit_denials();
     let seconds = started.elapsed().as_secs_f64();
     eprintln!("{} half: {count} cases in {seconds:.1} s", node.kind);
     drop(node);
-    (lines, count, seconds)
+    (lines, count, seconds, audit)
 }
 
 #[test]
 fn acl_decisions_like_kafka() {
     let _serial = broker_lock();
-    let (kafka, count, kafka_seconds) = run(false);
+    let (kafka, count, kafka_seconds, kafka_audit) = run(false);
     eprintln!("Kafka 3.9 ({kafka_seconds:.1} s):\n{}", kafka.join("\n"));
     assert!(count >= 90, "only {count} cases");
     let denied = kafka
@@ -1491,9 +1495,29 @@ fn acl_decisions_like_kafka() {
         denied >= 25 && clean >= 25,
         "a trivial table: {denied} lines with an authorization failure, {clean} without any error"
     );
-    let (krust, _, krust_seconds) = run(true);
+    let (krust, _, krust_seconds, krust_audit) = run(true);
     eprintln!("krust: {krust_seconds:.1} s");
     assert_same_lines(&kafka, &krust);
+    assert!(
+        kafka_audit.len() >= 25,
+        "Kafka audited only {} denials",
+        kafka_audit.len()
+    );
+    let only = |a: &[String], b: &[String]| -> Vec<String> {
+        a.iter().filter(|l| !b.contains(l)).cloned().collect()
+    };
+    let (kafka_only, krust_only) = (
+        only(&kafka_audit, &krust_audit),
+        only(&krust_audit, &kafka_audit),
+    );
+    assert!(
+        kafka_only.is_empty() && krust_only.is_empty(),
+        "audit log denials at INFO differ ({} in Kafka's log, {} in krust's):\nonly Kafka's:\n{}\nonly krust's:\n{}",
+        kafka_audit.len(),
+        krust_audit.len(),
+        kafka_only.join("\n"),
+        krust_only.join("\n")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,8 +6,10 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
+use kafka_protocol::messages::ApiKey;
 use krust_metadata::authorizer::{
-    AclIndex, AclOperation, Authorizer, AuthorizerConfig, Requester, all_operations,
+    AclIndex, AclOperation, Authorizer, AuthorizerConfig, DecidingRule, Requester, all_operations,
+    names,
 };
 use krust_metadata::image::{LoaderManifest, MetadataDelta, MetadataImage, MetadataPublisher};
 use krust_net::RequestContext;
@@ -86,12 +88,16 @@ impl MetadataPublisher for AclPublisher {
     }
 }
 
-/// One request's authorization: who asks, from where, against which ACLs.
+/// The audit log's target (Kafka's logger name; its `kafka-authorizer.log`).
+pub const AUDIT_LOG: &str = "kafka.authorizer.logger";
+
+/// One request's authorization: who asks, from where, in which request, against which ACLs.
 #[derive(Debug, Clone)]
 pub struct Authz {
     authorizer: Option<Arc<Authorizer>>,
     principal: String,
     host: String,
+    request: ApiKey,
 }
 
 impl Authz {
@@ -103,17 +109,19 @@ impl Authz {
             &ctx.principal.principal_type,
             &ctx.principal.name,
             ctx.peer_addr.ip(),
+            ctx.api_key,
         )
     }
 
-    /// For `principal_type:name` at `host` against `authorizer` (none: everything allowed) —
-    /// a controller's listener, or a request forwarded in an Envelope.
+    /// For `principal_type:name` at `host` sending a `request` against `authorizer` (none:
+    /// everything allowed) — a controller's listener, or a request forwarded in an Envelope.
     #[must_use]
     pub fn with(
         authorizer: Option<&BrokerAuthorizer>,
         principal_type: &str,
         name: &str,
         host: std::net::IpAddr,
+        request: ApiKey,
     ) -> Self {
         // Every request builds one: without an authorizer it allocates nothing.
         let Some(authorizer) = authorizer else {
@@ -121,12 +129,14 @@ impl Authz {
                 authorizer: None,
                 principal: String::new(),
                 host: String::new(),
+                request,
             };
         };
         Authz {
             authorizer: Some(authorizer.snapshot()),
             principal: format!("{principal_type}:{name}"),
             host: java_host_address(host),
+            request,
         }
     }
 
@@ -143,25 +153,19 @@ impl Authz {
         }
     }
 
-    /// Whether the requester may do `operation` on `(resource_type, name)`.
+    /// Whether the requester may do `operation` on `(resource_type, name)`, a resource the
+    /// request names: a denial is logged at INFO on [`AUDIT_LOG`] (Kafka's `logIfDenied`).
     #[must_use]
     pub fn allows(&self, operation: AclOperation, resource_type: i8, name: &str) -> bool {
-        let Some(authorizer) = &self.authorizer else {
-            return true;
-        };
-        let allowed = authorizer.authorize(self.requester(), operation, resource_type, name);
-        if !allowed {
-            debug!(
-                target: "kafka.authorizer.logger",
-                principal = %self.principal,
-                host = %self.host,
-                ?operation,
-                resource_type,
-                name,
-                "denied"
-            );
-        }
-        allowed
+        self.check(operation, resource_type, name, true)
+    }
+
+    /// As [`Self::allows`], for a check that only filters (the topics of an all-topics
+    /// Metadata, the groups ListGroups lists) or chooses a path (cluster CREATE before
+    /// per-topic CREATE): a denial is logged at TRACE only, as Kafka's `logIfDenied = false`.
+    #[must_use]
+    pub fn filter_allows(&self, operation: AclOperation, resource_type: i8, name: &str) -> bool {
+        self.check(operation, resource_type, name, false)
     }
 
     /// `operation` on the cluster resource.
@@ -171,6 +175,75 @@ impl Authz {
             operation,
             krust_metadata::authorizer::resource_type::CLUSTER,
             krust_metadata::authorizer::CLUSTER_NAME,
+        )
+    }
+
+    /// `operation` on the cluster resource, a denial logged at TRACE only
+    /// ([`Self::filter_allows`]).
+    #[must_use]
+    pub fn filter_allows_cluster(&self, operation: AclOperation) -> bool {
+        self.filter_allows(
+            operation,
+            krust_metadata::authorizer::resource_type::CLUSTER,
+            krust_metadata::authorizer::CLUSTER_NAME,
+        )
+    }
+
+    /// Kafka's `StandardAuthorizerData.logAuditMessage`: allowed at DEBUG, denied at INFO
+    /// when `log_if_denied`, else TRACE; the message is built only when its level is on.
+    fn check(
+        &self,
+        operation: AclOperation,
+        resource_type: i8,
+        name: &str,
+        log_if_denied: bool,
+    ) -> bool {
+        let Some(authorizer) = &self.authorizer else {
+            return true;
+        };
+        let rule = authorizer.deciding_rule(self.requester(), operation, resource_type, name);
+        let allowed = rule.allowed();
+        let level = match (allowed, log_if_denied) {
+            (true, _) => tracing::Level::DEBUG,
+            (false, true) => tracing::Level::INFO,
+            (false, false) => tracing::Level::TRACE,
+        };
+        let message = || self.audit_message(allowed, operation, resource_type, name, &rule);
+        match level {
+            tracing::Level::INFO => tracing::info!(target: AUDIT_LOG, "{}", message()),
+            tracing::Level::DEBUG => {
+                if tracing::enabled!(target: AUDIT_LOG, tracing::Level::DEBUG) {
+                    tracing::debug!(target: AUDIT_LOG, "{}", message());
+                }
+            }
+            _ => {
+                if tracing::enabled!(target: AUDIT_LOG, tracing::Level::TRACE) {
+                    tracing::trace!(target: AUDIT_LOG, "{}", message());
+                }
+            }
+        }
+        allowed
+    }
+
+    /// Kafka's `buildAuditMessage`, word for word (`resourceRefCount` is always 1 here).
+    fn audit_message(
+        &self,
+        allowed: bool,
+        operation: AclOperation,
+        resource_type: i8,
+        name: &str,
+        rule: &DecidingRule,
+    ) -> String {
+        format!(
+            "Principal = {} is {} operation = {} from host = {} on resource = {}:LITERAL:{} for request = {:?} with resourceRefCount = 1 based on rule {}",
+            self.principal,
+            if allowed { "Allowed" } else { "Denied" },
+            names::operation(operation.code()),
+            self.host,
+            names::resource_type_camel(resource_type),
+            name,
+            self.request,
+            rule,
         )
     }
 

@@ -290,9 +290,21 @@ impl ControllerHandler {
         self
     }
 
-    /// The authorization of a request from `principal_type:name` at `host`.
-    fn authz(&self, principal_type: &str, name: &str, host: std::net::IpAddr) -> Authz {
-        Authz::with(self.authorizer.as_deref(), principal_type, name, host)
+    /// The authorization of a `request` from `principal_type:name` at `host`.
+    fn authz(
+        &self,
+        principal_type: &str,
+        name: &str,
+        host: std::net::IpAddr,
+        request: ApiKey,
+    ) -> Authz {
+        Authz::with(
+            self.authorizer.as_deref(),
+            principal_type,
+            name,
+            host,
+            request,
+        )
     }
 
     /// Answers DescribeConfigs for node `node_id` configured with `properties`
@@ -444,6 +456,7 @@ impl ControllerHandler {
             &caller.principal.principal_type,
             &caller.principal.name,
             client_host,
+            header.api_key,
         );
         let mut body = *body;
         if let Some(refused) = controller_denied(&authz, header.api_version, &body) {
@@ -719,6 +732,7 @@ impl Handler for ControllerHandler {
             &ctx.principal.principal_type,
             &ctx.principal.name,
             ctx.peer_addr.ip(),
+            ctx.api_key,
         );
         let raft_request = match request {
             RequestKind::ApiVersions(r) => {

@@ -124,6 +124,34 @@ impl SecureNode {
         }
     }
 
+    /// The broker's whole log (krust's process log, or Kafka's at INFO).
+    pub fn log(&self) -> String {
+        let path = match &self.krust {
+            Some(process) => process.log_path().to_path_buf(),
+            None => self.node.log_path(),
+        };
+        String::from_utf8_lossy(&std::fs::read(&path).unwrap_or_default()).into_owned()
+    }
+
+    /// The authorizer's audit lines logged at INFO (`kafka.authorizer.logger`: denials of
+    /// resources a request names), from `Principal = ` on, each once, sorted.
+    pub fn audit_denials(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .log()
+            .lines()
+            .filter(|l| l.contains(" INFO ") && l.contains(" is Denied operation = "))
+            .filter_map(|l| l.find("Principal = ").map(|at| &l[at..]))
+            .map(|l| {
+                l.trim_end()
+                    .trim_end_matches(" (kafka.authorizer.logger)")
+                    .to_owned()
+            })
+            .collect();
+        lines.sort();
+        lines.dedup();
+        lines
+    }
+
     pub fn log_tail(&self) -> String {
         match &self.krust {
             Some(process) => process.log_tail(40),

@@ -103,7 +103,10 @@ pub fn denied(authz: &Authz, version: i16, request: &RequestKind) -> Option<Resp
             let allowed = match &r.transactional_id {
                 Some(id) => !txn(id),
                 None => {
-                    authz.allows_cluster(IdempotentWrite) || authz.allows_any_of_type(Write, TOPIC)
+                    // Cluster IDEMPOTENT_WRITE is tried without an INFO audit line (Kafka's
+                    // `logIfDenied = false`).
+                    authz.filter_allows_cluster(IdempotentWrite)
+                        || authz.allows_any_of_type(Write, TOPIC)
                 }
             };
             if allowed {
@@ -140,7 +143,10 @@ pub fn denied(authz: &Authz, version: i16, request: &RequestKind) -> Option<Resp
         RequestKind::EndTxn(r) if txn(&r.transactional_id) => {
             ResponseKind::EndTxn(EndTxnResponse::default().with_error_code(TIAF))
         }
-        RequestKind::WriteTxnMarkers(r) if cluster(Alter) && cluster(ClusterAction) => {
+        // ALTER is tried first without an INFO audit line (Kafka's `logIfDenied = false`).
+        RequestKind::WriteTxnMarkers(r)
+            if !authz.filter_allows_cluster(Alter) && cluster(ClusterAction) =>
+        {
             let mut response = WriteTxnMarkersResponse::default();
             response.markers = r
                 .markers
@@ -575,7 +581,8 @@ pub fn delete_topics_refusals(
     r: &mut kafka_protocol::messages::DeleteTopicsRequest,
 ) -> Vec<kafka_protocol::messages::delete_topics_response::DeletableTopicResult> {
     use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
-    if !authz.enabled() || authz.allows_cluster(Delete) {
+    // Cluster DELETE only chooses the path: not audited at INFO (Kafka's `logIfDenied = false`).
+    if !authz.enabled() || authz.filter_allows_cluster(Delete) {
         return Vec::new();
     }
     let describe = |name: &str| authz.allows(Describe, TOPIC, name);
@@ -590,9 +597,11 @@ pub fn delete_topics_refusals(
                 .with_error_code(TAF)
                 .with_error_message(Some(StrBytes::from_static_str(message(TAF))))
         };
-    // A name refused, or `None` to go on.
+    // A name refused, or `None` to go on. Both checks run for every name, as Kafka filters all
+    // the names by DESCRIBE and by DELETE (each denial in the audit log).
     let by_name = |name: &str| {
-        if !describe(name) || (image.topics.topic_by_name(name).is_some() && !delete(name)) {
+        let (describable, deletable) = (describe(name), delete(name));
+        if !describable || (image.topics.topic_by_name(name).is_some() && !deletable) {
             Some(refuse(Some(name), uuid::Uuid::nil()))
         } else {
             None
@@ -627,12 +636,9 @@ pub fn delete_topics_refusals(
             (Some(name), true) if once(name) => by_name(name),
             (None, false) if ids.get(&t.topic_id) == Some(&1) => {
                 image.topics.topic(t.topic_id).and_then(|topic| {
-                    (!delete(&topic.name)).then(|| {
-                        refuse(
-                            describe(&topic.name).then_some(topic.name.as_str()),
-                            t.topic_id,
-                        )
-                    })
+                    let (describable, deletable) = (describe(&topic.name), delete(&topic.name));
+                    (!deletable)
+                        .then(|| refuse(describable.then_some(topic.name.as_str()), t.topic_id))
                 })
             }
             _ => None,
@@ -813,7 +819,9 @@ pub fn split_forwarded(
             for t in &r.topics {
                 *seen.entry(t.name.to_string()).or_default() += 1;
             }
-            let cluster = authz.allows_cluster(Create);
+            // Cluster CREATE and DESCRIBE_CONFIGS only choose: not audited at INFO (Kafka's
+            // `logIfDenied = false`); per-topic CREATE is.
+            let cluster = authz.filter_allows_cluster(Create);
             let mut refused = Vec::new();
             let mut hidden_configs = BTreeSet::new();
             for (name, count) in &seen {
@@ -822,7 +830,7 @@ pub fn split_forwarded(
                 }
                 if !cluster && !authz.allows(Create, TOPIC, name) {
                     refused.push(name.clone());
-                } else if !authz.allows(DescribeConfigs, TOPIC, name) {
+                } else if !authz.filter_allows(DescribeConfigs, TOPIC, name) {
                     hidden_configs.insert(name.clone());
                 }
             }

@@ -309,11 +309,19 @@ pub async fn handle(
         .with_controller_id(BrokerId(random_alive_broker(&alive)))
         .with_cluster_authorized_operations(AUTHORIZED_OPERATIONS_OMITTED);
     let authz = broker.authz(ctx);
-    let describe = |name: &str| authz.allows(AclOperation::Describe, resource_type::TOPIC, name);
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let all_topics = match &request.topics {
         None => true,
         Some(t) => t.is_empty() && version == 0,
+    };
+    // Listing all topics only filters: a denial is not audited at INFO (Kafka's
+    // `logIfDenied = !isAllTopics`).
+    let describe = |name: &str| {
+        if all_topics {
+            authz.filter_allows(AclOperation::Describe, resource_type::TOPIC, name)
+        } else {
+            authz.allows(AclOperation::Describe, resource_type::TOPIC, name)
+        }
     };
     if all_topics {
         // Topics the client may not describe are left out, silently.
@@ -327,8 +335,9 @@ pub async fn handle(
     } else {
         let allow_auto_create = (version < 4 || request.allow_auto_topic_creation)
             && broker.config().prop("auto.create.topics.enable", true);
-        let create_any =
-            allow_auto_create && authz.enabled() && authz.allows_cluster(AclOperation::Create);
+        let create_any = allow_auto_create
+            && authz.enabled()
+            && authz.filter_allows_cluster(AclOperation::Create);
         let mut to_create = Vec::new();
         for wanted in request.topics.iter().flatten() {
             let by_name = wanted.name.as_ref().map(|n| n.0.to_string());

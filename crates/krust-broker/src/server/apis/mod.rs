@@ -493,8 +493,9 @@ impl ClientApiHandler {
             }
             RequestKind::ListGroups(r)
                 if authz.enabled()
-                    && !authz
-                        .allows_cluster(krust_metadata::authorizer::AclOperation::Describe)
+                    && !authz.filter_allows_cluster(
+                        krust_metadata::authorizer::AclOperation::Describe,
+                    )
                     && let Some(groups) = broker.groups() =>
             {
                 let answered = groups.handle(&ctx, RequestKind::ListGroups(r)).await;
@@ -504,8 +505,9 @@ impl ClientApiHandler {
                 let ResponseKind::ListGroups(mut response) = *response else {
                     return Reply::Send(response);
                 };
+                // A filter: denials are not audited at INFO (Kafka's `logIfDenied = false`).
                 response.groups.retain(|g| {
-                    authz.allows(
+                    authz.filter_allows(
                         krust_metadata::authorizer::AclOperation::Describe,
                         krust_metadata::authorizer::resource_type::GROUP,
                         &g.group_id,

@@ -76,7 +76,9 @@ pub fn offset_for_leader_epoch(
 ) -> ResponseKind {
     let authz = broker.authz(ctx);
     let mut request = request;
-    let cluster = authz.allows_cluster(AclOperation::ClusterAction);
+    // Cluster CLUSTER_ACTION only chooses the path: not audited at INFO (Kafka's
+    // `logIfDenied = false`).
+    let cluster = authz.filter_allows_cluster(AclOperation::ClusterAction);
     let (denied, allowed): (Vec<_>, Vec<_>) = std::mem::take(&mut request.topics)
         .into_iter()
         .partition(|t| {
