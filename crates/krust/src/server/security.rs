@@ -212,11 +212,7 @@ pub fn client_security(
     let sasl = match protocol {
         "SASL_PLAINTEXT" | "SASL_SSL" => {
             let mechanism_name = config.get(mechanism_key).map_or("GSSAPI", str::trim);
-            let Some(mechanism) = SaslMechanism::from_name(mechanism_name) else {
-                bail!(
-                    "{mechanism_key}={mechanism_name} is not supported by krust (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)"
-                );
-            };
+            let mechanism = supported_mechanism(mechanism_key, mechanism_name)?;
             let key = format!(
                 "listener.name.{}.{}.sasl.jaas.config",
                 name.to_lowercase(),
@@ -227,23 +223,42 @@ pub fn client_security(
                     "listener {name}: this node authenticates its own connections with {mechanism_name} ({mechanism_key}) and needs {key} with username=\"…\" password=\"…\"; krust reads no static JAAS file (and ignores an unprefixed sasl.jaas.config on a node, as Kafka does)"
                 );
             };
-            let (_module, mut options) = parse_jaas_config(jaas).with_context(|| key.clone())?;
-            let (Some(username), Some(password)) =
-                (options.remove("username"), options.remove("password"))
-            else {
-                bail!(
-                    "{key}: no username and password options; this node authenticates with them on its own connections to listener {name}"
-                );
-            };
-            Some(Arc::new(SaslCredentials {
-                mechanism,
-                username,
-                password,
-            }))
+            Some(jaas_login(mechanism, jaas, &key).with_context(|| {
+                format!(
+                    "this node authenticates with them on its own connections to listener {name}"
+                )
+            })?)
         }
         _ => None,
     };
     Ok(ClientSecurity { tls, sasl })
+}
+
+/// The mechanism `name` set by `key`, if krust has it.
+fn supported_mechanism(key: &str, name: &str) -> anyhow::Result<SaslMechanism> {
+    SaslMechanism::from_name(name).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{key}={name} is not supported by krust (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)"
+        )
+    })
+}
+
+/// The login of a client's JAAS entry `jaas` (setting `key`): its `username` and `password`.
+fn jaas_login(
+    mechanism: SaslMechanism,
+    jaas: &str,
+    key: &str,
+) -> anyhow::Result<Arc<SaslCredentials>> {
+    let (_module, mut options) = parse_jaas_config(jaas).with_context(|| key.to_owned())?;
+    let (Some(username), Some(password)) = (options.remove("username"), options.remove("password"))
+    else {
+        bail!("{key}: no username and password options");
+    };
+    Ok(Arc::new(SaslCredentials {
+        mechanism,
+        username,
+        password,
+    }))
 }
 
 /// The TLS client of connections whose security protocol is `protocol` — to listener `name`
@@ -336,27 +351,13 @@ pub fn admin_client_security(settings: &dyn Settings) -> anyhow::Result<ClientSe
                     "Invalid value null for configuration sasl.mechanism: When the security.protocol configuration enables SASL, mechanism must be non-null and non-empty string."
                 );
             }
-            let Some(mechanism) = SaslMechanism::from_name(mechanism_name) else {
-                bail!(
-                    "sasl.mechanism={mechanism_name} is not supported by krust (PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are)"
-                );
-            };
+            let mechanism = supported_mechanism("sasl.mechanism", mechanism_name)?;
             let Some(jaas) = settings.setting("sasl.jaas.config") else {
                 bail!(
                     "security.protocol={protocol} needs sasl.jaas.config with username=\"…\" password=\"…\" (krust reads no JAAS file)"
                 );
             };
-            let (_module, mut options) = parse_jaas_config(jaas).context("sasl.jaas.config")?;
-            let (Some(username), Some(password)) =
-                (options.remove("username"), options.remove("password"))
-            else {
-                bail!("sasl.jaas.config: no username and password options");
-            };
-            Some(Arc::new(SaslCredentials {
-                mechanism,
-                username,
-                password,
-            }))
+            Some(jaas_login(mechanism, jaas, "sasl.jaas.config")?)
         }
         _ => None,
     };
