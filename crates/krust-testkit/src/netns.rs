@@ -204,18 +204,7 @@ impl NetLab {
         if !self.cut.insert((i, j)) {
             return Ok(());
         }
-        for (from, to) in [(i, j), (j, i)] {
-            let dst = format!("{}/32", self.nodes[to].ip);
-            run_ip(&[
-                "-n",
-                &self.nodes[from].netns,
-                "route",
-                "add",
-                "blackhole",
-                &dst,
-            ])?;
-        }
-        Ok(())
+        self.blackholes(i, j, "add")
     }
 
     /// Restores the link between `a` and `b`. Healing a link that is not cut does nothing.
@@ -227,13 +216,18 @@ impl NetLab {
         if !self.cut.remove(&(i, j)) {
             return Ok(());
         }
+        self.blackholes(i, j, "del")
+    }
+
+    /// `ip route <op> blackhole` to the other node in each of the namespaces of `i` and `j`.
+    fn blackholes(&self, i: usize, j: usize, op: &str) -> Result<()> {
         for (from, to) in [(i, j), (j, i)] {
             let dst = format!("{}/32", self.nodes[to].ip);
             run_ip(&[
                 "-n",
                 &self.nodes[from].netns,
                 "route",
-                "del",
+                op,
                 "blackhole",
                 &dst,
             ])?;
