@@ -21,6 +21,10 @@
 //!   (the controller election timeout) — then SIGCONT: a resumed leader must not acknowledge
 //!   stale writes.
 //!
+//! A consumer group (Kafka's Java consumer, testkit's `GroupConsumer`, a commit after every
+//! poll) reads the topic through every fault: at the end it must have consumed every
+//! acknowledged record with its value — the group never skipped past a record.
+//!
 //! Each round waits for the whole ISR before the fault, for a new leader (or controller) and
 //! [`PROGRESS`] more acknowledgements during it, then heals. The checker at the end:
 //! every acknowledged record present exactly once, at its acknowledged offset, in order, as
@@ -61,6 +65,8 @@ const TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 /// A fenced leader replaced, an ISR grown back, a controller elected: a few session timeouts
 /// on a loaded 2-core machine.
 const CLUSTER_TIMEOUT: Duration = Duration::from_secs(90);
+/// The consumer group that reads the topic through every fault.
+const GROUP: &str = "chaos-group";
 const TOPIC: &str = "chaos";
 /// Acknowledgements awaited before each fault and while it lasts, so every fault hits a
 /// partition taking writes and the cluster is shown to take writes despite it.
@@ -598,6 +604,12 @@ fn run_chaos(
             TOOL_TIMEOUT,
         )
         .expect("start the acked producer");
+    // A consumer group reads the topic all along, committing after every poll: whatever the
+    // faults, it must never skip a record (every acknowledged one consumed, with its value).
+    let mut group = cluster
+        .dist
+        .start_group_consumer(&cluster.bootstrap, GROUP, TOPIC, &[], TOOL_TIMEOUT)
+        .expect("start the group consumer");
 
     let mut done = Vec::new();
     for round in 1..=rounds {
@@ -636,6 +648,39 @@ fn run_chaos(
     let mut tallies: Vec<(String, AckedTally)> =
         vec![("consumer".into(), tally_acked_records(&acked, &consumed))];
     let mut problems = Vec::new();
+    let group_report = group
+        .wait_committed(TOPIC, 0, end, CLUSTER_TIMEOUT)
+        .and_then(|_| group.stop(TOOL_TIMEOUT))
+        .unwrap_or_else(|e| panic!("the group consumer commits up to offset {end}: {e}"));
+    let (group_values, mut group_problems) = group_report.values();
+    group_problems.extend(acked.iter().filter_map(|r| {
+        let seen = group_values.get(&(TOPIC.to_owned(), 0, r.offset));
+        (seen != Some(&r.value.to_string())).then(|| {
+            format!(
+                "acknowledged record {} at offset {}: the group consumed {seen:?}",
+                r.value, r.offset
+            )
+        })
+    }));
+    eprintln!(
+        "group {GROUP}: {} records consumed ({} again below a committed offset), {} assignments, {} commit errors",
+        group_report.consumed.len(),
+        group_report.reprocessed.len(),
+        group_report.assignments,
+        group_report.errors.len()
+    );
+    if !group_problems.is_empty() {
+        problems.push(format!(
+            "the consumer group {GROUP} ({} problems):\n{}",
+            group_problems.len(),
+            group_problems
+                .iter()
+                .take(20)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n")
+        ));
+    }
     let found = check_acked_records(&acked, &consumed);
     if !found.is_empty() {
         problems.push(format!(
