@@ -263,11 +263,11 @@ fn client_tls(
             if trusted_certificates.is_empty() {
                 match name {
                     Some(name) => bail!(
-                        "listener {name}: this node's own {protocol} connections to it need a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM and ssl.truststore.location or ssl.truststore.certificates (listener.name.{}.ssl.* or ssl.*)",
+                        "listener {name}: this node's own {protocol} connections to it need a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM with ssl.truststore.location or ssl.truststore.certificates, or PKCS12 with ssl.truststore.location and ssl.truststore.password (listener.name.{}.ssl.* or ssl.*)",
                         name.to_lowercase()
                     ),
                     None => bail!(
-                        "security.protocol={protocol} needs a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM and ssl.truststore.location or ssl.truststore.certificates"
+                        "security.protocol={protocol} needs a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM with ssl.truststore.location or ssl.truststore.certificates, or PKCS12 with ssl.truststore.location and ssl.truststore.password"
                     ),
                 }
             }
