@@ -94,9 +94,16 @@ pub fn pem_private_key(
     }
     let (label, der) = entries.remove(0);
     let encrypted = EncryptedPrivateKeyInfoRef::try_from(der.as_slice()).map_err(|e| {
-        anyhow!(
-            "{INVALID_PEM_KEYSTORE}: ssl.key.password is set, but the {label} of {what} is not an encrypted PKCS#8 key (ENCRYPTED PRIVATE KEY): {e}"
-        )
+        if label == "ENCRYPTED PRIVATE KEY" {
+            // PBES1 schemes (PKCS#12 `PBE-SHA1-3DES`, `openssl pkcs8 -topk8 -v1 …`) land here.
+            anyhow!(
+                "{INVALID_PEM_KEYSTORE}: the ENCRYPTED PRIVATE KEY of {what} uses an encryption krust cannot read (krust reads PBES2: openssl pkcs8 -topk8 -v2 aes-256-cbc): {e}"
+            )
+        } else {
+            anyhow!(
+                "{INVALID_PEM_KEYSTORE}: ssl.key.password is set, but the {label} of {what} is not an encrypted PKCS#8 key (ENCRYPTED PRIVATE KEY): {e}"
+            )
+        }
     })?;
     let document = encrypted.decrypt(password.as_bytes()).map_err(|e| {
         anyhow!(

@@ -952,6 +952,25 @@ mod tests {
                 && wrong.contains("could not be decrypted with ssl.key.password"),
             "{wrong}"
         );
+        // PBES1 (what Kafka on JDK 17 reads): refused, naming what krust reads.
+        let pbes1 = std::process::Command::new("openssl")
+            .args(["pkcs8", "-topk8", "-v1", "PBE-SHA1-3DES", "-in"])
+            .arg(&pki.server_key)
+            .args(["-passout", &format!("pass:{PW}")])
+            .output()
+            .expect("openssl runs");
+        assert!(pbes1.status.success());
+        let pbes1 = String::from_utf8(pbes1.stdout).expect("PEM");
+        let message = refused(keystore_of(&[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.certificate.chain", &chain_pem),
+            ("ssl.keystore.key", &pbes1),
+            ("ssl.key.password", PW),
+        ]));
+        assert!(
+            message.contains("uses an encryption krust cannot read (krust reads PBES2"),
+            "{message}"
+        );
         // Corrupt bytes are errors, never panics: a damaged body, a cut-off entry, two keys.
         let mut lines: Vec<String> = encrypted_key.lines().map(str::to_owned).collect();
         lines[2] = "A".repeat(lines[2].len());
