@@ -205,5 +205,5 @@ pub use process::{LOG_TAIL_LINES, LogMark, ManagedProcess, ProcessSpec, log_tail
 pub use replica_logs::{
     AckedTally, LogRecord, ReplicaLog, check_acked_records, tally_acked_records,
 };
-pub use tls::{TEST_CLIENT_DN, TestPki};
+pub use tls::{TEST_CLIENT_DN, TEST_STORE_PASSWORD, TestPki};
 pub use zookeeper::{DEFAULT_ZK_START_TIMEOUT, ZOOKEEPER_CLI, ZOOKEEPER_MAIN, ZooKeeperServer};

@@ -2,7 +2,11 @@
 //! `localhost`/`127.0.0.1`, a client certificate it signed (`CN=alice,OU=Eng,O=Krust,C=US`)
 //! and a client certificate of another, untrusted CA — as PEM files in one folder, with a
 //! PEM key store (key + chain in one file, Kafka's `ssl.keystore.type=PEM` layout) for the
-//! server. EC P-256 keys, PKCS#8, valid for two days.
+//! server. EC P-256 keys, PKCS#8, valid for two days. The server's key and chain also come as
+//! the other stores Kafka reads, all protected by [`TEST_STORE_PASSWORD`]: a PEM key store whose
+//! key is encrypted (`openssl pkcs8 -topk8 -v2 aes-256-cbc`: PBES2, PBKDF2-HMAC-SHA256,
+//! AES-256-CBC), a PKCS12 key store (`openssl pkcs12 -export`: AES-256-CBC, SHA-256 MAC) and a
+//! PKCS12 trust store holding the CA (`keytool -importcert`, which marks it trusted for Java).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,6 +19,10 @@ const OPENSSL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The subject of [`TestPki::client_cert`] as Kafka writes it (RFC 2253).
 pub const TEST_CLIENT_DN: &str = "CN=alice,OU=Eng,O=Krust,C=US";
+
+/// The password of every protected store of [`TestPki`] (`ssl.key.password`,
+/// `ssl.keystore.password`, `ssl.truststore.password`).
+pub const TEST_STORE_PASSWORD: &str = "krust-store-secret";
 
 /// PEM files of a test PKI (see the module docs).
 #[derive(Debug, Clone)]
@@ -30,6 +38,17 @@ pub struct TestPki {
     pub server_cert: PathBuf,
     /// The server's PKCS#8 key alone.
     pub server_key: PathBuf,
+    /// [`TestPki::server_keystore`] with the key encrypted by [`TEST_STORE_PASSWORD`]
+    /// (`ENCRYPTED PRIVATE KEY`).
+    pub server_keystore_encrypted: PathBuf,
+    /// The server's key alone, encrypted by [`TEST_STORE_PASSWORD`].
+    pub server_key_encrypted: PathBuf,
+    /// The server's key and chain as a PKCS12 key store (`openssl pkcs12 -export`, alias
+    /// `kafka`), store and key password [`TEST_STORE_PASSWORD`].
+    pub server_keystore_p12: PathBuf,
+    /// The CA's certificate as a PKCS12 trust store (`keytool`), password
+    /// [`TEST_STORE_PASSWORD`].
+    pub truststore_p12: PathBuf,
     /// A client certificate signed by the CA, subject [`TEST_CLIENT_DN`].
     pub client_cert: PathBuf,
     /// Its key.
@@ -155,7 +174,76 @@ impl TestPki {
             read(&dir.join("ca.crt"))?
         );
         write(&keystore, &text)?;
+        let pass = format!("pass:{TEST_STORE_PASSWORD}");
+        openssl(
+            &dir,
+            &[
+                "pkcs8",
+                "-topk8",
+                "-v2",
+                "aes-256-cbc",
+                "-in",
+                "server.key",
+                "-out",
+                "server-encrypted.key",
+                "-passout",
+                &pass,
+            ],
+        )?;
+        let keystore_encrypted = dir.join("server-keystore-encrypted.pem");
+        let text = format!(
+            "{}{}{}",
+            read(&dir.join("server-encrypted.key"))?,
+            read(&dir.join("server.crt"))?,
+            read(&dir.join("ca.crt"))?
+        );
+        write(&keystore_encrypted, &text)?;
+        openssl(
+            &dir,
+            &[
+                "pkcs12",
+                "-export",
+                "-inkey",
+                "server.key",
+                "-in",
+                "server.crt",
+                "-certfile",
+                "ca.crt",
+                "-name",
+                "kafka",
+                "-out",
+                "server-keystore.p12",
+                "-passout",
+                &pass,
+            ],
+        )?;
+        let ca_path = dir.join("ca.crt").display().to_string();
+        let truststore_path = dir.join("truststore.p12").display().to_string();
+        run_binary(
+            "keytool",
+            &[
+                "-importcert",
+                "-noprompt",
+                "-storetype",
+                "PKCS12",
+                "-alias",
+                "ca",
+                "-file",
+                ca_path.as_str(),
+                "-keystore",
+                truststore_path.as_str(),
+                "-storepass",
+                TEST_STORE_PASSWORD,
+            ],
+            None,
+            OPENSSL_TIMEOUT,
+        )?
+        .ok()?;
         Ok(TestPki {
+            server_keystore_encrypted: keystore_encrypted,
+            server_key_encrypted: dir.join("server-encrypted.key"),
+            server_keystore_p12: dir.join("server-keystore.p12"),
+            truststore_p12: dir.join("truststore.p12"),
             ca_cert: dir.join("ca.crt"),
             server_keystore: keystore,
             server_cert: dir.join("server.crt"),

@@ -30,6 +30,7 @@
 
 pub mod broker;
 pub mod controller;
+pub mod key_stores;
 pub mod metrics_http;
 pub mod migration;
 pub mod security;

@@ -6,9 +6,12 @@
 //!
 //! Key stores: `ssl.keystore.type=PEM` with `ssl.keystore.certificate.chain` +
 //! `ssl.keystore.key` (inline PEM, KIP-651) or `ssl.keystore.location` (one PEM file holding
-//! the key and the chain); `ssl.truststore.type=PEM` with `ssl.truststore.certificates` or
-//! `ssl.truststore.location`. JKS and PKCS12 stores and encrypted keys are refused with a
-//! message naming what krust takes.
+//! the key and the chain), the key encrypted (`ENCRYPTED PRIVATE KEY`) when
+//! `ssl.key.password` is set; `ssl.keystore.type=PKCS12` with `ssl.keystore.location` and
+//! `ssl.keystore.password`; `ssl.truststore.type=PEM` with `ssl.truststore.certificates` or
+//! `ssl.truststore.location`, or `PKCS12` with `ssl.truststore.location` and
+//! `ssl.truststore.password` (decoding in [`crate::server::key_stores`]). JKS stores are
+//! refused with a message naming what krust takes.
 //!
 //! SASL (`SASL_PLAINTEXT`, `SASL_SSL`): [`listener_sasl`] (mechanisms, PLAIN users from the
 //! listener's JAAS entry) and [`ImageScramCredentials`], the SCRAM credentials of the newest
@@ -35,13 +38,14 @@ use krust_net::security::sasl::{
     CONNECTION_FAILED_AUTHENTICATION_DELAY_DEFAULT, SASL_SERVER_MAX_RECEIVE_SIZE_DEFAULT,
     SaslMechanism, SaslSettings, ScramCredential, ScramCredentialStore, ScramMechanism,
 };
-use krust_net::security::tls::{certificates_from_pem, private_key_from_pem};
+use krust_net::security::tls::certificates_from_pem;
 use krust_net::security::{
     ClientSecurity, SslClientAuth, SslPrincipalMapper, TlsClient, TlsClientSettings, TlsProtocol,
     TlsServer, TlsSettings,
 };
 
 use crate::config::ServerConfig;
+use crate::server::key_stores::{pem_private_key, pkcs12_key_store, pkcs12_trust_store};
 
 /// Largest key or trust store file read (a bound on what a config can make us buffer).
 const MAX_STORE_FILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -274,11 +278,11 @@ fn client_tls(
             if trusted_certificates.is_empty() {
                 match name {
                     Some(name) => bail!(
-                        "listener {name}: this node's own {protocol} connections to it need a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM and ssl.truststore.location or ssl.truststore.certificates (listener.name.{}.ssl.* or ssl.*)",
+                        "listener {name}: this node's own {protocol} connections to it need a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM with ssl.truststore.location or ssl.truststore.certificates, or PKCS12 with ssl.truststore.location and ssl.truststore.password (listener.name.{}.ssl.* or ssl.*)",
                         name.to_lowercase()
                     ),
                     None => bail!(
-                        "security.protocol={protocol} needs a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM and ssl.truststore.location or ssl.truststore.certificates"
+                        "security.protocol={protocol} needs a trust store for the server certificates (krust has no JVM default): set ssl.truststore.type=PEM with ssl.truststore.location or ssl.truststore.certificates, or PKCS12 with ssl.truststore.location and ssl.truststore.password"
                     ),
                 }
             }
@@ -403,14 +407,25 @@ fn keystore(l: &ListenerConfig<'_>) -> anyhow::Result<Keystore> {
                 "SSL private key can be specified only for PEM, but key store type is {store_type}."
             );
         }
-        if l.get("ssl.keystore.location").is_none() {
+        let password = l.get("ssl.keystore.password");
+        let Some(location) = l.get("ssl.keystore.location") else {
+            if password.is_some() {
+                bail!("SSL key store is not specified, but key store password is specified.");
+            }
             bail!(
-                "SSL listener without a key store: set ssl.keystore.type=PEM and ssl.keystore.location (or ssl.keystore.certificate.chain and ssl.keystore.key)"
+                "SSL listener without a key store: set ssl.keystore.location (ssl.keystore.type PKCS12 or PEM), or ssl.keystore.type=PEM with ssl.keystore.certificate.chain and ssl.keystore.key"
+            );
+        };
+        if !store_type.eq_ignore_ascii_case("PKCS12") {
+            bail!(
+                "ssl.keystore.type {store_type} is not supported by krust: use PKCS12 or PEM (convert a JKS store with keytool -importkeystore -deststoretype PKCS12)"
             );
         }
-        bail!(
-            "ssl.keystore.type {store_type} is not supported by krust: use PEM (ssl.keystore.location, or ssl.keystore.certificate.chain with ssl.keystore.key)"
-        );
+        let Some(password) = password else {
+            bail!("SSL key store is specified, but key store password is not specified.");
+        };
+        let bytes = read_store(location, "ssl.keystore.location")?;
+        return pkcs12_key_store(&bytes, password, l.get("ssl.key.password"), location);
     }
     if l.get("ssl.keystore.password").is_some() {
         bail!(
@@ -420,18 +435,9 @@ fn keystore(l: &ListenerConfig<'_>) -> anyhow::Result<Keystore> {
     if inline_key.is_some() && l.get("ssl.keystore.location").is_some() {
         bail!("Both SSL key store location and separate private key are specified.");
     }
-    if l.get("ssl.key.password").is_some() {
-        bail!(
-            "ssl.key.password: encrypted private keys are not supported by krust; give an unencrypted PKCS#8 key (BEGIN PRIVATE KEY)"
-        );
-    }
-    let (chain_pem, key_pem, chain_what, key_what) = match (inline_chain, inline_key) {
-        (Some(chain), Some(key)) => (
-            chain.as_bytes().to_vec(),
-            key.as_bytes().to_vec(),
-            "ssl.keystore.certificate.chain".to_owned(),
-            "ssl.keystore.key".to_owned(),
-        ),
+    let key_password = l.get("ssl.key.password");
+    let (chain_pem, key_pem) = match (inline_chain, inline_key) {
+        (Some(chain), Some(key)) => (chain, key),
         (None, None) => {
             let Some(location) = l.get("ssl.keystore.location") else {
                 bail!(
@@ -439,8 +445,15 @@ fn keystore(l: &ListenerConfig<'_>) -> anyhow::Result<Keystore> {
                 );
             };
             let bytes = read_store(location, "ssl.keystore.location")?;
-            let what = format!("ssl.keystore.location {location}");
-            (bytes.clone(), bytes, what.clone(), what)
+            let chain = certificates_from_pem(&bytes, &format!("ssl.keystore.location {location}"))
+                .with_context(|| format!("Failed to load PEM SSL keystore {location}"))?;
+            let key = pem_private_key(
+                &bytes,
+                key_password,
+                &format!("ssl.keystore.location {location}"),
+            )
+            .with_context(|| format!("Failed to load PEM SSL keystore {location}"))?;
+            return Ok((chain, key));
         }
         (Some(_), None) => {
             bail!("SSL certificate chain is specified, but private key is not specified")
@@ -449,8 +462,8 @@ fn keystore(l: &ListenerConfig<'_>) -> anyhow::Result<Keystore> {
             bail!("SSL private key is specified, but certificate chain is not specified.")
         }
     };
-    let chain = certificates_from_pem(&chain_pem, &chain_what)?;
-    let key = private_key_from_pem(&key_pem, &key_what)?;
+    let chain = certificates_from_pem(chain_pem.as_bytes(), "ssl.keystore.certificate.chain")?;
+    let key = pem_private_key(key_pem.as_bytes(), key_password, "ssl.keystore.key")?;
     Ok((chain, key))
 }
 
@@ -469,9 +482,21 @@ fn truststore(
                 "SSL trust store certs can be specified only for PEM, but trust store type is {store_type}."
             );
         }
-        bail!(
-            "ssl.truststore.type {store_type} is not supported by krust: use PEM (ssl.truststore.location or ssl.truststore.certificates)"
-        );
+        let Some(location) = location else {
+            bail!("ssl.truststore.location is not set"); // not reached: returned above
+        };
+        if !store_type.eq_ignore_ascii_case("PKCS12") {
+            bail!(
+                "ssl.truststore.type {store_type} is not supported by krust: use PKCS12 or PEM (convert a JKS store with keytool -importkeystore -deststoretype PKCS12)"
+            );
+        }
+        let Some(password) = l.get("ssl.truststore.password") else {
+            bail!(
+                "ssl.truststore.location {location}: a PKCS12 trust store needs ssl.truststore.password in krust (Kafka reads one without it, skipping the integrity check; krust does not)"
+            );
+        };
+        let bytes = read_store(location, "ssl.truststore.location")?;
+        return pkcs12_trust_store(&bytes, password, location);
     }
     if l.get("ssl.truststore.password").is_some() {
         bail!("SSL trust store password cannot be specified for PEM format.");
@@ -810,6 +835,329 @@ mod tests {
             let message = format!("{err:#}");
             assert!(message.contains(wanted), "case {reason}: {message}");
         }
+    }
+
+    /// One test PKI for the store tests (openssl and keytool run once).
+    fn pki() -> &'static krust_testkit::TestPki {
+        static PKI: std::sync::OnceLock<(tempfile::TempDir, krust_testkit::TestPki)> =
+            std::sync::OnceLock::new();
+        &PKI.get_or_init(|| {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let pki = krust_testkit::TestPki::generate(dir.path().join("pki")).expect("test PKI");
+            (dir, pki)
+        })
+        .1
+    }
+
+    fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    fn keystore_of(pairs: &[(&str, &str)]) -> anyhow::Result<Keystore> {
+        keystore(&ListenerConfig::client(&settings(pairs)))
+    }
+
+    fn truststore_of(
+        pairs: &[(&str, &str)],
+    ) -> anyhow::Result<Vec<rustls_pki_types::CertificateDer<'static>>> {
+        truststore(&ListenerConfig::client(&settings(pairs)))
+    }
+
+    fn pem_der(path: &Path) -> Vec<u8> {
+        let text = std::fs::read(path).expect("PEM file");
+        certificates_from_pem(&text, "test").expect("certificate")[0].to_vec()
+    }
+
+    fn text(path: &Path) -> String {
+        std::fs::read_to_string(path).expect("readable")
+    }
+
+    fn refused(result: anyhow::Result<impl std::fmt::Debug>) -> String {
+        format!("{:#}", result.expect_err("refused"))
+    }
+
+    const PW: &str = krust_testkit::TEST_STORE_PASSWORD;
+
+    #[test]
+    fn encrypted_pem_keys_are_read_with_the_key_password_as_kafka_does() {
+        let pki = pki();
+        let plain_key = krust_net::security::tls::private_key_from_pem(
+            text(&pki.server_key).as_bytes(),
+            "server.key",
+        )
+        .expect("plain key");
+        let file = pki.server_keystore_encrypted.display().to_string();
+        let (chain, key) = keystore_of(&[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.location", &file),
+            ("ssl.key.password", PW),
+        ])
+        .expect("encrypted PEM key store file");
+        assert_eq!(chain.len(), 2);
+        assert_eq!(chain[0].to_vec(), pem_der(&pki.server_cert));
+        assert_eq!(key.secret_der(), plain_key.secret_der(), "decrypted key");
+        let chain_pem = format!("{}{}", text(&pki.server_cert), text(&pki.ca_cert));
+        let encrypted_key = text(&pki.server_key_encrypted);
+        let (_, key) = keystore_of(&[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.certificate.chain", &chain_pem),
+            ("ssl.keystore.key", &encrypted_key),
+            ("ssl.key.password", PW),
+        ])
+        .expect("inline encrypted key");
+        assert_eq!(key.secret_der(), plain_key.secret_der());
+
+        // Kafka's refusals: an encrypted key without the password, a plain key with one, a
+        // wrong password; a file adds "Failed to load PEM SSL keystore <path>".
+        let no_password = refused(keystore_of(&[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.location", &file),
+        ]));
+        assert!(
+            no_password.starts_with(&format!("Failed to load PEM SSL keystore {file}: Invalid PEM keystore configs: Private key could not be loaded")),
+            "{no_password}"
+        );
+        let inline_no_password = refused(keystore_of(&[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.certificate.chain", &chain_pem),
+            ("ssl.keystore.key", &encrypted_key),
+        ]));
+        assert!(
+            inline_no_password
+                .starts_with("Invalid PEM keystore configs: Private key could not be loaded"),
+            "{inline_no_password}"
+        );
+        let plain_file = pki.server_keystore.display().to_string();
+        let plain_with_password = refused(keystore_of(&[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.location", &plain_file),
+            ("ssl.key.password", PW),
+        ]));
+        assert!(
+            plain_with_password.starts_with(&format!(
+                "Failed to load PEM SSL keystore {plain_file}: Invalid PEM keystore configs: ssl.key.password is set, but the PRIVATE KEY"
+            )),
+            "{plain_with_password}"
+        );
+        let wrong = refused(keystore_of(&[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.location", &file),
+            ("ssl.key.password", "not-the-password"),
+        ]));
+        assert!(
+            wrong
+                .contains("Invalid PEM keystore configs: the private key of ssl.keystore.location")
+                && wrong.contains("could not be decrypted with ssl.key.password"),
+            "{wrong}"
+        );
+        // PBES1 (what Kafka on JDK 17 reads): refused, naming what krust reads.
+        let pbes1 = std::process::Command::new("openssl")
+            .args(["pkcs8", "-topk8", "-v1", "PBE-SHA1-3DES", "-in"])
+            .arg(&pki.server_key)
+            .args(["-passout", &format!("pass:{PW}")])
+            .output()
+            .expect("openssl runs");
+        assert!(pbes1.status.success());
+        let pbes1 = String::from_utf8(pbes1.stdout).expect("PEM");
+        let message = refused(keystore_of(&[
+            ("ssl.keystore.type", "PEM"),
+            ("ssl.keystore.certificate.chain", &chain_pem),
+            ("ssl.keystore.key", &pbes1),
+            ("ssl.key.password", PW),
+        ]));
+        assert!(
+            message.contains("uses an encryption krust cannot read (krust reads PBES2"),
+            "{message}"
+        );
+        // Corrupt bytes are errors, never panics: a damaged body, a cut-off entry, two keys.
+        let mut lines: Vec<String> = encrypted_key.lines().map(str::to_owned).collect();
+        lines[2] = "A".repeat(lines[2].len());
+        let damaged = lines.join("\n");
+        let cut = encrypted_key[..encrypted_key.len() / 2].to_owned();
+        let two = format!("{encrypted_key}{encrypted_key}");
+        for (what, key) in [("damaged", damaged), ("cut", cut), ("two keys", two)] {
+            let message = refused(keystore_of(&[
+                ("ssl.keystore.type", "PEM"),
+                ("ssl.keystore.certificate.chain", &chain_pem),
+                ("ssl.keystore.key", &key),
+                ("ssl.key.password", PW),
+            ]));
+            assert!(
+                message.starts_with("Invalid PEM keystore configs: "),
+                "{what}: {message}"
+            );
+        }
+    }
+
+    #[test]
+    fn pkcs12_key_and_trust_stores_from_openssl_and_keytool() {
+        let pki = pki();
+        let p12 = pki.server_keystore_p12.display().to_string();
+        let (chain, key) = keystore_of(&[
+            ("ssl.keystore.type", "PKCS12"),
+            ("ssl.keystore.location", &p12),
+            ("ssl.keystore.password", PW),
+        ])
+        .expect("PKCS12 key store");
+        assert_eq!(chain.len(), 2, "server certificate and CA");
+        assert_eq!(chain[0].to_vec(), pem_der(&pki.server_cert));
+        assert_eq!(chain[1].to_vec(), pem_der(&pki.ca_cert));
+        // The key fits the certificate: rustls builds a server from them.
+        krust_net::security::TlsServer::new(TlsSettings {
+            certificate_chain: chain,
+            private_key: key,
+            trusted_certificates: Vec::new(),
+            client_auth: SslClientAuth::None,
+            enabled_protocols: vec![TlsProtocol::Tls13],
+            cipher_suites: Vec::new(),
+            principal_mapper: SslPrincipalMapper::new(None).expect("default rules"),
+        })
+        .expect("TLS server from the PKCS12 key");
+        keystore_of(&[
+            ("ssl.keystore.type", "pkcs12"),
+            ("ssl.keystore.location", &p12),
+            ("ssl.keystore.password", PW),
+            ("ssl.key.password", PW),
+        ])
+        .expect("a key password equal to the store password");
+
+        let trust = pki.truststore_p12.display().to_string();
+        let trusted = truststore_of(&[
+            ("ssl.truststore.type", "PKCS12"),
+            ("ssl.truststore.location", &trust),
+            ("ssl.truststore.password", PW),
+        ])
+        .expect("keytool PKCS12 trust store");
+        assert_eq!(
+            trusted.iter().map(|c| c.to_vec()).collect::<Vec<_>>(),
+            vec![pem_der(&pki.ca_cert)]
+        );
+
+        // Legacy files (RC2-40 certificates, 3DES key, SHA-1 MAC: openssl pkcs12 -legacy).
+        let legacy = pki.dir.join("legacy.p12");
+        let status = std::process::Command::new("openssl")
+            .args(["pkcs12", "-export", "-legacy", "-inkey"])
+            .arg(&pki.server_key)
+            .arg("-in")
+            .arg(&pki.server_cert)
+            .args(["-passout", &format!("pass:{PW}"), "-out"])
+            .arg(&legacy)
+            .status()
+            .expect("openssl runs");
+        assert!(status.success());
+        let (chain, _) = keystore_of(&[
+            ("ssl.keystore.type", "PKCS12"),
+            ("ssl.keystore.location", &legacy.display().to_string()),
+            ("ssl.keystore.password", PW),
+        ])
+        .expect("legacy PKCS12 key store");
+        assert_eq!(chain[0].to_vec(), pem_der(&pki.server_cert));
+
+        // Refusals: a wrong password (Java's words), no password (Kafka's), a key password
+        // other than the store's, a corrupt file, openssl's untrusted trust entries, JKS.
+        let wrong = refused(keystore_of(&[
+            ("ssl.keystore.type", "PKCS12"),
+            ("ssl.keystore.location", &p12),
+            ("ssl.keystore.password", "wrong"),
+        ]));
+        assert_eq!(
+            wrong,
+            format!(
+                "Failed to load SSL keystore {p12} of type PKCS12: keystore password was incorrect"
+            )
+        );
+        let wrong_trust = refused(truststore_of(&[
+            ("ssl.truststore.type", "PKCS12"),
+            ("ssl.truststore.location", &trust),
+            ("ssl.truststore.password", "wrong"),
+        ]));
+        assert_eq!(
+            wrong_trust,
+            format!(
+                "Failed to load SSL keystore {trust} of type PKCS12: keystore password was incorrect"
+            )
+        );
+        assert_eq!(
+            refused(keystore_of(&[
+                ("ssl.keystore.type", "PKCS12"),
+                ("ssl.keystore.location", &p12),
+            ])),
+            "SSL key store is specified, but key store password is not specified."
+        );
+        assert!(
+            refused(keystore_of(&[
+                ("ssl.keystore.type", "PKCS12"),
+                ("ssl.keystore.location", &p12),
+                ("ssl.keystore.password", PW),
+                ("ssl.key.password", "other"),
+            ]))
+            .contains("ssl.key.password differs from ssl.keystore.password")
+        );
+        let bytes = std::fs::read(&pki.server_keystore_p12).expect("p12");
+        let corrupt_dir = tempfile::tempdir().expect("temp dir");
+        let mut flipped = bytes.clone();
+        let middle = flipped.len() / 2;
+        flipped[middle] ^= 0xff;
+        for (what, content) in [
+            ("truncated", bytes[..bytes.len() / 2].to_vec()),
+            ("flipped", flipped),
+            ("PEM", text(&pki.server_keystore).into_bytes()),
+            ("empty", Vec::new()),
+        ] {
+            let path = corrupt_dir.path().join(what);
+            std::fs::write(&path, content).expect("write");
+            let path = path.display().to_string();
+            let message = refused(keystore_of(&[
+                ("ssl.keystore.type", "PKCS12"),
+                ("ssl.keystore.location", &path),
+                ("ssl.keystore.password", PW),
+            ]));
+            assert!(
+                message.starts_with(&format!(
+                    "Failed to load SSL keystore {path} of type PKCS12: "
+                )),
+                "{what}: {message}"
+            );
+        }
+        let openssl_trust = pki.dir.join("openssl-trust.p12");
+        let status = std::process::Command::new("openssl")
+            .args(["pkcs12", "-export", "-nokeys", "-in"])
+            .arg(&pki.ca_cert)
+            .args(["-passout", &format!("pass:{PW}"), "-out"])
+            .arg(&openssl_trust)
+            .status()
+            .expect("openssl runs");
+        assert!(status.success());
+        assert!(
+            refused(truststore_of(&[
+                ("ssl.truststore.type", "PKCS12"),
+                (
+                    "ssl.truststore.location",
+                    &openssl_trust.display().to_string()
+                ),
+                ("ssl.truststore.password", PW),
+            ]))
+            .contains("no trusted certificate entry")
+        );
+        assert!(
+            refused(keystore_of(&[
+                ("ssl.keystore.type", "JKS"),
+                ("ssl.keystore.location", &p12),
+                ("ssl.keystore.password", PW),
+            ]))
+            .starts_with("ssl.keystore.type JKS is not supported by krust: use PKCS12 or PEM")
+        );
+        assert!(
+            refused(truststore_of(&[
+                ("ssl.truststore.location", &trust),
+                ("ssl.truststore.password", PW),
+            ]))
+            .starts_with("ssl.truststore.type JKS is not supported by krust"),
+            "Kafka's default type, JKS"
+        );
     }
 
     #[test]

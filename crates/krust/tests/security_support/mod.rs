@@ -45,6 +45,18 @@ impl SecureNode {
         props: &[(&str, String)],
         format_args: &[&str],
     ) -> SecureNode {
+        Self::try_start(dist, krust, extra, props, format_args).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`SecureNode::start`], but a node that exits (or never gets ready) within the bounded
+    /// wait is an `Err` with what the harness saw and the log's last lines.
+    pub fn try_start(
+        dist: &KafkaDist,
+        krust: bool,
+        extra: &[(&str, &str)],
+        props: &[(&str, String)],
+        format_args: &[&str],
+    ) -> Result<SecureNode, String> {
         let ports = free_ports(2 + extra.len()).expect("ports");
         let (broker, controller) = (ports[0], ports[1]);
         let extra_ports: Vec<u16> = ports[2..].to_vec();
@@ -89,13 +101,17 @@ impl SecureNode {
             for arg in format_args {
                 builder = builder.format_arg(*arg);
             }
-            let node = builder.start().expect("Kafka node");
-            return SecureNode {
+            let mut node = builder.build().map_err(|e| format!("Kafka node: {e}"))?;
+            if let Err(e) = node.start() {
+                let log = std::fs::read_to_string(node.log_path()).unwrap_or_default();
+                return Err(format!("Kafka node: {e}\nwhole log:\n{log}"));
+            }
+            return Ok(SecureNode {
                 kind: "kafka",
                 ports: extra_ports,
                 krust: None,
                 node,
-            };
+            });
         }
         let node = builder.build_unformatted().expect("node folder");
         let binary = env!("CARGO_BIN_EXE_krust");
@@ -115,13 +131,16 @@ impl SecureNode {
             .expect("krust server");
         process
             .wait_for_line("Kafka Server started", READY_TIMEOUT)
-            .unwrap_or_else(|e| panic!("krust server: {e}\n{}", process.log_tail(40)));
-        SecureNode {
+            .map_err(|e| {
+                let log = std::fs::read_to_string(process.log_path()).unwrap_or_default();
+                format!("krust server: {e}\nwhole log:\n{log}")
+            })?;
+        Ok(SecureNode {
             kind: "krust",
             ports: extra_ports,
             krust: Some(process),
             node,
-        }
+        })
     }
 
     /// The broker's whole log (krust's process log, or Kafka's at INFO).
