@@ -521,6 +521,50 @@ fn a_write_cut_by_connection_loss_resumes_from_the_failed_step() {
     assert_eq!(sim.driver(LEADER).status().last_error, None);
 }
 
+/// ZooKeeper applied a dual-write but the connection dropped before its reply came: the re-sent
+/// multi-op is refused (its topic node exists, `/migration` moved on). The driver reads
+/// `/migration` back, finds its own update, and goes on dual-writing — no new claim of
+/// `/controller`, no error.
+#[test]
+fn a_dual_write_applied_with_its_reply_lost_is_recognised_not_taken_for_fencing() {
+    let mut sim = ready_cluster(SimOptions::default(), 3);
+    sim.set_leader(Some(LEADER), 1);
+    sim.run_for(Duration::from_secs(3));
+    assert_eq!(sim.state(LEADER), S::DualWrite);
+    let controller = sim.zk_controller();
+    let controller_epoch = sim.zk_controller_epoch();
+    sim.zk_lose_next_write_reply = true;
+    sim.commit(vec![MetadataRecord::Topic(
+        krust_metadata::records::TopicRecord {
+            name: "lost-reply".to_owned(),
+            topic_id: uuid::Uuid::from_u128(0xF3),
+            ..Default::default()
+        },
+    )]);
+    sim.run_for(Duration::from_secs(2));
+    assert!(sim.zk_topics().contains("lost-reply"));
+    assert_eq!(
+        sim.zk_migration().kraft_metadata_offset,
+        sim.image.provenance.last_contained_offset
+    );
+    assert_eq!(sim.state(LEADER), S::DualWrite);
+    assert_eq!(sim.zk_controller(), controller, "no new claim");
+    assert_eq!(sim.zk_controller_epoch(), controller_epoch);
+    assert_eq!(sim.driver(LEADER).status().last_error, None);
+    // And the next change is written with the version learnt from the read-back.
+    sim.commit(vec![MetadataRecord::Topic(
+        krust_metadata::records::TopicRecord {
+            name: "after".to_owned(),
+            topic_id: uuid::Uuid::from_u128(0xF4),
+            ..Default::default()
+        },
+    )]);
+    sim.run_for(Duration::from_secs(2));
+    assert!(sim.zk_topics().contains("after"));
+    assert_eq!(sim.state(LEADER), S::DualWrite);
+    assert_eq!(sim.driver(LEADER).status().last_error, None);
+}
+
 #[test]
 fn none_and_post_migration_images_never_migrate() {
     for state in [

@@ -642,7 +642,13 @@ fn dual_write_resumes_after_the_zookeeper_session_expired() {
     assert_eq!(
         zk_get(&zk, "/controller"),
         owner,
-        "the claim survived the session"
+        "the claim survived the session; the driver's lines:\n{}",
+        log.lines()
+            .filter(|l| ["driver", "ZooKeeper", "claim", "register", "epoch"]
+                .iter()
+                .any(|k| l.contains(k)))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     create_and_see_in_zookeeper(&broker, &zk, &quorum, "after-expiry");
     let out = verify_until_equal(&zk, &controllers(&quorum, &[1]));

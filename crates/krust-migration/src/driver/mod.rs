@@ -191,6 +191,14 @@ enum Purpose<Rpcs> {
     ReadForSnapshotDualWrite { image: MetadataImage },
     /// Dual-write: the writes and the `/migration` bump.
     WriteDualWrite(PreparedWrite<Rpcs>),
+    /// Dual-write: a write re-sent after its connection was lost was refused as if already
+    /// applied (a node it creates exists, `/migration` moved on): `/migration` read back. Our
+    /// own `data` at `version` means the first send was applied and only its reply was lost.
+    VerifyLostWrite {
+        prepared: PreparedWrite<Rpcs>,
+        data: Vec<u8>,
+        version: i32,
+    },
 }
 
 #[derive(Debug)]
@@ -295,6 +303,9 @@ pub struct MigrationDriver<R, W, P: BrokerPropagator> {
     next_request_id: RequestId,
     in_flight: Option<InFlight<P::Rpcs>>,
     retry: Option<Retry<P::Rpcs>>,
+    /// The write in flight is a re-send after a retriable failure (its first send may have
+    /// been applied with the reply lost).
+    resent: bool,
     actions: VecDeque<MigrationAction<P::Rpcs>>,
     copy: Option<CopyProgress>,
     dual_writes: VecDeque<DualWriteJob<P::Rpcs>>,
@@ -364,6 +375,7 @@ where
             next_request_id: 1,
             in_flight: None,
             retry: None,
+            resent: false,
             actions: VecDeque::new(),
             copy: None,
             dual_writes: VecDeque::new(),

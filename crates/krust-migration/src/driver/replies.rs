@@ -16,6 +16,13 @@ where
         failure: &ZkFailure,
     ) {
         let code = failure.error.code;
+        let resent = std::mem::take(&mut self.resent);
+        if let Purpose::VerifyLostWrite { .. } = in_flight.purpose {
+            self.reactivate(format!(
+                "ZooKeeper write failed and reading /migration back failed too: {failure}"
+            ));
+            return;
+        }
         if code.is_retriable() {
             self.zk_retries += 1;
             if self.consecutive_zk_failures == 0 {
@@ -44,6 +51,42 @@ where
             }
             return;
         }
+        // A re-sent dual-write refused as if it had been applied: its first send may have been
+        // (the connection dropped before the reply came). `/migration` tells: the multi-op
+        // that set it is all or nothing.
+        let lost_reply = resent
+            && matches!(
+                code,
+                ZkErrorCode::NodeExists | ZkErrorCode::BadVersion | ZkErrorCode::NoNode
+            );
+        let in_flight = match in_flight.purpose {
+            Purpose::WriteDualWrite(prepared) if lost_reply => {
+                if let Some((data, version)) = migration_set(&in_flight.steps) {
+                    info!(node_id = self.config.node_id, error = %failure, "A re-sent ZooKeeper write was refused: reading /migration to tell whether the first send was applied");
+                    self.issue(
+                        now,
+                        Purpose::VerifyLostWrite {
+                            prepared,
+                            data,
+                            version,
+                        },
+                        ZkRequest::Get {
+                            paths: vec![MIGRATION_PATH.to_owned()],
+                        },
+                        Vec::new(),
+                    );
+                    return;
+                }
+                InFlight {
+                    purpose: Purpose::WriteDualWrite(prepared),
+                    ..in_flight
+                }
+            }
+            purpose => InFlight {
+                purpose,
+                ..in_flight
+            },
+        };
         if code == ZkErrorCode::AuthFailed || code == ZkErrorCode::NoAuth {
             error!(node_id = self.config.node_id, error = %failure, "Encountered ZooKeeper authentication error");
         }
@@ -74,7 +117,8 @@ where
             Purpose::RewriteMigration
             | Purpose::PersistCopy { .. }
             | Purpose::WriteSync { .. }
-            | Purpose::WriteDualWrite(_) => {
+            | Purpose::WriteDualWrite(_)
+            | Purpose::VerifyLostWrite { .. } => {
                 let fenced = code == ZkErrorCode::BadVersion
                     && (failure.error.path == MIGRATION_PATH
                         || failure.error.path == CONTROLLER_EPOCH_PATH);
@@ -108,7 +152,9 @@ where
                 MigrationDriverState::ZkMigration
             }
             Purpose::ReadForSync | Purpose::WriteSync { .. } => MigrationDriverState::SyncKraftToZk,
-            Purpose::ReadForSnapshotDualWrite { .. } | Purpose::WriteDualWrite(_) => self.state,
+            Purpose::ReadForSnapshotDualWrite { .. }
+            | Purpose::WriteDualWrite(_)
+            | Purpose::VerifyLostWrite { .. } => self.state,
         };
         if self.state != expected_state {
             debug!(node_id = self.config.node_id, state = %self.state, "ignoring a reply for another state");
@@ -309,30 +355,58 @@ where
             }
             (Purpose::WriteDualWrite(prepared), ZkReply::Wrote(results)) => {
                 self.learn_migration_version(&in_flight.steps, &results);
-                self.leadership = self.leadership.with_kraft_metadata_offset_and_epoch(
-                    prepared.target.offset,
-                    prepared.target.epoch,
-                );
-                self.dual_write_offset = Some(prepared.target.offset);
-                if let Some(started) = prepared.started {
-                    if prepared.snapshot {
-                        self.record_snapshot_time(now, started);
-                    } else if prepared.wrote_something {
-                        let ms = millis(now, started);
-                        self.last_delta_write_ms = Some(ms);
-                        self.push_write_timing(WriteTiming::Delta(ms));
-                    }
-                }
-                for (full, rpcs) in prepared.rpcs {
-                    self.push_rpcs(full, rpcs);
-                }
-                self.drive_dual_writes(now);
+                self.finish_dual_write(now, prepared);
             }
+            (
+                Purpose::VerifyLostWrite {
+                    prepared,
+                    data,
+                    version,
+                },
+                ZkReply::Got(entries),
+            ) => match entries.first() {
+                Some(Some((found, stat)))
+                    if *found == data && stat.version == version.saturating_add(1) =>
+                {
+                    info!(
+                        node_id = self.config.node_id,
+                        "The re-sent ZooKeeper write had been applied (its reply was lost): going on"
+                    );
+                    self.leadership = self
+                        .leadership
+                        .with_migration_zk_version(stat.version, stat.mtime);
+                    self.finish_dual_write(now, prepared);
+                }
+                _ => self.reactivate(
+                    "Conditional update on /migration failed: another KRaft controller is making writes to ZooKeeper.".to_owned(),
+                ),
+            },
             (purpose, reply) => {
                 error!(node_id = self.config.node_id, purpose = ?purpose, reply = ?reply, "unexpected ZooKeeper reply");
                 self.last_error = Some("unexpected ZooKeeper reply".to_owned());
             }
         }
+    }
+
+    /// The bookkeeping of a dual-write ZooKeeper applied.
+    fn finish_dual_write(&mut self, now: Instant, prepared: PreparedWrite<P::Rpcs>) {
+        self.leadership = self
+            .leadership
+            .with_kraft_metadata_offset_and_epoch(prepared.target.offset, prepared.target.epoch);
+        self.dual_write_offset = Some(prepared.target.offset);
+        if let Some(started) = prepared.started {
+            if prepared.snapshot {
+                self.record_snapshot_time(now, started);
+            } else if prepared.wrote_something {
+                let ms = millis(now, started);
+                self.last_delta_write_ms = Some(ms);
+                self.push_write_timing(WriteTiming::Delta(ms));
+            }
+        }
+        for (full, rpcs) in prepared.rpcs {
+            self.push_rpcs(full, rpcs);
+        }
+        self.drive_dual_writes(now);
     }
 
     pub(super) fn record_snapshot_time(&mut self, now: Instant, started: Instant) {
@@ -347,7 +421,26 @@ where
         }
         self.write_timings.push_back(timing);
     }
+}
 
+/// The data and expected version of the `/migration` update among `steps`.
+fn migration_set(steps: &[ZkStep]) -> Option<(Vec<u8>, i32)> {
+    steps.iter().flat_map(ZkStep::ops).find_map(|op| match op {
+        ZkOp::SetData {
+            path,
+            data,
+            version,
+        } if path == MIGRATION_PATH => Some((data.clone(), *version)),
+        _ => None,
+    })
+}
+
+impl<R, W, P> MigrationDriver<R, W, P>
+where
+    R: ZkMetadataReader,
+    W: ZkMetadataWriter,
+    P: BrokerPropagator,
+{
     /// Updates `/migration`'s version from the results of a write whose steps set it.
     pub(super) fn learn_migration_version(
         &mut self,

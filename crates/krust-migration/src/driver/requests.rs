@@ -27,6 +27,8 @@ where
         steps: Vec<ZkStep>,
     ) {
         debug_assert!(self.in_flight.is_none(), "one request at a time");
+        // A first send (a re-send sets it again right after).
+        self.resent = false;
         let id = self.next_id();
         self.in_flight = Some(InFlight {
             id,

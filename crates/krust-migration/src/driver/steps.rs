@@ -12,6 +12,7 @@ where
     pub(super) fn run_state_step(&mut self, now: Instant) {
         if let Some(retry) = self.retry.take() {
             self.issue_write(now, retry.purpose, retry.steps);
+            self.resent = true;
             return;
         }
         match self.state {

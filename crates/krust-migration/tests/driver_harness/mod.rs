@@ -329,6 +329,8 @@ pub struct Sim {
     pub zk_down: bool,
     /// Fail the next write after this many steps succeeded (once).
     pub zk_fail_write_after_steps: Option<usize>,
+    /// Apply the next write whole, then answer CONNECTIONLOSS (the reply lost), once.
+    pub zk_lose_next_write_reply: bool,
     pub image: MetadataImage,
     next_offset: i64,
     open_txn: Option<Vec<MetadataRecord>>,
@@ -374,6 +376,7 @@ impl Sim {
             zk: ZkTree::new(),
             zk_down: false,
             zk_fail_write_after_steps: None,
+            zk_lose_next_write_reply: false,
             image: MetadataImage::empty(),
             next_offset: 0,
             open_txn: None,
@@ -836,6 +839,16 @@ impl Sim {
                             return Err(ZkFailure { step: index, error });
                         }
                     }
+                }
+                if std::mem::take(&mut self.zk_lose_next_write_reply) {
+                    let mut failure = down(
+                        steps
+                            .last()
+                            .and_then(|s| s.ops().first())
+                            .map_or("", ZkOp::path),
+                    );
+                    failure.step = steps.len().saturating_sub(1);
+                    return Err(failure);
                 }
                 Ok(ZkReply::Wrote(results))
             }
