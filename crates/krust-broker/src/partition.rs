@@ -418,9 +418,19 @@ impl Partition {
         if new_epoch {
             self.log.assign_epoch_start_offset(leader_epoch, log_end)?;
             self.leader_epoch_start_offset = log_end;
+            // The log directory's name is the topic-partition (`orders-0`).
+            let partition = self
+                .log
+                .dir()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
             info!(
                 local_broker_id = self.local_broker_id,
-                leader_epoch, log_end, "became leader"
+                partition = %partition,
+                leader_epoch,
+                log_end,
+                "became leader"
             );
         }
         self.leader_epoch = self.leader_epoch.max(leader_epoch);

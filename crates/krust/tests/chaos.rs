@@ -142,11 +142,18 @@ impl Flavor {
     /// The leader epoch in a broker's log line saying it became the partition's leader.
     fn partition_leader_epoch(self, line: &str) -> Option<i32> {
         match self {
-            // `became leader local_broker_id=4 leader_epoch=1 log_end=77`
-            Flavor::Krust if line.contains("became leader") => line
-                .split_whitespace()
-                .find_map(|w| w.strip_prefix("leader_epoch="))
-                .and_then(|v| v.parse().ok()),
+            // `became leader local_broker_id=4 partition=chaos-0 leader_epoch=1 log_end=77`
+            // (the brokers lead `__consumer_offsets` partitions too).
+            Flavor::Krust
+                if line.contains("became leader")
+                    && line
+                        .split_whitespace()
+                        .any(|w| w == format!("partition={TOPIC}-0")) =>
+            {
+                line.split_whitespace()
+                    .find_map(|w| w.strip_prefix("leader_epoch="))
+                    .and_then(|v| v.parse().ok())
+            }
             // Partition.makeLeader: `Leader chaos-0 with topic id … starts at leader epoch 1 …`
             Flavor::Kafka if line.contains(&format!("Leader {TOPIC}-0 with topic id")) => {
                 leading_number(line.split_once("starts at leader epoch ")?.1)
