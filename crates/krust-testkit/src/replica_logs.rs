@@ -131,15 +131,7 @@ pub fn check_acked_records(acked: &[&AckedRecord], records: &[LogRecord]) -> Vec
             w[0].offset, w[1].offset
         ));
     }
-    let mut by_value: std::collections::HashMap<&str, Vec<i64>> = std::collections::HashMap::new();
-    for record in records {
-        if let Some(value) = &record.value {
-            by_value
-                .entry(value.as_str())
-                .or_default()
-                .push(record.offset);
-        }
-    }
+    let by_value = offsets_by_value(records);
     let mut sorted: Vec<&AckedRecord> = acked.to_vec();
     sorted.sort_by_key(|r| r.offset);
     let mut last_value = None;
@@ -198,8 +190,8 @@ impl AckedTally {
     }
 }
 
-/// Counts what [`check_acked_records`] reports, without its cap of 20 messages.
-pub fn tally_acked_records(acked: &[&AckedRecord], records: &[LogRecord]) -> AckedTally {
+/// The offsets at which each value is stored.
+fn offsets_by_value(records: &[LogRecord]) -> std::collections::HashMap<&str, Vec<i64>> {
     let mut by_value: std::collections::HashMap<&str, Vec<i64>> = std::collections::HashMap::new();
     for record in records {
         if let Some(value) = &record.value {
@@ -209,6 +201,12 @@ pub fn tally_acked_records(acked: &[&AckedRecord], records: &[LogRecord]) -> Ack
                 .push(record.offset);
         }
     }
+    by_value
+}
+
+/// Counts what [`check_acked_records`] reports, without its cap of 20 messages.
+pub fn tally_acked_records(acked: &[&AckedRecord], records: &[LogRecord]) -> AckedTally {
+    let by_value = offsets_by_value(records);
     let mut sorted: Vec<&AckedRecord> = acked.to_vec();
     sorted.sort_by_key(|r| r.offset);
     let mut tally = AckedTally {
